@@ -1,0 +1,15 @@
+"""nongemm-trace: where GPU time goes in profiler traces — GEMM vs non-GEMM operators.
+
+    >>> import nongemm_trace
+    >>> report = nongemm_trace.analyze("trace.json.gz")          # doctest: +SKIP
+    >>> report.categories                                       # doctest: +SKIP
+
+Pipeline: load -> link -> classify -> measure -> render (see DESIGN in the README).
+"""
+
+from ._version import __version__
+from .api import analyze
+from .errors import TraceError
+from .report.model import Report
+
+__all__ = ["analyze", "Report", "TraceError", "__version__"]

@@ -1,0 +1,157 @@
+"""``analyze``: the one function behind the CLI and the Python API.
+
+load -> link -> classify -> measure; returns a :class:`~nongemm_trace.report.model.Report`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from .classify import LEVELS, classify, link_and_classify
+from .classify.taxonomy import Taxonomy, load_taxonomy
+from .errors import TraceError
+from .load import load_trace
+from .metrics.breakdown import category_table, class_table, cpu_op_times, kernel_summary, op_table, step_table
+from .metrics.steps import assign_steps, find_steps
+from .report.model import Report
+from .trace import Anomaly
+
+METRICS = ("gpu", "cpu")
+
+#: columns of ``Report.kernels`` (one row per GPU activity), in this order
+KERNEL_COLUMNS = [
+    "activity_id", "name", "kind", "category", "class", "dur_ns", "ts_ns", "device", "stream", "correlation",
+    "op", "launch_op", "top_op", "launch_op_id", "top_op_id", "attribution", "rule", "launch_name",
+    "launch_ts_ns", "launch_dur_ns", "step",
+]
+
+_DEVICE_KEYS = ("name", "computeMajor", "computeMinor", "totalGlobalMem", "numSms")
+
+
+def analyze(
+    path: str | Path,
+    *,
+    metric: str = "gpu",
+    level: str = "launch",
+    taxonomy: str | Path | Taxonomy = "default",
+    drop_unlinked: bool = False,
+    step_marker: str | None = None,
+    skip_steps: int = 0,
+    keep_python: bool = False,
+) -> Report:
+    """Analyse one trace file.
+
+    metric: ``gpu`` (GPU activity time, default) or ``cpu`` (operator CPU time).
+    level: ``launch`` (the op that launched each activity) or ``top`` (outermost real op).
+    drop_unlinked: leave out activities with no launch call in the file.
+    step_marker / skip_steps: choose the step ranges, drop the first N steps (warm-up).
+    """
+    if metric not in METRICS:
+        raise TraceError(path, f"unknown metric '{metric}' (choose from {', '.join(METRICS)})")
+    if level not in LEVELS:
+        raise TraceError(path, f"unknown level '{level}' (choose from {', '.join(LEVELS)})")
+    if skip_steps < 0:
+        raise TraceError(path, "--skip-steps must be >= 0")
+    tax = taxonomy if isinstance(taxonomy, Taxonomy) else load_taxonomy(taxonomy)
+
+    trace = load_trace(path, keep_python=keep_python)
+    linked = link_and_classify(trace, tax)
+    acts = classify(linked, tax, level)
+    steps, used_marker = find_steps(linked.ops, step_marker)
+    if step_marker and steps.height == 0:
+        raise TraceError(path, f"no ranges named '{step_marker}' to use as steps")
+    acts = assign_steps(acts, steps)
+
+    file_total = int(acts["dur_ns"].sum() or 0)
+    file_count = acts.height
+    warnings = list(trace.anomalies)
+    unlinked = acts.filter(pl.col("attribution") == "none")
+    if unlinked.height:
+        verb = "excluded (--drop-unlinked)" if drop_unlinked else "classified by kernel name"
+        warnings.append(Anomaly(
+            "no_launch_call", unlinked.height,
+            f"{unlinked.height} GPU activities ({unlinked['dur_ns'].sum() / 1000:,.1f} us) have no launch call in the "
+            f"file (launched before profiling began?); {verb}"))
+    graph = acts.filter(pl.col("attribution") == "graph_launch").height
+    if graph:
+        warnings.append(Anomaly("graph_replay", graph,
+                                f"{graph} GPU activities were replayed from CUDA graphs: no per-op link, classified by kernel name"))
+    if drop_unlinked:
+        acts = acts.filter(pl.col("attribution") != "none")
+
+    if skip_steps:
+        if steps.height == 0:
+            raise TraceError(path, "--skip-steps given but the trace has no steps (use --step-marker NAME)")
+        if skip_steps >= steps.height:
+            raise TraceError(path, f"--skip-steps {skip_steps} leaves nothing: the trace has {steps.height} steps")
+        outside = acts.filter(pl.col("step").is_null() | (pl.col("step") < skip_steps))
+        warnings.append(Anomaly(
+            "steps_skipped", outside.height,
+            f"{outside.height} GPU activities ({outside['dur_ns'].sum() / 1000:,.1f} us) in the first {skip_steps} "
+            f"steps or outside every step were excluded (--skip-steps {skip_steps})"))
+        acts = acts.filter(pl.col("step") >= skip_steps)
+
+    gpu_cats = category_table(acts, tax)
+    cpu_total = None
+    effective_metric = metric
+    if metric == "gpu" and acts.height == 0 and linked.ops.height:
+        effective_metric = "cpu"
+        warnings.append(Anomaly("no_gpu_activities", 1,
+                                "the trace has no GPU activities: reporting the cpu metric (operator CPU time)"))
+    if effective_metric == "cpu":
+        cpu_rows = cpu_op_times(linked.ops, level)
+        if skip_steps:
+            keep = steps.filter(pl.col("step") >= skip_steps)
+            lo, hi = keep["ts_ns"].min(), keep["end_ns"].max()
+            in_win = linked.ops.filter((pl.col("ts_ns") >= lo) & (pl.col("end_ns") <= hi)).select("op_id")
+            cpu_rows = cpu_rows.join(in_win, on="op_id", how="semi")
+        cats = category_table(cpu_rows.rename({"cpu_ns": "dur_ns"}), tax)
+        cats = cats.join(gpu_cats.select("category", pl.col("time_ns").alias("gpu_time_ns")), on="category",
+                         how="left").with_columns(pl.col("gpu_time_ns").fill_null(0))
+        cpu_total = int(cats["time_ns"].sum())
+    else:
+        cats = gpu_cats
+
+    kernels = acts.select([c for c in KERNEL_COLUMNS if c in acts.columns])
+    attribution = dict(acts.group_by("attribution").len().iter_rows()) if acts.height else {}
+    return Report(
+        trace=str(path),
+        metric=effective_metric,
+        level=level,
+        taxonomy=tax.name,
+        taxonomy_version=tax.version,
+        categories=cats,
+        classes=class_table(cats),
+        ops=op_table(linked.ops, acts),
+        kernels=kernels,
+        kernel_summary=kernel_summary(acts),
+        steps=step_table(acts, steps),
+        gpu_time_ns=int(acts["dur_ns"].sum() or 0),
+        gpu_activities=acts.height,
+        cpu_time_ns=cpu_total,
+        total_gpu_time_in_file_ns=file_total,
+        total_activities_in_file=file_count,
+        step_marker=used_marker,
+        steps_skipped=skip_steps,
+        drop_unlinked=drop_unlinked,
+        attribution={k: int(v) for k, v in attribution.items()},
+        metadata=_metadata(trace.metadata),
+        warnings=warnings,
+    )
+
+
+def _metadata(meta: dict[str, Any]) -> dict[str, Any]:
+    devices = meta.get("deviceProperties")
+    dev = None
+    if isinstance(devices, list) and devices and isinstance(devices[0], dict):
+        dev = {"count": len(devices), **{k: devices[0].get(k) for k in _DEVICE_KEYS if k in devices[0]}}
+    keep = {}
+    for k in ("schemaVersion", "distributedInfo", "cuda_runtime_version", "cuda_driver_version", "cupti_version",
+              "hip_runtime_version", "hip_driver_version", "roctracer_version", "record_shapes", "with_stack",
+              "with_modules", "with_flops", "profile_memory", "trace_id", "displayTimeUnit", "baseTimeNanoseconds"):
+        if k in meta and isinstance(meta[k], (str, int, float, bool, dict, list)):
+            keep[k] = meta[k]
+    return {"device": dev, "devices": devices if isinstance(devices, list) else [], "trace": keep}

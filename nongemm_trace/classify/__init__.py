@@ -1,0 +1,102 @@
+"""Classify ops and GPU activities into categories and classes.
+
+Rules run once per unique op name and once per unique kernel name; the results
+are joined back onto the tables. An activity's category at level ``launch``:
+
+1. an *authoritative* kernel rule (communication kernels) wins;
+2. else the category of its launching op, when that op is a real operator a rule names;
+3. else the kernel-name rules;
+4. else its kind (memcpy / memset are memory);
+5. else ``unclassified``.
+
+At level ``top`` the top-level op's category replaces step 2 (unless the top op is
+composite or named by no rule, when the launch-level answer stands).
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from ..link import Linked, link
+from ..trace import Trace
+from .rules import is_composite, is_wrapper, kernel_category, op_category
+from .taxonomy import CATEGORIES, CLASSES, Taxonomy, load_taxonomy
+
+__all__ = ["classify", "link_and_classify", "load_taxonomy", "Taxonomy", "CATEGORIES", "CLASSES", "LEVELS"]
+
+LEVELS = ("launch", "top")
+
+
+def op_name_table(tax: Taxonomy, ops: pl.DataFrame) -> pl.DataFrame:
+    """One row per unique (name, cat) of ``ops``: its category, wrapper and composite flags."""
+    uniq = ops.select("name", "cat").unique()
+    rows = []
+    for name, cat in uniq.iter_rows():
+        oc, _ = op_category(tax, name)
+        rows.append((name, cat, oc, is_wrapper(tax, name, cat, oc), is_composite(tax, name)))
+    return pl.DataFrame(rows, schema={"name": pl.Utf8, "cat": pl.Utf8, "op_category": pl.Utf8,
+                                      "is_wrapper": pl.Boolean, "is_composite": pl.Boolean}, orient="row")
+
+
+def kernel_name_table(tax: Taxonomy, acts: pl.DataFrame) -> pl.DataFrame:
+    rows = []
+    for (name,) in acts.select("name").unique().iter_rows():
+        kc, auth, _ = kernel_category(tax, name)
+        rows.append((name, kc, auth))
+    return pl.DataFrame(rows, schema={"name": pl.Utf8, "kernel_category": pl.Utf8, "kernel_authoritative": pl.Boolean},
+                        orient="row")
+
+
+def link_and_classify(trace: Trace, tax: Taxonomy) -> Linked:
+    """Link the trace with this taxonomy's wrapper rules and attach op categories."""
+    names = op_name_table(tax, trace.ops)
+    ops = trace.ops.join(names, on=["name", "cat"], how="left", nulls_equal=True).sort("op_id")
+    return link(trace, ops)
+
+
+def classify(linked: Linked, tax: Taxonomy, level: str = "launch") -> pl.DataFrame:
+    """Return the activities table with ``launch_op``, ``top_op``, ``op``, ``category``,
+    ``class`` and ``rule`` (which step of the decision gave the category)."""
+    if level not in LEVELS:
+        raise ValueError(f"level must be one of {LEVELS}")
+    ops = linked.ops
+    acts = linked.activities
+    kn = kernel_name_table(tax, acts)
+    acts = acts.join(kn, on="name", how="left")
+    lop = ops.select(pl.col("op_id").alias("launch_op_id"), pl.col("name").alias("launch_op"),
+                     pl.col("op_category").alias("_lop_cat"), pl.col("is_wrapper").alias("_lop_wrap"))
+    top = ops.select(pl.col("op_id").alias("top_op_id"), pl.col("name").alias("top_op"),
+                     pl.col("op_category").alias("_top_cat"), pl.col("is_composite").alias("_top_comp"))
+    acts = acts.join(lop, on="launch_op_id", how="left").join(top, on="top_op_id", how="left")
+    kinds = tax.activity_kinds
+    kind_cat = pl.col("kind").replace_strict(kinds, default=None, return_dtype=pl.Utf8) if kinds else pl.lit(None, pl.Utf8)
+    use_lop = pl.col("_lop_cat").is_not_null() & ~pl.col("_lop_wrap").fill_null(True)
+    launch_cat = (
+        pl.when(pl.col("kernel_authoritative").fill_null(False)).then(pl.col("kernel_category"))
+        .when(use_lop).then(pl.col("_lop_cat"))
+        .when(pl.col("kernel_category").is_not_null()).then(pl.col("kernel_category"))
+        .when(kind_cat.is_not_null()).then(kind_cat)
+        .otherwise(pl.lit("unclassified"))
+    )
+    launch_rule = (
+        pl.when(pl.col("kernel_authoritative").fill_null(False)).then(pl.lit("kernel_name"))
+        .when(use_lop).then(pl.lit("launch_op"))
+        .when(pl.col("kernel_category").is_not_null()).then(pl.lit("kernel_name"))
+        .when(kind_cat.is_not_null()).then(pl.lit("activity_kind"))
+        .otherwise(pl.lit("none"))
+    )
+    acts = acts.with_columns(launch_cat.alias("launch_category"), launch_rule.alias("rule"))
+    if level == "top":
+        use_top = (pl.col("_top_cat").is_not_null() & ~pl.col("_top_comp").fill_null(False)
+                   & ~pl.col("kernel_authoritative").fill_null(False))
+        acts = acts.with_columns(
+            pl.when(use_top).then(pl.col("_top_cat")).otherwise(pl.col("launch_category")).alias("category"),
+            pl.when(use_top).then(pl.lit("top_op")).otherwise(pl.col("rule")).alias("rule"),
+            pl.col("top_op").alias("op"),
+        )
+    else:
+        acts = acts.with_columns(pl.col("launch_category").alias("category"), pl.col("launch_op").alias("op"))
+    acts = acts.with_columns(
+        pl.col("category").replace_strict(tax.classes, default="unclassified", return_dtype=pl.Utf8).alias("class")
+    )
+    return acts.drop("_lop_cat", "_lop_wrap", "_top_cat", "_top_comp")

@@ -1,0 +1,124 @@
+"""Name -> category rules. They run once per *unique* name, never per event.
+
+Each function returns ``(category or None, why)`` so the same code answers
+"which rule matched" for users (``why`` is a short human-readable reason).
+"""
+
+from __future__ import annotations
+
+import re
+
+from .taxonomy import Taxonomy
+
+_INDUCTOR = re.compile(r"^triton_(poi|red|per|tem)_fused_?(.*?)(?:_\d+)?$")
+_BACKWARD_SUFFIX = re.compile(r"_backward(?:_data|_input|_weight|_elemt)?$")
+_AUTOGRAD_NODE = re.compile(r"^([A-Z][A-Za-z0-9]*?)Backward\d*$")
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+
+
+def _lookup(tax: Taxonomy, name: str) -> tuple[str | None, str]:
+    if name in tax.op_full:
+        return tax.op_full[name], f"op name '{name}'"
+    base = name.rsplit("::", 1)[-1]
+    if base in tax.op_base:
+        return tax.op_base[base], f"op name '{base}'"
+    return None, ""
+
+
+def op_category(tax: Taxonomy, name: str) -> tuple[str | None, str]:
+    """Category of an operator (or annotation) name, or None when no rule names it."""
+    cat, why = _lookup(tax, name)
+    if cat:
+        return cat, why
+    m = _INDUCTOR.match(name)
+    if m:
+        cat, why = fused_category(tax, m.group(1), m.group(2))
+        if cat:
+            return cat, why
+    base = name.rsplit("::", 1)[-1]
+    stripped = _BACKWARD_SUFFIX.sub("", base)
+    if stripped != base:
+        cat, why = _lookup(tax, stripped)
+        if cat:
+            return cat, f"backward of {why}"
+    m = _AUTOGRAD_NODE.match(base)
+    if m:
+        snake = _CAMEL.sub("_", m.group(1)).lower()
+        cat, why = _lookup(tax, snake)
+        if cat:
+            return cat, f"autograd node of {why}"
+    for pat, cat in tax.op_patterns:
+        if pat.search(name):
+            return cat, f"op pattern /{pat.pattern}/"
+    return None, "no op rule"
+
+
+def fused_ops(tax: Taxonomy, body: str) -> list[str]:
+    """Split an Inductor kernel's fused-op list (``_to_copy_add_embedding_mean``) into op
+    names, matching the longest vocabulary word at each position (op names contain '_')."""
+    out: list[str] = []
+    i, n = 0, len(body)
+    vocab = tax.vocabulary
+    while i < n:
+        hit = None
+        for w in vocab:
+            if body.startswith(w, i) and (i + len(w) == n or body[i + len(w)] == "_"):
+                hit = w
+                break
+        if hit is None:  # unknown token: skip to the next separator
+            j = body.find("_", i + 1)
+            out.append(body[i:] if j < 0 else body[i:j])
+            i = n if j < 0 else j + 1
+        else:
+            out.append(hit)
+            i += len(hit) + 1
+    return [t for t in out if t]
+
+
+def fused_category(tax: Taxonomy, kind: str, body: str) -> tuple[str | None, str]:
+    """Category of an Inductor kernel from its kind (poi/red/per/tem) and fused ops."""
+    ops = fused_ops(tax, body)
+    cats: dict[str, str] = {}
+    for op in ops:
+        if kind != "tem" and op in tax.fusion.epilogue_ops:
+            cats.setdefault(tax.fusion.epilogue_category, op)
+            continue
+        c = tax.op_base.get(op)
+        if c:
+            cats.setdefault(c, op)
+    if kind == "tem":
+        if "attention" in cats:
+            return "attention", f"Inductor template with attention op '{cats['attention']}'"
+        return tax.fusion.template_category, "Inductor template kernel (triton_tem): a GEMM template"
+    present = set(ops)
+    for sig, cat in tax.fusion.signatures:
+        if sig and sig <= present:
+            return cat, f"Inductor fusion of {'+'.join(sorted(sig))}"
+    for cat in tax.fusion.priority:
+        if cat in cats:
+            return cat, f"Inductor fusion containing '{cats[cat]}' ({cat} ranks first among the fused ops)"
+    return None, "Inductor kernel with no known fused op"
+
+
+def kernel_category(tax: Taxonomy, name: str) -> tuple[str | None, bool, str]:
+    """Category of a GPU activity from its kernel name: (category, authoritative, why)."""
+    m = _INDUCTOR.match(name)
+    if m:
+        cat, why = fused_category(tax, m.group(1), m.group(2))
+        if cat:
+            return cat, False, why
+    for rule in tax.kernel_rules:
+        if rule.pattern.search(name):
+            return rule.category, rule.authoritative, f"kernel rule /{rule.pattern.pattern}/ (priority {rule.priority})"
+    return None, False, "no kernel rule"
+
+
+def is_wrapper(tax: Taxonomy, name: str, cat: str | None, op_cat: str | None) -> bool:
+    """Wrappers are ranges that are not operators (steps, compiled regions, annotations)."""
+    if any(p.search(name) for p in tax.wrapper_patterns):
+        return True
+    return cat in tax.annotation_categories and op_cat is None
+
+
+def is_composite(tax: Taxonomy, name: str) -> bool:
+    return name in tax.composite_names or any(p.search(name) for p in tax.composite_patterns)

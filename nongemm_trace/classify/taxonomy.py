@@ -1,0 +1,214 @@
+"""Taxonomies are TOML data files: read once, validated, versioned by name.
+
+A taxonomy names each category's class, the op names and patterns of each
+category, the wrapper patterns (ranges that are not operators), the kernel-name
+rules, and the Inductor fusion rules. A user file may say ``extends = "default"``
+(or a path): its lists are added in front of the parent's (user rules win), its
+scalars replace the parent's.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on 3.10 only
+    import tomli as tomllib
+
+from ..errors import TraceError
+
+CLASSES = ("GEMM", "non-GEMM", "communication", "unclassified")
+CATEGORIES = (
+    "gemm", "attention", "normalization", "activation", "arithmetic", "memory", "logit", "pooling",
+    "interpolation", "embedding", "roi", "qdq", "other", "communication", "unclassified",
+)
+
+
+@dataclass(frozen=True)
+class KernelRule:
+    pattern: re.Pattern
+    category: str
+    priority: int
+    authoritative: bool
+    order: int
+
+
+@dataclass(frozen=True)
+class FusionRules:
+    priority: tuple[str, ...]
+    template_category: str
+    epilogue_ops: frozenset[str]
+    epilogue_category: str
+    signatures: tuple[tuple[frozenset[str], str], ...]
+
+
+@dataclass
+class Taxonomy:
+    name: str
+    version: str
+    description: str
+    classes: dict[str, str]
+    op_full: dict[str, str]
+    op_base: dict[str, str]
+    op_patterns: list[tuple[re.Pattern, str]]
+    wrapper_patterns: list[re.Pattern]
+    annotation_categories: frozenset[str]
+    composite_names: frozenset[str]
+    composite_patterns: list[re.Pattern]
+    kernel_rules: list[KernelRule]
+    fusion: FusionRules
+    activity_kinds: dict[str, str]
+    source: str = ""
+    vocabulary: tuple[str, ...] = field(default=())
+
+    def class_of(self, category: str) -> str:
+        return self.classes.get(category, "unclassified")
+
+
+def builtin_names() -> list[str]:
+    return sorted(p.name[:-5] for p in resources.files("nongemm_trace.taxonomy").iterdir()
+                  if p.name.endswith(".toml"))
+
+
+def load_taxonomy(name_or_path: str | Path = "default") -> Taxonomy:
+    """Load a built-in taxonomy by name, or a TOML file by path."""
+    return _load(str(name_or_path))
+
+
+@lru_cache(maxsize=16)
+def _load(spec: str) -> Taxonomy:
+    raw, where = _read(spec)
+    merged = _resolve(raw, where, depth=0)
+    return _build(merged, where)
+
+
+def _read(spec: str) -> tuple[dict[str, Any], str]:
+    p = Path(spec)
+    if spec.endswith(".toml") or p.exists():
+        try:
+            text = p.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise TraceError(p, f"cannot read taxonomy: {exc.strerror or exc}") from None
+        where = str(p)
+    else:
+        res = resources.files("nongemm_trace.taxonomy") / f"{spec}.toml"
+        if not res.is_file():
+            raise TraceError(None, f"unknown taxonomy '{spec}' (built-in: {', '.join(builtin_names())}; or give a .toml path)")
+        text = res.read_text(encoding="utf-8")
+        where = f"builtin:{spec}"
+    try:
+        return tomllib.loads(text), where
+    except tomllib.TOMLDecodeError as exc:
+        raise TraceError(where, f"invalid taxonomy TOML: {exc}") from None
+
+
+def _resolve(raw: dict[str, Any], where: str, depth: int) -> dict[str, Any]:
+    parent_spec = raw.get("extends")
+    if not parent_spec:
+        return raw
+    if depth > 8:
+        raise TraceError(where, "taxonomy 'extends' chain is too deep (a cycle?)")
+    parent, pwhere = _read(str(parent_spec))
+    parent = _resolve(parent, pwhere, depth + 1)
+    return _merge(parent, raw)
+
+
+def _merge(base: Any, over: Any) -> Any:
+    if isinstance(base, dict) and isinstance(over, dict):
+        out = dict(base)
+        for k, v in over.items():
+            out[k] = _merge(base[k], v) if k in base else v
+        return out
+    if isinstance(base, list) and isinstance(over, list):
+        return list(over) + list(base)  # user rules first: they win
+    return over
+
+
+def _compile(pattern: str, where: str, what: str, flags: int = 0) -> re.Pattern:
+    try:
+        return re.compile(pattern, flags)
+    except re.error as exc:
+        raise TraceError(where, f"bad regular expression in {what}: {pattern!r} ({exc})") from None
+
+
+def _check_category(cat: Any, where: str, what: str) -> str:
+    if cat not in CATEGORIES:
+        raise TraceError(where, f"unknown category {cat!r} in {what} (known: {', '.join(CATEGORIES)})")
+    return cat
+
+
+def _build(raw: dict[str, Any], where: str) -> Taxonomy:
+    classes = dict(raw.get("classes", {}))
+    for cat, cls in classes.items():
+        _check_category(cat, where, "[classes]")
+        if cls not in CLASSES:
+            raise TraceError(where, f"unknown class {cls!r} for category {cat!r} (known: {', '.join(CLASSES)})")
+    missing = [c for c in CATEGORIES if c not in classes]
+    if missing:
+        raise TraceError(where, f"[classes] lacks categories: {', '.join(missing)}")
+
+    op_full: dict[str, str] = {}
+    op_base: dict[str, str] = {}
+    op_patterns: list[tuple[re.Pattern, str]] = []
+    for cat, spec in raw.get("ops", {}).items():
+        _check_category(cat, where, "[ops]")
+        for n in spec.get("names", []):
+            target = op_full if "::" in n else op_base
+            target.setdefault(n, cat)  # first (user) entry wins
+        for pat in spec.get("patterns", []):
+            op_patterns.append((_compile(pat, where, f"[ops.{cat}] patterns"), cat))
+
+    wr = raw.get("wrappers", {})
+    comp = raw.get("composite", {})
+    kernel_rules = []
+    for i, k in enumerate(raw.get("kernels", [])):
+        if "pattern" not in k or "category" not in k:
+            raise TraceError(where, f"kernel rule #{i + 1} needs 'pattern' and 'category'")
+        kernel_rules.append(KernelRule(
+            pattern=_compile(k["pattern"], where, f"kernel rule #{i + 1}", re.IGNORECASE),
+            category=_check_category(k["category"], where, f"kernel rule #{i + 1}"),
+            priority=int(k.get("priority", 0)), authoritative=bool(k.get("authoritative", False)), order=i,
+        ))
+    kernel_rules.sort(key=lambda r: (-r.priority, r.order))
+
+    fz = raw.get("fusion", {})
+    prio = tuple(fz.get("priority", []))
+    for c in prio:
+        _check_category(c, where, "[fusion] priority")
+    sigs = []
+    for s in fz.get("signatures", []):
+        sigs.append((frozenset(s.get("ops", [])), _check_category(s.get("category"), where, "[fusion] signature")))
+    fusion = FusionRules(
+        priority=prio,
+        template_category=_check_category(fz.get("template_category", "gemm"), where, "[fusion]"),
+        epilogue_ops=frozenset(fz.get("epilogue_ops", [])),
+        epilogue_category=_check_category(fz.get("epilogue_category", "arithmetic"), where, "[fusion]"),
+        signatures=tuple(sigs),
+    )
+    kinds = {k: _check_category(v, where, "[activity_kinds]") for k, v in raw.get("activity_kinds", {}).items()}
+    vocab = tuple(sorted(set(op_base) | {n.split("::")[-1] for n in op_full}, key=len, reverse=True))
+    return Taxonomy(
+        name=str(raw.get("name", Path(where).stem)),
+        version=str(raw.get("version", "0")),
+        description=str(raw.get("description", "")),
+        classes=classes,
+        op_full=op_full,
+        op_base=op_base,
+        op_patterns=op_patterns,
+        wrapper_patterns=[_compile(p, where, "[wrappers] patterns") for p in wr.get("patterns", [])],
+        annotation_categories=frozenset(wr.get("annotation_categories", [])),
+        composite_names=frozenset(comp.get("names", [])),
+        composite_patterns=[_compile(p, where, "[composite] patterns") for p in comp.get("patterns", [])],
+        kernel_rules=kernel_rules,
+        fusion=fusion,
+        activity_kinds=kinds,
+        source=where,
+        vocabulary=vocab,
+    )

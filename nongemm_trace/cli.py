@@ -1,0 +1,114 @@
+"""Command line: ``nongemm-trace analyze TRACE [options]``.
+
+A thin layer over :func:`nongemm_trace.analyze` and the renderers. Bad input
+exits with code 2 and one line on stderr naming the file and the problem;
+nothing but the report goes to stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from ._version import __version__
+from .errors import TraceError
+
+EXIT_BAD_INPUT = 2
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="nongemm-trace",
+        description="Where GPU time goes in a profiler trace: GEMM vs non-GEMM operators.",
+    )
+    p.add_argument("--version", action="version", version=f"nongemm-trace {__version__}")
+    sub = p.add_subparsers(dest="command", required=True)
+    a = sub.add_parser("analyze", help="GEMM / non-GEMM breakdown of one Kineto trace (.json or .json.gz)")
+    a.add_argument("trace", help="torch.profiler / Kineto trace file")
+    a.add_argument("--metric", choices=("gpu", "cpu"), default="gpu",
+                   help="gpu: summed GPU activity time (default); cpu: operator CPU time")
+    a.add_argument("--level", choices=("launch", "top"), default="launch",
+                   help="launch: the op that launched each activity (default); top: the outermost real operator")
+    a.add_argument("--taxonomy", default="default", help="built-in taxonomy name or a .toml file (default: default)")
+    a.add_argument("--format", choices=("table", "json", "csv", "parquet"), default="table")
+    a.add_argument("--table", choices=("categories", "ops", "kernels"), default="categories",
+                   help="which table csv/parquet write (default: categories)")
+    a.add_argument("-o", "--output", help="write the report to PATH instead of stdout")
+    a.add_argument("--drop-unlinked", action="store_true",
+                   help="leave out GPU activities with no launch call in the file (launched before profiling)")
+    a.add_argument("--step-marker", metavar="NAME", help="name of the ranges that mark steps (default: ProfilerStep#N, "
+                   "else the most repeated top-level annotation)")
+    a.add_argument("--skip-steps", type=int, default=0, metavar="N", help="drop the first N steps (warm-up)")
+    a.add_argument("--keep-python", action="store_true", help="keep python_function events (with_stack traces)")
+    a.add_argument("--top", type=int, default=15, metavar="N", help="rows of ops and kernels in the table view")
+    a.add_argument("--max-ops", type=int, default=None, metavar="N", help="limit the ops list in JSON to N rows")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        return _run(args)
+    except TraceError as exc:
+        print(f"nongemm-trace: error: {exc.one_line()}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        print("nongemm-trace: interrupted", file=sys.stderr)
+        return 130
+    except MemoryError:
+        print(f"nongemm-trace: error: {getattr(args, 'trace', '')}: out of memory", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except Exception as exc:  # never a traceback for the user; one line that names the file
+        msg = " ".join(str(exc).split())[:300]
+        print(f"nongemm-trace: error: {getattr(args, 'trace', '')}: unexpected failure "
+              f"({type(exc).__name__}: {msg}); please report it", file=sys.stderr)
+        return EXIT_BAD_INPUT
+
+
+def _run(args: argparse.Namespace) -> int:
+    from .api import analyze
+
+    report = analyze(
+        args.trace, metric=args.metric, level=args.level, taxonomy=args.taxonomy,
+        drop_unlinked=args.drop_unlinked, step_marker=args.step_marker, skip_steps=args.skip_steps,
+        keep_python=args.keep_python,
+    )
+    if args.format == "json":
+        from .report.json_out import render_json
+        _emit(render_json(report, max_ops=args.max_ops), args.output)
+    elif args.format in ("csv", "parquet"):
+        from .report.files import write_table
+        text = write_table(report, args.table, args.format, args.output)
+        if text is not None:
+            sys.stdout.write(text)
+    else:
+        from rich.console import Console
+
+        from .report.table import render_table
+        if args.output:
+            with _open_out(args.output) as fh:
+                render_table(report, Console(file=fh, width=160, color_system=None), top=args.top)
+        else:
+            render_table(report, Console(), top=args.top)
+    return 0
+
+
+def _open_out(path: str):
+    try:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        return open(path, "w", encoding="utf-8")
+    except OSError as exc:
+        raise TraceError(path, f"cannot write: {exc.strerror or exc}") from None
+
+
+def _emit(text: str, output: str | None) -> None:
+    if output:
+        with _open_out(output) as fh:
+            fh.write(text)
+    else:
+        sys.stdout.write(text)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,154 @@
+"""Link every GPU activity to its launch call, its launching op and its top-level op.
+
+* launch call: the host runtime/driver call with the same ``correlation`` id.
+* launching op: the innermost op whose interval on the launch thread contains the
+  launch call. The activity's (or launch call's) ``External id`` is taken when it
+  names such an op on that thread (``attribution = external_id``); old traces
+  write the correlation id there, colliding with unrelated ops, so an External id
+  that does not contain the launch call is ignored and nesting decides
+  (``nesting``). Kernels replayed from a CUDA graph hang off one
+  ``cudaGraphLaunch`` (``graph_launch``): the op that replayed the graph is known,
+  the per-kernel op is not. A launch call with no op around it gives
+  ``launch_only``; no launch call in the file (launched before profiling began)
+  gives ``none``.
+* top-level op: the outermost real operator among the launching op and its
+  ancestors, skipping wrappers (see :func:`is_wrapper`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import polars as pl
+
+from ..load import roles
+from ..trace import Trace
+from .nesting import innermost_containing, op_tree
+
+ATTRIBUTIONS = ("external_id", "nesting", "graph_launch", "launch_only", "none")
+
+
+@dataclass
+class Linked:
+    """The trace's tables after linking.
+
+    ``ops`` gains ``depth``, ``parent_id``, ``is_wrapper`` and ``top_id``;
+    ``activities`` gains ``launch_id``, ``launch_name``, ``launch_ts_ns``,
+    ``launch_pid``, ``launch_tid``, ``launch_op_id``, ``top_op_id`` and ``attribution``.
+    """
+
+    trace: Trace
+    ops: pl.DataFrame
+    activities: pl.DataFrame
+
+
+def link(trace: Trace, ops: pl.DataFrame | None = None) -> Linked:
+    """Link ``trace``. ``ops`` is the trace's op table with a boolean ``is_wrapper``
+    column (true for ranges that are not operators); without it no op is a wrapper."""
+    if ops is None:
+        ops = trace.ops
+    if "is_wrapper" not in ops.columns:
+        ops = ops.with_columns(pl.lit(False).alias("is_wrapper"))
+    ops = ops.with_columns(pl.col("is_wrapper").fill_null(False))
+    ops, bad_nesting = op_tree(ops)
+    trace.note("ops_overlap", bad_nesting,
+               f"{bad_nesting} ops overlap their enclosing op on the same thread without nesting in it")
+    ops = _top_ids(ops)
+
+    acts = _attach_launches(trace)
+    acts = _attach_ops(trace, ops, acts)
+    return Linked(trace=trace, ops=ops, activities=acts)
+
+
+def _attach_launches(trace: Trace) -> pl.DataFrame:
+    acts = trace.activities.with_columns(
+        pl.coalesce(pl.col("device"), pl.col("pid").cast(pl.Int64, strict=False)).alias("device"),
+        pl.coalesce(pl.col("stream"), pl.col("tid").cast(pl.Int64, strict=False)).alias("stream"),
+    )
+    la = trace.launches.filter(pl.col("correlation").is_not_null())
+    wanted = acts.select(pl.col("correlation").drop_nulls().unique())
+    la = la.join(wanted, on="correlation", how="semi")
+    dup = la.height - la.select(pl.col("correlation").n_unique()).item() if la.height else 0
+    trace.note("duplicate_correlation", dup,
+               f"{dup} launch calls reuse a correlation id already taken; the earliest one was used")
+    la = la.sort(["correlation", "ts_ns"]).unique(subset=["correlation"], keep="first")
+    la = la.select(
+        "correlation", "launch_id", pl.col("name").alias("launch_name"), pl.col("pid").alias("launch_pid"),
+        pl.col("tid").alias("launch_tid"), pl.col("ts_ns").alias("launch_ts_ns"),
+        pl.col("end_ns").alias("launch_end_ns"), pl.col("dur_ns").alias("launch_dur_ns"),
+        pl.col("external_id").alias("launch_external_id"),
+    )
+    return acts.join(la, on="correlation", how="left")
+
+
+def _attach_ops(trace: Trace, ops: pl.DataFrame, acts: pl.DataFrame) -> pl.DataFrame:
+    launched = acts.filter(pl.col("launch_id").is_not_null())
+    # 1. External id, accepted only when that op contains the launch call on its thread
+    ext = ops.select(
+        pl.col("external_id").alias("_eid"), pl.col("pid").alias("launch_pid"), pl.col("tid").alias("launch_tid"),
+        pl.col("op_id").alias("_ext_op"), pl.col("ts_ns").alias("_ots"), pl.col("end_ns").alias("_oend"),
+    ).filter(pl.col("_eid").is_not_null()).unique(subset=["_eid", "launch_pid", "launch_tid"], keep="first")
+    cand = launched.select(
+        "activity_id", "launch_pid", "launch_tid", "launch_ts_ns", "launch_end_ns",
+        pl.coalesce("external_id", "launch_external_id").alias("_eid"),
+    ).join(ext, on=["_eid", "launch_pid", "launch_tid"], how="left")
+    inside = (pl.col("_ots") <= pl.col("launch_ts_ns")) & (pl.col("launch_end_ns") <= pl.col("_oend"))
+    cand = cand.select("activity_id", pl.when(inside).then(pl.col("_ext_op")).otherwise(None).alias("_ext_op"))
+    rejected = cand.join(launched.select("activity_id", pl.coalesce("external_id", "launch_external_id").alias("e")),
+                         on="activity_id").filter(pl.col("_ext_op").is_null() & pl.col("e").is_not_null()
+                                                  & (pl.col("e") > 0)).height
+    trace.note("external_id_rejected", rejected,
+               f"{rejected} activities carry an External id that names no op containing their launch call "
+               f"(old traces reuse the correlation id there); linked by nesting instead")
+
+    # 2. nesting: the innermost op containing the launch call on its thread
+    need = cand.filter(pl.col("_ext_op").is_null()).select("activity_id")
+    pts = launched.join(need, on="activity_id", how="semi").select(
+        pl.col("activity_id").alias("qid"), pl.col("launch_pid").alias("pid"), pl.col("launch_tid").alias("tid"),
+        pl.col("launch_ts_ns").alias("ts_ns"), pl.col("launch_end_ns").alias("end_ns"),
+    )
+    nest = innermost_containing(ops, pts).rename({"qid": "activity_id", "op_id": "_nest_op"})
+
+    acts = acts.join(cand, on="activity_id", how="left").join(nest, on="activity_id", how="left")
+    is_graph = pl.col("launch_name").is_in(list(roles.GRAPH_LAUNCH_NAMES))
+    acts = acts.with_columns(
+        pl.coalesce("_ext_op", "_nest_op").alias("launch_op_id"),
+        pl.when(pl.col("launch_id").is_null()).then(pl.lit("none"))
+        .when(is_graph).then(pl.lit("graph_launch"))
+        .when(pl.col("_ext_op").is_not_null()).then(pl.lit("external_id"))
+        .when(pl.col("_nest_op").is_not_null()).then(pl.lit("nesting"))
+        .otherwise(pl.lit("launch_only")).alias("attribution"),
+    ).drop("_ext_op", "_nest_op")
+    acts = acts.join(ops.select(pl.col("op_id").alias("launch_op_id"), pl.col("top_id").alias("top_op_id")),
+                     on="launch_op_id", how="left")
+    return acts.sort("activity_id")
+
+
+def _top_ids(ops: pl.DataFrame) -> pl.DataFrame:
+    """``top_id``: the outermost non-wrapper op on the path from the root to each op
+    (the op itself included); null when the whole path is wrappers. Resolved one depth
+    level at a time, top-down, with joins."""
+    ops = ops.with_columns(pl.lit(None, pl.UInt32).alias("top_id"))
+    if ops.height == 0 or ops["depth"].drop_nulls().len() == 0:
+        return ops.with_columns(pl.when(~pl.col("is_wrapper")).then(pl.col("op_id")).alias("top_id"))
+    max_depth = int(ops["depth"].max())
+    known = ops.filter(pl.col("depth") == 0).select(
+        "op_id", pl.when(~pl.col("is_wrapper")).then(pl.col("op_id")).otherwise(None).alias("top_id"))
+    resolved = [known]
+    for d in range(1, max_depth + 1):
+        level = ops.filter(pl.col("depth") == d).select("op_id", "parent_id", "is_wrapper")
+        if level.height == 0:
+            break
+        level = level.join(known.rename({"op_id": "parent_id", "top_id": "_ptop"}), on="parent_id", how="left")
+        known = level.select(
+            "op_id",
+            pl.coalesce("_ptop", pl.when(~pl.col("is_wrapper")).then(pl.col("op_id"))).alias("top_id"),
+        )
+        resolved.append(known)
+    tops = pl.concat(resolved)
+    ops = ops.drop("top_id").join(tops, on="op_id", how="left")
+    # zero-length ops are outside the tree: they are their own top if real
+    return ops.with_columns(
+        pl.when(pl.col("depth").is_null() & ~pl.col("is_wrapper")).then(pl.col("op_id"))
+        .otherwise(pl.col("top_id")).alias("top_id")
+    ).sort("op_id")

@@ -1,0 +1,93 @@
+"""Interval nesting on one thread, computed with a columnar sweep (no per-event loop).
+
+Kineto writes no parent ids: an op's parent is the innermost op on the same
+(pid, tid) whose interval contains it. We sort all op starts and ends of a thread
+into one sequence, keep a running count of open ops (``cum_sum``), and read:
+
+* an op's depth = ops open just before it starts;
+* its parent = the last op started before it with depth one less
+  (``join_asof`` by thread and depth);
+* the innermost op containing a point = the last op started before the point whose
+  depth is (ops open at the point) - 1.
+
+Ties: at equal times ends sort before starts (an op ending at t does not contain
+an op starting at t), starts before queries (an op starting at t contains a call
+starting at t), and longer ops before shorter ones (parents first). Ops with zero
+duration cannot contain anything and are left out of the tree.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+_END, _START, _QUERY = 0, 1, 2
+
+
+def _sweep(ops: pl.DataFrame, queries: pl.DataFrame | None) -> pl.DataFrame:
+    starts = ops.select(
+        "pid", "tid", pl.col("ts_ns").alias("t"), pl.lit(_START, pl.Int8).alias("kind"),
+        (-pl.col("dur_ns")).alias("k2"), pl.col("op_id").cast(pl.Int64).alias("ref"),
+        pl.lit(1, pl.Int32).alias("delta"),
+    )
+    ends = ops.select(
+        "pid", "tid", pl.col("end_ns").alias("t"), pl.lit(_END, pl.Int8).alias("kind"),
+        pl.lit(0, pl.Int64).alias("k2"), pl.col("op_id").cast(pl.Int64).alias("ref"),
+        pl.lit(-1, pl.Int32).alias("delta"),
+    )
+    parts = [starts, ends]
+    if queries is not None and queries.height:
+        parts.append(queries.select(
+            "pid", "tid", pl.col("ts_ns").alias("t"), pl.lit(_QUERY, pl.Int8).alias("kind"),
+            pl.lit(0, pl.Int64).alias("k2"), pl.col("qid").cast(pl.Int64).alias("ref"),
+            pl.lit(0, pl.Int32).alias("delta"),
+        ))
+    ev = pl.concat(parts, how="vertical")
+    ev = ev.sort(["pid", "tid", "t", "kind", "k2", "ref"]).with_row_index("seq")
+    return ev.with_columns(pl.col("delta").cum_sum().over(["pid", "tid"]).alias("open"))
+
+
+def op_tree(ops: pl.DataFrame) -> tuple[pl.DataFrame, int]:
+    """Return ``ops`` with ``depth`` and ``parent_id`` (null for roots and 0-length ops),
+    and the number of ops that overlap their parent without nesting inside it."""
+    nestable = ops.filter(pl.col("dur_ns") > 0)
+    if nestable.height == 0:
+        return ops.with_columns(pl.lit(None, pl.Int64).alias("depth"), pl.lit(None, pl.UInt32).alias("parent_id")), 0
+    sw = _sweep(nestable, None)
+    st = sw.filter(pl.col("kind") == _START).select(
+        "pid", "tid", "seq", pl.col("ref").alias("op_id"), (pl.col("open") - 1).cast(pl.Int64).alias("depth"),
+    )
+    left = st.with_columns((pl.col("depth") - 1).alias("want"))
+    right = st.select("pid", "tid", "seq", pl.col("depth").alias("want"), pl.col("op_id").alias("parent_id"))
+    linked = left.join_asof(right, on="seq", by=["pid", "tid", "want"], strategy="backward",
+                            allow_exact_matches=False, check_sortedness=False)
+    tree = linked.select(pl.col("op_id").cast(pl.UInt32), "depth",
+                         pl.col("parent_id").cast(pl.UInt32))
+    out = ops.join(tree, on="op_id", how="left")
+    # overlap without nesting: a child that ends after its parent
+    bounds = out.select(pl.col("op_id").alias("parent_id"), pl.col("end_ns").alias("_pend"))
+    chk = out.select("parent_id", "end_ns").join(bounds, on="parent_id", how="inner")
+    bad = chk.filter(pl.col("end_ns") > pl.col("_pend")).height
+    return out.sort("op_id"), bad
+
+
+def innermost_containing(ops: pl.DataFrame, points: pl.DataFrame) -> pl.DataFrame:
+    """For each row of ``points`` (``qid, pid, tid, ts_ns, end_ns``) find the innermost op
+    (``op_id``) on the same thread whose interval contains [ts_ns, end_ns]; null if none."""
+    nestable = ops.filter(pl.col("dur_ns") > 0)
+    if nestable.height == 0 or points.height == 0:
+        return points.select("qid").with_columns(pl.lit(None, pl.UInt32).alias("op_id"))
+    sw = _sweep(nestable, points)
+    st = sw.filter(pl.col("kind") == _START).select(
+        "pid", "tid", "seq", (pl.col("open") - 1).cast(pl.Int64).alias("want"), pl.col("ref").alias("op_id"),
+    )
+    q = sw.filter(pl.col("kind") == _QUERY).select(
+        "pid", "tid", "seq", (pl.col("open") - 1).cast(pl.Int64).alias("want"), pl.col("ref").alias("qid"),
+    )
+    hit = q.join_asof(st, on="seq", by=["pid", "tid", "want"], strategy="backward", check_sortedness=False)
+    hit = hit.select(pl.col("qid").cast(points.schema["qid"]), pl.col("op_id").cast(pl.UInt32))
+    # verify containment (guards against ops that overlap without nesting)
+    bounds = ops.select("op_id", pl.col("ts_ns").alias("_ots"), pl.col("end_ns").alias("_oend"))
+    chk = (points.select("qid", "ts_ns", "end_ns").join(hit, on="qid", how="left")
+           .join(bounds, on="op_id", how="left"))
+    ok = (pl.col("_ots") <= pl.col("ts_ns")) & (pl.col("end_ns") <= pl.col("_oend"))
+    return chk.select("qid", pl.when(ok).then(pl.col("op_id")).otherwise(None).alias("op_id"))

@@ -1,0 +1,326 @@
+"""Kineto / Chrome-trace JSON -> :class:`~nongemm_trace.trace.Trace`.
+
+Decoding uses msgspec with typed structs (only the fields we use are
+materialised; unknown keys are skipped inside the C decoder). A trace whose
+events have fields of an unexpected type is decoded a second time loosely, and
+the offending events are counted and skipped with a warning instead of failing
+the whole file.
+
+Timestamps: Kineto writes microseconds with three decimals. They become int64
+nanoseconds with ``round(x * 1000)``; durations are converted on their own (never
+``round(end) - round(start)``), so sub-microsecond kernels keep their length.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Optional, Union
+
+import msgspec
+import polars as pl
+
+from ..errors import TraceError
+from ..trace import Trace
+from . import roles
+from .source import SQLITE_MAGIC, read_bytes
+
+Num = Union[int, float, None]
+Id = Union[int, str, None]
+#: ROCm writes some numeric args as strings ("stream": "0x0"): accepted and parsed.
+NumOrText = Union[int, float, str, None]
+
+
+class Args(msgspec.Struct, rename={
+    "external_id": "External id",
+    "external_id_legacy": "external id",
+    "input_dims": "Input Dims",
+    "input_type": "Input type",
+    "concrete_inputs": "Concrete Inputs",
+    "sequence_number": "Sequence number",
+    "fwd_thread_id": "Fwd thread id",
+}):
+    external_id: Num = None
+    external_id_legacy: Num = None
+    correlation: Num = None
+    device: NumOrText = None
+    stream: NumOrText = None
+    bytes: NumOrText = None
+    # kept as raw JSON text (msgspec.Raw cannot sit in a Union; empty Raw = absent)
+    input_dims: msgspec.Raw = msgspec.Raw()
+    input_type: msgspec.Raw = msgspec.Raw()
+    concrete_inputs: msgspec.Raw = msgspec.Raw()
+    sequence_number: Num = None
+    fwd_thread_id: Num = None
+    kernel_name: Optional[str] = None
+    kernel_backend: Optional[str] = None
+
+
+class Event(msgspec.Struct):
+    ph: Optional[str] = None
+    cat: Optional[str] = None
+    name: Optional[str] = None
+    pid: Id = None
+    tid: Id = None
+    ts: Num = None
+    dur: Num = None
+    args: Optional[Args] = None
+
+
+class LooseEvent(msgspec.Struct):
+    """Same keys, any types: the fallback when the typed decode rejects a field."""
+
+    ph: Any = None
+    cat: Any = None
+    name: Any = None
+    pid: Any = None
+    tid: Any = None
+    ts: Any = None
+    dur: Any = None
+    args: Any = None
+
+
+_EVENTS_TYPED = msgspec.json.Decoder(list[Event])
+_EVENT_TYPED = msgspec.json.Decoder(Event)
+_ENCODE = msgspec.json.Encoder()
+_EVENTS_LOOSE = msgspec.json.Decoder(list[LooseEvent])
+_TOP = msgspec.json.Decoder(dict[str, msgspec.Raw])
+_ANY = msgspec.json.Decoder()
+
+_EMPTY_ARGS = Args()
+
+
+def _raw_text(r: msgspec.Raw) -> Optional[str]:
+    return bytes(r).decode("utf-8", "replace") if len(r) else None
+
+
+def _id_text(v: Any) -> str:
+    return "" if v is None else str(v)
+
+
+def decode_document(path: str | Path, data: bytes) -> tuple[dict[str, Any], msgspec.Raw | None, bool]:
+    """Split the document into metadata and the raw ``traceEvents`` array.
+
+    Returns (metadata, raw events, is_bare_array). A bare JSON array of events
+    (the Chrome trace "array format") is accepted too.
+    """
+    head = data[:64].lstrip()
+    if data.startswith(SQLITE_MAGIC):
+        raise TraceError(path, "is an SQLite database, not a Kineto JSON trace (Nsight Systems exports are not supported by this reader)")
+    if not head:
+        raise TraceError(path, "empty file")
+    if head[:1] == b"[":
+        return {}, msgspec.Raw(data), True
+    if head[:1] != b"{":
+        raise TraceError(path, "not a JSON trace (does not start with '{' or '[')")
+    try:
+        top = _TOP.decode(data)
+    except msgspec.DecodeError as exc:
+        raise TraceError(path, f"invalid or truncated JSON ({_short(exc)})") from None
+    except RecursionError:
+        raise TraceError(path, "JSON nested too deeply") from None
+    events = top.pop("traceEvents", None)
+    meta: dict[str, Any] = {}
+    for key, raw in top.items():
+        try:
+            meta[key] = _ANY.decode(raw)
+        except (msgspec.DecodeError, RecursionError):
+            meta[key] = None
+    if events is None:
+        raise TraceError(path, "no 'traceEvents' key: not a Kineto/Chrome trace")
+    return meta, events, False
+
+
+def _short(exc: Exception) -> str:
+    return str(exc).splitlines()[0][:200]
+
+
+def decode_events(path: str | Path, raw: msgspec.Raw, anomalies: list[tuple[str, int, str]]) -> list[Event]:
+    try:
+        return _EVENTS_TYPED.decode(raw)
+    except msgspec.ValidationError:
+        pass
+    except msgspec.DecodeError as exc:
+        raise TraceError(path, f"invalid or truncated JSON ({_short(exc)})") from None
+    except RecursionError:
+        raise TraceError(path, "JSON nested too deeply") from None
+    try:
+        loose = _EVENTS_LOOSE.decode(raw)
+    except msgspec.ValidationError as exc:
+        raise TraceError(path, f"'traceEvents' is not a list of event objects ({_short(exc)})") from None
+    except (msgspec.DecodeError, RecursionError) as exc:  # pragma: no cover - typed pass raised first
+        raise TraceError(path, f"invalid JSON ({_short(exc)})") from None
+    good: list[Event] = []
+    bad: dict[str, int] = {}
+    for ev in loose:
+        try:
+            good.append(_EVENT_TYPED.decode(_ENCODE.encode(ev)))
+        except (msgspec.ValidationError, msgspec.DecodeError, msgspec.EncodeError, TypeError, ValueError):
+            cat = ev.cat if isinstance(ev.cat, str) else "?"
+            bad[cat] = bad.get(cat, 0) + 1
+    for cat, n in sorted(bad.items()):
+        anomalies.append(("malformed_events", n, f"{n} '{cat}' events had fields of the wrong type; skipped"))
+    return good
+
+
+def load_kineto(path: str | Path, *, keep_python: bool = False, data: bytes | None = None) -> Trace:
+    """Load a Kineto JSON (.json or .json.gz) trace into columnar tables."""
+    if data is None:
+        data = read_bytes(path)
+    meta, raw_events, _ = decode_document(path, data)
+    pending: list[tuple[str, int, str]] = []
+    events = decode_events(path, raw_events, pending)
+    del data, raw_events
+    trace = _build(str(path), meta, events, keep_python, pending)
+    return trace
+
+
+def _build(path: str, meta: dict[str, Any], events: list[Event], keep_python: bool,
+           pending: list[tuple[str, int, str]]) -> Trace:
+    ops: list[Event] = []
+    launches: list[Event] = []
+    acts: list[Event] = []
+    py: list[Event] = []
+    other_device: list[Event] = []
+    no_dur: dict[str, int] = {}
+    unpaired = 0
+    act_kind = roles.ACTIVITY_KIND
+    for ev in events:
+        cat = ev.cat
+        if cat is None:
+            continue
+        if ev.ph != "X":
+            if ev.ph in ("B", "E") and (cat in act_kind or cat in roles.OP_CATEGORIES):
+                unpaired += 1
+            continue
+        if cat in act_kind:
+            bucket = acts
+        elif cat in roles.OP_CATEGORIES:
+            bucket = ops
+        elif cat in roles.LAUNCH_CATEGORIES:
+            bucket = launches
+        elif cat in roles.PYTHON_CATEGORIES:
+            if not keep_python:
+                continue
+            bucket = py
+        elif cat in roles.OTHER_DEVICE_CATEGORIES:
+            bucket = other_device
+        else:
+            continue
+        if ev.ts is None or ev.dur is None or ev.dur != ev.dur or ev.ts != ev.ts or ev.dur < 0:
+            no_dur[cat] = no_dur.get(cat, 0) + 1
+            continue
+        bucket.append(ev)
+
+    trace = Trace(
+        path=path,
+        source_format="kineto",
+        metadata=meta,
+        ops=_op_table(ops),
+        launches=_launch_table(launches),
+        activities=_activity_table(acts),
+        python=_op_table(py, minimal=True),
+    )
+    for code, n, msg in pending:
+        trace.note(code, n, msg)
+    for cat, n in sorted(no_dur.items()):
+        trace.note("missing_duration", n, f"{n} '{cat}' events had no valid ts/dur (missing, negative or NaN); skipped")
+    trace.note("begin_end_events", unpaired,
+               f"{unpaired} B/E (begin/end) events of ops or activities are not supported; skipped")
+    if other_device:
+        total_us = sum(float(e.dur) for e in other_device)
+        cats = sorted({e.cat for e in other_device})
+        trace.note(
+            "other_device_events", len(other_device),
+            f"{len(other_device)} device events of a non-CUDA/ROCm accelerator ({', '.join(cats)}; "
+            f"{total_us:,.1f} us summed, overlapping) are not GPU activities and are not in the GPU totals",
+        )
+    return trace
+
+
+def _ns(values: list[Any]) -> pl.Series:
+    """Microsecond floats -> int64 nanoseconds, rounded to the nearest ns.
+
+    The integer and fractional microseconds are scaled apart: ``x * 1000`` on an
+    epoch-based timestamp (~1.7e15 us) would exceed float64's 53-bit mantissa and
+    move times by up to 128 ns, enough to break the nesting of sub-microsecond ops.
+    """
+    s = pl.Series(values, dtype=pl.Float64, strict=False)
+    whole = s.floor()
+    frac_ns = ((s - whole) * 1000.0).round(0)
+    return whole.cast(pl.Int64, strict=False) * 1000 + frac_ns.cast(pl.Int64, strict=False)
+
+
+def _parse_int(v: Any) -> Any:
+    if isinstance(v, str):
+        try:
+            return int(v, 0)
+        except ValueError:
+            return None
+    return v
+
+
+def _int(values: list[Any]) -> pl.Series:
+    if any(isinstance(v, str) for v in values):
+        values = [_parse_int(v) for v in values]
+    s = pl.Series(values, dtype=pl.Float64, strict=False)
+    return s.cast(pl.Int64, strict=False)
+
+
+def _ext_ids(evs: list[Event]) -> list[Any]:
+    out = []
+    for e in evs:
+        a = e.args
+        if a is None:
+            out.append(None)
+        else:
+            out.append(a.external_id if a.external_id is not None else a.external_id_legacy)
+    return out
+
+
+def _common(evs: list[Event]) -> dict[str, Any]:
+    ts = _ns([e.ts for e in evs])
+    dur = _ns([e.dur for e in evs])
+    return {
+        "name": pl.Series([e.name or "" for e in evs], dtype=pl.Utf8),
+        "cat": pl.Series([e.cat for e in evs], dtype=pl.Utf8),
+        "pid": pl.Series([_id_text(e.pid) for e in evs], dtype=pl.Utf8),
+        "tid": pl.Series([_id_text(e.tid) for e in evs], dtype=pl.Utf8),
+        "ts_ns": ts,
+        "dur_ns": dur,
+    }
+
+
+def _op_table(evs: list[Event], minimal: bool = False) -> pl.DataFrame:
+    cols = _common(evs)
+    cols["external_id"] = _int(_ext_ids(evs))
+    if not minimal:
+        args = [e.args or _EMPTY_ARGS for e in evs]
+        cols["input_dims"] = pl.Series([_raw_text(a.input_dims) for a in args], dtype=pl.Utf8)
+        cols["input_type"] = pl.Series([_raw_text(a.input_type) for a in args], dtype=pl.Utf8)
+        cols["concrete_inputs"] = pl.Series([_raw_text(a.concrete_inputs) for a in args], dtype=pl.Utf8)
+        cols["sequence_number"] = _int([a.sequence_number for a in args])
+        cols["fwd_thread_id"] = _int([a.fwd_thread_id for a in args])
+        cols["kernel_backend"] = pl.Series([a.kernel_backend for a in args], dtype=pl.Utf8)
+    df = pl.DataFrame(cols)
+    return df.with_columns((pl.col("ts_ns") + pl.col("dur_ns")).alias("end_ns")).with_row_index("op_id")
+
+
+def _launch_table(evs: list[Event]) -> pl.DataFrame:
+    cols = _common(evs)
+    cols["external_id"] = _int(_ext_ids(evs))
+    cols["correlation"] = _int([(e.args.correlation if e.args else None) for e in evs])
+    df = pl.DataFrame(cols)
+    return df.with_columns((pl.col("ts_ns") + pl.col("dur_ns")).alias("end_ns")).with_row_index("launch_id")
+
+
+def _activity_table(evs: list[Event]) -> pl.DataFrame:
+    cols = _common(evs)
+    args = [e.args or _EMPTY_ARGS for e in evs]
+    cols["kind"] = pl.Series([roles.ACTIVITY_KIND[e.cat] for e in evs], dtype=pl.Utf8)
+    cols["external_id"] = _int(_ext_ids(evs))
+    cols["correlation"] = _int([a.correlation for a in args])
+    cols["device"] = _int([a.device for a in args])
+    cols["stream"] = _int([a.stream for a in args])
+    cols["bytes"] = _int([a.bytes for a in args])
+    df = pl.DataFrame(cols)
+    return df.with_columns((pl.col("ts_ns") + pl.col("dur_ns")).alias("end_ns")).with_row_index("activity_id")

@@ -1,0 +1,33 @@
+"""What each Kineto event category means to us: the trace-format knowledge as data.
+
+Kineto spells categories differently across versions (``kernel``/``Kernel``,
+``cuda_runtime``/``Runtime``); every spelling seen in real traces maps to one role.
+"""
+
+from __future__ import annotations
+
+#: GPU activities: work that ran on the device. Value: the activity ``kind``.
+ACTIVITY_KIND = {
+    "kernel": "kernel",
+    "Kernel": "kernel",
+    "gpu_memcpy": "memcpy",
+    "Memcpy": "memcpy",
+    "gpu_memset": "memset",
+    "Memset": "memset",
+}
+
+#: Host calls that launch device work, paired with activities by ``correlation``.
+LAUNCH_CATEGORIES = frozenset({"cuda_runtime", "cuda_driver", "Runtime", "Driver", "mtia_runtime"})
+
+#: Host ranges that can launch work and nest: operators and record_function scopes.
+OP_CATEGORIES = frozenset({"cpu_op", "user_annotation", "Operator", "operator"})
+
+#: Python stack events, kept only on request (often most of a trace's events).
+PYTHON_CATEGORIES = frozenset({"python_function"})
+
+#: Device-side work of accelerators whose events are not CUDA/ROCm activities.
+#: They are counted and reported in a warning, never summed silently.
+OTHER_DEVICE_CATEGORIES = frozenset({"mtia_ccp_events"})
+
+#: Launch-call names that replay a whole CUDA/HIP graph: one call, many activities.
+GRAPH_LAUNCH_NAMES = frozenset({"cudaGraphLaunch", "cudaGraphLaunch_v10000", "cuGraphLaunch", "hipGraphLaunch"})

@@ -1,0 +1,1 @@
+"""Measurements over classified tables: breakdowns by category, op, kernel and step."""

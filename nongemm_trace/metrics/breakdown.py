@@ -1,0 +1,118 @@
+"""Breakdowns: time per category and class, per op, per kernel and per step.
+
+All functions take the classified activities (and ops) tables and return
+polars DataFrames; nothing here formats or prints (renderers do that).
+
+Definitions
+-----------
+* ``gpu`` metric: the summed duration of GPU activities (kernels, memcpys,
+  memsets). Overlapping activities on different streams are each counted.
+* ``cpu`` metric: the CPU time of operators. At level ``launch`` each real
+  operator's *self* CPU time (its duration minus its child ops') goes to its own
+  category; at level ``top`` each top-level operator's whole duration goes to its
+  category. Wrappers (steps, annotations, compiled-region markers) are not counted.
+* ops table, one row per (op name, category of the activities):
+  ``self_gpu_time`` = activities the op launched itself; ``gpu_time`` = activities
+  launched by the op or any op inside it (each activity counted once per op name);
+  ``calls`` = calls of that op name that contributed; ops that launched nothing
+  appear with the category of their name and zero time.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from ..classify.taxonomy import Taxonomy
+
+
+def category_table(acts: pl.DataFrame, tax: Taxonomy, value: str = "dur_ns") -> pl.DataFrame:
+    """``category, class, time_ns, activities, share`` sorted by time; ``unclassified`` always present."""
+    g = acts.group_by("category").agg(pl.col(value).sum().alias("time_ns"), pl.len().alias("activities"))
+    if "unclassified" not in g["category"].to_list():
+        g = pl.concat([g, pl.DataFrame({"category": ["unclassified"], "time_ns": [0], "activities": [0]},
+                                       schema=g.schema)])
+    total = g["time_ns"].sum()
+    g = g.with_columns(
+        pl.col("category").replace_strict(tax.classes, default="unclassified", return_dtype=pl.Utf8).alias("class"),
+        (pl.col("time_ns") / total if total else pl.lit(0.0)).alias("share"),
+    )
+    return g.select("category", "class", pl.col("time_ns").cast(pl.Int64), pl.col("activities").cast(pl.Int64),
+                    "share").sort(["time_ns", "category"], descending=[True, False])
+
+
+def class_table(categories: pl.DataFrame) -> pl.DataFrame:
+    g = categories.group_by("class").agg(pl.col("time_ns").sum(), pl.col("activities").sum(), pl.col("share").sum())
+    order = {"GEMM": 0, "non-GEMM": 1, "communication": 2, "unclassified": 3}
+    return g.with_columns(pl.col("class").replace_strict(order, default=9, return_dtype=pl.Int32).alias("_o")) \
+        .sort("_o").drop("_o")
+
+
+def op_table(ops: pl.DataFrame, acts: pl.DataFrame) -> pl.DataFrame:
+    """Per (op name, category): calls, gpu_time_ns, self_gpu_time_ns, activities."""
+    names = ops.select("op_id", pl.col("name").alias("op"))
+    parents = ops.select("op_id", "parent_id")
+    base = acts.filter(pl.col("launch_op_id").is_not_null()).select(
+        "activity_id", "category", "dur_ns", pl.col("launch_op_id").alias("op_id"))
+    self_rows = base.join(names, on="op_id").group_by(["op", "category"]).agg(
+        pl.col("dur_ns").sum().alias("self_gpu_time_ns"), pl.len().alias("activities"))
+    # inclusive: walk each activity up through its ancestors, one level per join
+    chunks = [base]
+    frontier = base
+    for _ in range(10_000):
+        frontier = frontier.join(parents, on="op_id").drop("op_id").rename({"parent_id": "op_id"}) \
+            .filter(pl.col("op_id").is_not_null())
+        if frontier.height == 0:
+            break
+        chunks.append(frontier)
+    incl = pl.concat(chunks).join(names, on="op_id")
+    calls = incl.group_by(["op", "category"]).agg(pl.col("op_id").n_unique().alias("calls"))
+    incl_t = incl.unique(subset=["activity_id", "op"]).group_by(["op", "category"]).agg(
+        pl.col("dur_ns").sum().alias("gpu_time_ns"))
+    busy = calls.join(incl_t, on=["op", "category"], how="left").join(self_rows, on=["op", "category"], how="left")
+    # calls that launched nothing, anywhere below them
+    touched = incl.select("op_id").unique()
+    idle = ops.join(touched, on="op_id", how="anti").select(
+        pl.col("name").alias("op"), pl.col("op_category").fill_null("unclassified").alias("category"))
+    idle = idle.group_by(["op", "category"]).agg(pl.len().alias("calls"))
+    out = pl.concat([busy, idle], how="diagonal_relaxed")
+    out = out.group_by(["op", "category"]).agg(
+        pl.col("calls").sum().cast(pl.Int64), pl.col("gpu_time_ns").sum().cast(pl.Int64),
+        pl.col("self_gpu_time_ns").sum().cast(pl.Int64), pl.col("activities").sum().cast(pl.Int64))
+    return out.with_columns(pl.col(c).fill_null(0) for c in ("gpu_time_ns", "self_gpu_time_ns", "activities")) \
+        .sort(["self_gpu_time_ns", "gpu_time_ns", "op", "category"], descending=[True, True, False, False])
+
+
+def kernel_summary(acts: pl.DataFrame) -> pl.DataFrame:
+    """Per (kernel name, kind, category): activities, total/mean/min/max duration."""
+    return acts.group_by(["name", "kind", "category", "class"]).agg(
+        pl.len().cast(pl.Int64).alias("activities"), pl.col("dur_ns").sum().cast(pl.Int64).alias("gpu_time_ns"),
+        pl.col("dur_ns").mean().alias("mean_ns"), pl.col("dur_ns").min().alias("min_ns"),
+        pl.col("dur_ns").max().alias("max_ns"),
+    ).sort(["gpu_time_ns", "name"], descending=[True, False])
+
+
+def step_table(acts: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
+    """Per step: CPU span, GPU time and activities of the activities assigned to it."""
+    if steps.height == 0:
+        return pl.DataFrame(schema={"step": pl.Int64, "name": pl.Utf8, "cpu_time_ns": pl.Int64,
+                                    "gpu_time_ns": pl.Int64, "activities": pl.Int64})
+    g = acts.filter(pl.col("step").is_not_null()).group_by("step").agg(
+        pl.col("dur_ns").sum().alias("gpu_time_ns"), pl.len().alias("activities"))
+    out = steps.select("step", "name", (pl.col("end_ns") - pl.col("ts_ns")).alias("cpu_time_ns")).join(
+        g, on="step", how="left")
+    return out.with_columns(pl.col("gpu_time_ns").fill_null(0).cast(pl.Int64),
+                            pl.col("activities").fill_null(0).cast(pl.Int64)).sort("step")
+
+
+def cpu_op_times(ops: pl.DataFrame, level: str) -> pl.DataFrame:
+    """CPU time per op for the ``cpu`` metric: columns ``op_id, category, cpu_ns``."""
+    real = ops.filter(~pl.col("is_wrapper"))
+    if level == "top":
+        sel = real.filter(pl.col("top_id") == pl.col("op_id"))
+        return sel.select("op_id", pl.col("op_category").fill_null("unclassified").alias("category"),
+                          pl.col("dur_ns").alias("cpu_ns"))
+    child = ops.filter(pl.col("parent_id").is_not_null()).group_by("parent_id").agg(
+        pl.col("dur_ns").sum().alias("_kids")).rename({"parent_id": "op_id"})
+    sel = real.join(child, on="op_id", how="left")
+    return sel.select("op_id", pl.col("op_category").fill_null("unclassified").alias("category"),
+                      (pl.col("dur_ns") - pl.col("_kids").fill_null(0)).clip(lower_bound=0).alias("cpu_ns"))

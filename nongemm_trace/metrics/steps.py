@@ -1,0 +1,58 @@
+"""Steps: the repeated unit of work (training or inference iteration) in a trace.
+
+Found from ``ProfilerStep#N`` ranges when present; else the most repeated
+outermost user annotation (e.g. ``## step ##``); ``marker`` chooses a name.
+An activity belongs to the step whose CPU interval contains its launch call
+(launch calls may come from any thread of the process, e.g. autograd's). An
+activity with no launch call in the file is placed by its own start time in the
+step that started last before it.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+PROFILER_STEP = "ProfilerStep#"
+
+
+def find_steps(ops: pl.DataFrame, marker: str | None = None) -> tuple[pl.DataFrame, str | None]:
+    """Return (steps table ``step, name, pid, ts_ns, end_ns``, marker used or None)."""
+    if ops.height == 0:
+        return _empty(), None
+    if marker:
+        cand = ops.filter((pl.col("name") == marker) | pl.col("name").str.starts_with(marker + "#"))
+        used = marker
+    else:
+        cand = ops.filter(pl.col("name").str.starts_with(PROFILER_STEP))
+        used = PROFILER_STEP.rstrip("#") if cand.height else None
+        if cand.height == 0:
+            roots = ops.filter((pl.col("depth") == 0) & (pl.col("cat") == "user_annotation"))
+            counts = (roots.group_by("name").agg(pl.len().alias("n"), pl.col("ts_ns").min().alias("first"))
+                      .filter(pl.col("n") >= 2).sort(["n", "first"], descending=[True, False]))
+            if counts.height:
+                used = counts["name"][0]
+                cand = roots.filter(pl.col("name") == used)
+    if cand.height == 0:
+        return _empty(), None
+    # outermost occurrences only (a marker nested in itself is one step)
+    cand = cand.sort("ts_ns")
+    cand = cand.filter(pl.col("ts_ns") >= pl.col("end_ns").cum_max().shift(1).fill_null(cand["ts_ns"].min()))
+    steps = cand.select("name", "pid", "ts_ns", "end_ns").with_row_index("step").with_columns(pl.col("step").cast(pl.Int64))
+    return steps, used
+
+
+def _empty() -> pl.DataFrame:
+    return pl.DataFrame(schema={"step": pl.Int64, "name": pl.Utf8, "pid": pl.Utf8, "ts_ns": pl.Int64, "end_ns": pl.Int64})
+
+
+def assign_steps(acts: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
+    """Add a ``step`` column (null outside every step) to the activities table."""
+    if steps.height == 0:
+        return acts.with_columns(pl.lit(None, pl.Int64).alias("step"))
+    t = pl.coalesce("launch_ts_ns", "ts_ns").alias("_t")
+    left = acts.select("activity_id", t, pl.col("launch_ts_ns").is_not_null().alias("_launched")).sort("_t")
+    right = steps.select("step", pl.col("ts_ns").alias("_t"), pl.col("end_ns").alias("_send")).sort("_t")
+    hit = left.join_asof(right, on="_t", strategy="backward")
+    inside = (~pl.col("_launched")) | (pl.col("_t") <= pl.col("_send"))
+    hit = hit.select("activity_id", pl.when(inside).then(pl.col("step")).otherwise(None).alias("step"))
+    return acts.join(hit, on="activity_id", how="left").sort("activity_id")

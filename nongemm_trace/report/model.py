@@ -1,0 +1,123 @@
+"""The :class:`Report`: what ``analyze`` measured, as tables plus a JSON-ready dict.
+
+Renderers (terminal table, CSV, Parquet, JSON) only read a Report; they never
+compute. ``Report.to_dict`` is the documented JSON contract (``SCHEMA_VERSION``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import polars as pl
+
+from .._version import __version__
+from ..trace import Anomaly
+
+SCHEMA_VERSION = "1.0"
+
+
+def _us(ns: Any) -> float:
+    return round(int(ns or 0) / 1000.0, 3)
+
+
+def _share(x: Any) -> float:
+    return round(float(x or 0.0), 6)
+
+
+@dataclass
+class Report:
+    trace: str
+    metric: str
+    level: str
+    taxonomy: str
+    taxonomy_version: str
+    categories: pl.DataFrame
+    classes: pl.DataFrame
+    ops: pl.DataFrame
+    kernels: pl.DataFrame
+    kernel_summary: pl.DataFrame
+    steps: pl.DataFrame
+    gpu_time_ns: int
+    gpu_activities: int
+    cpu_time_ns: int | None
+    total_gpu_time_in_file_ns: int
+    total_activities_in_file: int
+    step_marker: str | None
+    steps_skipped: int
+    drop_unlinked: bool
+    attribution: dict[str, int]
+    metadata: dict[str, Any]
+    warnings: list[Anomaly] = field(default_factory=list)
+
+    # -- derived numbers -------------------------------------------------
+    def share(self, name: str) -> float:
+        """Share of the metric's total for a class (``GEMM``, ``non-GEMM`` …) or a category."""
+        for table, key in ((self.classes, "class"), (self.categories, "category")):
+            row = table.filter(pl.col(key) == name)
+            if row.height:
+                return float(row["share"].sum())
+        return 0.0
+
+    def to_pandas(self) -> dict[str, Any]:
+        """The report's tables as pandas DataFrames (needs pandas installed)."""
+        return {k: getattr(self, k).to_pandas() for k in ("categories", "classes", "ops", "kernels", "kernel_summary", "steps")}
+
+    # -- JSON contract -----------------------------------------------------
+    def to_dict(self, max_ops: int | None = None, max_kernels: int | None = 50) -> dict[str, Any]:
+        cats = []
+        for r in self.categories.iter_rows(named=True):
+            row = {"category": r["category"], "class": r["class"]}
+            if self.metric == "gpu":
+                row["gpu_time_us"] = _us(r["time_ns"])
+            else:
+                row[f"{self.metric}_time_us"] = _us(r["time_ns"])
+                row["gpu_time_us"] = _us(r.get("gpu_time_ns", 0))
+            row["share"] = _share(r["share"])
+            row["activities"] = int(r["activities"])
+            cats.append(row)
+        classes = [{"class": r["class"], "time_us": _us(r["time_ns"]), "share": _share(r["share"]),
+                    "activities": int(r["activities"])} for r in self.classes.iter_rows(named=True)]
+        ops_df = self.ops if max_ops is None else self.ops.head(max_ops)
+        ops = [{"op": r["op"], "category": r["category"], "calls": int(r["calls"]),
+                "gpu_time_us": _us(r["gpu_time_ns"]), "self_gpu_time_us": _us(r["self_gpu_time_ns"]),
+                "activities": int(r["activities"])} for r in ops_df.iter_rows(named=True)]
+        ks = self.kernel_summary if max_kernels is None else self.kernel_summary.head(max_kernels)
+        kernels = [{"name": r["name"], "kind": r["kind"], "category": r["category"], "class": r["class"],
+                    "activities": int(r["activities"]), "gpu_time_us": _us(r["gpu_time_ns"])}
+                   for r in ks.iter_rows(named=True)]
+        steps = [{"step": int(r["step"]), "name": r["name"], "cpu_time_us": _us(r["cpu_time_ns"]),
+                  "gpu_time_us": _us(r["gpu_time_ns"]), "activities": int(r["activities"])}
+                 for r in self.steps.iter_rows(named=True)]
+        out: dict[str, Any] = {
+            "schema_version": SCHEMA_VERSION,
+            "tool_version": __version__,
+            "trace": self.trace,
+            "metric": self.metric,
+            "level": self.level,
+            "taxonomy": self.taxonomy,
+            "taxonomy_version": self.taxonomy_version,
+            "gpu_time_us": _us(self.gpu_time_ns),
+            "gpu_activities": self.gpu_activities,
+        }
+        if self.cpu_time_ns is not None:
+            out["cpu_time_us"] = _us(self.cpu_time_ns)
+        out.update({
+            "file_gpu_time_us": _us(self.total_gpu_time_in_file_ns),
+            "file_gpu_activities": self.total_activities_in_file,
+            "drop_unlinked": self.drop_unlinked,
+            "step_marker": self.step_marker,
+            "steps_skipped": self.steps_skipped,
+            "attribution": dict(sorted(self.attribution.items())),
+            "classes": classes,
+            "categories": cats,
+            "ops": ops,
+            "kernels": kernels,
+            "kernels_shown": len(kernels),
+            "kernels_total": self.kernel_summary.height,
+            "steps": steps,
+            "device": self.metadata.get("device"),
+            "trace_metadata": self.metadata.get("trace"),
+            "warnings": [w.as_dict() for w in self.warnings],
+        })
+        return out

@@ -1,0 +1,74 @@
+"""Terminal rendering with rich: header with the metric and level, the class and
+category shares, the top ops and kernels, steps and warnings."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from .model import Report
+
+METRIC_TEXT = {"gpu": "GPU activity time", "cpu": "operator CPU time"}
+
+
+def _us(ns: int) -> str:
+    return f"{ns / 1000:,.1f}"
+
+
+def render_table(report: Report, console: Console, top: int = 15) -> None:
+    d = report.metadata.get("device") or {}
+    dev = d.get("name") or "unknown device"
+    metric = METRIC_TEXT.get(report.metric, report.metric)
+    console.print(f"[bold]{escape(report.trace)}[/bold]")
+    total = report.cpu_time_ns if report.metric == "cpu" else report.gpu_time_ns
+    console.print(f"device: {dev} | metric: {report.metric} ({metric}) | level: {report.level} | "
+                  f"taxonomy: {report.taxonomy} v{report.taxonomy_version}")
+    console.print(f"total: {_us(total or 0)} us over {report.gpu_activities:,} GPU activities"
+                  + (f", {len(report.steps)} steps ({report.step_marker})" if report.steps.height else ""))
+
+    t = Table(title=f"Classes — share of {metric}", title_justify="left")
+    for c in ("class", "time (us)", "share", "activities" if report.metric == "gpu" else "op calls"):
+        t.add_column(c, justify="left" if c == "class" else "right")
+    for r in report.classes.iter_rows(named=True):
+        t.add_row(r["class"], _us(r["time_ns"]), f"{100 * r['share']:.1f} %", f"{r['activities']:,}")
+    console.print(t)
+
+    t = Table(title=f"Categories — share of {metric} ({report.level} level)", title_justify="left")
+    for c in ("category", "class", "time (us)", "share", "activities" if report.metric == "gpu" else "op calls"):
+        t.add_column(c, justify="left" if c in ("category", "class") else "right")
+    for r in report.categories.iter_rows(named=True):
+        t.add_row(r["category"], r["class"], _us(r["time_ns"]), f"{100 * r['share']:.1f} %", f"{r['activities']:,}")
+    console.print(t)
+
+    if report.ops.height:
+        t = Table(title=f"Top {top} ops by self GPU time", title_justify="left")
+        for c in ("op", "category", "calls", "GPU time (us)", "self GPU (us)", "activities"):
+            t.add_column(c, justify="left" if c in ("op", "category") else "right", overflow="ellipsis",
+                         no_wrap=c == "op", max_width=max(16, console.width - 70) if c == "op" else None)
+        for r in report.ops.head(top).iter_rows(named=True):
+            t.add_row(escape(r["op"]), r["category"], f"{r['calls']:,}", _us(r["gpu_time_ns"]), _us(r["self_gpu_time_ns"]),
+                      f"{r['activities']:,}")
+        console.print(t)
+
+    if report.kernel_summary.height:
+        t = Table(title=f"Top {top} kernels by GPU time", title_justify="left")
+        for c in ("kernel", "category", "count", "GPU time (us)", "mean (us)"):
+            t.add_column(c, justify="left" if c in ("kernel", "category") else "right", overflow="ellipsis",
+                         max_width=max(16, console.width - 55) if c == "kernel" else None, no_wrap=c == "kernel")
+        for r in report.kernel_summary.head(top).iter_rows(named=True):
+            t.add_row(escape(r["name"]), r["category"], f"{r['activities']:,}", _us(r["gpu_time_ns"]), f"{r['mean_ns'] / 1000:,.2f}")
+        console.print(t)
+
+    if report.steps.height:
+        t = Table(title="Steps", title_justify="left")
+        for c in ("step", "name", "CPU span (us)", "GPU time (us)", "activities"):
+            t.add_column(c, justify="left" if c == "name" else "right")
+        for r in report.steps.iter_rows(named=True):
+            t.add_row(str(r["step"]), escape(r["name"]), _us(r["cpu_time_ns"]), _us(r["gpu_time_ns"]), f"{r['activities']:,}")
+        console.print(t)
+
+    if report.warnings:
+        console.print("[bold yellow]warnings[/bold yellow]")
+        for w in report.warnings:
+            console.print(f"  [yellow]{w.code}[/yellow] ({w.count:,}): {escape(w.message)}", highlight=False)

@@ -1,0 +1,57 @@
+"""The loaded trace: columnar tables plus the file's metadata and load anomalies.
+
+Tables (polars DataFrames, times in int64 nanoseconds since the trace's own origin):
+
+``ops``         host ranges that can launch work (``cpu_op``, ``user_annotation``)
+``launches``    host launch calls (``cuda_runtime``/``cuda_driver``/``hip*`` …)
+``activities``  device activities: kernels, memcpys, memsets
+``python``      ``python_function`` events, only when asked for (else empty)
+
+Anomalies found while loading are kept as :class:`Anomaly` records so a report
+can count them instead of losing them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import polars as pl
+
+
+@dataclass(frozen=True)
+class Anomaly:
+    """Something odd in the input, counted: the report shows it as a warning."""
+
+    code: str
+    count: int
+    message: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"code": self.code, "count": self.count, "message": self.message}
+
+
+@dataclass
+class Trace:
+    path: str
+    source_format: str
+    metadata: dict[str, Any]
+    ops: pl.DataFrame
+    launches: pl.DataFrame
+    activities: pl.DataFrame
+    python: pl.DataFrame
+    anomalies: list[Anomaly] = field(default_factory=list)
+
+    def note(self, code: str, count: int, message: str) -> None:
+        if count:
+            self.anomalies.append(Anomaly(code, int(count), message))
+
+    @property
+    def device_properties(self) -> list[dict[str, Any]]:
+        dp = self.metadata.get("deviceProperties")
+        return dp if isinstance(dp, list) else []
+
+    @property
+    def distributed_info(self) -> dict[str, Any] | None:
+        di = self.metadata.get("distributedInfo")
+        return di if isinstance(di, dict) else None

@@ -1,0 +1,68 @@
+"""Shared fixtures: where the real traces are, and an independent raw-JSON reader.
+
+The shared traces live in ``../shared/traces`` next to the repository (override
+with NONGEMM_SHARED_TRACES). Tests that need them are skipped, loudly, when the
+folder is absent; tests on ``sample_traces/`` always run.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+from functools import lru_cache
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+SAMPLES = REPO / "sample_traces"
+SHARED = Path(os.environ.get("NONGEMM_SHARED_TRACES", REPO.parent / "shared" / "traces"))
+
+ACTIVITY_CATS = {"kernel", "gpu_memcpy", "gpu_memset", "Kernel", "Memcpy", "Memset"}
+LAUNCH_CATS = {"cuda_runtime", "cuda_driver", "Runtime"}
+
+
+def shared(*parts: str) -> Path:
+    p = SHARED.joinpath(*parts)
+    if not p.exists():
+        pytest.skip(f"shared traces not found at {p}")
+    return p
+
+
+def kineto_traces() -> list[Path]:
+    """Every Kineto trace the core must load (h200, h200x2, external tracelens and hta)."""
+    out: list[Path] = []
+    for sub in ("h200", "h200x2", "external/tracelens", "external/hta"):
+        d = SHARED / sub
+        if d.is_dir():
+            out += sorted(p for p in d.glob("*.json.gz") if not p.name.endswith(".golden.json.gz"))
+    return out
+
+
+def trace_ids(paths):
+    return [p.name.replace(".json.gz", "")[:60] for p in paths]
+
+
+@lru_cache(maxsize=64)
+def raw_events(path: str) -> tuple:
+    """The file's events, read with the standard library only (independent of the library)."""
+    with gzip.open(path, "rt", encoding="utf-8") as fh:
+        doc = json.load(fh)
+    ev = doc["traceEvents"] if isinstance(doc, dict) else doc
+    return tuple(ev)
+
+
+def ns(x) -> int:
+    """Kineto microseconds -> integer nanoseconds, via the decimal text (exact)."""
+    from decimal import Decimal
+    return int((Decimal(repr(float(x))) * 1000).to_integral_value())
+
+
+def raw_activity_total_ns(path: str) -> tuple[int, int]:
+    n = tot = 0
+    for e in raw_events(path):
+        if e.get("ph") == "X" and e.get("cat") in ACTIVITY_CATS and e.get("dur") is not None:
+            n += 1
+            tot += ns(e["dur"])
+    return n, tot

@@ -1,0 +1,159 @@
+"""The command line: output formats, the JSON contract, bad input and exit codes."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import subprocess
+import sys
+
+import polars as pl
+import pytest
+
+from conftest import SAMPLES, raw_activity_total_ns
+from nongemm_trace.cli import main
+
+SAMPLE_FILES = sorted(SAMPLES.glob("*.json.gz"))
+BERT = SAMPLES / "bert_base_fp32_bs8_s128__eager.json.gz"
+
+
+def run_cli(capsys, *args):
+    code = main([str(a) for a in args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.mark.parametrize("path", SAMPLE_FILES, ids=[p.name for p in SAMPLE_FILES])
+def test_json_contract_on_every_sample(capsys, path):
+    code, out, err = run_cli(capsys, "analyze", path, "--format", "json")
+    assert code == 0, err
+    d = json.loads(out)
+    for key in ("schema_version", "tool_version", "trace", "metric", "level", "taxonomy", "gpu_time_us",
+                "gpu_activities", "categories", "ops", "warnings"):
+        assert key in d
+    n, total = raw_activity_total_ns(str(path))
+    assert d["gpu_activities"] == n
+    assert d["gpu_time_us"] == pytest.approx(total / 1000, abs=5e-4)
+    assert d["metric"] == "gpu" and d["level"] == "launch"
+    for c in d["categories"]:
+        assert set(c) >= {"category", "class", "gpu_time_us", "share", "activities"}
+    assert any(c["category"] == "unclassified" for c in d["categories"])
+    assert sum(c["share"] for c in d["categories"]) == pytest.approx(1.0, abs=1e-5)
+    for o in d["ops"]:
+        assert set(o) >= {"op", "category", "calls", "gpu_time_us", "self_gpu_time_us", "activities"}
+        assert o["self_gpu_time_us"] <= o["gpu_time_us"] + 1e-6
+    linked = sum(o["self_gpu_time_us"] for o in d["ops"])
+    assert linked <= d["gpu_time_us"] + 1e-3
+    for w in d["warnings"]:
+        assert set(w) == {"code", "count", "message"}
+
+
+def test_json_output_is_byte_identical_across_runs(capsys):
+    _, a, _ = run_cli(capsys, "analyze", BERT, "--format", "json")
+    _, b, _ = run_cli(capsys, "analyze", BERT, "--format", "json")
+    assert a == b
+
+
+def test_table_output_names_metric_and_level(capsys):
+    code, out, _ = run_cli(capsys, "analyze", BERT, "--level", "top")
+    assert code == 0
+    assert "metric: gpu" in out and "level: top" in out
+    assert "GEMM" in out and "non-GEMM" in out and "unclassified" in out
+
+
+@pytest.mark.parametrize("table", ["categories", "ops", "kernels"])
+def test_csv_and_parquet_tables(capsys, tmp_path, table):
+    code, out, _ = run_cli(capsys, "analyze", BERT, "--format", "csv", "--table", table)
+    assert code == 0
+    header = out.splitlines()[0]
+    assert "category" in header
+    pq = tmp_path / f"{table}.parquet"
+    code, out, _ = run_cli(capsys, "analyze", BERT, "--format", "parquet", "--table", table, "-o", pq)
+    assert code == 0 and out == ""
+    df = pl.read_parquet(pq)
+    n, total = raw_activity_total_ns(str(BERT))
+    if table == "kernels":
+        assert df.height == n and int(df["dur_ns"].sum()) == total
+    if table == "categories":
+        assert int(df["gpu_time_ns"].sum()) == total
+
+
+def test_cpu_metric(capsys):
+    code, out, _ = run_cli(capsys, "analyze", BERT, "--metric", "cpu", "--format", "json")
+    assert code == 0
+    d = json.loads(out)
+    assert d["metric"] == "cpu"
+    assert d["cpu_time_us"] > 0
+    assert sum(c["cpu_time_us"] for c in d["categories"]) == pytest.approx(d["cpu_time_us"], abs=0.01)
+
+
+def _one_line_error(code, out, err, path):
+    assert code == 2
+    assert out == ""
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert str(path) in lines[0]
+    assert "Traceback" not in err
+
+
+def test_not_a_trace(capsys, tmp_path):
+    p = tmp_path / "notes.json"
+    p.write_text("hello, this is not json")
+    code, out, err = run_cli(capsys, "analyze", p)
+    _one_line_error(code, out, err, p)
+
+
+def test_json_without_trace_events(capsys, tmp_path):
+    p = tmp_path / "other.json"
+    p.write_text(json.dumps({"foo": [1, 2, 3]}))
+    code, out, err = run_cli(capsys, "analyze", p)
+    _one_line_error(code, out, err, p)
+    assert "traceEvents" in err
+
+
+def test_truncated_json(capsys, tmp_path):
+    data = gzip.decompress(BERT.read_bytes())
+    p = tmp_path / "cut.json"
+    p.write_bytes(data[: len(data) // 2])
+    code, out, err = run_cli(capsys, "analyze", p)
+    _one_line_error(code, out, err, p)
+    assert "truncated" in err or "invalid" in err
+
+
+def test_truncated_gzip(capsys, tmp_path):
+    raw = BERT.read_bytes()
+    p = tmp_path / "cut.json.gz"
+    p.write_bytes(raw[: len(raw) // 2])
+    code, out, err = run_cli(capsys, "analyze", p)
+    _one_line_error(code, out, err, p)
+    assert "gzip" in err
+
+
+def test_gz_that_is_not_gzip(capsys, tmp_path):
+    p = tmp_path / "fake.json.gz"
+    p.write_text('{"traceEvents": []}')
+    code, out, err = run_cli(capsys, "analyze", p)
+    _one_line_error(code, out, err, p)
+    assert "not gzip" in err
+
+
+def test_missing_file(capsys, tmp_path):
+    p = tmp_path / "nope.json.gz"
+    code, out, err = run_cli(capsys, "analyze", p)
+    _one_line_error(code, out, err, p)
+
+
+def test_empty_trace_is_a_report_not_a_crash(capsys, tmp_path):
+    p = tmp_path / "empty.json"
+    p.write_text(json.dumps({"traceEvents": []}))
+    code, out, err = run_cli(capsys, "analyze", p, "--format", "json")
+    assert code == 0, err
+    d = json.loads(out)
+    assert d["gpu_time_us"] == 0 and d["gpu_activities"] == 0
+
+
+def test_console_script_runs_as_module():
+    r = subprocess.run([sys.executable, "-m", "nongemm_trace", "analyze", str(BERT), "--format", "json"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["gpu_activities"] == 308

@@ -1,0 +1,84 @@
+"""Checks against independent references on real traces.
+
+* torch.profiler's own key_averages (``*.meta.json``): self device time per op name.
+* the files themselves: total GPU activity time, to the nanosecond.
+"""
+
+from __future__ import annotations
+
+import json
+
+import polars as pl
+import pytest
+
+import nongemm_trace
+from conftest import (LAUNCH_CATS, SHARED, ACTIVITY_CATS, kineto_traces, ns, raw_activity_total_ns, raw_events,
+                      shared, trace_ids)
+
+H200 = sorted((SHARED / "h200").glob("*.json.gz")) if (SHARED / "h200").is_dir() else []
+ALL = kineto_traces()
+
+
+@pytest.mark.parametrize("path", H200, ids=trace_ids(H200))
+def test_self_gpu_time_matches_profiler_key_averages(path):
+    meta = json.loads(path.with_name(path.name.replace(".json.gz", ".meta.json")).read_text())
+    cpu_op_names = {e["name"] for e in raw_events(str(path)) if e.get("ph") == "X" and e.get("cat") == "cpu_op"}
+    rep = nongemm_trace.analyze(path)
+    self_us = dict(rep.ops.group_by("op").agg(pl.col("self_gpu_time_ns").sum() / 1000).iter_rows())
+    checked = 0
+    for row in meta["key_averages"]:
+        if row["key"] not in cpu_op_names:
+            continue  # annotations and kernels are not ops
+        checked += 1
+        want = row["self_device_time_total_us"]
+        got = self_us.get(row["key"], 0.0)
+        assert got == pytest.approx(want, rel=1e-3, abs=0.002), row["key"]
+    assert checked >= 4
+
+
+def test_h200_traces_present():
+    shared("h200")
+    assert len(H200) >= 13
+
+
+@pytest.mark.parametrize("path", ALL, ids=trace_ids(ALL))
+def test_categories_sum_to_file_total(path):
+    n, total = raw_activity_total_ns(str(path))
+    rep = nongemm_trace.analyze(path, metric="gpu")
+    assert rep.gpu_activities == n
+    assert rep.gpu_time_ns == total
+    assert rep.total_gpu_time_in_file_ns == total
+    if rep.metric == "gpu":
+        assert int(rep.categories["time_ns"].sum()) == total
+        assert int(rep.categories["activities"].sum()) == n
+    d = rep.to_dict()
+    assert d["gpu_time_us"] == pytest.approx(total / 1000, abs=5e-4)
+    if rep.metric == "gpu":
+        assert sum(c["gpu_time_us"] for c in d["categories"]) == pytest.approx(d["gpu_time_us"], abs=1e-3 * len(d["categories"]))
+    # every activity in exactly one category
+    assert rep.kernels.height == n
+    assert rep.kernels["category"].null_count() == 0
+    assert rep.kernels["activity_id"].n_unique() == n
+
+
+@pytest.mark.parametrize("path", ALL, ids=trace_ids(ALL))
+def test_drop_unlinked_removes_exactly_the_activities_without_launch_call(path):
+    events = raw_events(str(path))
+    launch_corr = {e.get("args", {}).get("correlation") for e in events
+                   if e.get("ph") == "X" and e.get("cat") in LAUNCH_CATS}
+    orphan_ns = 0
+    orphans = 0
+    _, total = raw_activity_total_ns(str(path))
+    for e in events:
+        if e.get("ph") == "X" and e.get("cat") in ACTIVITY_CATS and e.get("dur") is not None:
+            if e.get("args", {}).get("correlation") not in launch_corr:
+                orphans += 1
+                orphan_ns += ns(e["dur"])
+    rep = nongemm_trace.analyze(path, drop_unlinked=True)
+    assert rep.gpu_time_ns == total - orphan_ns
+    if rep.metric == "gpu" and rep.gpu_activities:
+        assert int(rep.categories["time_ns"].sum()) == total - orphan_ns
+    full = nongemm_trace.analyze(path)
+    assert full.attribution.get("none", 0) == orphans
+    if orphans:
+        assert any(w.code == "no_launch_call" and w.count == orphans for w in full.warnings)
