@@ -19,6 +19,7 @@ import polars as pl
 
 from ..link import Linked, link
 from ..trace import Trace
+from .calls import qdq_calls
 from .rules import is_composite, is_wrapper, kernel_category, op_category
 from .taxonomy import CATEGORIES, CLASSES, Taxonomy, load_taxonomy
 
@@ -51,7 +52,11 @@ def link_and_classify(trace: Trace, tax: Taxonomy) -> Linked:
     """Link the trace with this taxonomy's wrapper rules and attach op categories."""
     names = op_name_table(tax, trace.ops)
     ops = trace.ops.join(names, on=["name", "cat"], how="left", nulls_equal=True).sort("op_id")
-    return link(trace, ops)
+    linked = link(trace, ops)
+    flags = qdq_calls(linked.ops, tax)
+    linked.ops = linked.ops.join(flags, on="op_id", how="left").with_columns(
+        pl.col("qdq_call").fill_null(False)).sort("op_id")
+    return linked
 
 
 def classify(linked: Linked, tax: Taxonomy, level: str = "launch") -> pl.DataFrame:
@@ -63,8 +68,10 @@ def classify(linked: Linked, tax: Taxonomy, level: str = "launch") -> pl.DataFra
     acts = linked.activities
     kn = kernel_name_table(tax, acts)
     acts = acts.join(kn, on="name", how="left")
+    # a call inside a quantize/dequantize dataflow is qdq whatever its name says
     lop = ops.select(pl.col("op_id").alias("launch_op_id"), pl.col("name").alias("launch_op"),
-                     pl.col("op_category").alias("_lop_cat"), pl.col("is_wrapper").alias("_lop_wrap"))
+                     pl.when(pl.col("qdq_call")).then(pl.lit("qdq")).otherwise(pl.col("op_category")).alias("_lop_cat"),
+                     pl.col("is_wrapper").alias("_lop_wrap"), pl.col("qdq_call").alias("_lop_qdq"))
     top = ops.select(pl.col("op_id").alias("top_op_id"), pl.col("name").alias("top_op"),
                      pl.col("op_category").alias("_top_cat"), pl.col("is_composite").alias("_top_comp"))
     acts = acts.join(lop, on="launch_op_id", how="left").join(top, on="top_op_id", how="left")
@@ -88,7 +95,7 @@ def classify(linked: Linked, tax: Taxonomy, level: str = "launch") -> pl.DataFra
     acts = acts.with_columns(launch_cat.alias("launch_category"), launch_rule.alias("rule"))
     if level == "top":
         use_top = (pl.col("_top_cat").is_not_null() & ~pl.col("_top_comp").fill_null(False)
-                   & ~pl.col("kernel_authoritative").fill_null(False))
+                   & ~pl.col("kernel_authoritative").fill_null(False) & ~pl.col("_lop_qdq").fill_null(False))
         acts = acts.with_columns(
             pl.when(use_top).then(pl.col("_top_cat")).otherwise(pl.col("launch_category")).alias("category"),
             pl.when(use_top).then(pl.lit("top_op")).otherwise(pl.col("rule")).alias("rule"),
@@ -99,4 +106,4 @@ def classify(linked: Linked, tax: Taxonomy, level: str = "launch") -> pl.DataFra
     acts = acts.with_columns(
         pl.col("category").replace_strict(tax.classes, default="unclassified", return_dtype=pl.Utf8).alias("class")
     )
-    return acts.drop("_lop_cat", "_lop_wrap", "_top_cat", "_top_comp")
+    return acts.drop("_lop_cat", "_lop_wrap", "_lop_qdq", "_top_cat", "_top_comp")

@@ -49,6 +49,18 @@ class FusionRules:
     signatures: tuple[tuple[frozenset[str], str], ...]
 
 
+@dataclass(frozen=True)
+class QdqRules:
+    """Quantize/dequantize dataflow vocabulary (see :mod:`nongemm_trace.classify.calls`)."""
+
+    cast_ops: frozenset[str] = frozenset()
+    dtype_arg_ops: frozenset[str] = frozenset()
+    dtype_codes: frozenset[int] = frozenset()
+    type_pattern: str = "(?!)"
+    chain_start_ops: frozenset[str] = frozenset()
+    chain_ops: frozenset[str] = frozenset()
+
+
 @dataclass
 class Taxonomy:
     name: str
@@ -65,6 +77,7 @@ class Taxonomy:
     kernel_rules: list[KernelRule]
     fusion: FusionRules
     activity_kinds: dict[str, str]
+    qdq: QdqRules = field(default_factory=QdqRules)
     source: str = ""
     vocabulary: tuple[str, ...] = field(default=())
 
@@ -193,6 +206,15 @@ def _build(raw: dict[str, Any], where: str) -> Taxonomy:
         signatures=tuple(sigs),
     )
     kinds = {k: _check_category(v, where, "[activity_kinds]") for k, v in raw.get("activity_kinds", {}).items()}
+    qd = raw.get("qdq", {})
+    qdq = QdqRules(
+        cast_ops=frozenset(qd.get("cast_ops", [])),
+        dtype_arg_ops=frozenset(qd.get("dtype_arg_ops", [])),
+        dtype_codes=frozenset(int(c) for c in qd.get("dtype_codes", [])),
+        type_pattern=_compile(qd.get("type_pattern", "(?!)"), where, "[qdq] type_pattern").pattern,
+        chain_start_ops=frozenset(qd.get("chain_start_ops", [])),
+        chain_ops=frozenset(qd.get("chain_ops", [])),
+    )
     vocab = tuple(sorted(set(op_base) | {n.split("::")[-1] for n in op_full}, key=len, reverse=True))
     return Taxonomy(
         name=str(raw.get("name", Path(where).stem)),
@@ -209,6 +231,7 @@ def _build(raw: dict[str, Any], where: str) -> Taxonomy:
         kernel_rules=kernel_rules,
         fusion=fusion,
         activity_kinds=kinds,
+        qdq=qdq,
         source=where,
         vocabulary=vocab,
     )

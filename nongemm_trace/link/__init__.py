@@ -71,7 +71,7 @@ def _attach_launches(trace: Trace) -> pl.DataFrame:
     dup = la.height - la.select(pl.col("correlation").n_unique()).item() if la.height else 0
     trace.note("duplicate_correlation", dup,
                f"{dup} launch calls reuse a correlation id already taken; the earliest one was used")
-    la = la.sort(["correlation", "ts_ns"]).unique(subset=["correlation"], keep="first")
+    la = la.sort(["correlation", "ts_ns", "tid", "name"]).unique(subset=["correlation"], keep="first")
     la = la.select(
         "correlation", "launch_id", pl.col("name").alias("launch_name"), pl.col("pid").alias("launch_pid"),
         pl.col("tid").alias("launch_tid"), pl.col("ts_ns").alias("launch_ts_ns"),
@@ -87,7 +87,8 @@ def _attach_ops(trace: Trace, ops: pl.DataFrame, acts: pl.DataFrame) -> pl.DataF
     ext = ops.select(
         pl.col("external_id").alias("_eid"), pl.col("pid").alias("launch_pid"), pl.col("tid").alias("launch_tid"),
         pl.col("op_id").alias("_ext_op"), pl.col("ts_ns").alias("_ots"), pl.col("end_ns").alias("_oend"),
-    ).filter(pl.col("_eid").is_not_null()).unique(subset=["_eid", "launch_pid", "launch_tid"], keep="first")
+    ).filter(pl.col("_eid").is_not_null()).sort(["_eid", "launch_pid", "launch_tid", "_ots", "_oend"]) \
+        .unique(subset=["_eid", "launch_pid", "launch_tid"], keep="first")
     cand = launched.select(
         "activity_id", "launch_pid", "launch_tid", "launch_ts_ns", "launch_end_ns",
         pl.coalesce("external_id", "launch_external_id").alias("_eid"),

@@ -87,10 +87,15 @@ _TOP = msgspec.json.Decoder(dict[str, msgspec.Raw])
 _ANY = msgspec.json.Decoder()
 
 _EMPTY_ARGS = Args()
+#: |ts| and dur beyond this many microseconds (~127 years) cannot be real and would
+#: overflow int64 nanoseconds once added together
+_TIME_LIMIT_US = 4e15
 
 
-def _raw_text(r: msgspec.Raw) -> Optional[str]:
-    return bytes(r).decode("utf-8", "replace") if len(r) else None
+def _raw_texts(raws: list[msgspec.Raw]) -> pl.Series:
+    """Raw JSON fragments -> a text column (null where absent), decoded in bulk."""
+    s = pl.Series([bytes(r) for r in raws], dtype=pl.Binary)
+    return pl.select(pl.when(s.bin.size() > 0).then(s.cast(pl.Utf8, strict=False))).to_series()
 
 
 def _id_text(v: Any) -> str:
@@ -115,7 +120,7 @@ def decode_document(path: str | Path, data: bytes) -> tuple[dict[str, Any], msgs
     try:
         top = _TOP.decode(data)
     except msgspec.DecodeError as exc:
-        raise TraceError(path, f"invalid or truncated JSON ({_short(exc)})") from None
+        raise _MalformedJSON(path, f"invalid or truncated JSON ({_short(exc)})") from None
     except RecursionError:
         raise TraceError(path, "JSON nested too deeply") from None
     events = top.pop("traceEvents", None)
@@ -130,6 +135,31 @@ def decode_document(path: str | Path, data: bytes) -> tuple[dict[str, Any], msgs
     return meta, events, False
 
 
+class _MalformedJSON(TraceError):
+    """A decode failure that a repair pass may fix (bad UTF-8, NaN/Infinity literals)."""
+
+
+def _repair(data: bytes) -> tuple[bytes, str] | None:
+    """Fix what Python's own JSON writer and broken writers leave behind, or None.
+
+    * invalid UTF-8 bytes become U+FFFD (names may be mangled; times are not);
+    * ``NaN`` / ``Infinity`` literals (``json.dumps`` writes them) become null,
+      so the events that carry them are counted as missing a valid time.
+    """
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return data.decode("utf-8", "replace").encode("utf-8"), "invalid UTF-8 bytes were replaced by U+FFFD"
+    if b"NaN" in data or b"Infinity" in data:
+        import json
+        try:
+            doc = json.loads(data)
+        except (ValueError, RecursionError):
+            return None
+        return _ENCODE.encode(doc), "NaN / Infinity numbers (not JSON) were read as null"
+    return None
+
+
 def _short(exc: Exception) -> str:
     return str(exc).splitlines()[0][:200]
 
@@ -140,7 +170,7 @@ def decode_events(path: str | Path, raw: msgspec.Raw, anomalies: list[tuple[str,
     except msgspec.ValidationError:
         pass
     except msgspec.DecodeError as exc:
-        raise TraceError(path, f"invalid or truncated JSON ({_short(exc)})") from None
+        raise _MalformedJSON(path, f"invalid or truncated JSON ({_short(exc)})") from None
     except RecursionError:
         raise TraceError(path, "JSON nested too deeply") from None
     try:
@@ -166,9 +196,21 @@ def load_kineto(path: str | Path, *, keep_python: bool = False, data: bytes | No
     """Load a Kineto JSON (.json or .json.gz) trace into columnar tables."""
     if data is None:
         data = read_bytes(path)
-    meta, raw_events, _ = decode_document(path, data)
     pending: list[tuple[str, int, str]] = []
-    events = decode_events(path, raw_events, pending)
+    try:
+        meta, raw_events, _ = decode_document(path, data)
+        events = decode_events(path, raw_events, pending)
+    except _MalformedJSON as first:
+        fixed = _repair(data)
+        if fixed is None:
+            raise TraceError(first.path, first.problem) from None
+        data, note = fixed
+        pending.append(("repaired_json", 1, note))
+        try:
+            meta, raw_events, _ = decode_document(path, data)
+            events = decode_events(path, raw_events, pending)
+        except _MalformedJSON:
+            raise TraceError(first.path, first.problem) from None
     del data, raw_events
     trace = _build(str(path), meta, events, keep_python, pending)
     return trace
@@ -181,33 +223,37 @@ def _build(path: str, meta: dict[str, Any], events: list[Event], keep_python: bo
     acts: list[Event] = []
     py: list[Event] = []
     other_device: list[Event] = []
-    no_dur: dict[str, int] = {}
-    unpaired = 0
-    act_kind = roles.ACTIVITY_KIND
+    route: dict[str, list[Event]] = {}
+    for c in roles.ACTIVITY_KIND:
+        route[c] = acts
+    for c in roles.OP_CATEGORIES:
+        route[c] = ops
+    for c in roles.LAUNCH_CATEGORIES:
+        route[c] = launches
+    for c in roles.OTHER_DEVICE_CATEGORIES:
+        route[c] = other_device
+    if keep_python:
+        for c in roles.PYTHON_CATEGORIES:
+            route[c] = py
+    bad_time: dict[str, int] = {}
+    bad_phase: dict[str, int] = {}
+    no_cat = 0
     for ev in events:
         cat = ev.cat
         if cat is None:
+            if ev.ph == "X":
+                no_cat += 1
+            continue
+        bucket = route.get(cat)
+        if bucket is None:
             continue
         if ev.ph != "X":
-            if ev.ph in ("B", "E") and (cat in act_kind or cat in roles.OP_CATEGORIES):
-                unpaired += 1
+            bad_phase[cat] = bad_phase.get(cat, 0) + 1
             continue
-        if cat in act_kind:
-            bucket = acts
-        elif cat in roles.OP_CATEGORIES:
-            bucket = ops
-        elif cat in roles.LAUNCH_CATEGORIES:
-            bucket = launches
-        elif cat in roles.PYTHON_CATEGORIES:
-            if not keep_python:
-                continue
-            bucket = py
-        elif cat in roles.OTHER_DEVICE_CATEGORIES:
-            bucket = other_device
-        else:
-            continue
-        if ev.ts is None or ev.dur is None or ev.dur != ev.dur or ev.ts != ev.ts or ev.dur < 0:
-            no_dur[cat] = no_dur.get(cat, 0) + 1
+        ts, dur = ev.ts, ev.dur
+        # comparisons are False for NaN, so NaN fails here too
+        if ts is None or dur is None or not (0 <= dur < _TIME_LIMIT_US) or not (-_TIME_LIMIT_US < ts < _TIME_LIMIT_US):
+            bad_time[cat] = bad_time.get(cat, 0) + 1
             continue
         bucket.append(ev)
 
@@ -222,10 +268,13 @@ def _build(path: str, meta: dict[str, Any], events: list[Event], keep_python: bo
     )
     for code, n, msg in pending:
         trace.note(code, n, msg)
-    for cat, n in sorted(no_dur.items()):
-        trace.note("missing_duration", n, f"{n} '{cat}' events had no valid ts/dur (missing, negative or NaN); skipped")
-    trace.note("begin_end_events", unpaired,
-               f"{unpaired} B/E (begin/end) events of ops or activities are not supported; skipped")
+    for cat, n in sorted(bad_time.items()):
+        trace.note("missing_duration", n, f"{n} '{cat}' events had no valid ts/dur (missing, negative, NaN or "
+                                          f"beyond 4e15 us); skipped")
+    for cat, n in sorted(bad_phase.items()):
+        trace.note("unsupported_phase", n, f"{n} '{cat}' events are not complete ('X') events (e.g. B/E pairs); skipped")
+    trace.note("missing_category", no_cat, f"{no_cat} complete events had no 'cat'; ignored")
+    _dedupe(trace)
     if other_device:
         total_us = sum(float(e.dur) for e in other_device)
         cats = sorted({e.cat for e in other_device})
@@ -260,8 +309,11 @@ def _parse_int(v: Any) -> Any:
 
 
 def _int(values: list[Any]) -> pl.Series:
-    if any(isinstance(v, str) for v in values):
-        values = [_parse_int(v) for v in values]
+    try:  # the common case: ints and nulls only
+        return pl.Series(values, dtype=pl.Int64)
+    except (TypeError, OverflowError, pl.exceptions.PolarsError):
+        pass
+    values = [_parse_int(v) for v in values]
     s = pl.Series(values, dtype=pl.Float64, strict=False)
     return s.cast(pl.Int64, strict=False)
 
@@ -295,14 +347,38 @@ def _op_table(evs: list[Event], minimal: bool = False) -> pl.DataFrame:
     cols["external_id"] = _int(_ext_ids(evs))
     if not minimal:
         args = [e.args or _EMPTY_ARGS for e in evs]
-        cols["input_dims"] = pl.Series([_raw_text(a.input_dims) for a in args], dtype=pl.Utf8)
-        cols["input_type"] = pl.Series([_raw_text(a.input_type) for a in args], dtype=pl.Utf8)
-        cols["concrete_inputs"] = pl.Series([_raw_text(a.concrete_inputs) for a in args], dtype=pl.Utf8)
+        cols["input_dims"] = _raw_texts([a.input_dims for a in args])
+        cols["input_type"] = _raw_texts([a.input_type for a in args])
+        cols["concrete_inputs"] = _raw_texts([a.concrete_inputs for a in args])
         cols["sequence_number"] = _int([a.sequence_number for a in args])
         cols["fwd_thread_id"] = _int([a.fwd_thread_id for a in args])
         cols["kernel_backend"] = pl.Series([a.kernel_backend for a in args], dtype=pl.Utf8)
     df = pl.DataFrame(cols)
     return df.with_columns((pl.col("ts_ns") + pl.col("dur_ns")).alias("end_ns")).with_row_index("op_id")
+
+
+_DEDUPE = {
+    "activities": ("activity_id", ["name", "pid", "tid", "ts_ns", "dur_ns", "correlation", "device", "stream"],
+                   "GPU activity events were exact duplicates (same kernel, stream, start, duration); counted once"),
+    "ops": ("op_id", ["name", "pid", "tid", "ts_ns", "dur_ns", "external_id"],
+            "op events were exact duplicates; counted once"),
+    "launches": ("launch_id", ["name", "pid", "tid", "ts_ns", "dur_ns", "correlation"],
+                 "launch-call events were exact duplicates; counted once"),
+}
+
+
+def _dedupe(trace: Trace) -> None:
+    """Drop exact duplicate events (a writer that flushed a buffer twice), with a warning:
+    two kernels cannot start at the same nanosecond on the same stream."""
+    for table, (idx, keys, msg) in _DEDUPE.items():
+        df = getattr(trace, table)
+        if df.height == 0:
+            continue
+        uniq = df.unique(subset=keys, keep="first", maintain_order=True)
+        dropped = df.height - uniq.height
+        if dropped:
+            setattr(trace, table, uniq.drop(idx).with_row_index(idx))
+            trace.note(f"duplicate_{table}", dropped, f"{dropped} {msg}")
 
 
 def _launch_table(evs: list[Event]) -> pl.DataFrame:

@@ -88,7 +88,7 @@ def kernel_summary(acts: pl.DataFrame) -> pl.DataFrame:
         pl.len().cast(pl.Int64).alias("activities"), pl.col("dur_ns").sum().cast(pl.Int64).alias("gpu_time_ns"),
         pl.col("dur_ns").mean().alias("mean_ns"), pl.col("dur_ns").min().alias("min_ns"),
         pl.col("dur_ns").max().alias("max_ns"),
-    ).sort(["gpu_time_ns", "name"], descending=[True, False])
+    ).sort(["gpu_time_ns", "name", "kind", "category"], descending=[True, False, False, False])
 
 
 def step_table(acts: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:

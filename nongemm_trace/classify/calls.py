@@ -1,0 +1,76 @@
+"""Call-level rules: categories that belong to one call of an op, not to its name.
+
+Quantization leaves no marker in a trace. FP8 / int8 dynamic quantization is plain
+``abs``/``amax``/``div``/``clamp``/``to``/``copy_`` ops; what makes them
+quantize/dequantize work is their dataflow:
+
+* a **low-precision cast**: a ``to`` / ``_to_copy`` / ``copy_`` (…) call whose input
+  types name an 8- or 4-bit type (``c10::Float8_e4m3fn``, ``signed char``,
+  ``c10::qint8`` …), or whose dtype argument (``Concrete Inputs``) is one;
+* the **scale computation** that feeds it: the run of sibling calls right before
+  the cast that starts at an abs-max (``abs``/``amax``/``aminmax``) and holds only
+  scale arithmetic and views (``div``, ``mul``, ``clamp``, ``reciprocal``, ``to`` …).
+
+Both, and every call nested in them, are ``qdq``. The vocabulary is data (the
+taxonomy's ``[qdq]`` section). Runs are found with forward/backward fills over
+sibling groups (columnar, no per-event loop).
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from .taxonomy import Taxonomy
+
+
+def qdq_calls(ops: pl.DataFrame, tax: Taxonomy) -> pl.DataFrame:
+    """Return ``op_id, qdq_call`` (true for calls inside a quantize/dequantize dataflow)."""
+    q = tax.qdq
+    if ops.height == 0 or not q.cast_ops:
+        return ops.select("op_id", pl.lit(False).alias("qdq_call"))
+    base = pl.col("name").str.replace(r"^.*::", "")
+    types_hit = pl.col("input_type").fill_null("").str.contains(q.type_pattern)
+    codes = pl.col("concrete_inputs").fill_null("[]").str.json_decode(pl.List(pl.Utf8)).list.get(1, null_on_oob=True)
+    code_hit = base.is_in(list(q.dtype_arg_ops)) & codes.is_in([str(c) for c in q.dtype_codes])
+    df = ops.select(
+        "op_id", "pid", "tid", "parent_id", "ts_ns", "depth",
+        (base.is_in(list(q.cast_ops)) & (types_hit | code_hit)).alias("_cast"),
+        base.is_in(list(q.chain_start_ops)).alias("_start"),
+        base.is_in(list(q.chain_ops) + list(q.chain_start_ops) + list(q.cast_ops)).alias("_chain"),
+    )
+    grp = ["pid", "tid", "parent_id"]
+    df = df.sort(grp + ["ts_ns", "op_id"], nulls_last=False).with_row_index("_pos")
+    pos = pl.col("_pos").cast(pl.Int64)
+    df = df.with_columns(
+        pl.when(~pl.col("_chain")).then(pos).forward_fill().over(grp).alias("_last_break"),
+        pl.when(pl.col("_start")).then(pos).forward_fill().over(grp).alias("_last_start"),
+        pl.when(pl.col("_cast")).then(pos).backward_fill().over(grp).alias("_next_cast"),
+        pl.when(~pl.col("_chain")).then(pos).backward_fill().over(grp).alias("_next_break"),
+    )
+    in_chain = (
+        pl.col("_chain")
+        & pl.col("_last_start").is_not_null()
+        & (pl.col("_last_start") > pl.col("_last_break").fill_null(-1))
+        & pl.col("_next_cast").is_not_null()
+        & (pl.col("_next_cast") < pl.col("_next_break").fill_null(2**62))
+    )
+    df = df.with_columns((pl.col("_cast") | in_chain).alias("qdq_self"))
+    return _inherit(df.select("op_id", "parent_id", "depth", "qdq_self"), ops)
+
+
+def _inherit(df: pl.DataFrame, ops: pl.DataFrame) -> pl.DataFrame:
+    """A call inside a qdq call is qdq: propagate the flag down the tree, one depth at a time."""
+    flags = df.select("op_id", "parent_id", "depth", pl.col("qdq_self").alias("qdq_call"))
+    if flags["depth"].drop_nulls().len() == 0:
+        return flags.select("op_id", "qdq_call")
+    max_depth = int(flags["depth"].max())
+    known = flags.filter(pl.col("depth") == 0).select("op_id", "qdq_call")
+    parts = [known, flags.filter(pl.col("depth").is_null()).select("op_id", "qdq_call")]
+    for d in range(1, max_depth + 1):
+        level = flags.filter(pl.col("depth") == d)
+        if level.height == 0:
+            break
+        level = level.join(known.rename({"op_id": "parent_id", "qdq_call": "_p"}), on="parent_id", how="left")
+        known = level.select("op_id", (pl.col("qdq_call") | pl.col("_p").fill_null(False)).alias("qdq_call"))
+        parts.append(known)
+    return pl.concat(parts)
