@@ -35,14 +35,6 @@ BASES = [ROOT / "sample_traces" / n for n in (
 LOSS = {"missing_duration", "unsupported_phase", "malformed_events", "duplicate_activities", "missing_category"}
 
 
-def _finite(x):
-    if isinstance(x, float) and not math.isfinite(x):
-        return None
-    if isinstance(x, dict):
-        return {k: _finite(v) for k, v in x.items()}
-    if isinstance(x, list):
-        return [_finite(v) for v in x]
-    return x
 
 
 def _judge(path: Path, doc=None) -> str:
@@ -54,7 +46,7 @@ def _judge(path: Path, doc=None) -> str:
     if d is None:
         return "refused"
     if doc is not None:
-        n, total, dropped = mutants.valid_activities(_finite(doc))
+        n, total, dropped = mutants.valid_activities(mutants.finite(doc))
         warned = sum(w["count"] for w in d["warnings"] if w["code"] in LOSS)
         if d["gpu_activities"] != n or round(d["gpu_time_us"] * 1000) != total or warned < dropped:
             return "FAILED"

@@ -170,6 +170,17 @@ def nesting_bomb(depth: int = 1_000_000) -> bytes:
 # -- the independent account ----------------------------------------------------------------
 
 
+def finite(x):
+    """What the reader promises for NaN/Infinity literals: they are read as null."""
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    if isinstance(x, dict):
+        return {k: finite(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [finite(v) for v in x]
+    return x
+
+
 def _num(x) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 

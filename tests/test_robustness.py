@@ -38,15 +38,6 @@ def _load(path: Path):
     return json.loads(gzip.decompress(path.read_bytes()))
 
 
-def _finite(x):
-    """What the reader promises for NaN/Infinity literals: they are read as null."""
-    if isinstance(x, float) and not math.isfinite(x):
-        return None
-    if isinstance(x, dict):
-        return {k: _finite(v) for k, v in x.items()}
-    if isinstance(x, list):
-        return [_finite(v) for v in x]
-    return x
 
 
 @pytest.mark.parametrize("name", sorted(mutants.DOC_MUTATORS))
@@ -58,7 +49,7 @@ def test_document_mutants(tmp_path_factory, name, seed, base):
     code, out, err = mutants.run_cli(path)
     d = mutants.check_outcome(code, out, err, path)
     assert d is not None, f"{name}: a readable trace must give a report, got: {err}"
-    n, total, dropped = mutants.valid_activities(_finite(doc))
+    n, total, dropped = mutants.valid_activities(mutants.finite(doc))
     assert d["gpu_activities"] == n
     assert round(d["gpu_time_us"] * 1000) == total
     warned = sum(w["count"] for w in d["warnings"] if w["code"] in LOSS_CODES)
