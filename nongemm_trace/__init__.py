@@ -9,7 +9,8 @@ Pipeline: load -> link -> classify -> measure -> render (see DESIGN in the READM
 
 from ._version import __version__
 from .api import analyze
+from .classify.taxonomy import Taxonomy, extend_taxonomy, load_taxonomy
 from .errors import TraceError
 from .report.model import Report
 
-__all__ = ["analyze", "Report", "TraceError", "__version__"]
+__all__ = ["analyze", "Report", "TraceError", "Taxonomy", "load_taxonomy", "extend_taxonomy", "__version__"]

@@ -19,13 +19,13 @@ from .metrics.steps import assign_steps, find_steps
 from .report.model import Report
 from .trace import Anomaly
 
-METRICS = ("gpu", "cpu")
+METRICS = ("gpu", "cpu", "paper")
 
 #: columns of ``Report.kernels`` (one row per GPU activity), in this order
 KERNEL_COLUMNS = [
     "activity_id", "name", "kind", "category", "class", "dur_ns", "ts_ns", "device", "stream", "correlation",
-    "op", "launch_op", "top_op", "launch_op_id", "top_op_id", "attribution", "rule", "launch_name",
-    "launch_ts_ns", "launch_dur_ns", "step",
+    "op", "launch_op", "top_op", "module", "launch_op_id", "top_op_id", "attribution", "rule", "fused_ops",
+    "launch_name", "launch_ts_ns", "launch_dur_ns", "step",
 ]
 
 _DEVICE_KEYS = ("name", "computeMajor", "computeMinor", "totalGlobalMem", "numSms")
@@ -34,8 +34,8 @@ _DEVICE_KEYS = ("name", "computeMajor", "computeMinor", "totalGlobalMem", "numSm
 def analyze(
     path: str | Path,
     *,
-    metric: str = "gpu",
-    level: str = "launch",
+    metric: str | None = None,
+    level: str | None = None,
     taxonomy: str | Path | Taxonomy = "default",
     drop_unlinked: bool = False,
     step_marker: str | None = None,
@@ -44,22 +44,30 @@ def analyze(
 ) -> Report:
     """Analyse one trace file.
 
-    metric: ``gpu`` (GPU activity time, default) or ``cpu`` (operator CPU time).
-    level: ``launch`` (the op that launched each activity) or ``top`` (outermost real op).
+    metric: ``gpu`` (GPU activity time), ``cpu`` (operator CPU time) or ``paper`` (cpu + gpu,
+        the NonGEMM artifact's metric); default: the taxonomy's (``gpu`` for ``default``).
+    level: ``launch`` (the op that launched each activity), ``top`` (outermost real op) or
+        ``module`` (innermost named nn.Module); default: the taxonomy's (``launch`` for ``default``).
     drop_unlinked: leave out activities with no launch call in the file.
     step_marker / skip_steps: choose the step ranges, drop the first N steps (warm-up).
     """
+    tax = taxonomy if isinstance(taxonomy, Taxonomy) else load_taxonomy(taxonomy)
+    metric = metric or tax.default_metric
+    level = level or tax.default_level
     if metric not in METRICS:
         raise TraceError(path, f"unknown metric '{metric}' (choose from {', '.join(METRICS)})")
     if level not in LEVELS:
         raise TraceError(path, f"unknown level '{level}' (choose from {', '.join(LEVELS)})")
     if skip_steps < 0:
         raise TraceError(path, "--skip-steps must be >= 0")
-    tax = taxonomy if isinstance(taxonomy, Taxonomy) else load_taxonomy(taxonomy)
 
-    trace = load_trace(path, keep_python=keep_python)
+    trace = load_trace(path, keep_python=keep_python or level == "module")
     linked = link_and_classify(trace, tax)
     acts = classify(linked, tax, level)
+    warnings_extra = []
+    if level == "module" and acts["module"].null_count() == acts.height and acts.height:
+        warnings_extra.append(Anomaly("no_modules", 1, "no GPU activity was launched inside an nn.Module a rule names "
+                                      "(record with with_stack=True / with_modules=True); module level = launch level"))
     steps, used_marker = find_steps(linked.ops, step_marker)
     if step_marker and steps.height == 0:
         raise TraceError(path, f"no ranges named '{step_marker}' to use as steps")
@@ -67,7 +75,7 @@ def analyze(
 
     file_total = int(acts["dur_ns"].sum() or 0)
     file_count = acts.height
-    warnings = list(trace.anomalies)
+    warnings = list(trace.anomalies) + warnings_extra
     unlinked = acts.filter(pl.col("attribution") == "none")
     if unlinked.height:
         verb = "excluded (--drop-unlinked)" if drop_unlinked else "classified by kernel name"
@@ -101,17 +109,20 @@ def analyze(
         effective_metric = "cpu"
         warnings.append(Anomaly("no_gpu_activities", 1,
                                 "the trace has no GPU activities: reporting the cpu metric (operator CPU time)"))
-    if effective_metric == "cpu":
-        cpu_rows = cpu_op_times(linked.ops, level)
+    if effective_metric in ("cpu", "paper"):
+        cpu_rows = cpu_op_times(linked.ops, "top" if level == "top" else "launch")
         if skip_steps:
             keep = steps.filter(pl.col("step") >= skip_steps)
             lo, hi = keep["ts_ns"].min(), keep["end_ns"].max()
             in_win = linked.ops.filter((pl.col("ts_ns") >= lo) & (pl.col("end_ns") <= hi)).select("op_id")
             cpu_rows = cpu_rows.join(in_win, on="op_id", how="semi")
-        cats = category_table(cpu_rows.rename({"cpu_ns": "dur_ns"}), tax)
-        cats = cats.join(gpu_cats.select("category", pl.col("time_ns").alias("gpu_time_ns")), on="category",
-                         how="left").with_columns(pl.col("gpu_time_ns").fill_null(0))
-        cpu_total = int(cats["time_ns"].sum())
+        cpu_cats = category_table(cpu_rows.rename({"cpu_ns": "dur_ns"}), tax)
+        cpu_total = int(cpu_cats["time_ns"].sum())
+        if effective_metric == "cpu":
+            cats = cpu_cats.join(gpu_cats.select("category", pl.col("time_ns").alias("gpu_time_ns")), on="category",
+                                 how="left").with_columns(pl.col("gpu_time_ns").fill_null(0))
+        else:  # paper: CPU time of the ops + GPU time of their activities, per category
+            cats = _paper_table(cpu_cats, gpu_cats, tax)
     else:
         cats = gpu_cats
 
@@ -141,6 +152,22 @@ def analyze(
         metadata=_metadata(trace.metadata),
         warnings=warnings,
     )
+
+
+def _paper_table(cpu_cats: pl.DataFrame, gpu_cats: pl.DataFrame, tax: Taxonomy) -> pl.DataFrame:
+    both = pl.concat([
+        cpu_cats.select("category", pl.col("time_ns").alias("cpu_time_ns"), pl.lit(0, pl.Int64).alias("gpu_time_ns"),
+                        pl.lit(0, pl.Int64).alias("activities")),
+        gpu_cats.select("category", pl.lit(0, pl.Int64).alias("cpu_time_ns"), pl.col("time_ns").alias("gpu_time_ns"),
+                        "activities"),
+    ]).group_by("category").agg(pl.all().sum())
+    both = both.with_columns((pl.col("cpu_time_ns") + pl.col("gpu_time_ns")).alias("time_ns"))
+    total = both["time_ns"].sum()
+    both = both.with_columns(
+        pl.col("category").replace_strict(tax.classes, default="unclassified", return_dtype=pl.Utf8).alias("class"),
+        (pl.col("time_ns") / total if total else pl.lit(0.0)).alias("share"))
+    return both.select("category", "class", "time_ns", "activities", "share", "cpu_time_ns", "gpu_time_ns") \
+        .sort(["time_ns", "category"], descending=[True, False])
 
 
 def _metadata(meta: dict[str, Any]) -> dict[str, Any]:

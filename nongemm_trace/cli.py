@@ -26,10 +26,12 @@ def _parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
     a = sub.add_parser("analyze", help="GEMM / non-GEMM breakdown of one Kineto trace (.json or .json.gz)")
     a.add_argument("trace", help="torch.profiler / Kineto trace file")
-    a.add_argument("--metric", choices=("gpu", "cpu"), default="gpu",
-                   help="gpu: summed GPU activity time (default); cpu: operator CPU time")
-    a.add_argument("--level", choices=("launch", "top"), default="launch",
-                   help="launch: the op that launched each activity (default); top: the outermost real operator")
+    a.add_argument("--metric", choices=("gpu", "cpu", "paper"), default=None,
+                   help="gpu: summed GPU activity time (default); cpu: operator CPU time; paper: cpu + gpu "
+                        "(the NonGEMM artifact's metric). Default: the taxonomy's")
+    a.add_argument("--level", choices=("launch", "top", "module"), default=None,
+                   help="launch: the op that launched each activity (default); top: the outermost real operator; "
+                        "module: the innermost named nn.Module (with_stack traces). Default: the taxonomy's")
     a.add_argument("--taxonomy", default="default", help="built-in taxonomy name or a .toml file (default: default)")
     a.add_argument("--format", choices=("table", "json", "csv", "parquet"), default="table")
     a.add_argument("--table", choices=("categories", "ops", "kernels"), default="categories",
@@ -43,6 +45,19 @@ def _parser() -> argparse.ArgumentParser:
     a.add_argument("--keep-python", action="store_true", help="keep python_function events (with_stack traces)")
     a.add_argument("--top", type=int, default=15, metavar="N", help="rows of ops and kernels in the table view")
     a.add_argument("--max-ops", type=int, default=None, metavar="N", help="limit the ops list in JSON to N rows")
+
+    e = sub.add_parser("explain", help="which rule classified an op or kernel, in which taxonomy, at which level")
+    e.add_argument("trace")
+    e.add_argument("name", help="an op or kernel name (exact, else every name containing it)")
+    e.add_argument("--taxonomy", default="default")
+    e.add_argument("--format", choices=("text", "json"), default="text")
+
+    n = sub.add_parser("annotate", help="write the trace with args.nongemm_category / nongemm_class on every op and "
+                                        "GPU activity (for Perfetto / chrome://tracing)")
+    n.add_argument("trace")
+    n.add_argument("-o", "--output", required=True, help="output trace (.json or .json.gz)")
+    n.add_argument("--taxonomy", default="default")
+    n.add_argument("--level", choices=("launch", "top", "module"), default=None)
     return p
 
 
@@ -67,6 +82,21 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    if args.command == "explain":
+        from .explain import explain, render_text
+        d = explain(args.trace, args.name, taxonomy=args.taxonomy)
+        if args.format == "json":
+            import json
+            sys.stdout.write(json.dumps(d, indent=2, ensure_ascii=False) + "\n")
+        else:
+            sys.stdout.write(render_text(d))
+        return 0
+    if args.command == "annotate":
+        from .annotate import annotate
+        counts = annotate(args.trace, args.output, taxonomy=args.taxonomy, level=args.level)
+        print(f"wrote {args.output}: {counts['ops']:,} ops and {counts['activities']:,} GPU activities annotated",
+              file=sys.stderr)
+        return 0
     from .api import analyze
 
     report = analyze(

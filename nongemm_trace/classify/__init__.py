@@ -20,12 +20,13 @@ import polars as pl
 from ..link import Linked, link
 from ..trace import Trace
 from .calls import qdq_calls
-from .rules import is_composite, is_wrapper, kernel_category, op_category
+from .modules import module_of_activities, module_table
+from .rules import inductor_fused_ops, is_composite, is_wrapper, kernel_category, op_category
 from .taxonomy import CATEGORIES, CLASSES, Taxonomy, load_taxonomy
 
 __all__ = ["classify", "link_and_classify", "load_taxonomy", "Taxonomy", "CATEGORIES", "CLASSES", "LEVELS"]
 
-LEVELS = ("launch", "top")
+LEVELS = ("launch", "top", "module")
 
 
 def op_name_table(tax: Taxonomy, ops: pl.DataFrame) -> pl.DataFrame:
@@ -40,12 +41,14 @@ def op_name_table(tax: Taxonomy, ops: pl.DataFrame) -> pl.DataFrame:
 
 
 def kernel_name_table(tax: Taxonomy, acts: pl.DataFrame) -> pl.DataFrame:
+    """One row per unique kernel name: its kernel-rule category, authority and Inductor fused ops."""
     rows = []
     for (name,) in acts.select("name").unique().iter_rows():
         kc, auth, _ = kernel_category(tax, name)
-        rows.append((name, kc, auth))
-    return pl.DataFrame(rows, schema={"name": pl.Utf8, "kernel_category": pl.Utf8, "kernel_authoritative": pl.Boolean},
-                        orient="row")
+        fused = inductor_fused_ops(tax, name)
+        rows.append((name, kc, auth, ",".join(fused) if fused else None))
+    return pl.DataFrame(rows, schema={"name": pl.Utf8, "kernel_category": pl.Utf8, "kernel_authoritative": pl.Boolean,
+                                      "fused_ops": pl.Utf8}, orient="row")
 
 
 def link_and_classify(trace: Trace, tax: Taxonomy) -> Linked:
@@ -60,8 +63,8 @@ def link_and_classify(trace: Trace, tax: Taxonomy) -> Linked:
 
 
 def classify(linked: Linked, tax: Taxonomy, level: str = "launch") -> pl.DataFrame:
-    """Return the activities table with ``launch_op``, ``top_op``, ``op``, ``category``,
-    ``class`` and ``rule`` (which step of the decision gave the category)."""
+    """Return the activities table with ``launch_op``, ``top_op``, ``module``, ``op``, ``category``,
+    ``class``, ``fused_ops`` and ``rule`` (which step of the decision gave the category)."""
     if level not in LEVELS:
         raise ValueError(f"level must be one of {LEVELS}")
     ops = linked.ops
@@ -94,15 +97,32 @@ def classify(linked: Linked, tax: Taxonomy, level: str = "launch") -> pl.DataFra
     )
     acts = acts.with_columns(launch_cat.alias("launch_category"), launch_rule.alias("rule"))
     if level == "top":
-        use_top = (pl.col("_top_cat").is_not_null() & ~pl.col("_top_comp").fill_null(False)
-                   & ~pl.col("kernel_authoritative").fill_null(False) & ~pl.col("_lop_qdq").fill_null(False))
+        keep = ~pl.col("kernel_authoritative").fill_null(False) & ~pl.col("_lop_qdq").fill_null(False)
+        use_top = pl.col("_top_cat").is_not_null() & ~pl.col("_top_comp").fill_null(False) & keep
+        # a taxonomy without fallback (the paper's) leaves activities under unnamed top ops unclassified
+        no_fallback = (pl.lit(not tax.top_fallback) & pl.col("top_op").is_not_null()
+                       & pl.col("_top_cat").is_null() & keep)
         acts = acts.with_columns(
-            pl.when(use_top).then(pl.col("_top_cat")).otherwise(pl.col("launch_category")).alias("category"),
-            pl.when(use_top).then(pl.lit("top_op")).otherwise(pl.col("rule")).alias("rule"),
+            pl.when(use_top).then(pl.col("_top_cat")).when(no_fallback).then(pl.lit("unclassified"))
+            .otherwise(pl.col("launch_category")).alias("category"),
+            pl.when(use_top).then(pl.lit("top_op")).when(no_fallback).then(pl.lit("none"))
+            .otherwise(pl.col("rule")).alias("rule"),
             pl.col("top_op").alias("op"),
         )
+    elif level == "module":
+        mods = module_table(linked.trace.python, tax)
+        hit = module_of_activities(acts, mods)
+        acts = acts.join(hit, on="activity_id", how="left")
+        use_mod = pl.col("module_category").is_not_null() & ~pl.col("kernel_authoritative").fill_null(False)
+        acts = acts.with_columns(
+            pl.when(use_mod).then(pl.col("module_category")).otherwise(pl.col("launch_category")).alias("category"),
+            pl.when(use_mod).then(pl.lit("module")).otherwise(pl.col("rule")).alias("rule"),
+            pl.coalesce(pl.col("module"), pl.col("launch_op")).alias("op"),
+        ).drop("module_category")
     else:
         acts = acts.with_columns(pl.col("launch_category").alias("category"), pl.col("launch_op").alias("op"))
+    if "module" not in acts.columns:
+        acts = acts.with_columns(pl.lit(None, pl.Utf8).alias("module"))
     acts = acts.with_columns(
         pl.col("category").replace_strict(tax.classes, default="unclassified", return_dtype=pl.Utf8).alias("class")
     )

@@ -30,12 +30,14 @@ def op_category(tax: Taxonomy, name: str) -> tuple[str | None, str]:
     cat, why = _lookup(tax, name)
     if cat:
         return cat, why
-    m = _INDUCTOR.match(name)
+    m = _INDUCTOR.match(name) if tax.fusion_enabled else None
     if m:
         cat, why = fused_category(tax, m.group(1), m.group(2))
         if cat:
             return cat, why
     base = name.rsplit("::", 1)[-1]
+    if not tax.derive_backward:
+        return _patterns(tax, name)
     stripped = _BACKWARD_SUFFIX.sub("", base)
     if stripped != base:
         cat, why = _lookup(tax, stripped)
@@ -47,6 +49,10 @@ def op_category(tax: Taxonomy, name: str) -> tuple[str | None, str]:
         cat, why = _lookup(tax, snake)
         if cat:
             return cat, f"autograd node of {why}"
+    return _patterns(tax, name)
+
+
+def _patterns(tax: Taxonomy, name: str) -> tuple[str | None, str]:
     for pat, cat in tax.op_patterns:
         if pat.search(name):
             return cat, f"op pattern /{pat.pattern}/"
@@ -80,10 +86,10 @@ def fused_category(tax: Taxonomy, kind: str, body: str) -> tuple[str | None, str
     ops = fused_ops(tax, body)
     cats: dict[str, str] = {}
     for op in ops:
-        if kind != "tem" and op in tax.fusion.epilogue_ops:
+        c = tax.op_base.get(op)
+        if kind != "tem" and (op in tax.fusion.epilogue_ops or tax.classes.get(c or "") == "GEMM"):
             cats.setdefault(tax.fusion.epilogue_category, op)
             continue
-        c = tax.op_base.get(op)
         if c:
             cats.setdefault(c, op)
     if kind == "tem":
@@ -102,7 +108,7 @@ def fused_category(tax: Taxonomy, kind: str, body: str) -> tuple[str | None, str
 
 def kernel_category(tax: Taxonomy, name: str) -> tuple[str | None, bool, str]:
     """Category of a GPU activity from its kernel name: (category, authoritative, why)."""
-    m = _INDUCTOR.match(name)
+    m = _INDUCTOR.match(name) if tax.fusion_enabled else None
     if m:
         cat, why = fused_category(tax, m.group(1), m.group(2))
         if cat:
@@ -111,6 +117,31 @@ def kernel_category(tax: Taxonomy, name: str) -> tuple[str | None, bool, str]:
         if rule.pattern.search(name):
             return rule.category, rule.authoritative, f"kernel rule /{rule.pattern.pattern}/ (priority {rule.priority})"
     return None, False, "no kernel rule"
+
+
+_MODULE = re.compile(r"^nn\.Module: (.*?)(?:_\d+)?$")
+
+
+def module_class(name: str) -> str | None:
+    """``nn.Module: LlamaRMSNorm_0`` -> ``LlamaRMSNorm`` (None for other python events)."""
+    m = _MODULE.match(name)
+    return m.group(1) if m else None
+
+
+def module_category(tax: Taxonomy, cls: str) -> tuple[str | None, str]:
+    """Category of an nn.Module class name (module level), or None."""
+    if cls in tax.module_names:
+        return tax.module_names[cls], f"module '{cls}'"
+    for pat, cat in tax.module_patterns:
+        if pat.search(cls):
+            return cat, f"module pattern /{pat.pattern}/"
+    return None, "no module rule"
+
+
+def inductor_fused_ops(tax: Taxonomy, name: str) -> list[str] | None:
+    """The op names fused into an Inductor kernel (``triton_poi_fused_add_gelu_3`` -> [add, gelu])."""
+    m = _INDUCTOR.match(name)
+    return fused_ops(tax, m.group(2)) if m else None
 
 
 def is_wrapper(tax: Taxonomy, name: str, cat: str | None, op_cat: str | None) -> bool:

@@ -78,6 +78,13 @@ class Taxonomy:
     fusion: FusionRules
     activity_kinds: dict[str, str]
     qdq: QdqRules = field(default_factory=QdqRules)
+    module_names: dict[str, str] = field(default_factory=dict)
+    module_patterns: list[tuple[re.Pattern, str]] = field(default_factory=list)
+    default_level: str = "launch"
+    default_metric: str = "gpu"
+    derive_backward: bool = True
+    top_fallback: bool = True
+    fusion_enabled: bool = True
     source: str = ""
     vocabulary: tuple[str, ...] = field(default=())
 
@@ -206,6 +213,20 @@ def _build(raw: dict[str, Any], where: str) -> Taxonomy:
         signatures=tuple(sigs),
     )
     kinds = {k: _check_category(v, where, "[activity_kinds]") for k, v in raw.get("activity_kinds", {}).items()}
+    module_names: dict[str, str] = {}
+    module_patterns: list[tuple[re.Pattern, str]] = []
+    for cat, spec in raw.get("modules", {}).items():
+        _check_category(cat, where, "[modules]")
+        for n in spec.get("names", []):
+            module_names.setdefault(n, cat)
+        for pat in spec.get("patterns", []):
+            module_patterns.append((_compile(pat, where, f"[modules.{cat}] patterns"), cat))
+    default_level = str(raw.get("default_level", "launch"))
+    if default_level not in ("launch", "top", "module"):
+        raise TraceError(where, f"default_level must be launch, top or module, not {default_level!r}")
+    default_metric = str(raw.get("default_metric", "gpu"))
+    if default_metric not in ("gpu", "cpu", "paper"):
+        raise TraceError(where, f"default_metric must be gpu, cpu or paper, not {default_metric!r}")
     qd = raw.get("qdq", {})
     qdq = QdqRules(
         cast_ops=frozenset(qd.get("cast_ops", [])),
@@ -232,6 +253,52 @@ def _build(raw: dict[str, Any], where: str) -> Taxonomy:
         fusion=fusion,
         activity_kinds=kinds,
         qdq=qdq,
+        module_names=module_names,
+        module_patterns=module_patterns,
+        default_level=default_level,
+        default_metric=default_metric,
+        derive_backward=bool(raw.get("derive_backward", True)),
+        top_fallback=bool(raw.get("top_fallback", True)),
+        fusion_enabled=bool(fz.get("enabled", True)),
         source=where,
         vocabulary=vocab,
     )
+
+
+def extend_taxonomy(
+    base: Taxonomy,
+    *,
+    name: str | None = None,
+    ops: dict[str, str] | None = None,
+    op_patterns: list[tuple[str, str]] | None = None,
+    kernels: list[tuple[str, str, int]] | None = None,
+    modules: dict[str, str] | None = None,
+    wrappers: list[str] | None = None,
+) -> Taxonomy:
+    """A new taxonomy: ``base`` plus rules given in Python; the new rules win.
+
+    ``ops`` maps op names (full ``ns::name`` or base names) to categories;
+    ``op_patterns`` and ``wrappers`` are regular expressions; ``kernels`` are
+    ``(pattern, category, priority)`` tuples (case-insensitive); ``modules`` maps
+    nn.Module class names to categories. ``base`` itself is not changed.
+    """
+    import copy
+
+    where = f"python rules on {base.name}"
+    tax = copy.copy(base)
+    tax.name = name or f"{base.name}+custom"
+    tax.op_full = dict(base.op_full)
+    tax.op_base = dict(base.op_base)
+    for n, cat in (ops or {}).items():
+        (tax.op_full if "::" in n else tax.op_base)[n] = _check_category(cat, where, f"op {n!r}")
+    tax.op_patterns = [(_compile(p, where, "op pattern"), _check_category(c, where, f"op pattern {p!r}"))
+                       for p, c in (op_patterns or [])] + list(base.op_patterns)
+    extra = [KernelRule(_compile(p, where, "kernel rule", re.IGNORECASE), _check_category(c, where, f"kernel rule {p!r}"),
+                        int(prio), False, -1 - i) for i, (p, c, prio) in enumerate(kernels or [])]
+    tax.kernel_rules = sorted(extra + list(base.kernel_rules), key=lambda r: (-r.priority, r.order))
+    tax.module_names = dict(base.module_names)
+    for n, cat in (modules or {}).items():
+        tax.module_names[n] = _check_category(cat, where, f"module {n!r}")
+    tax.wrapper_patterns = [_compile(p, where, "wrapper") for p in (wrappers or [])] + list(base.wrapper_patterns)
+    tax.vocabulary = tuple(sorted(set(tax.op_base) | {n.split("::")[-1] for n in tax.op_full}, key=len, reverse=True))
+    return tax

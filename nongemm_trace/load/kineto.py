@@ -87,6 +87,7 @@ _TOP = msgspec.json.Decoder(dict[str, msgspec.Raw])
 _ANY = msgspec.json.Decoder()
 
 _EMPTY_ARGS = Args()
+_SKIPPED = Event()
 #: |ts| and dur beyond this many microseconds (~127 years) cannot be real and would
 #: overflow int64 nanoseconds once added together
 _TIME_LIMIT_US = 4e15
@@ -187,6 +188,7 @@ def decode_events(path: str | Path, raw: msgspec.Raw, anomalies: list[tuple[str,
         except (msgspec.ValidationError, msgspec.DecodeError, msgspec.EncodeError, TypeError, ValueError):
             cat = ev.cat if isinstance(ev.cat, str) else "?"
             bad[cat] = bad.get(cat, 0) + 1
+            good.append(_SKIPPED)  # keeps positions equal to the file's event indices
     for cat, n in sorted(bad.items()):
         anomalies.append(("malformed_events", n, f"{n} '{cat}' events had fields of the wrong type; skipped"))
     return good
@@ -224,6 +226,7 @@ def _build(path: str, meta: dict[str, Any], events: list[Event], keep_python: bo
     py: list[Event] = []
     other_device: list[Event] = []
     route: dict[str, list[Event]] = {}
+    where: dict[int, list[int]] = {id(acts): [], id(ops): [], id(launches): [], id(py): [], id(other_device): []}
     for c in roles.ACTIVITY_KIND:
         route[c] = acts
     for c in roles.OP_CATEGORIES:
@@ -238,10 +241,10 @@ def _build(path: str, meta: dict[str, Any], events: list[Event], keep_python: bo
     bad_time: dict[str, int] = {}
     bad_phase: dict[str, int] = {}
     no_cat = 0
-    for ev in events:
+    for i, ev in enumerate(events):
         cat = ev.cat
         if cat is None:
-            if ev.ph == "X":
+            if ev.ph == "X" and ev is not _SKIPPED:
                 no_cat += 1
             continue
         bucket = route.get(cat)
@@ -256,15 +259,16 @@ def _build(path: str, meta: dict[str, Any], events: list[Event], keep_python: bo
             bad_time[cat] = bad_time.get(cat, 0) + 1
             continue
         bucket.append(ev)
+        where[id(bucket)].append(i)
 
     trace = Trace(
         path=path,
         source_format="kineto",
         metadata=meta,
-        ops=_op_table(ops),
-        launches=_launch_table(launches),
-        activities=_activity_table(acts),
-        python=_op_table(py, minimal=True),
+        ops=_op_table(ops).with_columns(pl.Series("ev_idx", where[id(ops)], dtype=pl.Int64)),
+        launches=_launch_table(launches).with_columns(pl.Series("ev_idx", where[id(launches)], dtype=pl.Int64)),
+        activities=_activity_table(acts).with_columns(pl.Series("ev_idx", where[id(acts)], dtype=pl.Int64)),
+        python=_op_table(py, minimal=True).with_columns(pl.Series("ev_idx", where[id(py)], dtype=pl.Int64)),
     )
     for code, n, msg in pending:
         trace.note(code, n, msg)

@@ -72,6 +72,8 @@ class Report:
                 row["gpu_time_us"] = _us(r["time_ns"])
             else:
                 row[f"{self.metric}_time_us"] = _us(r["time_ns"])
+                if "cpu_time_ns" in r:
+                    row["cpu_time_us"] = _us(r["cpu_time_ns"])
                 row["gpu_time_us"] = _us(r.get("gpu_time_ns", 0))
             row["share"] = _share(r["share"])
             row["activities"] = int(r["activities"])
@@ -102,6 +104,8 @@ class Report:
         }
         if self.cpu_time_ns is not None:
             out["cpu_time_us"] = _us(self.cpu_time_ns)
+        if self.metric == "paper":
+            out["paper_time_us"] = _us(int(self.categories["time_ns"].sum()))
         out.update({
             "file_gpu_time_us": _us(self.total_gpu_time_in_file_ns),
             "file_gpu_activities": self.total_activities_in_file,

@@ -9,7 +9,7 @@ from rich.table import Table
 
 from .model import Report
 
-METRIC_TEXT = {"gpu": "GPU activity time", "cpu": "operator CPU time"}
+METRIC_TEXT = {"gpu": "GPU activity time", "cpu": "operator CPU time", "paper": "op CPU time + GPU time"}
 
 
 def _us(ns: int) -> str:
@@ -21,21 +21,21 @@ def render_table(report: Report, console: Console, top: int = 15) -> None:
     dev = d.get("name") or "unknown device"
     metric = METRIC_TEXT.get(report.metric, report.metric)
     console.print(f"[bold]{escape(report.trace)}[/bold]")
-    total = report.cpu_time_ns if report.metric == "cpu" else report.gpu_time_ns
+    total = int(report.categories["time_ns"].sum())
     console.print(f"device: {dev} | metric: {report.metric} ({metric}) | level: {report.level} | "
                   f"taxonomy: {report.taxonomy} v{report.taxonomy_version}")
     console.print(f"total: {_us(total or 0)} us over {report.gpu_activities:,} GPU activities"
                   + (f", {len(report.steps)} steps ({report.step_marker})" if report.steps.height else ""))
 
     t = Table(title=f"Classes — share of {metric}", title_justify="left")
-    for c in ("class", "time (us)", "share", "activities" if report.metric == "gpu" else "op calls"):
+    for c in ("class", "time (us)", "share", "op calls" if report.metric == "cpu" else "activities"):
         t.add_column(c, justify="left" if c == "class" else "right")
     for r in report.classes.iter_rows(named=True):
         t.add_row(r["class"], _us(r["time_ns"]), f"{100 * r['share']:.1f} %", f"{r['activities']:,}")
     console.print(t)
 
     t = Table(title=f"Categories — share of {metric} ({report.level} level)", title_justify="left")
-    for c in ("category", "class", "time (us)", "share", "activities" if report.metric == "gpu" else "op calls"):
+    for c in ("category", "class", "time (us)", "share", "op calls" if report.metric == "cpu" else "activities"):
         t.add_column(c, justify="left" if c in ("category", "class") else "right")
     for r in report.categories.iter_rows(named=True):
         t.add_row(r["category"], r["class"], _us(r["time_ns"]), f"{100 * r['share']:.1f} %", f"{r['activities']:,}")
