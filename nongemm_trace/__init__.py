@@ -11,6 +11,7 @@ from ._version import __version__
 from .api import analyze
 from .classify.taxonomy import Taxonomy, extend_taxonomy, load_taxonomy
 from .errors import TraceError
+from .launch import LaunchReport, launch_analysis
 from .report.model import Report
 
-__all__ = ["analyze", "Report", "TraceError", "Taxonomy", "load_taxonomy", "extend_taxonomy", "__version__"]
+__all__ = ["analyze", "launch_analysis", "LaunchReport", "Report", "TraceError", "Taxonomy", "load_taxonomy", "extend_taxonomy", "__version__"]

@@ -24,7 +24,7 @@ METRICS = ("gpu", "cpu", "paper")
 #: columns of ``Report.kernels`` (one row per GPU activity), in this order
 KERNEL_COLUMNS = [
     "activity_id", "name", "kind", "category", "class", "dur_ns", "ts_ns", "device", "stream", "correlation",
-    "op", "launch_op", "top_op", "module", "launch_op_id", "top_op_id", "attribution", "rule", "fused_ops",
+    "op", "launch_op", "top_op", "module", "launch_op_id", "top_op_id", "attribution", "rule", "fused_ops", "launch_id",
     "launch_name", "launch_ts_ns", "launch_dur_ns", "step",
 ]
 

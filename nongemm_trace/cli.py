@@ -46,6 +46,21 @@ def _parser() -> argparse.ArgumentParser:
     a.add_argument("--top", type=int, default=15, metavar="N", help="rows of ops and kernels in the table view")
     a.add_argument("--max-ops", type=int, default=None, metavar="N", help="limit the ops list in JSON to N rows")
 
+    la = sub.add_parser("launch", help="launch overhead, GPU idle gaps and communication overlap of one trace")
+    la.add_argument("trace")
+    la.add_argument("--format", choices=("table", "json", "csv"), default="table")
+    la.add_argument("--table", choices=("streams", "steps", "devices", "categories", "activities"), default="streams",
+                    help="which table csv writes (default: streams)")
+    la.add_argument("-o", "--output", help="write the report to PATH instead of stdout")
+    la.add_argument("--short-us", type=float, default=10.0, help="activities shorter than this are short (default 10)")
+    la.add_argument("--plot", metavar="FILE", help="draw the timeline to FILE (.png or .svg)")
+    la.add_argument("--window", metavar="START:END", help="plot only this window, in us from the first activity")
+    la.add_argument("--taxonomy", default="default")
+    la.add_argument("--level", choices=("launch", "top", "module"), default=None)
+    la.add_argument("--drop-unlinked", action="store_true")
+    la.add_argument("--step-marker", metavar="NAME")
+    la.add_argument("--skip-steps", type=int, default=0, metavar="N")
+
     e = sub.add_parser("explain", help="which rule classified an op or kernel, in which taxonomy, at which level")
     e.add_argument("trace")
     e.add_argument("name", help="an op or kernel name (exact, else every name containing it)")
@@ -91,6 +106,8 @@ def _run(args: argparse.Namespace) -> int:
         else:
             sys.stdout.write(render_text(d))
         return 0
+    if args.command == "launch":
+        return _launch(args)
     if args.command == "annotate":
         from .annotate import annotate
         counts = annotate(args.trace, args.output, taxonomy=args.taxonomy, level=args.level)
@@ -121,6 +138,37 @@ def _run(args: argparse.Namespace) -> int:
                 render_table(report, Console(file=fh, width=160, color_system=None), top=args.top)
         else:
             render_table(report, Console(), top=args.top)
+    return 0
+
+
+def _launch(args: argparse.Namespace) -> int:
+    from .launch import launch_analysis
+    from .report import launch_out
+
+    window = None
+    if args.window:
+        try:
+            lo, hi = (float(x) for x in args.window.split(":"))
+        except ValueError:
+            raise TraceError(args.trace, f"--window wants START:END in microseconds, not {args.window!r}") from None
+        window = (lo, hi)
+    rep = launch_analysis(args.trace, short_us=args.short_us, taxonomy=args.taxonomy, level=args.level,
+                          drop_unlinked=args.drop_unlinked, step_marker=args.step_marker, skip_steps=args.skip_steps)
+    if args.plot:
+        from .report.timeline import plot_timeline
+        plot_timeline(rep, args.plot, window)
+    if args.format == "json":
+        _emit(launch_out.render_json(rep), args.output)
+    elif args.format == "csv":
+        df = launch_out.table_frame(rep, args.table)
+        _emit(df.write_csv(), args.output)
+    else:
+        from rich.console import Console
+        if args.output:
+            with _open_out(args.output) as fh:
+                launch_out.render_table(rep, Console(file=fh, width=160, color_system=None))
+        else:
+            launch_out.render_table(rep, Console())
     return 0
 
 

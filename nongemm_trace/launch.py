@@ -1,0 +1,227 @@
+"""``launch``: launch overhead, idle gaps and communication overlap for one trace.
+
+Built on :func:`nongemm_trace.analyze` (same loading, linking, classification, step
+selection) and :mod:`nongemm_trace.metrics.launch` (the definitions). Returns a
+:class:`LaunchReport`; renderers live in :mod:`nongemm_trace.report.launch_out`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from ._version import __version__
+from .api import analyze
+from .metrics.launch import SHORT_NS, activity_gaps, category_overhead, exposed_communication, timeline_stats
+from .trace import Anomaly
+
+SCHEMA_VERSION = "1.0"
+FIELDS = ("span", "busy", "idle", "host_bound_idle")
+
+
+@dataclass
+class LaunchReport:
+    trace: str
+    taxonomy: str
+    level: str
+    short_ns: int
+    summary: dict[str, Any]
+    steps: pl.DataFrame
+    devices: pl.DataFrame
+    streams: pl.DataFrame
+    categories: pl.DataFrame
+    activities: pl.DataFrame
+    graphs: dict[str, Any]
+    verdict: str
+    device: dict[str, Any] | None
+    warnings: list[Anomaly] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {"schema_version": SCHEMA_VERSION, "tool_version": __version__, "trace": self.trace,
+               "taxonomy": self.taxonomy, "level": self.level, "short_activity_us": self.short_ns / 1000}
+        out.update(self.summary)
+        out["verdict"] = self.verdict
+        out["cuda_graphs"] = self.graphs
+        out["steps"] = [_row(r) for r in self.steps.iter_rows(named=True)]
+        out["devices"] = [_row(r) for r in self.devices.iter_rows(named=True)]
+        out["streams"] = [_row(r) for r in self.streams.iter_rows(named=True)]
+        out["categories"] = [{"category": r["category"], "activities": int(r["activities"]),
+                              "gpu_time_us": _us(r["gpu_time_ns"]), "launch_overhead_us": _us(r["launch_overhead_ns"]),
+                              "short_activities": int(r["short_activities"])}
+                             for r in self.categories.iter_rows(named=True)]
+        out["device"] = self.device
+        out["warnings"] = [w.as_dict() for w in self.warnings]
+        return out
+
+
+def _us(ns: Any) -> float:
+    return round(int(ns or 0) / 1000.0, 3)
+
+
+def _row(r: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in r.items():
+        if k.endswith("_ns"):
+            out[k[:-3] + "_us"] = _us(v) if v is not None else None
+        elif isinstance(v, float):
+            out[k] = round(v, 3)
+        else:
+            out[k] = v
+    return out
+
+
+def launch_analysis(path: str | Path, *, short_us: float = 10.0, **options: Any) -> LaunchReport:
+    """Launch overhead and idle analysis of one trace. ``options`` are those of
+    :func:`nongemm_trace.analyze` (taxonomy, level, drop_unlinked, step_marker, skip_steps)."""
+    options.setdefault("metric", "gpu")
+    rep = analyze(path, **options)
+    short_ns = int(round(short_us * 1000))
+    acts = rep.kernels.with_columns((pl.col("ts_ns") + pl.col("dur_ns")).alias("end_ns"))
+    warnings = list(rep.warnings)
+    if acts.height == 0:
+        empty = pl.DataFrame()
+        summary = {f"{f}_us": 0.0 for f in FIELDS} | {
+            "activities": 0, "launches": 0, "short_activities": 0, "mean_launch_delay_us": None,
+            "exposed_communication_us": 0.0, "overlapped_communication_us": 0.0, "communication_us": 0.0,
+            "activities_per_s": None, "idle_share": None, "host_bound_share_of_idle": None}
+        return LaunchReport(str(path), rep.taxonomy, rep.level, short_ns, summary, empty, empty, empty, empty, empty,
+                            {}, "no GPU activities: nothing ran on the device", rep.metadata.get("device"), warnings)
+
+    trace_stats = timeline_stats(acts, [], short_ns)
+    comm_dev = exposed_communication(acts, ["device"])
+    summary = _summary(trace_stats.row(0, named=True), comm_dev)
+
+    steps = _grouped(acts.filter(pl.col("step").is_not_null()), ["step"], short_ns)
+    devices = _grouped(acts, ["device"], short_ns)
+    streams = _grouped(acts, ["device", "stream"], short_ns)
+    if steps.height:
+        spans = steps["span_ns"]
+        summary["step_span_us"] = {"min": _us(spans.min()), "median": _us(spans.median()), "max": _us(spans.max()),
+                                   "spread": round(float((spans.max() - spans.min()) / spans.mean()), 4)
+                                   if spans.mean() else None}
+    cats = category_overhead(acts.with_columns(pl.col("device").fill_null(-1)))
+    per_act = _per_activity(acts)
+    graphs = _graphs(acts)
+    verdict = _verdict(summary, acts, short_ns)
+    return LaunchReport(str(path), rep.taxonomy, rep.level, short_ns, summary, steps, devices, streams, cats, per_act,
+                        graphs, verdict, rep.metadata.get("device"), warnings)
+
+
+def _summary(t: dict[str, Any], comm: pl.DataFrame) -> dict[str, Any]:
+    span, idle, host = t["span_ns"], t["idle_ns"], t["host_bound_idle_ns"]
+    return {
+        "span_us": _us(span), "busy_us": _us(t["busy_ns"]), "idle_us": _us(idle), "host_bound_idle_us": _us(host),
+        "activities": int(t["activities"]), "launches": int(t["launches"]),
+        "short_activities": int(t["short_activities"]),
+        "mean_launch_delay_us": None if t["mean_launch_delay_ns"] is None else round(t["mean_launch_delay_ns"] / 1000, 3),
+        "launch_call_us": _us(t["launch_call_ns"]),
+        "activities_per_s": None if t["activities_per_s"] is None else round(t["activities_per_s"], 1),
+        "idle_share": round(idle / span, 6) if span else None,
+        "host_bound_share_of_idle": round(host / idle, 6) if idle else None,
+        "exposed_communication_us": _us(comm["exposed_communication_ns"].sum()),
+        "overlapped_communication_us": _us(comm["overlapped_communication_ns"].sum()),
+        "communication_us": _us(comm["communication_ns"].sum()),
+        "launch_overhead_per_activity_us": round(host / t["activities"] / 1000, 4) if t["activities"] else None,
+    }
+
+
+def _grouped(acts: pl.DataFrame, by: list[str], short_ns: int) -> pl.DataFrame:
+    if acts.height == 0:
+        return pl.DataFrame()
+    acts = acts.with_columns(pl.col(c).fill_null(-1) for c in by if c != "step")
+    st = timeline_stats(acts, by, short_ns)
+    if "stream" in by:
+        comm = _stream_exposure(acts)
+    elif "device" in by:
+        comm = exposed_communication(acts, by)
+    else:
+        comm = exposed_communication(acts, [*by, "device"]).group_by(by).agg(pl.all().sum())
+    out = st.join(comm, on=by, how="left")
+    return out.select(
+        *by, "span_ns", "busy_ns", "idle_ns", "host_bound_idle_ns", "activities", "launches", "short_activities",
+        "gpu_time_ns", "mean_launch_delay_ns", "activities_per_s", "exposed_communication_ns",
+        "overlapped_communication_ns",
+    ).sort(by)
+
+
+def _stream_exposure(acts: pl.DataFrame) -> pl.DataFrame:
+    """Per (device, stream): its communication time not overlapped by any non-communication
+    activity of the same device (a stream is only exposed against the whole device)."""
+    rows = []
+    for (dev, stream), _ in acts.group_by(["device", "stream"]):
+        comm = acts.filter((pl.col("device") == dev) & (pl.col("stream") == stream) & (pl.col("category") == "communication"))
+        if comm.height == 0:
+            rows.append((dev, stream, 0, 0))
+            continue
+        rest = acts.filter((pl.col("device") == dev) & (pl.col("category") != "communication"))
+        both = pl.concat([comm, rest])
+        busy_all = int(timeline_stats(both, [])["busy_ns"][0])
+        busy_rest = int(timeline_stats(rest, [])["busy_ns"][0]) if rest.height else 0
+        comm_busy = int(timeline_stats(comm, [])["busy_ns"][0])
+        rows.append((dev, stream, busy_all - busy_rest, comm_busy - (busy_all - busy_rest)))
+    return pl.DataFrame(rows, schema={"device": acts.schema["device"], "stream": acts.schema["stream"],
+                                      "exposed_communication_ns": pl.Int64, "overlapped_communication_ns": pl.Int64},
+                        orient="row")
+
+
+def _per_activity(acts: pl.DataFrame) -> pl.DataFrame:
+    """Launch call duration, launch delay, gap since the previous activity on its stream and device."""
+    acts = acts.with_columns(pl.col("device").fill_null(-1), pl.col("stream").fill_null(-1))
+    dev = activity_gaps(acts, ["device"]).select("activity_id", pl.col("gap_ns").alias("gap_device_ns"),
+                                                 pl.col("host_gap_ns").alias("host_bound_gap_ns"))
+    stream = activity_gaps(acts, ["device", "stream"]).select("activity_id",
+                                                              pl.col("gap_ns").alias("gap_stream_ns"))
+    return acts.select(
+        "activity_id", "name", "kind", "category", "device", "stream", "ts_ns", "dur_ns", "launch_name",
+        "launch_ts_ns", "launch_dur_ns", (pl.col("ts_ns") - pl.col("launch_ts_ns")).alias("launch_delay_ns"),
+        "attribution", "step",
+    ).join(stream, on="activity_id", how="left").join(dev, on="activity_id", how="left").sort("activity_id")
+
+
+def _graphs(acts: pl.DataFrame) -> dict[str, Any]:
+    g = acts.filter(pl.col("attribution") == "graph_launch")
+    if g.height == 0:
+        return {"graph_launches": 0, "graph_activities": 0}
+    launches = g.select("launch_id", "launch_dur_ns").unique()
+    call_ns = int(launches["launch_dur_ns"].sum())
+    other = acts.filter((pl.col("attribution") != "graph_launch") & pl.col("launch_id").is_not_null())
+    other_calls = other.select("launch_id", "launch_dur_ns").unique()
+    return {
+        "graph_launches": launches.height,
+        "graph_activities": g.height,
+        "activities_per_graph_launch": round(g.height / launches.height, 2),
+        "graph_launch_call_us": _us(call_ns),
+        "amortized_launch_us_per_graph_activity": round(call_ns / g.height / 1000, 4),
+        "launch_us_per_eager_activity": round(int(other_calls["launch_dur_ns"].sum()) / other.height / 1000, 4)
+        if other.height else None,
+    }
+
+
+def _verdict(s: dict[str, Any], acts: pl.DataFrame, short_ns: int) -> str:
+    idle_share = s["idle_share"] or 0.0
+    host_share = s["host_bound_share_of_idle"] or 0.0
+    short = acts.filter(pl.col("dur_ns") < short_ns)
+    mix = ""
+    if short.height:
+        top = short.group_by("category").len().sort(["len", "category"], descending=[True, False]).head(2)
+        mix = " (mostly " + " and ".join(top["category"].to_list()) + ")"
+    shorts = f"{short.height:,} of {acts.height:,} activities are under {short_ns / 1000:g} us{mix}"
+    span = s["span_us"] or 0.0
+    exposed = s["exposed_communication_us"] or 0.0
+    if span and exposed / span > 0.2:
+        kind = "communication-bound"
+        head = f"exposed communication is {100 * exposed / span:.0f} % of the span"
+    elif idle_share > 0.3 and host_share > 0.5:
+        kind = "launch-bound"
+        head = f"GPU idle {100 * idle_share:.0f} % of the span, {100 * host_share:.0f} % of it waiting for the CPU"
+    elif idle_share > 0.3:
+        kind = "idle (not launch-bound)"
+        head = (f"GPU idle {100 * idle_share:.0f} % of the span, only {100 * host_share:.0f} % of it waiting for "
+                f"launches (synchronizations, host work or dependencies)")
+    else:
+        kind = "GPU-bound"
+        head = f"GPU busy {100 * (1 - idle_share):.0f} % of the span"
+    return f"{kind}: {head}; {shorts}"

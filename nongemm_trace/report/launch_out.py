@@ -1,0 +1,85 @@
+"""Rendering of a :class:`~nongemm_trace.launch.LaunchReport`: terminal tables, JSON, CSV."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import polars as pl
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+LAUNCH_TABLES = ("streams", "steps", "devices", "categories", "activities")
+
+
+def render_json(rep) -> str:
+    return json.dumps(rep.to_dict(), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+
+
+def table_frame(rep, table: str) -> pl.DataFrame:
+    df = getattr(rep, table)
+    return df.with_columns((pl.col(c) / 1000).alias(c[:-3] + "_us") for c in df.columns if c.endswith("_ns"))
+
+
+def _us(v: Any) -> str:
+    return "-" if v is None else f"{v:,.1f}"
+
+
+def render_table(rep, console: Console) -> None:
+    s = rep.summary
+    dev = (rep.device or {}).get("name") or "unknown device"
+    console.print(f"[bold]{escape(rep.trace)}[/bold]")
+    console.print(f"device: {dev} | taxonomy: {rep.taxonomy} | level: {rep.level} | short activity: "
+                  f"< {rep.short_ns / 1000:g} us")
+    console.print(f"[bold]{escape(rep.verdict)}[/bold]")
+    t = Table(title="Timeline, all streams", title_justify="left")
+    t.add_column("measure")
+    t.add_column("value", justify="right")
+    span = s["span_us"] or 0.0
+    pct = (lambda v: f"  ({100 * v / span:.1f} % of span)") if span else (lambda v: "")
+    rows = [
+        ("span (first start to last end)", f"{_us(s['span_us'])} us"),
+        ("busy (union of activities)", f"{_us(s['busy_us'])} us{pct(s['busy_us'])}"),
+        ("idle", f"{_us(s['idle_us'])} us{pct(s['idle_us'])}"),
+        ("host-bound idle (waiting for a launch)", f"{_us(s['host_bound_idle_us'])} us{pct(s['host_bound_idle_us'])}"),
+        ("activities / launches", f"{s['activities']:,} / {s['launches']:,}"),
+        (f"short activities (< {rep.short_ns / 1000:g} us)", f"{s['short_activities']:,}"),
+        ("mean launch delay", f"{_us(s['mean_launch_delay_us'])} us"),
+        ("launch overhead per activity", f"{s['launch_overhead_per_activity_us']} us"),
+        ("exposed / overlapped communication",
+         f"{_us(s['exposed_communication_us'])} / {_us(s['overlapped_communication_us'])} us"),
+    ]
+    for k, v in rows:
+        t.add_row(k, v)
+    console.print(t)
+    g = rep.graphs
+    if g.get("graph_launches"):
+        console.print(f"CUDA graphs: {g['graph_launches']} launches replayed {g['graph_activities']:,} activities "
+                      f"({g['activities_per_graph_launch']} each); launch call time {g['amortized_launch_us_per_graph_activity']} us "
+                      f"per replayed activity vs {g['launch_us_per_eager_activity']} us per eagerly launched one")
+    for name, by in (("streams", ["device", "stream"]), ("steps", ["step"])):
+        df = getattr(rep, name)
+        if df.height == 0:
+            continue
+        t = Table(title=f"Per {name[:-1]} (us)", title_justify="left")
+        for c in by + ["span", "busy", "idle", "host idle", "activities", "exp. comm"]:
+            t.add_column(c, justify="right")
+        for r in df.iter_rows(named=True):
+            t.add_row(*[str(r[c]) for c in by], _us(r["span_ns"] / 1000), _us(r["busy_ns"] / 1000),
+                      _us(r["idle_ns"] / 1000), _us(r["host_bound_idle_ns"] / 1000), f"{r['activities']:,}",
+                      _us((r["exposed_communication_ns"] or 0) / 1000))
+        console.print(t)
+    if "step_span_us" in s:
+        sp = s["step_span_us"]
+        console.print(f"step spans: min {sp['min']:,.1f} us, median {sp['median']:,.1f} us, max {sp['max']:,.1f} us "
+                      f"(spread {100 * (sp['spread'] or 0):.1f} % of the mean)")
+    t = Table(title="Per category", title_justify="left")
+    for c in ("category", "activities", "GPU time (us)", "short", "launch overhead (us)"):
+        t.add_column(c, justify="left" if c == "category" else "right")
+    for r in rep.categories.iter_rows(named=True):
+        t.add_row(r["category"], f"{r['activities']:,}", _us(r["gpu_time_ns"] / 1000), f"{r['short_activities']:,}",
+                  _us(r["launch_overhead_ns"] / 1000))
+    console.print(t)
+    for w in rep.warnings:
+        console.print(f"  [yellow]{w.code}[/yellow] ({w.count:,}): {escape(w.message)}", highlight=False)
