@@ -33,7 +33,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="launch: the op that launched each activity (default); top: the outermost real operator; "
                         "module: the innermost named nn.Module (with_stack traces). Default: the taxonomy's")
     a.add_argument("--taxonomy", default="default", help="built-in taxonomy name or a .toml file (default: default)")
-    a.add_argument("--format", choices=("table", "json", "csv", "parquet"), default="table")
+    a.add_argument("--format", choices=("table", "json", "csv", "parquet", "markdown"), default="table")
     a.add_argument("--table", choices=("categories", "ops", "kernels"), default="categories",
                    help="which table csv/parquet write (default: categories)")
     a.add_argument("-o", "--output", help="write the report to PATH instead of stdout")
@@ -45,6 +45,39 @@ def _parser() -> argparse.ArgumentParser:
     a.add_argument("--keep-python", action="store_true", help="keep python_function events (with_stack traces)")
     a.add_argument("--top", type=int, default=15, metavar="N", help="rows of ops and kernels in the table view")
     a.add_argument("--max-ops", type=int, default=None, metavar="N", help="limit the ops list in JSON to N rows")
+
+    def common(p_):
+        p_.add_argument("--taxonomy", default="default")
+        p_.add_argument("--level", choices=("launch", "top", "module"), default=None)
+        p_.add_argument("--drop-unlinked", action="store_true")
+        p_.add_argument("--step-marker", metavar="NAME")
+        p_.add_argument("--skip-steps", type=int, default=0, metavar="N")
+
+    cp = sub.add_parser("compare", help="what changed between traces: per category, fusion and quantization views")
+    cp.add_argument("traces", nargs="+", metavar="TRACE", help="BASE first, then one or more traces to compare with it")
+    cp.add_argument("--per-step", action="store_true", help="divide times and counts by each trace's step count")
+    cp.add_argument("--format", choices=("table", "json", "markdown"), default="table")
+    cp.add_argument("-o", "--output")
+    common(cp)
+
+    pp = sub.add_parser("plot", help="stacked bars of GPU time per category, one bar per trace")
+    pp.add_argument("traces", nargs="+", metavar="TRACE")
+    pp.add_argument("-o", "--output", required=True, help="figure file (.png or .svg)")
+    pp.add_argument("--absolute", action="store_true", help="bars in microseconds instead of shares")
+    pp.add_argument("--per-step", action="store_true")
+    pp.add_argument("--title")
+    common(pp)
+
+    ck = sub.add_parser("check", help="regression gates: exit 1 when a limit is broken")
+    ck.add_argument("trace")
+    ck.add_argument("--baseline", metavar="BASE")
+    ck.add_argument("--max-share", action="append", metavar="CLASS=FRACTION",
+                    help="e.g. non-GEMM=0.45 or non-GEMM=45%% (repeatable; a category name works too)")
+    ck.add_argument("--max-category-share", action="append", metavar="CATEGORY=FRACTION")
+    ck.add_argument("--max-regression", metavar="PCT", help="GPU time per step against --baseline, e.g. 10%%")
+    ck.add_argument("--max-category-regression", action="append", metavar="CATEGORY=PCT")
+    ck.add_argument("--format", choices=("text", "json"), default="text")
+    common(ck)
 
     la = sub.add_parser("launch", help="launch overhead, GPU idle gaps and communication overlap of one trace")
     la.add_argument("trace")
@@ -108,6 +141,10 @@ def _run(args: argparse.Namespace) -> int:
         return 0
     if args.command == "launch":
         return _launch(args)
+    if args.command in ("compare", "plot"):
+        return _compare(args)
+    if args.command == "check":
+        return _check(args)
     if args.command == "annotate":
         from .annotate import annotate
         counts = annotate(args.trace, args.output, taxonomy=args.taxonomy, level=args.level)
@@ -124,6 +161,9 @@ def _run(args: argparse.Namespace) -> int:
     if args.format == "json":
         from .report.json_out import render_json
         _emit(render_json(report, max_ops=args.max_ops), args.output)
+    elif args.format == "markdown":
+        from .report.markdown import analyze_markdown
+        _emit(analyze_markdown(report, top=args.top), args.output)
     elif args.format in ("csv", "parquet"):
         from .report.files import write_table
         text = write_table(report, args.table, args.format, args.output)
@@ -139,6 +179,59 @@ def _run(args: argparse.Namespace) -> int:
         else:
             render_table(report, Console(), top=args.top)
     return 0
+
+
+def _options(args: argparse.Namespace) -> dict:
+    return {"taxonomy": args.taxonomy, "level": args.level, "drop_unlinked": args.drop_unlinked,
+            "step_marker": args.step_marker, "skip_steps": args.skip_steps}
+
+
+def _compare(args: argparse.Namespace) -> int:
+    from .compare import compare
+    if args.command == "compare" and len(args.traces) < 2:
+        raise TraceError(args.traces[0], "compare needs BASE and at least one more trace")
+    cmp = compare(args.traces, per_step=args.per_step, **_options(args))
+    if args.command == "plot":
+        from .report.bars import plot_bars
+        plot_bars(cmp, args.output, absolute=args.absolute, title=args.title)
+        print(f"wrote {args.output}", file=sys.stderr)
+        return 0
+    if args.format == "json":
+        import json
+        _emit(json.dumps(cmp.to_dict(), indent=2, ensure_ascii=False) + "\n", args.output)
+    elif args.format == "markdown":
+        from .report.markdown import compare_markdown
+        _emit(compare_markdown(cmp), args.output)
+    else:
+        from rich.console import Console
+
+        from .report.compare_table import render_compare
+        if args.output:
+            with _open_out(args.output) as fh:
+                render_compare(cmp, Console(file=fh, width=160, color_system=None))
+        else:
+            render_compare(cmp, Console())
+    return 0
+
+
+def _check(args: argparse.Namespace) -> int:
+    from .check import check, parse_fraction, parse_named
+    violations, rep = check(
+        args.trace, baseline=args.baseline, max_share=parse_named(args.max_share, "--max-share"),
+        max_category_share=parse_named(args.max_category_share, "--max-category-share"),
+        max_regression=parse_fraction(args.max_regression, "--max-regression") if args.max_regression else None,
+        max_category_regression=parse_named(args.max_category_regression, "--max-category-regression"),
+        **_options(args))
+    if args.format == "json":
+        import json
+        print(json.dumps({"trace": args.trace, "ok": not violations,
+                          "violations": [v.__dict__ for v in violations]}, indent=2))
+    elif violations:
+        for v in violations:
+            print(f"FAIL {v.limit}: {v.message}")
+    else:
+        print(f"ok: {args.trace} is within every limit (non-GEMM {100 * rep.share('non-GEMM'):.1f} % of GPU time)")
+    return 1 if violations else 0
 
 
 def _launch(args: argparse.Namespace) -> int:

@@ -1,0 +1,258 @@
+"""``compare``: what changed between traces — per class and category, with the fusion
+(eager vs torch.compile) and quantization (e.g. bf16 vs FP8) views.
+
+Every trace is analysed with the same options; times and counts are whole-trace
+totals, or per step with ``per_step=True`` (each trace divided by its own step
+count). Ratios are trace / BASE; deltas are trace - BASE.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from ._version import __version__
+from .api import analyze
+from .classify.taxonomy import CATEGORIES
+from .report.model import Report
+from .trace import Anomaly
+
+SCHEMA_VERSION = "1.0"
+CLASS_ORDER = ("GEMM", "non-GEMM", "communication", "unclassified")
+#: metadata keys that must agree for a fair comparison
+_ENV_KEYS = ("cuda_runtime_version", "cuda_driver_version", "hip_runtime_version", "schemaVersion")
+
+
+@dataclass
+class Comparison:
+    reports: list[Report]
+    per_step: bool
+    divisors: list[float]
+    categories: pl.DataFrame  # long: trace_index, category, class, time_ns, activities, launches
+    classes: pl.DataFrame
+    fusion: dict[str, Any] | None
+    quantization: dict[str, Any] | None
+    warnings: list[Anomaly] = field(default_factory=list)
+
+    @property
+    def traces(self) -> list[str]:
+        return [r.trace for r in self.reports]
+
+    def non_gemm_share(self, i: int) -> float:
+        c = self.classes.filter((pl.col("trace_index") == i) & (pl.col("class") == "non-GEMM"))
+        return float(c["share"].sum()) if c.height else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        n = len(self.reports)
+        traces = [{"trace": r.trace, "gpu_time_us": _us(r.gpu_time_ns / self.divisors[i]),
+                   "activities": _num(r.gpu_activities / self.divisors[i]), "steps": r.steps.height,
+                   "non_gemm_share": round(self.non_gemm_share(i), 6),
+                   "device": (r.metadata.get("device") or {}).get("name")}
+                  for i, r in enumerate(self.reports)]
+        cats = []
+        for cat, grp in _wide(self.categories, "category").items():
+            cats.append({"category": cat, "class": grp["class"], **_series(grp, n)})
+        classes = []
+        for cls, grp in _wide(self.classes, "class").items():
+            classes.append({"class": cls, **_series(grp, n), "share": [round(x, 6) for x in grp["share"]]})
+        out = {"schema_version": SCHEMA_VERSION, "tool_version": __version__, "per_step": self.per_step,
+               "metric": "gpu", "level": self.reports[0].level, "taxonomy": self.reports[0].taxonomy,
+               "traces": traces, "classes": classes, "categories": cats}
+        if self.fusion:
+            out["fusion"] = self.fusion
+        if self.quantization:
+            out["quantization"] = self.quantization
+        out["warnings"] = [w.as_dict() for w in self.warnings]
+        return out
+
+
+def _us(ns: float) -> float:
+    return round(float(ns) / 1000.0, 3)
+
+
+def _num(x: float) -> float | int:
+    return int(x) if float(x).is_integer() else round(float(x), 3)
+
+
+def _wide(long: pl.DataFrame, key: str) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    for r in long.sort(["trace_index"]).iter_rows(named=True):
+        g = out.setdefault(r[key], {"class": r.get("class"), "time_ns": [], "activities": [], "launches": [],
+                                    "share": []})
+        g["time_ns"].append(r["time_ns"])
+        g["activities"].append(r["activities"])
+        g["launches"].append(r["launches"])
+        g["share"].append(r.get("share", 0.0))
+    return out
+
+
+def _series(g: dict[str, Any], n: int) -> dict[str, Any]:
+    t = g["time_ns"]
+    base = t[0]
+    return {
+        "gpu_time_us": [_us(x) for x in t],
+        "activities": [_num(x) for x in g["activities"]],
+        "launches": [_num(x) for x in g["launches"]],
+        "delta_us": [_us(x - base) for x in t],
+        "ratio": [round(x / base, 6) if base else (1.0 if x == 0 else None) for x in t],
+    }
+
+
+def compare(paths: list[str | Path], *, per_step: bool = False, **options: Any) -> Comparison:
+    """Compare ``paths[0]`` (BASE) with the others; ``options`` go to :func:`analyze`."""
+    options.setdefault("metric", "gpu")
+    reports = [analyze(p, **options) for p in paths]
+    warnings: list[Anomaly] = []
+    divisors = [1.0] * len(reports)
+    if per_step:
+        for i, r in enumerate(reports):
+            if r.steps.height:
+                divisors[i] = float(r.steps.height)
+            else:
+                warnings.append(Anomaly("no_steps", 1, f"{r.trace} has no steps: its totals are not divided"))
+    warnings += _environment_warnings(reports)
+    rows = []
+    for i, r in enumerate(reports):
+        k = r.kernels
+        g = k.group_by("category").agg(pl.col("dur_ns").sum().alias("time_ns"), pl.len().alias("activities"),
+                                       pl.col("launch_id").drop_nulls().n_unique().alias("launches"))
+        present = set(g["category"].to_list())
+        for cat, t, a, la in g.iter_rows():
+            rows.append((i, cat, t / divisors[i], a / divisors[i], la / divisors[i]))
+        for cat in ("unclassified",):
+            if cat not in present:
+                rows.append((i, cat, 0.0, 0.0, 0.0))
+    long = pl.DataFrame(rows, schema={"trace_index": pl.Int64, "category": pl.Utf8, "time_ns": pl.Float64,
+                                      "activities": pl.Float64, "launches": pl.Float64}, orient="row")
+    class_of = {"unclassified": "unclassified"}
+    for r in reports:
+        class_of.update(dict(r.kernels.select("category", "class").unique().iter_rows()))
+    long = _complete(long, len(reports))
+    long = long.with_columns(pl.col("category").replace_strict(class_of, default="unclassified").alias("class"))
+    long = long.with_columns((pl.col("time_ns") / pl.col("time_ns").sum().over("trace_index")).fill_nan(0.0)
+                             .alias("share"))
+    order = {c: i for i, c in enumerate(CATEGORIES)}
+    long = long.with_columns(pl.col("category").replace_strict(order, default=99).alias("_o")).sort(
+        ["_o", "trace_index"]).drop("_o")
+    classes = long.group_by(["trace_index", "class"]).agg(pl.col("time_ns").sum(), pl.col("activities").sum(),
+                                                          pl.col("launches").sum(), pl.col("share").sum())
+    corder = {c: i for i, c in enumerate(CLASS_ORDER)}
+    classes = classes.with_columns(pl.col("class").replace_strict(corder, default=9).alias("_o")).sort(
+        ["_o", "trace_index"]).drop("_o")
+    fusion = _fusion_view(reports, divisors)
+    quant = _quantization_view(reports, divisors, classes)
+    return Comparison(reports, per_step, divisors, long, classes, fusion, quant, warnings)
+
+
+def _complete(long: pl.DataFrame, n: int) -> pl.DataFrame:
+    """Every category that appears in any trace gets a row (zeros) in every trace."""
+    cats = long.select("category").unique()
+    grid = cats.join(pl.DataFrame({"trace_index": list(range(n))}), how="cross")
+    out = grid.join(long, on=["trace_index", "category"], how="left")
+    return out.with_columns(pl.col(c).fill_null(0.0) for c in ("time_ns", "activities", "launches"))
+
+
+def _environment_warnings(reports: list[Report]) -> list[Anomaly]:
+    out = []
+    base = reports[0]
+    bdev = (base.metadata.get("device") or {}).get("name")
+    for r in reports[1:]:
+        dev = (r.metadata.get("device") or {}).get("name")
+        if dev != bdev:
+            out.append(Anomaly("different_device", 1, f"{r.trace} ran on {dev or 'an unknown device'}, "
+                                                      f"BASE on {bdev or 'an unknown device'}"))
+        for k in _ENV_KEYS:
+            a, b = base.metadata.get("trace", {}).get(k), r.metadata.get("trace", {}).get(k)
+            if a != b:
+                out.append(Anomaly("different_environment", 1, f"{r.trace}: {k} is {b}, BASE has {a}"))
+    return out
+
+
+def _base(name: str | None) -> str | None:
+    return None if name is None else name.rsplit("::", 1)[-1]
+
+
+def _fusion_view(reports: list[Report], div: list[float]) -> dict[str, Any] | None:
+    """Eager (BASE) vs compiled: which eager ops disappeared into which fused Triton kernels."""
+    base = reports[0]
+    out = []
+    bk = base.kernels
+    for i, r in enumerate(reports[1:], start=1):
+        fused = r.kernels.filter(pl.col("fused_ops").is_not_null())
+        if fused.height == 0 or bk.filter(pl.col("fused_ops").is_not_null()).height >= fused.height:
+            continue
+        eager_ops = (bk.filter(pl.col("class") == "non-GEMM").group_by("launch_op").agg(
+            pl.len().alias("activities"), pl.col("dur_ns").sum().alias("time_ns"), pl.col("category").mode().first())
+            .filter(pl.col("launch_op").is_not_null()))
+        new_ops = r.kernels.group_by("launch_op").agg(pl.len().alias("n"), pl.col("dur_ns").sum().alias("t"))
+        new_by_op = {o: (n, t) for o, n, t in new_ops.iter_rows()}
+        kern = fused.group_by("name").agg(pl.len().alias("activities"), pl.col("dur_ns").sum().alias("time_ns"),
+                                          pl.col("fused_ops").first(), pl.col("category").first())
+        by_token: dict[str, list[str]] = {}
+        for name, _, _, ops, _ in kern.iter_rows():
+            for tok in (ops or "").split(","):
+                by_token.setdefault(tok, []).append(name)
+        ops_rows = []
+        for op, n, t, cat in eager_ops.sort("time_ns", descending=True).iter_rows():
+            b = _base(op)
+            left = new_by_op.get(op, (0, 0))
+            ops_rows.append({
+                "op": op, "category": cat, "eager_activities": _num(n / div[0]), "eager_time_us": _us(t / div[0]),
+                "remaining_activities": _num(left[0] / div[i]), "remaining_time_us": _us(left[1] / div[i]),
+                "fused_into": sorted(set(by_token.get(b, []) + by_token.get(b.rstrip("_"), [])))[:20] if b else [],
+            })
+        kernels = []
+        eager_bases = {_base(o) for o in eager_ops["launch_op"].to_list()}
+        for name, n, t, ops, cat in kern.sort("time_ns", descending=True).iter_rows():
+            toks = (ops or "").split(",")
+            kernels.append({"kernel": name, "category": cat, "activities": _num(n / div[i]), "time_us": _us(t / div[i]),
+                            "fused_ops": toks, "replaces_eager_ops": sorted({x for x in toks if x in eager_bases})})
+        ng = lambda rep, d: rep.kernels.filter(pl.col("class") == "non-GEMM")  # noqa: E731
+        b_ng, n_ng = ng(base, div[0]), ng(r, div[i])
+        b_share = b_ng["dur_ns"].sum() / base.gpu_time_ns if base.gpu_time_ns else 0.0
+        n_share = n_ng["dur_ns"].sum() / r.gpu_time_ns if r.gpu_time_ns else 0.0
+        out.append({
+            "trace": r.trace, "trace_index": i,
+            "activities": [_num(base.gpu_activities / div[0]), _num(r.gpu_activities / div[i])],
+            "non_gemm_activities": [_num(b_ng.height / div[0]), _num(n_ng.height / div[i])],
+            "non_gemm_time_us": [_us(b_ng["dur_ns"].sum() / div[0]), _us(n_ng["dur_ns"].sum() / div[i])],
+            "non_gemm_share": [round(b_share, 6), round(n_share, 6)],
+            "fused_kernels": kern.height,
+            "summary": (f"with fusion, GPU activities went from {base.gpu_activities / div[0]:,.0f} to "
+                        f"{r.gpu_activities / div[i]:,.0f} and non-GEMM time from {b_ng['dur_ns'].sum() / div[0] / 1000:,.1f} us to "
+                        f"{n_ng['dur_ns'].sum() / div[i] / 1000:,.1f} us; non-GEMM is still {100 * n_share:.1f} % of "
+                        f"GPU time (was {100 * b_share:.1f} %)"),
+            "ops": ops_rows[:50],
+            "kernels": kernels[:50],
+        })
+    return {"pairs": out} if out else None
+
+
+def _quantization_view(reports: list[Report], div: list[float], classes: pl.DataFrame) -> dict[str, Any] | None:
+    base = reports[0]
+    bq = base.kernels.filter(pl.col("category") == "qdq")["dur_ns"].sum() / div[0]
+    bg = base.kernels.filter(pl.col("category") == "gemm")["dur_ns"].sum() / div[0]
+    out = []
+    for i, r in enumerate(reports[1:], start=1):
+        nq = r.kernels.filter(pl.col("category") == "qdq")["dur_ns"].sum() / div[i]
+        ng = r.kernels.filter(pl.col("category") == "gemm")["dur_ns"].sum() / div[i]
+        total_b, total_n = base.gpu_time_ns / div[0], r.gpu_time_ns / div[i]
+        if max(bq, nq) < 0.01 * max(total_b, total_n, 1):
+            continue
+        share = lambda idx: float(classes.filter((pl.col("trace_index") == idx)  # noqa: E731
+                                                 & (pl.col("class") == "non-GEMM"))["share"].sum())
+        gemm_delta, qdq_delta, net = ng - bg, nq - bq, total_n - total_b
+        pct = lambda d, b: f"{100 * d / b:+.0f} %" if b else "n/a"  # noqa: E731
+        sentence = (f"GEMM time {'fell' if gemm_delta < 0 else 'rose'} by {abs(gemm_delta) / 1000:,.1f} us "
+                    f"({pct(gemm_delta, bg)}) while quantize/dequantize work "
+                    f"{'added' if qdq_delta >= 0 else 'removed'} {abs(qdq_delta) / 1000:,.1f} us; net "
+                    f"{net / 1000:+,.1f} us ({pct(net, total_b)} GPU time); non-GEMM share "
+                    f"{100 * share(0):.1f} % -> {100 * share(i):.1f} %")
+        out.append({"trace": r.trace, "trace_index": i, "gemm_time_us": [_us(bg), _us(ng)],
+                    "qdq_time_us": [_us(bq), _us(nq)], "gemm_delta_us": _us(gemm_delta),
+                    "qdq_delta_us": _us(qdq_delta), "net_delta_us": _us(net),
+                    "non_gemm_share": [round(share(0), 6), round(share(i), 6)], "summary": sentence})
+    return {"pairs": out} if out else None

@@ -1,0 +1,56 @@
+"""Terminal rendering of a :class:`~nongemm_trace.compare.Comparison`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+
+def render_compare(cmp, console: Console) -> None:
+    d = cmp.to_dict()
+    names = [Path(t["trace"]).name.replace(".json.gz", "") for t in d["traces"]]
+    unit = "us per step" if d["per_step"] else "us"
+    console.print(f"[bold]BASE: {escape(names[0])}[/bold] — GPU time in {unit}, ratio = trace / BASE "
+                  f"(level {d['level']}, taxonomy {d['taxonomy']})")
+    t = Table(title="Traces", title_justify="left")
+    t.add_column("trace")
+    for c in ("GPU time", "activities", "steps", "non-GEMM share"):
+        t.add_column(c, justify="right")
+    for n, tr in zip(names, d["traces"]):
+        t.add_row(escape(n), f"{tr['gpu_time_us']:,.1f}", f"{tr['activities']:,}", str(tr["steps"]),
+                  f"{100 * tr['non_gemm_share']:.1f} %")
+    console.print(t)
+    for title, rows, key in (("Classes", d["classes"], "class"), ("Categories", d["categories"], "category")):
+        t = Table(title=title, title_justify="left")
+        t.add_column(key)
+        for i, n in enumerate(names):
+            t.add_column(("BASE" if i == 0 else f"#{i}") + " time", justify="right")
+            if i:
+                t.add_column(f"#{i} ratio", justify="right")
+        for r in rows:
+            if not any(r["gpu_time_us"]):
+                continue
+            cells = [f"{r['gpu_time_us'][0]:,.1f}"]
+            for tm, ra in zip(r["gpu_time_us"][1:], r["ratio"][1:]):
+                cells += [f"{tm:,.1f}", "new" if ra is None else f"{ra:.2f}x"]
+            t.add_row(r[key], *cells)
+        console.print(t)
+    for section in ("quantization", "fusion"):
+        for p in (d.get(section) or {}).get("pairs", []):
+            console.print(f"[bold]{section}[/bold] ({escape(Path(p['trace']).name)}): {escape(p['summary'])}")
+    fus = (d.get("fusion") or {}).get("pairs", [])
+    if fus:
+        t = Table(title="Eager non-GEMM ops and the fused kernels that replaced them", title_justify="left")
+        for c in ("eager op", "category", "eager us", "remaining us", "fused into"):
+            t.add_column(c, justify="right" if "us" in c else "left", overflow="ellipsis",
+                         no_wrap=c == "fused into", max_width=max(20, console.width - 70) if c == "fused into" else None)
+        for o in fus[0]["ops"][:15]:
+            k = o["fused_into"]
+            t.add_row(escape(o["op"]), o["category"], f"{o['eager_time_us']:,.1f}", f"{o['remaining_time_us']:,.1f}",
+                      escape(f"{len(k)}: " + ", ".join(k)) if k else "-")
+        console.print(t)
+    for w in d["warnings"]:
+        console.print(f"  [yellow]{w['code']}[/yellow]: {escape(w['message'])}", highlight=False)

@@ -1,0 +1,78 @@
+"""Markdown rendering of an analysis or a comparison: a report to attach to a pull request."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+
+def _cell(x: Any) -> str:
+    return str(x).replace("|", "\\|")
+
+
+def _table(head: list[str], rows: list[list[Any]], right_from: int = 1) -> list[str]:
+    out = ["| " + " | ".join(head) + " |",
+           "|" + "|".join("---" if i < right_from else "---:" for i in range(len(head))) + "|"]
+    out += ["| " + " | ".join(_cell(c) for c in r) + " |" for r in rows]
+    return out
+
+
+def analyze_markdown(rep, top: int = 10) -> str:
+    dev = (rep.metadata.get("device") or {}).get("name") or "unknown device"
+    total = int(rep.categories["time_ns"].sum())
+    lines = [f"### {Path(rep.trace).name}", "",
+             f"{dev} · metric **{rep.metric}** · level **{rep.level}** · taxonomy {rep.taxonomy} v{rep.taxonomy_version} · "
+             f"{total / 1000:,.1f} us over {rep.gpu_activities:,} GPU activities"
+             + (f" · {rep.steps.height} steps" if rep.steps.height else ""), ""]
+    lines += _table(["class", "time (us)", "share"],
+                    [[r["class"], f"{r['time_ns'] / 1000:,.1f}", f"{100 * r['share']:.1f} %"]
+                     for r in rep.classes.iter_rows(named=True)])
+    lines.append("")
+    lines += _table(["category", "class", "time (us)", "share", "activities"],
+                    [[r["category"], r["class"], f"{r['time_ns'] / 1000:,.1f}", f"{100 * r['share']:.1f} %",
+                      f"{r['activities']:,}"] for r in rep.categories.iter_rows(named=True)], right_from=2)
+    if rep.ops.height:
+        lines += ["", f"Top {top} ops by self GPU time:", ""]
+        lines += _table(["op", "category", "calls", "GPU time (us)", "self GPU time (us)"],
+                        [[f"`{r['op']}`", r["category"], f"{r['calls']:,}", f"{r['gpu_time_ns'] / 1000:,.1f}",
+                          f"{r['self_gpu_time_ns'] / 1000:,.1f}"] for r in rep.ops.head(top).iter_rows(named=True)],
+                        right_from=2)
+    if rep.warnings:
+        lines += ["", "Warnings:", ""] + [f"- `{w.code}` ({w.count:,}): {w.message}" for w in rep.warnings]
+    return "\n".join(lines) + "\n"
+
+
+def compare_markdown(cmp) -> str:
+    d = cmp.to_dict()
+    names = [Path(t["trace"]).name for t in d["traces"]]
+    unit = "us per step" if d["per_step"] else "us"
+    lines = ["### Comparison", "", f"BASE: `{names[0]}` · GPU time in {unit} · ratio = trace / BASE", ""]
+    head = ["", *[f"`{n}`" for n in names]]
+    lines += _table(head, [
+        ["GPU time", *[f"{t['gpu_time_us']:,.1f}" for t in d["traces"]]],
+        ["activities", *[f"{t['activities']:,}" for t in d["traces"]]],
+        ["non-GEMM share", *[f"{100 * t['non_gemm_share']:.1f} %" for t in d["traces"]]],
+    ])
+    lines.append("")
+    rows = []
+    for c in d["categories"]:
+        if not any(c["gpu_time_us"]):
+            continue
+        cells = [f"{c['gpu_time_us'][0]:,.1f}"]
+        for t, r in zip(c["gpu_time_us"][1:], c["ratio"][1:]):
+            cells.append(f"{t:,.1f} ({'new' if r is None else f'{r:.2f}x'})")
+        rows.append([c["category"], c["class"], *cells])
+    lines += _table(["category", "class", *[f"`{n}`" for n in names]], rows, right_from=2)
+    for section in ("quantization", "fusion"):
+        if d.get(section):
+            lines += ["", f"**{section.capitalize()}**:", ""]
+            lines += [f"- `{Path(p['trace']).name}`: {p['summary']}" for p in d[section]["pairs"]]
+    if d.get("fusion"):
+        p = d["fusion"]["pairs"][0]
+        lines += ["", "Fused kernels and the eager ops they replaced:", ""]
+        lines += _table(["kernel", "category", "time (us)", "replaces"],
+                        [[f"`{k['kernel']}`", k["category"], f"{k['time_us']:,.1f}",
+                          ", ".join(k["replaces_eager_ops"]) or "-"] for k in p["kernels"][:10]], right_from=2)
+    if d["warnings"]:
+        lines += ["", "Warnings:", ""] + [f"- `{w['code']}`: {w['message']}" for w in d["warnings"]]
+    return "\n".join(lines) + "\n"

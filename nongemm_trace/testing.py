@@ -1,0 +1,77 @@
+"""pytest-friendly assertions on traces: unit-test performance expectations in CI.
+
+    from nongemm_trace.testing import assert_share_at_most, assert_no_regression
+
+    def test_model_stays_gemm_bound():
+        assert_share_at_most("traces/model.json.gz", "non-GEMM", 0.45)
+
+    def test_no_slowdown():
+        assert_no_regression("traces/new.json.gz", baseline="traces/base.json.gz", max_regression=0.10)
+
+Each helper analyses the trace (options as for :func:`nongemm_trace.analyze`),
+raises ``AssertionError`` with a message that says what broke and by how much,
+and returns the :class:`~nongemm_trace.Report` when the expectation holds.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from .api import analyze
+from .check import check
+from .report.model import Report
+
+__all__ = ["assert_share_at_most", "assert_share_at_least", "assert_category_share_at_most",
+           "assert_no_regression", "assert_unclassified_at_most", "assert_checks"]
+
+
+def _fail(trace: str | Path, msgs: list[str]) -> None:
+    raise AssertionError(f"{trace}: " + "; ".join(msgs))
+
+
+def assert_share_at_most(trace: str | Path, name: str, limit: float, **options: Any) -> Report:
+    """The share of GPU time of a class (``non-GEMM``) or category (``memory``) is at most ``limit``."""
+    violations, rep = check(trace, max_share={name: limit}, **options)
+    if violations:
+        _fail(trace, [v.message for v in violations])
+    return rep
+
+
+def assert_share_at_least(trace: str | Path, name: str, limit: float, **options: Any) -> Report:
+    rep = analyze(trace, **{"metric": "gpu", **options})
+    value = rep.share(name)
+    if value < limit:
+        _fail(trace, [f"{name} is {100 * value:.1f} % of GPU time, below the expected {100 * limit:.1f} %"])
+    return rep
+
+
+def assert_category_share_at_most(trace: str | Path, category: str, limit: float, **options: Any) -> Report:
+    violations, rep = check(trace, max_category_share={category: limit}, **options)
+    if violations:
+        _fail(trace, [v.message for v in violations])
+    return rep
+
+
+def assert_unclassified_at_most(trace: str | Path, limit: float = 0.01, **options: Any) -> Report:
+    """Guard a custom taxonomy: at most ``limit`` of GPU time is unclassified."""
+    return assert_category_share_at_most(trace, "unclassified", limit, **options)
+
+
+def assert_no_regression(trace: str | Path, *, baseline: str | Path, max_regression: float = 0.10,
+                         categories: dict[str, float] | None = None, **options: Any) -> Report:
+    """GPU time per step grew by at most ``max_regression`` against ``baseline`` (and each
+    category in ``categories`` by at most its own limit)."""
+    violations, rep = check(trace, baseline=baseline, max_regression=max_regression,
+                            max_category_regression=categories, **options)
+    if violations:
+        _fail(trace, [v.message for v in violations])
+    return rep
+
+
+def assert_checks(trace: str | Path, **limits: Any) -> Report:
+    """Any combination of :func:`nongemm_trace.check.check`'s limits in one call."""
+    violations, rep = check(trace, **limits)
+    if violations:
+        _fail(trace, [v.message for v in violations])
+    return rep
