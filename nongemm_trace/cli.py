@@ -88,11 +88,7 @@ def _parser() -> argparse.ArgumentParser:
     la.add_argument("--short-us", type=float, default=10.0, help="activities shorter than this are short (default 10)")
     la.add_argument("--plot", metavar="FILE", help="draw the timeline to FILE (.png or .svg)")
     la.add_argument("--window", metavar="START:END", help="plot only this window, in us from the first activity")
-    la.add_argument("--taxonomy", default="default")
-    la.add_argument("--level", choices=("launch", "top", "module"), default=None)
-    la.add_argument("--drop-unlinked", action="store_true")
-    la.add_argument("--step-marker", metavar="NAME")
-    la.add_argument("--skip-steps", type=int, default=0, metavar="N")
+    common(la)
 
     e = sub.add_parser("explain", help="which rule classified an op or kernel, in which taxonomy, at which level")
     e.add_argument("trace")
@@ -245,8 +241,7 @@ def _launch(args: argparse.Namespace) -> int:
         except ValueError:
             raise TraceError(args.trace, f"--window wants START:END in microseconds, not {args.window!r}") from None
         window = (lo, hi)
-    rep = launch_analysis(args.trace, short_us=args.short_us, taxonomy=args.taxonomy, level=args.level,
-                          drop_unlinked=args.drop_unlinked, step_marker=args.step_marker, skip_steps=args.skip_steps)
+    rep = launch_analysis(args.trace, short_us=args.short_us, **_options(args))
     if args.plot:
         from .report.timeline import plot_timeline
         plot_timeline(rep, args.plot, window)
