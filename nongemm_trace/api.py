@@ -151,6 +151,7 @@ def analyze(
         attribution={k: int(v) for k, v in attribution.items()},
         metadata=_metadata(trace.metadata),
         warnings=warnings,
+        calls=linked.ops,
     )
 
 

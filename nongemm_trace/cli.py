@@ -79,6 +79,17 @@ def _parser() -> argparse.ArgumentParser:
     ck.add_argument("--format", choices=("text", "json"), default="text")
     common(ck)
 
+    fp = sub.add_parser("flops", help="FLOPs, bytes and the roofline per op; where FLOPs misjudge time")
+    fp.add_argument("trace")
+    fp.add_argument("--format", choices=("table", "json", "csv"), default="table")
+    fp.add_argument("--table", choices=("ops", "categories", "calls"), default="ops", help="which table csv writes")
+    fp.add_argument("-o", "--output")
+    fp.add_argument("--device-spec", metavar="NAME|FILE.toml", help="peak specs to use instead of the detected device")
+    fp.add_argument("--roofline", metavar="FILE", help="draw the roofline scatter to FILE (.png/.svg)")
+    fp.add_argument("--shares-plot", metavar="FILE", help="draw FLOP share vs time share per class to FILE")
+    fp.add_argument("--top", type=int, default=15)
+    common(fp)
+
     la = sub.add_parser("launch", help="launch overhead, GPU idle gaps and communication overlap of one trace")
     la.add_argument("trace")
     la.add_argument("--format", choices=("table", "json", "csv"), default="table")
@@ -137,6 +148,8 @@ def _run(args: argparse.Namespace) -> int:
         return 0
     if args.command == "launch":
         return _launch(args)
+    if args.command == "flops":
+        return _flops(args)
     if args.command in ("compare", "plot"):
         return _compare(args)
     if args.command == "check":
@@ -228,6 +241,29 @@ def _check(args: argparse.Namespace) -> int:
     else:
         print(f"ok: {args.trace} is within every limit (non-GEMM {100 * rep.share('non-GEMM'):.1f} % of GPU time)")
     return 1 if violations else 0
+
+
+def _flops(args: argparse.Namespace) -> int:
+    from .flops import flops_analysis
+    from .report import flops_out
+
+    rep = flops_analysis(args.trace, device_spec=args.device_spec, **_options(args))
+    if args.roofline:
+        flops_out.plot_roofline(rep, args.roofline)
+    if args.shares_plot:
+        flops_out.plot_shares(rep, args.shares_plot)
+    if args.format == "json":
+        _emit(flops_out.render_json(rep), args.output)
+    elif args.format == "csv":
+        _emit(getattr(rep, args.table).write_csv(), args.output)
+    else:
+        from rich.console import Console
+        if args.output:
+            with _open_out(args.output) as fh:
+                flops_out.render_table(rep, Console(file=fh, width=160, color_system=None), top=args.top)
+        else:
+            flops_out.render_table(rep, Console(), top=args.top)
+    return 0
 
 
 def _launch(args: argparse.Namespace) -> int:

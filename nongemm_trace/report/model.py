@@ -49,6 +49,9 @@ class Report:
     attribution: dict[str, int]
     metadata: dict[str, Any]
     warnings: list[Anomaly] = field(default_factory=list)
+    #: one row per op call after linking (op_id, name, depth, parent_id, top_id, op_category,
+    #: qdq_call, input_dims, input_type, concrete_inputs, …): the per-call view for deeper analyses
+    calls: pl.DataFrame = field(default_factory=pl.DataFrame)
 
     # -- derived numbers -------------------------------------------------
     def share(self, name: str) -> float:

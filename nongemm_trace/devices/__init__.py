@@ -1,0 +1,89 @@
+"""Device peak specs (data: ``peaks.toml``), matched on a trace's ``deviceProperties``."""
+
+from __future__ import annotations
+
+import re
+import sys
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+from ..errors import TraceError
+
+PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4")
+
+
+@dataclass(frozen=True)
+class DeviceSpec:
+    name: str
+    tflops: dict[str, float]
+    memory_tbps: float
+    source: str
+
+    def peak_flops(self, precision: str) -> float | None:
+        """FLOP/s for a precision, falling back to the nearest lower-throughput mode it has."""
+        order = {"fp4": ["fp4", "fp8", "bf16"], "fp8": ["fp8", "bf16", "fp16"], "int8": ["int8", "fp8", "bf16"],
+                 "bf16": ["bf16", "fp16"], "fp16": ["fp16", "bf16"], "tf32": ["tf32", "fp32"], "fp32": ["fp32"]}
+        for p in order.get(precision, [precision]):
+            if p in self.tflops:
+                return self.tflops[p] * 1e12
+        return None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "tflops": dict(self.tflops), "memory_tbps": self.memory_tbps, "source": self.source}
+
+
+@lru_cache(maxsize=4)
+def _table(path: str | None = None) -> dict[str, dict[str, Any]]:
+    text = Path(path).read_text() if path else (resources.files("nongemm_trace.devices") / "peaks.toml").read_text()
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise TraceError(path or "peaks.toml", f"invalid device spec TOML: {exc}") from None
+    devs = raw.get("devices", {})
+    for name, d in devs.items():
+        if "memory_tbps" not in d or not any(p in d for p in PRECISIONS):
+            raise TraceError(path or "peaks.toml", f"device {name} needs memory_tbps and at least one TFLOP/s figure")
+    return devs
+
+
+def _spec(name: str, d: dict[str, Any]) -> DeviceSpec:
+    return DeviceSpec(name, {p: float(d[p]) for p in PRECISIONS if p in d}, float(d["memory_tbps"]),
+                      str(d.get("source", "")))
+
+
+def match_device(props: dict[str, Any] | None, override: str | None = None) -> DeviceSpec | None:
+    """The spec for a trace's first device. ``override`` is a spec name from the table, or a
+    TOML file with one ``[devices.NAME]`` entry."""
+    if override:
+        if override.endswith(".toml"):
+            table = _table(override)
+            if len(table) != 1:
+                raise TraceError(override, "a --device-spec file must hold exactly one [devices.NAME] table")
+            name, d = next(iter(table.items()))
+            return _spec(name, d)
+        table = _table()
+        if override not in table:
+            raise TraceError(None, f"unknown device spec '{override}' (known: {', '.join(sorted(table))})")
+        return _spec(override, table[override])
+    if not props:
+        return None
+    pname = str(props.get("name", ""))
+    for name, d in _table().items():
+        if not any(re.search(p, pname, re.IGNORECASE) for p in d.get("match", [])):
+            continue
+        where = d.get("where", {})
+        if all(props.get(k) == v for k, v in where.items()):
+            return _spec(name, d)
+    return None
+
+
+def known_devices() -> list[str]:
+    return sorted(_table())

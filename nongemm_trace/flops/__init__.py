@@ -1,0 +1,235 @@
+"""``flops``: FLOPs, bytes and the roofline per op, from the trace alone.
+
+Each op call with a formula (:mod:`.formulas`) is the *owner* of the GPU
+activities it launched and of those launched by ops inside it that have no
+formula of their own (``aten::_scaled_dot_product_efficient_attention`` owns the
+kernel its ``_efficient_attention_forward`` child launched). A call whose formula
+is composite (``linear``, ``matmul``, ``conv2d``) counts only when no op inside it
+has a formula, so FLOPs are never counted twice (``aten::addmm``, not again
+``aten::linear``). Activities with no formula-owning op above them are owned by
+their launching op and estimated by its category (bytes moved; a few FLOPs per
+element); launching ops with neither are listed, never silently zero.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from .._version import __version__
+from ..api import analyze
+from ..devices import DeviceSpec, match_device
+from ..trace import Anomaly
+from .fits import fit_models
+from .formulas import OpCall, category_estimate, is_composite, lookup
+
+SCHEMA_VERSION = "1.0"
+_PRECISION = {"float": "fp32", "double": "fp32", "c10::Half": "fp16", "c10::BFloat16": "bf16",
+              "c10::Float8_e4m3fn": "fp8", "c10::Float8_e5m2": "fp8", "c10::Float8_e4m3fnuz": "fp8",
+              "c10::Float8_e5m2fnuz": "fp8", "signed char": "int8", "c10::qint8": "int8"}
+
+
+@dataclass
+class FlopsReport:
+    trace: str
+    device: DeviceSpec | None
+    ops: pl.DataFrame
+    categories: pl.DataFrame
+    classes: pl.DataFrame
+    calls: pl.DataFrame
+    no_formula: pl.DataFrame
+    fits: dict[str, Any]
+    equal_flops: list[dict[str, Any]]
+    warnings: list[Anomaly] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        def r(v, nd=6):
+            return None if v is None or (isinstance(v, float) and not math.isfinite(v)) else round(v, nd)
+        ops = [{"op": o["op"], "category": o["category"], "calls": int(o["calls"]), "flops": int(o["flops"]),
+                "bytes": int(o["bytes"]), "self_gpu_time_us": round(o["time_ns"] / 1000, 3),
+                "achieved_tflops": r(o["achieved_tflops"], 4), "achieved_tbps": r(o["achieved_tbps"], 4),
+                "arithmetic_intensity": r(o["arithmetic_intensity"], 3), "precision": o["precision"],
+                "bound": o["bound"], "roofline_pct": r(o["roofline_pct"], 2), "formula": o["formula"]}
+               for o in self.ops.iter_rows(named=True)]
+        cats = [{"category": c["category"], "class": c["class"], "flops": int(c["flops"]), "bytes": int(c["bytes"]),
+                 "gpu_time_us": round(c["time_ns"] / 1000, 3), "achieved_tflops": r(c["achieved_tflops"], 4),
+                 "achieved_tbps": r(c["achieved_tbps"], 4)} for c in self.categories.iter_rows(named=True)]
+        classes = [{"class": c["class"], "flops": int(c["flops"]), "flop_share": r(c["flop_share"]),
+                    "gpu_time_us": round(c["time_ns"] / 1000, 3), "time_share": r(c["time_share"])}
+                   for c in self.classes.iter_rows(named=True)]
+        return {"schema_version": SCHEMA_VERSION, "tool_version": __version__, "trace": self.trace,
+                "device": self.device.as_dict() if self.device else None, "classes": classes,
+                "categories": cats, "ops": ops, "fits": self.fits, "equal_flops": self.equal_flops,
+                "no_formula": [{"op": n["op"], "calls": int(n["calls"]), "gpu_time_us": round(n["time_ns"] / 1000, 3)}
+                               for n in self.no_formula.iter_rows(named=True)],
+                "warnings": [w.as_dict() for w in self.warnings]}
+
+
+def _owners(calls: pl.DataFrame, acts: pl.DataFrame) -> pl.DataFrame:
+    """activity_id -> owner op_id (the nearest counted-formula call at or above the launching op,
+    else the launching op itself)."""
+    parents = calls.select("op_id", "parent_id", "counted")
+    frontier = acts.filter(pl.col("launch_op_id").is_not_null()).select(
+        "activity_id", pl.col("launch_op_id").alias("op_id"), pl.col("launch_op_id").alias("launch"))
+    found = []
+    while frontier.height:
+        frontier = frontier.join(parents, on="op_id", how="left")
+        hit = frontier.filter(pl.col("counted").fill_null(False))
+        found.append(hit.select("activity_id", pl.col("op_id").alias("owner")))
+        frontier = frontier.filter(~pl.col("counted").fill_null(False) & pl.col("parent_id").is_not_null()) \
+            .select("activity_id", pl.col("parent_id").alias("op_id"), "launch")
+    owned = pl.concat(found) if found else pl.DataFrame(schema={"activity_id": pl.UInt32, "owner": pl.UInt32})
+    base = acts.filter(pl.col("launch_op_id").is_not_null()).select("activity_id", "launch_op_id")
+    return base.join(owned, on="activity_id", how="left").select(
+        "activity_id", pl.coalesce("owner", "launch_op_id").alias("owner"))
+
+
+def flops_analysis(path: str | Path, *, device_spec: str | None = None, **options: Any) -> FlopsReport:
+    """FLOPs, bytes, achieved rates and the roofline per op; ``options`` go to :func:`analyze`."""
+    options.setdefault("metric", "gpu")
+    rep = analyze(path, **options)
+    warnings = list(rep.warnings)
+    dev_props = (rep.metadata.get("devices") or [None])[0]
+    device = match_device(dev_props, device_spec)
+    if device is None:
+        name = (rep.metadata.get("device") or {}).get("name")
+        warnings.append(Anomaly("unknown_device", 1, f"no peak specs for device {name!r}: achieved rates are shown, "
+                                                     f"roofline percentages are not (use --device-spec)"))
+    calls = rep.calls
+    names = calls.select("name").unique()
+    flags = [(n, lookup(n) is not None, is_composite(n)) for (n,) in names.iter_rows()]
+    fl = pl.DataFrame(flags, schema={"name": pl.Utf8, "has_formula": pl.Boolean, "composite": pl.Boolean},
+                      orient="row")
+    calls = calls.join(fl, on="name", how="left")
+    # composite formulas count only when nothing inside them has a formula
+    anc = calls.filter(pl.col("has_formula")).select(pl.col("parent_id").alias("op_id"))
+    above = []
+    par = calls.select("op_id", "parent_id")
+    while anc.height:
+        anc = anc.filter(pl.col("op_id").is_not_null()).unique()
+        above.append(anc)
+        anc = anc.join(par, on="op_id").select(pl.col("parent_id").alias("op_id"))
+    has_inner = pl.concat(above).unique() if above else pl.DataFrame(schema={"op_id": pl.UInt32})
+    calls = calls.with_columns(pl.col("op_id").is_in(has_inner["op_id"].implode()).alias("_inner"))
+    calls = calls.with_columns((pl.col("has_formula") & ~(pl.col("composite") & pl.col("_inner"))).alias("counted"))
+    calls = calls.with_columns(
+        pl.when(pl.col("qdq_call")).then(pl.lit("qdq")).otherwise(pl.col("op_category")).fill_null("unclassified")
+        .alias("category"))
+
+    acts = rep.kernels
+    own = _owners(calls, acts)
+    acts = acts.join(own, on="activity_id", how="left")
+    owner_time = acts.filter(pl.col("owner").is_not_null()).group_by("owner").agg(
+        pl.col("dur_ns").sum().alias("time_ns"), pl.col("name").unique().alias("kernels"))
+    targets = calls.filter(pl.col("counted")).select("op_id").vstack(
+        owner_time.select(pl.col("owner").alias("op_id")).cast({"op_id": calls.schema["op_id"]})).unique()
+    sel = calls.join(targets, on="op_id", how="semi").join(
+        owner_time.rename({"owner": "op_id"}), on="op_id", how="left")
+
+    rows = []
+    for r in sel.select("op_id", "name", "category", "counted", "input_dims", "input_type", "concrete_inputs",
+                        "time_ns", "kernels").iter_rows(named=True):
+        call = OpCall.parse(r["name"], r["input_dims"], r["input_type"], r["concrete_inputs"])
+        res, how = None, "none"
+        if r["counted"]:
+            res = lookup(r["name"])(call)
+            how = "formula" if res else "formula (shapes missing)"
+        if res is None and r["category"] not in ("gemm", "attention"):
+            res = category_estimate(call, r["category"])
+            how = f"estimate ({r['category']})" if res else how
+        prec = _PRECISION.get(call.types[call.tensor_inputs()[0]] if call.tensor_inputs() else "", None)
+        if prec == "fp32" and any(("tf32" in (k or "").lower() or "tensorop" in (k or "")) for k in (r["kernels"] or [])):
+            prec = "tf32"  # cuDNN / cuBLAS ran the fp32 op on TF32 tensor cores
+        s, k = _spatial(call)
+        t_min = None  # the roofline's time for this call: max(compute time at peak, memory time at peak)
+        if device is not None and res is not None:
+            peak = device.peak_flops(prec or "fp32") or device.peak_flops("fp32")
+            t_min = max(res[0] / peak if peak else 0.0, res[1] / (device.memory_tbps * 1e12)) * 1e9
+        rows.append((r["op_id"], r["name"], r["category"], res[0] if res else None, res[1] if res else None,
+                     int(r["time_ns"] or 0), how, prec, s, k, "\n".join(sorted(r["kernels"] or [])[:3]), t_min,
+                     None if res is None or device is None else
+                     (res[0] / (device.peak_flops(prec or "fp32") or 1)) >= res[1] / (device.memory_tbps * 1e12)))
+    per_call = pl.DataFrame(rows, schema={
+        "op_id": calls.schema["op_id"], "op": pl.Utf8, "category": pl.Utf8, "flops": pl.Int64, "bytes": pl.Int64,
+        "time_ns": pl.Int64, "formula": pl.Utf8, "precision": pl.Utf8, "S": pl.Float64, "K": pl.Float64,
+        "kernels": pl.Utf8, "roofline_ns": pl.Float64, "compute_bound": pl.Boolean}, orient="row")
+    tax_class = dict(acts.select("category", "class").unique().iter_rows())
+    have = per_call.filter(pl.col("flops").is_not_null())
+    no_formula = per_call.filter(pl.col("flops").is_null()).group_by("op").agg(
+        pl.len().alias("calls"), pl.col("time_ns").sum()).sort("time_ns", descending=True)
+    if no_formula.height:
+        warnings.append(Anomaly("no_formula", int(no_formula["calls"].sum()),
+                                f"{int(no_formula['calls'].sum())} op calls ({no_formula['time_ns'].sum() / 1000:,.1f} us of "
+                                f"GPU time) have no FLOP/byte formula and no shapes to estimate: listed in no_formula"))
+    ops = have.group_by(["op", "category"]).agg(
+        pl.len().alias("calls"), pl.col("flops").sum(), pl.col("bytes").sum(), pl.col("time_ns").sum(),
+        pl.col("precision").mode().first(), pl.col("formula").mode().first(), pl.col("roofline_ns").sum(),
+        (pl.col("compute_bound").cast(pl.Float64) * pl.col("time_ns")).sum().alias("_cb_time"))
+    ops = _rates(ops).sort(["time_ns", "op"], descending=[True, False])
+    cats = have.group_by("category").agg(pl.col("flops").sum(), pl.col("bytes").sum())
+    # time per category: every GPU activity (not only those an estimate covers)
+    cat_time = acts.group_by("category").agg(pl.col("dur_ns").sum().alias("time_ns"))
+    cats = cat_time.join(cats, on="category", how="full", coalesce=True).with_columns(
+        pl.col("flops").fill_null(0), pl.col("bytes").fill_null(0), pl.col("time_ns").fill_null(0))
+    cats = cats.with_columns(pl.col("category").replace_strict(tax_class, default="unclassified").alias("class"))
+    cats = _rates(cats).sort(["time_ns", "category"], descending=[True, False])
+    classes = cats.group_by("class").agg(pl.col("flops").sum(), pl.col("time_ns").sum())
+    tf, tt = classes["flops"].sum(), classes["time_ns"].sum()
+    classes = classes.with_columns((pl.col("flops") / tf if tf else pl.lit(0.0)).alias("flop_share"),
+                                   (pl.col("time_ns") / tt if tt else pl.lit(0.0)).alias("time_share")).sort("class")
+    gemm_calls = have.filter(pl.col("category").is_in(["gemm"]) & (pl.col("formula") == "formula")
+                             & (pl.col("time_ns") > 0))
+    shapes = gemm_calls.group_by(["op", "flops", "S", "K"]).agg(pl.col("time_ns").mean(), pl.len().alias("calls"))
+    fits = fit_models([dict(r) for r in shapes.iter_rows(named=True)])
+    equal = _equal_flops(gemm_calls)
+    return FlopsReport(str(path), device, ops, cats, classes, per_call, no_formula, fits, equal, warnings)
+
+
+def _spatial(c: OpCall) -> tuple[float | None, float | None]:
+    base = c.name.rsplit("::", 1)[-1]
+    x, w = c.shape(0), c.shape(1)
+    if "conv" in base and x and w and len(x) >= 3 and len(w) == len(x):
+        return float(math.prod(x[2:])), float(math.prod(w[2:]))
+    if base in ("mm", "_scaled_mm") and x:
+        return float(x[0]), 1.0
+    if base in ("addmm", "baddbmm") and c.shape(1):
+        return float(c.shape(1)[-2]), 1.0
+    if base == "bmm" and x:
+        return float(x[0] * x[1]), 1.0
+    return None, None
+
+
+def _rates(df: pl.DataFrame) -> pl.DataFrame:
+    """Achieved TFLOP/s and TB/s over the owned GPU time; with device peaks, the % of the
+    roofline (the roofline's time for the calls / their measured time, so calls of mixed
+    precision each meet their own roof) and whether most of the time is compute-bound."""
+    t = pl.col("time_ns").cast(pl.Float64)
+    df = df.with_columns(
+        pl.when(t > 0).then(pl.col("flops") / t / 1e3).alias("achieved_tflops"),
+        pl.when(t > 0).then(pl.col("bytes") / t / 1e3).alias("achieved_tbps"),
+        pl.when(pl.col("bytes") > 0).then(pl.col("flops") / pl.col("bytes")).alias("arithmetic_intensity"),
+    )
+    if "roofline_ns" not in df.columns:
+        return df.with_columns(pl.lit(None, pl.Utf8).alias("bound"), pl.lit(None, pl.Float64).alias("roofline_pct"))
+    has = pl.col("roofline_ns") > 0
+    return df.with_columns(
+        pl.when(has & (t > 0)).then(100 * pl.col("roofline_ns") / t).alias("roofline_pct"),
+        pl.when(has).then(pl.when(pl.col("_cb_time") * 2 >= pl.col("time_ns")).then(pl.lit("compute"))
+                          .otherwise(pl.lit("memory"))).alias("bound"),
+    ).drop("_cb_time")
+
+
+def _equal_flops(gemm_calls: pl.DataFrame, top: int = 10) -> list[dict[str, Any]]:
+    g = gemm_calls.group_by("flops").agg(
+        pl.len().alias("calls"), pl.col("time_ns").min().alias("min_ns"), pl.col("time_ns").max().alias("max_ns"),
+        pl.col("op").unique().alias("ops"), pl.col("kernels").unique().alias("kernels"))
+    g = g.filter((pl.col("calls") >= 2) & (pl.col("min_ns") > 0)).with_columns(
+        (pl.col("max_ns") / pl.col("min_ns")).alias("spread")).sort(["spread", "flops"], descending=[True, False])
+    return [{"flops": int(r["flops"]), "calls": int(r["calls"]), "min_us": round(r["min_ns"] / 1000, 3),
+             "max_us": round(r["max_ns"] / 1000, 3), "spread": round(r["spread"], 3), "ops": sorted(r["ops"]),
+             "kernels": sorted({k for ks in r["kernels"] for k in (ks or "").split("\n") if k})[:6]}
+            for r in g.head(top).iter_rows(named=True)]
