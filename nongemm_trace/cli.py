@@ -101,6 +101,11 @@ def _parser() -> argparse.ArgumentParser:
     la.add_argument("--window", metavar="START:END", help="plot only this window, in us from the first activity")
     common(la)
 
+    cv = sub.add_parser("convert", help="an Nsight Systems SQLite export (.sqlite[.gz], or .nsys-rep with nsys on "
+                                        "PATH) to a Kineto-compatible trace (.json or .json.gz)")
+    cv.add_argument("report")
+    cv.add_argument("-o", "--output", required=True)
+
     e = sub.add_parser("explain", help="which rule classified an op or kernel, in which taxonomy, at which level")
     e.add_argument("trace")
     e.add_argument("name", help="an op or kernel name (exact, else every name containing it)")
@@ -146,6 +151,8 @@ def _run(args: argparse.Namespace) -> int:
         else:
             sys.stdout.write(render_text(d))
         return 0
+    if args.command == "convert":
+        return _convert(args)
     if args.command == "launch":
         return _launch(args)
     if args.command == "flops":
@@ -187,6 +194,29 @@ def _run(args: argparse.Namespace) -> int:
                 render_table(report, Console(file=fh, width=160, color_system=None), top=args.top)
         else:
             render_table(report, Console(), top=args.top)
+    return 0
+
+
+def _convert(args: argparse.Namespace) -> int:
+    import gzip
+
+    import msgspec
+
+    from .load import load_trace
+    from .load.nsys import to_kineto
+
+    trace = load_trace(args.report)
+    if trace.source_format != "nsys":
+        raise TraceError(args.report, "is not an Nsight Systems export (convert reads .sqlite[.gz] / .nsys-rep)")
+    blob = msgspec.json.encode(to_kineto(trace))
+    out = Path(args.output)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_bytes(gzip.compress(blob, 6) if out.name.endswith(".gz") else blob)
+    except OSError as exc:
+        raise TraceError(out, f"cannot write: {exc.strerror or exc}") from None
+    print(f"wrote {out}: {trace.activities.height:,} GPU activities, {trace.launches.height:,} launch calls, "
+          f"{trace.ops.height:,} NVTX ranges" + "".join(f"; {a.message}" for a in trace.anomalies), file=sys.stderr)
     return 0
 
 

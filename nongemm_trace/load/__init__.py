@@ -7,14 +7,45 @@ from pathlib import Path
 from ..errors import TraceError
 from ..trace import Trace
 from .kineto import load_kineto
+from .nsys import load_nsys
 from .source import SQLITE_MAGIC, read_bytes
 
 __all__ = ["load_trace", "TraceError"]
 
 
 def load_trace(path: str | Path, *, keep_python: bool = False) -> Trace:
-    """Load ``path`` (Kineto ``.json`` or ``.json.gz``); bad input raises :class:`TraceError`."""
+    """Load ``path``: a Kineto ``.json``/``.json.gz`` trace, an Nsight Systems SQLite export
+    (``.sqlite``/``.sqlite.gz``), or an ``.nsys-rep`` report (exported first when an ``nsys``
+    binary is on PATH). Bad input raises :class:`TraceError`."""
+    if str(path).endswith(".nsys-rep"):
+        return load_nsys(path, _export_nsys_rep(path))
     data = read_bytes(path)
     if data.startswith(SQLITE_MAGIC):
-        raise TraceError(path, "is an SQLite database (an Nsight Systems export?); only Kineto JSON traces are read")
+        return load_nsys(path, data)
     return load_kineto(path, keep_python=keep_python, data=data)
+
+
+def _export_nsys_rep(path: str | Path) -> bytes:
+    """Export an .nsys-rep to SQLite with the nsys on PATH (never anything else)."""
+    import shutil
+    import subprocess
+    import tempfile
+
+    p = Path(path)
+    if not p.is_file():
+        raise TraceError(p, "no such file")
+    nsys = shutil.which("nsys")
+    if nsys is None:
+        raise TraceError(p, "is an Nsight Systems report and no nsys binary is on PATH: export it first with "
+                            "'nsys export --type sqlite --output REPORT.sqlite REPORT.nsys-rep', then analyze the .sqlite")
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "report.sqlite"
+        try:
+            r = subprocess.run([nsys, "export", "--type", "sqlite", "--force-overwrite", "true", "--output", str(out),
+                                str(p)], capture_output=True, text=True, timeout=1800)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise TraceError(p, f"nsys export failed ({exc})") from None
+        if r.returncode != 0 or not out.exists():
+            last = (r.stderr or r.stdout or "").strip().splitlines()[-1:] or ["no output"]
+            raise TraceError(p, f"nsys export failed: {last[0]}")
+        return out.read_bytes()

@@ -111,7 +111,7 @@ def decode_document(path: str | Path, data: bytes) -> tuple[dict[str, Any], msgs
     """
     head = data[:64].lstrip()
     if data.startswith(SQLITE_MAGIC):
-        raise TraceError(path, "is an SQLite database, not a Kineto JSON trace (Nsight Systems exports are not supported by this reader)")
+        raise TraceError(path, "is an SQLite database, not a Kineto JSON trace")
     if not head:
         raise TraceError(path, "empty file")
     if head[:1] == b"[":

@@ -1,0 +1,292 @@
+"""Nsight Systems SQLite exports (``nsys export --type sqlite``) -> the same tables as Kineto.
+
+* GPU activities: ``CUPTI_ACTIVITY_KIND_KERNEL`` / ``_MEMCPY`` / ``_MEMSET``; kernel names from
+  ``StringIds`` (``demangledName``, else ``shortName``), normalised to Kineto's spelling
+  where nsys differs (``(int)128`` -> ``128``, ``(bool)0`` -> ``false``,
+  ``[lambda(int) (instance 1)]`` -> ``{lambda(int)#1}``, ``<unnamed>`` -> ``(anonymous namespace)``).
+* launch calls: ``CUPTI_ACTIVITY_KIND_RUNTIME`` (and ``_DRIVER``), names without the
+  ``_v7000``-style version suffix, paired by ``correlationId``.
+* ops: NVTX push/pop ranges (``eventType`` 59). ``emit_nvtx`` texts
+  ``aten::op, op_id = N, sizes = [...], input_op_ids = [...]`` (older: ``aten::op, seq = N``)
+  become the op name plus ``Input Dims``; other ranges are user annotations. Domain
+  markers (eventType 75) and unterminated ranges are not ranges.
+* threads: ``globalTid`` carries the process id (bits 24-47) and thread id (bits 0-23).
+
+The schema differs between nsys versions: tables and columns are probed, a missing
+table is a warning (not every capture has memcpys), a missing essential column is a
+one-line error.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from ..errors import TraceError
+from ..trace import Trace
+
+NVTX_PUSH_POP = 59
+NVTX_START_END = 60
+_EMIT_NVTX = re.compile(r"^(?P<name>[^,]+?)(?:, (?:op_id|seq) = (?P<seq>-?\d+))(?:, sizes = (?P<sizes>\[.*?\]))?"
+                        r"(?:, input_op_ids = .*)?$")
+_VERSION_SUFFIX = re.compile(r"_v\d+$")
+_NORMALIZE = [
+    (re.compile(r"\((?:unsigned )?(?:int|long|char|short|unsigned|long long)\)(-?\d+)[uUlL]*"), r"\1"),
+    (re.compile(r"\(bool\)0"), "false"),
+    (re.compile(r"\(bool\)1"), "true"),
+    (re.compile(r"\[lambda\(([^)]*)\) \(instance (\d+)\)\]"), r"{lambda(\1)#\2}"),
+    (re.compile(r"<unnamed>"), "(anonymous namespace)"),
+]
+
+
+def normalize_kernel_name(name: str) -> str:
+    for pat, rep in _NORMALIZE:
+        name = pat.sub(rep, name)
+    return name
+
+
+def _connect(path: str | Path, data: bytes) -> sqlite3.Connection:
+    try:
+        con = sqlite3.connect(":memory:")
+        con.deserialize(data)
+        con.execute("select count(*) from sqlite_master").fetchone()
+        return con
+    except sqlite3.DatabaseError as exc:
+        raise TraceError(path, f"unreadable SQLite database ({exc})") from None
+
+
+def _tables(con: sqlite3.Connection) -> dict[str, list[str]]:
+    names = [r[0] for r in con.execute("select name from sqlite_master where type in ('table', 'view')")]
+    return {n: [r[1] for r in con.execute(f'pragma table_info("{n}")')] for n in names}
+
+
+def load_nsys(path: str | Path, data: bytes) -> Trace:
+    con = _connect(path, data)
+    try:
+        return _load(path, con)
+    except sqlite3.DatabaseError as exc:
+        raise TraceError(path, f"cannot read the Nsight Systems tables ({exc})") from None
+    finally:
+        con.close()
+
+
+def _load(path: str | Path, con: sqlite3.Connection) -> Trace:
+    tables = _tables(con)
+    cupti = [t for t in tables if t.startswith("CUPTI_ACTIVITY_KIND_")]
+    if not cupti and "NVTX_EVENTS" not in tables:
+        raise TraceError(path, "an SQLite database without Nsight Systems tables (no CUPTI_ACTIVITY_KIND_* or "
+                               "NVTX_EVENTS): not an nsys export")
+    notes: list[tuple[str, int, str]] = []
+    strings = dict(con.execute("select id, value from StringIds").fetchall()) if "StringIds" in tables else {}
+    if not strings:
+        notes.append(("missing_table", 1, "no StringIds table: kernel, API and range names are unknown"))
+
+    def s(i: Any) -> str | None:
+        return strings.get(i) if i is not None else None
+
+    acts = _activities(path, con, tables, s, notes)
+    launches = _launches(path, con, tables, s, notes)
+    ops = _ops(path, con, tables, s, notes)
+    meta = _metadata(con, tables)
+    trace = Trace(path=str(path), source_format="nsys", metadata=meta, ops=ops, launches=launches,
+                  activities=acts, python=_empty_python())
+    for code, n, msg in notes:
+        trace.note(code, n, msg)
+    return trace
+
+
+def _need(path, tables, table, cols):
+    missing = [c for c in cols if c not in tables[table]]
+    if missing:
+        raise TraceError(path, f"nsys table {table} lacks columns {', '.join(missing)} (unsupported nsys version?)")
+
+
+def _col(tables, table, name, default="NULL"):
+    return name if name in tables[table] else default
+
+
+def _activities(path, con, tables, s, notes) -> pl.DataFrame:
+    rows: list[tuple] = []
+    for table, kind in (("CUPTI_ACTIVITY_KIND_KERNEL", "kernel"), ("CUPTI_ACTIVITY_KIND_MEMCPY", "memcpy"),
+                        ("CUPTI_ACTIVITY_KIND_MEMSET", "memset")):
+        if table not in tables:
+            if kind == "kernel":
+                notes.append(("missing_table", 1, f"no {table} table: the capture has no kernels"))
+            continue
+        _need(path, tables, table, ["start", "end"])
+        dev, stream, corr = (_col(tables, table, c) for c in ("deviceId", "streamId", "correlationId"))
+        if kind == "kernel":
+            q = (f"select start, end, {dev}, {stream}, {corr}, {_col(tables, table, 'demangledName')}, "
+                 f"{_col(tables, table, 'shortName')}, {_col(tables, table, 'mangledName')}, NULL from {table}")
+        elif kind == "memcpy":
+            q = f"select start, end, {dev}, {stream}, {corr}, {_col(tables, table, 'copyKind')}, NULL, NULL, " \
+                f"{_col(tables, table, 'bytes')} from {table}"
+        else:
+            q = f"select start, end, {dev}, {stream}, {corr}, NULL, NULL, NULL, {_col(tables, table, 'bytes')} from {table}"
+        copy_kinds = _enum(con, tables, "ENUM_CUDA_MEMCPY_OPER")
+        for st, en, d, sm, c, a, b, m, nbytes in con.execute(q):
+            if st is None or en is None or en < st:
+                continue
+            if kind == "kernel":
+                raw = s(a) or s(b) or s(m) or "unknown kernel"
+                name, short = normalize_kernel_name(raw), s(b)
+            elif kind == "memcpy":
+                name, short = f"Memcpy {copy_kinds.get(a, 'unknown')}", None
+            else:
+                name, short = "Memset (Device)", None
+            rows.append((name, "kernel" if kind == "kernel" else f"gpu_{kind}", str(d if d is not None else ""),
+                         str(sm if sm is not None else ""), int(st), int(en - st), kind, c, d, sm, nbytes, short))
+    df = pl.DataFrame(rows, schema={"name": pl.Utf8, "cat": pl.Utf8, "pid": pl.Utf8, "tid": pl.Utf8, "ts_ns": pl.Int64,
+                                    "dur_ns": pl.Int64, "kind": pl.Utf8, "correlation": pl.Int64, "device": pl.Int64,
+                                    "stream": pl.Int64, "bytes": pl.Int64, "short_name": pl.Utf8}, orient="row")
+    df = df.sort(["ts_ns", "device", "stream"]).with_columns(pl.lit(None, pl.Int64).alias("external_id"))
+    df = df.with_columns((pl.col("ts_ns") + pl.col("dur_ns")).alias("end_ns")).with_row_index("activity_id")
+    return df.with_columns(pl.col("activity_id").cast(pl.Int64).alias("ev_idx"))
+
+
+def _enum(con, tables, table) -> dict[int, str]:
+    if table not in tables:
+        return {}
+    col = "label" if "label" in tables[table] else "name"
+    return {i: v for i, v in con.execute(f"select id, {col} from {table}")}
+
+
+def _split_tid(gtid: int | None) -> tuple[str, str]:
+    if gtid is None:
+        return "", ""
+    return str((gtid >> 24) & 0xFFFFFF), str(gtid & 0xFFFFFF)
+
+
+def _launches(path, con, tables, s, notes) -> pl.DataFrame:
+    rows = []
+    for table, cat in (("CUPTI_ACTIVITY_KIND_RUNTIME", "cuda_runtime"), ("CUPTI_ACTIVITY_KIND_DRIVER", "cuda_driver")):
+        if table not in tables:
+            if cat == "cuda_runtime":
+                notes.append(("missing_table", 1, f"no {table} table: GPU activities cannot be linked to launch calls"))
+            continue
+        _need(path, tables, table, ["start", "end", "globalTid", "correlationId"])
+        name_col = _col(tables, table, "nameId")
+        for st, en, g, c, n in con.execute(f"select start, end, globalTid, correlationId, {name_col} from {table}"):
+            if st is None or en is None:
+                continue
+            pid, tid = _split_tid(g)
+            rows.append((_VERSION_SUFFIX.sub("", s(n) or "unknown"), cat, pid, tid, int(st), int(max(0, en - st)), c))
+    df = pl.DataFrame(rows, schema={"name": pl.Utf8, "cat": pl.Utf8, "pid": pl.Utf8, "tid": pl.Utf8, "ts_ns": pl.Int64,
+                                    "dur_ns": pl.Int64, "correlation": pl.Int64}, orient="row").sort("ts_ns")
+    df = df.with_columns(pl.lit(None, pl.Int64).alias("external_id"),
+                         (pl.col("ts_ns") + pl.col("dur_ns")).alias("end_ns")).with_row_index("launch_id")
+    return df.with_columns(pl.lit(None, pl.Int64).alias("ev_idx"))
+
+
+def _ops(path, con, tables, s, notes) -> pl.DataFrame:
+    rows = []
+    if "NVTX_EVENTS" not in tables:
+        notes.append(("missing_table", 1, "no NVTX_EVENTS table: no op ranges (capture with -t nvtx under emit_nvtx); "
+                                          "activities are classified by kernel name"))
+    else:
+        cols = tables["NVTX_EVENTS"]
+        _need(path, tables, "NVTX_EVENTS", ["start", "end", "eventType", "globalTid"])
+        text = "text" if "text" in cols else "NULL"
+        tid_col = "textId" if "textId" in cols else "NULL"
+        other = unterminated = 0
+        for st, en, et, tx, tid_, g in con.execute(
+                f"select start, end, eventType, {text}, {tid_col}, globalTid from NVTX_EVENTS"):
+            if et != NVTX_PUSH_POP:
+                other += et == NVTX_START_END
+                continue
+            if en is None or st is None or en < st:
+                unterminated += 1
+                continue
+            label = tx if tx is not None else (s(tid_) or "")
+            m = _EMIT_NVTX.match(label)
+            pid, tid = _split_tid(g)
+            if m:
+                rows.append((m.group("name").strip(), "cpu_op", pid, tid, int(st), int(en - st), m.group("sizes"),
+                             int(m.group("seq"))))
+            else:
+                rows.append((label, "user_annotation", pid, tid, int(st), int(en - st), None, None))
+        if unterminated:
+            notes.append(("unterminated_ranges", unterminated, f"{unterminated} NVTX ranges have no end; skipped"))
+        if other:
+            notes.append(("start_end_ranges", other, f"{other} NVTX start/end ranges (not push/pop, may cross "
+                                                     f"threads) are not used as op ranges"))
+    df = pl.DataFrame(rows, schema={"name": pl.Utf8, "cat": pl.Utf8, "pid": pl.Utf8, "tid": pl.Utf8, "ts_ns": pl.Int64,
+                                    "dur_ns": pl.Int64, "input_dims": pl.Utf8, "sequence_number": pl.Int64},
+                      orient="row").sort(["ts_ns", "dur_ns"], descending=[False, True])
+    df = df.with_columns(
+        pl.lit(None, pl.Int64).alias("external_id"), pl.lit(None, pl.Utf8).alias("input_type"),
+        pl.lit(None, pl.Utf8).alias("concrete_inputs"), pl.lit(None, pl.Int64).alias("fwd_thread_id"),
+        pl.lit(None, pl.Utf8).alias("kernel_backend"), (pl.col("ts_ns") + pl.col("dur_ns")).alias("end_ns"))
+    df = df.select("name", "cat", "pid", "tid", "ts_ns", "dur_ns", "external_id", "input_dims", "input_type",
+                   "concrete_inputs", "sequence_number", "fwd_thread_id", "kernel_backend", "end_ns")
+    return df.with_row_index("op_id").with_columns(pl.lit(None, pl.Int64).alias("ev_idx"))
+
+
+def _empty_python() -> pl.DataFrame:
+    return pl.DataFrame(schema={"op_id": pl.UInt32, "name": pl.Utf8, "cat": pl.Utf8, "pid": pl.Utf8, "tid": pl.Utf8,
+                                "ts_ns": pl.Int64, "dur_ns": pl.Int64, "external_id": pl.Int64, "end_ns": pl.Int64,
+                                "ev_idx": pl.Int64})
+
+
+def _metadata(con, tables) -> dict[str, Any]:
+    meta: dict[str, Any] = {}
+    if "TARGET_INFO_GPU" in tables:
+        cols = tables["TARGET_INFO_GPU"]
+        want = [c for c in ("id", "name", "totalMemory", "smCount", "chipName", "computeMajor", "computeMinor")
+                if c in cols]
+        devs = []
+        for row in con.execute(f"select {', '.join(want)} from TARGET_INFO_GPU"):
+            d = dict(zip(want, row))
+            devs.append({"id": d.get("id"), "name": d.get("name"), "totalGlobalMem": d.get("totalMemory"),
+                         "numSms": d.get("smCount"), "chipName": d.get("chipName"),
+                         **({"computeMajor": d["computeMajor"]} if "computeMajor" in d else {}),
+                         **({"computeMinor": d["computeMinor"]} if "computeMinor" in d else {})})
+        meta["deviceProperties"] = devs
+    for t in ("META_DATA_EXPORT", "EXPORT_META_DATA"):
+        if t in tables:
+            kv = dict(con.execute(f"select name, value from {t}").fetchall())
+            meta["nsys_version"] = kv.get("EXPORT_PRODUCT_VERSION")
+            meta["nsys_schema_version"] = kv.get("EXPORT_SCHEMA_VERSION")
+    return meta
+
+
+def to_kineto(trace: Trace) -> dict[str, Any]:
+    """The loaded tables as a Kineto-compatible document (ts/dur in microseconds)."""
+    def us(x):
+        return round(int(x) / 1000.0, 3)
+
+    def ident(x):
+        return int(x) if isinstance(x, str) and x.lstrip("-").isdigit() else x
+
+    events: list[dict[str, Any]] = []
+    for r in trace.ops.iter_rows(named=True):
+        args: dict[str, Any] = {}
+        if r["input_dims"]:
+            import json
+            try:
+                args["Input Dims"] = json.loads(r["input_dims"])
+            except ValueError:
+                pass
+        if r["sequence_number"] is not None:
+            args["Sequence number"] = r["sequence_number"]
+        events.append({"ph": "X", "cat": r["cat"], "name": r["name"], "pid": ident(r["pid"]), "tid": ident(r["tid"]),
+                       "ts": us(r["ts_ns"]), "dur": us(r["dur_ns"]), "args": args})
+    for r in trace.launches.iter_rows(named=True):
+        events.append({"ph": "X", "cat": r["cat"], "name": r["name"], "pid": ident(r["pid"]), "tid": ident(r["tid"]),
+                       "ts": us(r["ts_ns"]), "dur": us(r["dur_ns"]), "args": {"correlation": r["correlation"]}})
+    for r in trace.activities.iter_rows(named=True):
+        args = {"device": r["device"], "stream": r["stream"], "correlation": r["correlation"]}
+        if r["bytes"] is not None:
+            args["bytes"] = r["bytes"]
+        if r.get("short_name"):
+            args["shortName"] = r["short_name"]
+        events.append({"ph": "X", "cat": r["cat"], "name": r["name"], "pid": r["device"], "tid": r["stream"],
+                       "ts": us(r["ts_ns"]), "dur": us(r["dur_ns"]), "args": args})
+    doc = {"schemaVersion": 1, "traceName": trace.path, "displayTimeUnit": "ms",
+           "deviceProperties": trace.metadata.get("deviceProperties", []),
+           "nsys_version": trace.metadata.get("nsys_version"), "traceEvents": events}
+    return doc
