@@ -1,0 +1,190 @@
+"""Capture a torch.profiler (Kineto) trace of N steps in one line, with run metadata.
+
+In a loop you already have::
+
+    from collectors.torch_profiler import profile_steps
+
+    with profile_steps("out", "resnet50_bs8", steps=5, metadata={"model": "resnet50", "batch": 8}) as step:
+        for batch in loader:
+            train_step(batch)
+            step()                      # marks ProfilerStep#N; stops profiling after the last step
+
+Or hand over a step function::
+
+    capture(lambda: model(x), "out", "resnet50_bs8", steps=5)
+
+Or from the shell, with a factory ``pkg.module:make_step`` that returns a step
+callable (or ``(step, metadata)``)::
+
+    python -m collectors.torch_profiler pkg.module:make_step --steps 5 -o out/ --name resnet50
+
+Each capture writes ``NAME.json.gz`` (the Kineto trace, with the metadata under
+``nongemm_run`` and as trace metadata) and, when nongemm-trace is importable,
+``NAME.nongemm.json`` (the ``analyze`` summary). Schedule: ``wait`` idle steps,
+``warmup`` traced-but-discarded steps, then ``steps`` active steps, each marked
+``ProfilerStep#N``; ``record_shapes=True``; CPU + CUDA activities when CUDA is there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import gzip
+import importlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+
+def run_metadata(extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """torch / CUDA versions, device, host, git commit of the working directory (if any), plus ``extra``."""
+    import torch
+
+    meta: dict[str, Any] = {"torch": torch.__version__, "python": sys.version.split()[0],
+                            "cuda": getattr(torch.version, "cuda", None), "hip": getattr(torch.version, "hip", None)}
+    if torch.cuda.is_available():
+        meta["device"] = torch.cuda.get_device_name(0)
+        meta["device_count"] = torch.cuda.device_count()
+    else:
+        meta["device"] = "cpu"
+    git = shutil.which("git")
+    if git:
+        try:
+            r = subprocess.run([git, "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5)
+            if r.returncode == 0:
+                meta["git_commit"] = r.stdout.strip()
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+    meta.update(extra or {})
+    return meta
+
+
+def trace_handler(out_dir: str | os.PathLike, name: str, metadata: dict[str, Any] | None = None,
+                  summary: bool = True) -> Callable[[Any], None]:
+    """An ``on_trace_ready`` callback: writes ``NAME.json.gz`` and ``NAME.nongemm.json``.
+
+    A second cycle of the schedule (``repeat`` > 1) writes ``NAME.2.json.gz`` and so on."""
+    out = Path(out_dir)
+    count = {"n": 0}
+    meta = run_metadata(metadata)
+
+    def handler(prof) -> None:
+        count["n"] += 1
+        stem = name if count["n"] == 1 else f"{name}.{count['n']}"
+        out.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory() as tmp:
+            raw = Path(tmp) / "trace.json"
+            prof.export_chrome_trace(str(raw))
+            doc = json.loads(raw.read_text())
+        doc["nongemm_run"] = meta
+        path = out / f"{stem}.json.gz"
+        with gzip.open(path, "wt", encoding="utf-8", compresslevel=6) as fh:
+            json.dump(doc, fh)
+        if summary:
+            write_summary(path)
+
+    return handler
+
+
+def write_summary(trace_path: Path) -> Path | None:
+    """``analyze`` the trace and write its JSON report next to it (skipped, with a note on
+    stderr, when nongemm-trace is not importable in this environment)."""
+    try:
+        from nongemm_trace import analyze
+        from nongemm_trace.report.json_out import render_json
+    except ImportError as exc:
+        print(f"collectors: no summary for {trace_path} (nongemm-trace not importable: {exc})", file=sys.stderr)
+        return None
+    out = trace_path.with_name(trace_path.name.replace(".json.gz", ".nongemm.json"))
+    out.write_text(render_json(analyze(trace_path)))
+    return out
+
+
+def _activities():
+    import torch
+    acts = [torch.profiler.ProfilerActivity.CPU]
+    if torch.cuda.is_available():
+        acts.append(torch.profiler.ProfilerActivity.CUDA)
+    return acts
+
+
+@contextlib.contextmanager
+def profile_steps(out_dir: str | os.PathLike, name: str, *, steps: int = 5, wait: int = 1, warmup: int = 1,
+                  metadata: dict[str, Any] | None = None, with_stack: bool = False, with_modules: bool = False,
+                  summary: bool = True) -> Iterator[Callable[[], None]]:
+    """Profile the steps of an existing loop; call the yielded function once per step."""
+    import torch
+
+    sched = torch.profiler.schedule(wait=wait, warmup=warmup, active=steps, repeat=1)
+    prof = torch.profiler.profile(activities=_activities(), schedule=sched, record_shapes=True,
+                                  with_stack=with_stack, with_modules=with_modules,
+                                  on_trace_ready=trace_handler(out_dir, name, metadata, summary))
+    with prof:
+        for k, v in run_metadata(metadata).items():
+            prof.add_metadata(f"nongemm_{k}", str(v))
+        yield prof.step
+
+
+def capture(step: Callable[[], Any], out_dir: str | os.PathLike, name: str, *, steps: int = 5, wait: int = 1,
+            warmup: int = 1, metadata: dict[str, Any] | None = None, with_stack: bool = False,
+            summary: bool = True) -> Path:
+    """Run ``step`` wait + warmup + steps times under the profiler; returns the trace path."""
+    import torch
+
+    sync = torch.cuda.synchronize if torch.cuda.is_available() else (lambda: None)
+    with profile_steps(out_dir, name, steps=steps, wait=wait, warmup=warmup, metadata=metadata,
+                       with_stack=with_stack, summary=summary) as mark:
+        for _ in range(wait + warmup + steps):
+            step()
+            sync()
+            mark()
+    return Path(out_dir) / f"{name}.json.gz"
+
+
+def load_factory(spec: str) -> tuple[Callable[[], Any], dict[str, Any]]:
+    """``pkg.module:make_step`` -> (step, metadata); the factory returns a step or (step, metadata)."""
+    if ":" not in spec:
+        raise SystemExit(f"collectors: expected MODULE:FUNCTION, got {spec!r}")
+    mod_name, fn_name = spec.split(":", 1)
+    sys.path.insert(0, os.getcwd())
+    try:
+        fn = getattr(importlib.import_module(mod_name), fn_name)
+    except (ImportError, AttributeError) as exc:
+        raise SystemExit(f"collectors: cannot load {spec}: {exc}") from None
+    made = fn()
+    if isinstance(made, tuple):
+        step, meta = made
+        return step, dict(meta or {})
+    return made, {}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m collectors.torch_profiler", description=__doc__.splitlines()[0])
+    ap.add_argument("factory", help="MODULE:FUNCTION returning a step callable or (step, metadata)")
+    ap.add_argument("-o", "--out", default=".", help="output folder")
+    ap.add_argument("--name", help="trace name (default: the function's name)")
+    ap.add_argument("--steps", type=int, default=5)
+    ap.add_argument("--wait", type=int, default=1)
+    ap.add_argument("--warmup", type=int, default=1)
+    ap.add_argument("--with-stack", action="store_true")
+    ap.add_argument("--no-summary", action="store_true")
+    ap.add_argument("--meta", action="append", default=[], metavar="KEY=VALUE", help="extra run metadata")
+    args = ap.parse_args(argv)
+    step, meta = load_factory(args.factory)
+    for kv in args.meta:
+        k, _, v = kv.partition("=")
+        meta[k] = v
+    name = args.name or args.factory.split(":")[1]
+    path = capture(step, args.out, name, steps=args.steps, wait=args.wait, warmup=args.warmup, metadata=meta,
+                   with_stack=args.with_stack, summary=not args.no_summary)
+    print(path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

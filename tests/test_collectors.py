@@ -1,0 +1,99 @@
+"""Collectors: torch.profiler capture on the CPU; the nsys collector with a stand-in nsys binary."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import stat
+import subprocess
+import sys
+
+import pytest
+
+from conftest import REPO, shared
+
+torch = pytest.importorskip("torch", reason="torch not installed (pip install torch==2.13.0)")
+
+
+def test_capture_writes_trace_metadata_and_summary(tmp_path):
+    from collectors.examples import tiny_mlp
+    from collectors.torch_profiler import capture
+
+    step, meta = tiny_mlp()
+    path = capture(step, tmp_path, "mlp", steps=3, wait=1, warmup=1, metadata=meta)
+    doc = json.loads(gzip.decompress(path.read_bytes()))
+    steps = sorted(e["name"] for e in doc["traceEvents"] if e.get("name", "").startswith("ProfilerStep#"))
+    assert len(steps) == 3
+    assert doc["nongemm_run"]["model"] == "tiny_mlp" and doc["nongemm_run"]["torch"] == torch.__version__
+    ops = [e for e in doc["traceEvents"] if e.get("cat") == "cpu_op"]
+    assert any("Input Dims" in e.get("args", {}) for e in ops)  # record_shapes
+    summary = json.loads((tmp_path / "mlp.nongemm.json").read_text())
+    assert summary["metric"] == "cpu"  # a CPU run has no GPU activity
+    assert summary["step_marker"] == "ProfilerStep" and len(summary["steps"]) == 3
+    cats = {c["category"] for c in summary["categories"] if c["cpu_time_us"] > 0}
+    assert {"gemm", "normalization", "activation"} <= cats
+
+
+def test_profile_steps_in_an_existing_loop(tmp_path):
+    from collectors.torch_profiler import profile_steps
+
+    model = torch.nn.Linear(8, 8)
+    x = torch.randn(4, 8)
+    with profile_steps(tmp_path, "loop", steps=2, wait=0, warmup=1, summary=False) as step:
+        for _ in range(3):
+            model(x)
+            step()
+    doc = json.loads(gzip.decompress((tmp_path / "loop.json.gz").read_bytes()))
+    assert sum(1 for e in doc["traceEvents"] if e.get("name", "").startswith("ProfilerStep#")) == 2
+    assert not (tmp_path / "loop.nongemm.json").exists()
+
+
+def test_command_line_entry_point(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "collectors.torch_profiler", "collectors.examples:tiny_mlp",
+                        "--steps", "2", "-o", str(tmp_path), "--name", "cli", "--meta", "batch=16"],
+                       cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "cli.json.gz").exists() and (tmp_path / "cli.nongemm.json").exists()
+    doc = json.loads(gzip.decompress((tmp_path / "cli.json.gz").read_bytes()))
+    assert doc["nongemm_run"]["batch"] == "16"
+
+
+def test_nsys_collector_with_a_stand_in_binary(tmp_path):
+    """The flow around nsys: profile args, export to SQLite, conversion to Kineto JSON."""
+    from collectors import nsys as col
+
+    sqlite = gzip.decompress(shared("h200_nsys", "bert_nvtx.sqlite.gz").read_bytes())
+    real = tmp_path / "real.sqlite"
+    real.write_bytes(sqlite)
+    log = tmp_path / "calls.log"
+    fake = tmp_path / "nsys"
+    fake.write_text(f"""#!/bin/sh
+echo "$@" >> {log}
+if [ "$1" = profile ]; then
+  out=""; prev=""
+  for a in "$@"; do [ "$prev" = "-o" ] && out="$a"; prev="$a"; done
+  echo rep > "$out.nsys-rep"
+elif [ "$1" = export ]; then
+  out=""; prev=""
+  for a in "$@"; do [ "$prev" = "--output" ] && out="$a"; prev="$a"; done
+  cp {real} "$out"
+fi
+""")
+    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    paths = col.profile([sys.executable, "-c", "pass"], tmp_path / "out" / "bert", nsys=str(fake))
+    calls = log.read_text().splitlines()
+    assert calls[0].startswith("profile -t cuda,nvtx --sample=none --cpuctxsw=none --capture-range=cudaProfilerApi")
+    assert calls[1].startswith("export --type sqlite")
+    doc = json.loads(gzip.decompress(paths["trace"].read_bytes()))
+    assert sum(1 for e in doc["traceEvents"] if e["cat"] == "kernel") == 308
+    import nongemm_trace
+    assert nongemm_trace.analyze(paths["trace"]).gpu_activities == 308
+
+
+def test_nsys_collector_needs_a_binary(monkeypatch, tmp_path):
+    from collectors import nsys as col
+    monkeypatch.delenv("NSYS", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(SystemExit, match="no nsys binary"):
+        col.find_nsys()
