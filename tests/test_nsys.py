@@ -147,3 +147,16 @@ def test_convert_refuses_kineto_input(tmp_path, capsys):
     code = main(["convert", str(shared("h200", "bert_base_fp32_bs8_s128__eager.json.gz")), "-o", str(tmp_path / "x")])
     assert code == 2
     assert "not an Nsight Systems export" in capsys.readouterr().err
+
+
+def test_both_collectors_agree_on_the_same_workload():
+    """ResNet-50 captured on an H200 by collectors.torch_profiler and by collectors.nsys."""
+    from conftest import SAMPLES
+    a = nongemm_trace.analyze(SAMPLES / "collected" / "resnet50_bs8_torchprof.json.gz")
+    b = nongemm_trace.analyze(SAMPLES / "collected" / "resnet50_bs8_nsys.sqlite.gz")
+    assert a.gpu_activities == b.gpu_activities == 1160
+    assert a.steps.height == b.steps.height == 5
+    assert dict(a.categories.select("category", "activities").iter_rows()) == \
+        dict(b.categories.select("category", "activities").iter_rows())
+    for cat, share in a.categories.select("category", "share").iter_rows():
+        assert abs(share - b.share(cat)) < 0.01, cat

@@ -26,7 +26,10 @@ def find_steps(ops: pl.DataFrame, marker: str | None = None) -> tuple[pl.DataFra
         cand = ops.filter(pl.col("name").str.starts_with(PROFILER_STEP))
         used = PROFILER_STEP.rstrip("#") if cand.height else None
         if cand.height == 0:
-            roots = ops.filter((pl.col("depth") == 0) & (pl.col("cat") == "user_annotation"))
+            # outermost annotations (or wrapper ranges: under emit_nvtx a record_function range is
+            # written like an op) that repeat
+            wrap = pl.col("is_wrapper") if "is_wrapper" in ops.columns else pl.lit(False)
+            roots = ops.filter((pl.col("depth") == 0) & ((pl.col("cat") == "user_annotation") | wrap))
             counts = (roots.group_by("name").agg(pl.len().alias("n"), pl.col("ts_ns").min().alias("first"))
                       .filter(pl.col("n") >= 2).sort(["n", "first"], descending=[True, False]))
             if counts.height:
