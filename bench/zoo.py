@@ -67,12 +67,19 @@ def hf_text(cls, cfg_cls, bs=1, seq=512, dtype=F16, **cfg):
     return make
 
 
-def hf_vision(cls, cfg_cls, bs=1, hw=512, dtype=F16, **cfg):
+def hf_vision(cls, cfg_cls, bs=1, hw=512, dtype=F16, autocast=False, **cfg):
+    """``autocast``: keep fp32 weights and run under torch.autocast(fp16), for models whose
+    code builds fp32 tensors internally (MaskFormer's pixel decoder)."""
     def make():
         import transformers as T
         c = getattr(T, cfg_cls)(**cfg)
-        m = _build(lambda: getattr(T, cls)(c), dtype)
-        px = torch.randn(bs, 3, hw, hw, device=DEV, dtype=dtype)
+        m = _build(lambda: getattr(T, cls)(c), torch.float32 if autocast else dtype)
+        px = torch.randn(bs, 3, hw, hw, device=DEV, dtype=torch.float32 if autocast else dtype)
+        if autocast:
+            def fwd(mod):
+                with torch.autocast("cuda", dtype=dtype):
+                    return mod(pixel_values=px)
+            return m, fwd
         return m, (lambda mod: mod(pixel_values=px))
     return make
 
@@ -91,7 +98,7 @@ EAGER = {
     "detr_resnet50": hf_vision("DetrForObjectDetection", "DetrConfig", hw=800, use_pretrained_backbone=False),
     "fasterrcnn_resnet50_fpn": tv_det("fasterrcnn_resnet50_fpn"),
     "maskrcnn_resnet50_fpn": tv_det("maskrcnn_resnet50_fpn"),
-    "maskformer_swin": hf_vision("MaskFormerForInstanceSegmentation", "MaskFormerConfig", hw=384),
+    "maskformer_swin": hf_vision("MaskFormerForInstanceSegmentation", "MaskFormerConfig", hw=384, autocast=True),
     "segformer_b0": hf_vision("SegformerForSemanticSegmentation", "SegformerConfig", hw=512),
     "gpt2": hf_text("GPT2LMHeadModel", "GPT2Config", **GPT2["gpt2"]),
     "gpt2_large": hf_text("GPT2LMHeadModel", "GPT2Config", **GPT2["gpt2-large"]),
