@@ -158,3 +158,22 @@ def test_testing_helpers():
     with pytest.raises(AssertionError, match="qdq"):
         testing.assert_no_regression(fp8, baseline=bf16, max_regression=1.0, categories={"qdq": 0.1})
     testing.assert_checks(bf16, max_share={"GEMM": 0.9})
+
+
+def test_horizon_table_command_on_sample_zoo_traces():
+    """bench/horizon_table.py, the command that rebuilds docs/horizon-h200.md's table."""
+    import subprocess
+    import sys
+    from conftest import REPO
+    r = subprocess.run([sys.executable, str(REPO / "bench" / "horizon_table.py"), str(SAMPLES / "zoo")],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    rows = [line for line in r.stdout.splitlines() if line.startswith("| ") and "---" not in line][1:]
+    assert len(rows) == 5
+    seg = next(line for line in rows if line.startswith("| segformer_b0 | bs1_fp16_compiled"))
+    assert "n/a (Inductor)" in seg and "-> " in seg  # fusion effect against the eager row
+    doc = (REPO / "docs" / "horizon-h200.md").read_text()
+    table = [line for line in doc.splitlines() if line.startswith("| ") and "bs1_fp16_eager" in line]
+    assert len({line.split("|")[1].strip() for line in table}) >= 15
+    for fig in ("horizon_eager_bs1.png", "horizon_fusion.png", "horizon_fp8.png"):
+        assert (REPO / "docs" / fig).stat().st_size > 10_000
