@@ -24,8 +24,13 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--version", action="version", version=f"nongemm-trace {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
-    a = sub.add_parser("analyze", help="GEMM / non-GEMM breakdown of one Kineto trace (.json or .json.gz)")
-    a.add_argument("trace", help="torch.profiler / Kineto trace file")
+    a = sub.add_parser("analyze", help="GEMM / non-GEMM breakdown of traces (Kineto .json[.gz], nsys .sqlite[.gz])")
+    a.add_argument("traces", nargs="+", metavar="TRACE",
+                   help="trace file(s), folders (every trace inside) or globs; several are analysed in parallel")
+    a.add_argument("--engine", choices=("process", "ray"), default="process",
+                   help="several traces: worker processes on this machine (default) or Ray tasks")
+    a.add_argument("--workers", type=int, default=None, help="parallel workers (default: the CPU count)")
+    a.add_argument("-q", "--quiet", action="store_true", help="no progress display on stderr")
     a.add_argument("--metric", choices=("gpu", "cpu", "paper"), default=None,
                    help="gpu: summed GPU activity time (default); cpu: operator CPU time; paper: cpu + gpu "
                         "(the NonGEMM artifact's metric). Default: the taxonomy's")
@@ -142,6 +147,13 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    if args.command == "analyze":
+        from .batch import expand_inputs
+        batch = len(args.traces) > 1 or any(Path(t).is_dir() or (any(ch in t for ch in "*?[") and not Path(t).exists())
+                                            for t in args.traces)
+        if batch:
+            return _batch(args, expand_inputs(args.traces))
+        args.trace = args.traces[0]
     if args.command == "explain":
         from .explain import explain, render_text
         d = explain(args.trace, args.name, taxonomy=args.taxonomy)
@@ -169,11 +181,15 @@ def _run(args: argparse.Namespace) -> int:
         return 0
     from .api import analyze
 
-    report = analyze(
-        args.trace, metric=args.metric, level=args.level, taxonomy=args.taxonomy,
-        drop_unlinked=args.drop_unlinked, step_marker=args.step_marker, skip_steps=args.skip_steps,
-        keep_python=args.keep_python,
-    )
+    opts = dict(metric=args.metric, level=args.level, taxonomy=args.taxonomy, drop_unlinked=args.drop_unlinked,
+                step_marker=args.step_marker, skip_steps=args.skip_steps, keep_python=args.keep_python)
+    big = Path(args.trace).is_file() and Path(args.trace).stat().st_size > (64 << 20)
+    if big and not args.quiet and sys.stderr.isatty():
+        from rich.console import Console
+        with Console(stderr=True).status(f"analysing {args.trace} ({Path(args.trace).stat().st_size / 1e6:,.0f} MB)"):
+            report = analyze(args.trace, **opts)
+    else:
+        report = analyze(args.trace, **opts)
     if args.format == "json":
         from .report.json_out import render_json
         _emit(render_json(report, max_ops=args.max_ops), args.output)
@@ -195,6 +211,85 @@ def _run(args: argparse.Namespace) -> int:
         else:
             render_table(report, Console(), top=args.top)
     return 0
+
+
+def _batch(args: argparse.Namespace, paths: list[str]) -> int:
+    from .batch import run_batch
+
+    opts = dict(metric=args.metric, level=args.level, taxonomy=args.taxonomy, drop_unlinked=args.drop_unlinked,
+                step_marker=args.step_marker, skip_steps=args.skip_steps, keep_python=args.keep_python)
+    parquet_dir = None
+    if args.format == "parquet":
+        if not args.output:
+            raise TraceError(paths[0], "--format parquet with several traces needs -o/--output DIR (a Parquet dataset)")
+        parquet_dir = args.output
+    show = not args.quiet and sys.stderr.isatty()
+    progress_cb = None
+    bar = None
+    if show:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+        bar = Progress(TextColumn("analysing"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                       TextColumn("{task.description}"), transient=True)
+        task = bar.add_task("", total=len(paths))
+        bar.start()
+
+        def progress_cb(done, total, path):
+            bar.update(task, completed=done, description=Path(path).name)
+    try:
+        result = run_batch(paths, opts, engine=args.engine, workers=args.workers, parquet_dir=parquet_dir,
+                           progress=progress_cb)
+    finally:
+        if bar is not None:
+            bar.stop()
+    for f in result.failed:
+        print(f"nongemm-trace: error: {f['error']}", file=sys.stderr)
+    d = result.to_dict()
+    if args.format == "json":
+        import json
+        _emit(json.dumps(d, indent=2, ensure_ascii=False) + "\n", args.output)
+    elif args.format == "parquet":
+        print(f"wrote the Parquet dataset {parquet_dir} (table=categories|ops|kernels, one part per trace)",
+              file=sys.stderr)
+    elif args.format in ("csv", "markdown"):
+        _emit(_batch_rows(d, args.format), args.output)
+    else:
+        from rich.console import Console
+
+        from .report.batch_table import render_batch
+        if args.output:
+            with _open_out(args.output) as fh:
+                render_batch(d, Console(file=fh, width=160, color_system=None))
+        else:
+            render_batch(d, Console())
+    return EXIT_BAD_INPUT if result.failed else 0
+
+
+def _batch_rows(d: dict, fmt: str) -> str:
+    head = ["trace", "rank", "metric", "gpu_time_us", "gpu_activities", "GEMM_share", "non_GEMM_share",
+            "top_non_GEMM_category"]
+    rows = []
+    for r in d["traces"]:
+        cls = {c["class"]: c["share"] for c in r["classes"]}
+        non = [c for c in r["categories"] if c["class"] == "non-GEMM" and c["share"] > 0]
+        rows.append([r["trace"], "" if r.get("rank") is None else r["rank"], r["metric"], r["gpu_time_us"],
+                     r["gpu_activities"], round(cls.get("GEMM", 0.0), 6), round(cls.get("non-GEMM", 0.0), 6),
+                     non[0]["category"] if non else ""])
+    if fmt == "csv":
+        import csv
+        import io
+        buf = io.StringIO()
+        w = csv.writer(buf)
+        w.writerow(head)
+        w.writerows(rows)
+        return buf.getvalue()
+    out = ["| trace | GPU time (us) | activities | GEMM | non-GEMM | top non-GEMM |", "|---|---:|---:|---:|---:|---|"]
+    for r in rows:
+        out.append(f"| {Path(r[0]).name} | {r[3]:,.1f} | {r[4]:,} | {100 * r[5]:.1f} % | {100 * r[6]:.1f} % | {r[7]} |")
+    c = d["combined"]
+    out.append(f"| **all {c['traces']} traces** | {c['gpu_time_us']:,.1f} | {c['gpu_activities']:,} | "
+               + " | ".join(f"{100 * next((x['share'] for x in c['classes'] if x['class'] == k), 0.0):.1f} %"
+                            for k in ("GEMM", "non-GEMM")) + " | |")
+    return "\n".join(out) + "\n"
 
 
 def _convert(args: argparse.Namespace) -> int:

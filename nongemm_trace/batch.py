@@ -1,0 +1,206 @@
+"""Many traces at once: files, folders and globs, analysed in parallel worker processes
+(or Ray tasks), reported per trace, combined, and across distributed ranks.
+
+Each worker runs the same :func:`~nongemm_trace.analyze` as a single-file run and
+returns its JSON object; a file that cannot be analysed is named with its one-line
+error while the others still report. The combined view sums GPU time and
+activities per category over all traces; the ranks view compares per-rank step
+times (mean CPU span of the steps) and their straggler spread.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from ._version import __version__
+from .errors import TraceError
+
+TRACE_SUFFIXES = (".json", ".json.gz", ".sqlite", ".sqlite.gz", ".nsys-rep")
+SKIP_SUFFIXES = (".nongemm.json", ".meta.json", ".golden.json.gz", ".golden.json")
+
+
+def _is_trace(p: Path) -> bool:
+    n = p.name
+    return n.endswith(TRACE_SUFFIXES) and not n.endswith(SKIP_SUFFIXES)
+
+
+def expand_inputs(items: list[str]) -> list[str]:
+    """Files as given; folders: every trace file below them (recursively); globs expanded.
+    Order: as given, folders and globs sorted. Nothing found for an item is an error."""
+    out: list[str] = []
+    for it in items:
+        p = Path(it)
+        if p.is_dir():
+            found = sorted(str(f) for f in p.rglob("*") if f.is_file() and _is_trace(f))
+            if not found:
+                raise TraceError(it, "folder holds no trace files (.json[.gz], .sqlite[.gz], .nsys-rep)")
+            out += found
+        elif any(ch in it for ch in "*?[") and not p.exists():
+            found = sorted(f for f in glob.glob(it, recursive=True) if Path(f).is_file())
+            if not found:
+                raise TraceError(it, "no file matches this pattern")
+            out += found
+        else:
+            out.append(it)
+    seen: set[str] = set()
+    return [x for x in out if not (x in seen or seen.add(x))]
+
+
+def _work(path: str, options: dict[str, Any], parquet_dir: str | None, index: int) -> dict[str, Any]:
+    """One trace, in a worker: the analyze JSON object, or the error line."""
+    from .api import analyze
+
+    try:
+        rep = analyze(path, **options)
+    except TraceError as exc:
+        return {"trace": path, "error": exc.one_line()}
+    except MemoryError:
+        return {"trace": path, "error": f"{path}: out of memory"}
+    except Exception as exc:  # one bad file never stops the batch
+        return {"trace": path, "error": f"{path}: unexpected failure ({type(exc).__name__}: {exc})"}
+    d = rep.to_dict()
+    di = rep.metadata.get("trace", {}).get("distributedInfo")
+    d["rank"] = di.get("rank") if isinstance(di, dict) else None
+    d["step_cpu_times_us"] = [round(t / 1000, 3) for t in rep.steps["cpu_time_ns"].to_list()] if rep.steps.height else []
+    if parquet_dir:
+        _write_parts(rep, Path(parquet_dir), index, d["rank"])
+    return d
+
+
+def _write_parts(rep, root: Path, index: int, rank: Any) -> None:
+    import polars as pl
+
+    from .report.files import table_frame
+    for table in ("categories", "ops", "kernels"):
+        df = table_frame(rep, table).with_columns(pl.lit(rep.trace).alias("trace"),
+                                                  pl.lit(rank, dtype=pl.Int64).alias("rank"))
+        d = root / f"table={table}"
+        d.mkdir(parents=True, exist_ok=True)
+        df.write_parquet(d / f"part-{index:05d}.parquet")
+
+
+@dataclass
+class BatchResult:
+    reports: list[dict[str, Any]]
+    failed: list[dict[str, str]] = field(default_factory=list)
+
+    def combined(self) -> dict[str, Any]:
+        cats: dict[str, dict[str, Any]] = {}
+        total = acts = 0.0
+        for r in self.reports:
+            total += r["gpu_time_us"]
+            acts += r["gpu_activities"]
+            for c in r["categories"]:
+                e = cats.setdefault(c["category"], {"category": c["category"], "class": c["class"],
+                                                    "gpu_time_us": 0.0, "activities": 0})
+                e["gpu_time_us"] += c.get("gpu_time_us", 0.0)
+                e["activities"] += c["activities"] if r["metric"] == "gpu" else 0
+        rows = sorted(cats.values(), key=lambda e: (-e["gpu_time_us"], e["category"]))
+        for e in rows:
+            e["gpu_time_us"] = round(e["gpu_time_us"], 3)
+            e["share"] = round(e["gpu_time_us"] / total, 6) if total else 0.0
+        classes: dict[str, float] = {}
+        for e in rows:
+            classes[e["class"]] = classes.get(e["class"], 0.0) + e["gpu_time_us"]
+        return {"traces": len(self.reports), "failed": len(self.failed), "gpu_time_us": round(total, 3),
+                "gpu_activities": int(acts), "categories": rows,
+                "classes": [{"class": k, "gpu_time_us": round(v, 3), "share": round(v / total, 6) if total else 0.0}
+                            for k, v in sorted(classes.items())]}
+
+    def ranks(self) -> dict[str, Any] | None:
+        per = [r for r in self.reports if r.get("rank") is not None and r.get("step_cpu_times_us")]
+        if len(per) < 2:
+            return None
+        rows = []
+        for r in sorted(per, key=lambda r: r["rank"]):
+            st = r["step_cpu_times_us"]
+            rows.append({"rank": r["rank"], "trace": r["trace"], "steps": len(st),
+                         "mean_step_us": round(sum(st) / len(st), 3), "max_step_us": max(st),
+                         "gpu_time_us": r["gpu_time_us"]})
+        means = sorted(x["mean_step_us"] for x in rows)
+        median = means[len(means) // 2] if len(means) % 2 else (means[len(means) // 2 - 1] + means[len(means) // 2]) / 2
+        slow = max(rows, key=lambda x: x["mean_step_us"])
+        return {"ranks": rows, "straggler_rank": slow["rank"],
+                "straggler_spread": round((means[-1] - means[0]) / median, 6) if median else None}
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {"schema_version": "1.0", "tool_version": __version__, "traces": self.reports,
+               "combined": self.combined(), "failed": self.failed}
+        ranks = self.ranks()
+        if ranks:
+            out["ranks"] = ranks
+        return out
+
+
+def run_batch(paths: list[str], options: dict[str, Any], *, engine: str = "process", workers: int | None = None,
+              parquet_dir: str | None = None, progress: Callable[[int, int, str], None] | None = None) -> BatchResult:
+    """Analyse ``paths`` (already expanded) in parallel; results keep the input order."""
+    results: list[dict[str, Any] | None] = [None] * len(paths)
+    done = 0
+    if engine == "ray":
+        results = _run_ray(paths, options, parquet_dir, workers, progress)
+    elif engine == "process":
+        n = max(1, min(len(paths), workers or os.cpu_count() or 1))
+        if n == 1:
+            for i, p in enumerate(paths):
+                results[i] = _work(p, options, parquet_dir, i)
+                done += 1
+                if progress:
+                    progress(done, len(paths), p)
+        else:
+            # spawn, never fork: forking a process whose polars thread pool is running can deadlock
+            import multiprocessing
+            with ProcessPoolExecutor(max_workers=n, mp_context=multiprocessing.get_context("spawn")) as pool:
+                futs = {pool.submit(_work, p, options, parquet_dir, i): i for i, p in enumerate(paths)}
+                for f in as_completed(futs):
+                    i = futs[f]
+                    try:
+                        results[i] = f.result()
+                    except Exception as exc:  # a worker that died (killed, out of memory)
+                        results[i] = {"trace": paths[i], "error": f"{paths[i]}: worker failed ({type(exc).__name__})"}
+                    done += 1
+                    if progress:
+                        progress(done, len(paths), paths[i])
+    else:
+        raise TraceError(None, f"unknown engine '{engine}' (process or ray)")
+    ok = [r for r in results if r and "error" not in r]
+    failed = [{"trace": r["trace"], "error": r["error"]} for r in results if r and "error" in r]
+    return BatchResult(ok, failed)
+
+
+def _run_ray(paths, options, parquet_dir, workers, progress):
+    try:
+        import ray
+    except ImportError:
+        raise TraceError(None, "--engine ray needs Ray: pip install 'nongemm-trace[ray]'") from None
+    started = False
+    if not ray.is_initialized():
+        ray.init(num_cpus=workers or None, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True)
+        started = True
+    try:
+        task = ray.remote(_work)
+        refs = [task.remote(p, options, parquet_dir, i) for i, p in enumerate(paths)]
+        index = {r: i for i, r in enumerate(refs)}
+        results: list[dict[str, Any] | None] = [None] * len(paths)
+        pending = list(refs)
+        done = 0
+        while pending:
+            ready, pending = ray.wait(pending, num_returns=1)
+            for r in ready:
+                i = index[r]
+                try:
+                    results[i] = ray.get(r)
+                except Exception as exc:
+                    results[i] = {"trace": paths[i], "error": f"{paths[i]}: ray task failed ({type(exc).__name__})"}
+                done += 1
+                if progress:
+                    progress(done, len(paths), paths[i])
+        return results
+    finally:
+        if started:
+            ray.shutdown()

@@ -1,0 +1,42 @@
+"""Terminal rendering of a batch of traces: one row per trace, the combined categories, ranks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+
+def render_batch(d: dict, console: Console) -> None:
+    t = Table(title=f"{len(d['traces'])} traces", title_justify="left")
+    for c in ("trace", "rank", "GPU time (us)", "activities", "GEMM", "non-GEMM", "top non-GEMM"):
+        t.add_column(c, justify="left" if c in ("trace", "top non-GEMM") else "right", overflow="ellipsis",
+                     no_wrap=c == "trace", max_width=max(20, console.width - 70) if c == "trace" else None)
+    for r in d["traces"]:
+        cls = {c["class"]: c["share"] for c in r["classes"]}
+        non = [c for c in r["categories"] if c["class"] == "non-GEMM" and c["share"] > 0]
+        t.add_row(escape(Path(r["trace"]).name), "" if r.get("rank") is None else str(r["rank"]),
+                  f"{r['gpu_time_us']:,.1f}", f"{r['gpu_activities']:,}", f"{100 * cls.get('GEMM', 0):.1f} %",
+                  f"{100 * cls.get('non-GEMM', 0):.1f} %", non[0]["category"] if non else "-")
+    console.print(t)
+    c = d["combined"]
+    t = Table(title=f"Combined: {c['gpu_time_us']:,.1f} us of GPU time over {c['traces']} traces", title_justify="left")
+    for col in ("category", "class", "GPU time (us)", "share"):
+        t.add_column(col, justify="left" if col in ("category", "class") else "right")
+    for e in c["categories"]:
+        t.add_row(e["category"], e["class"], f"{e['gpu_time_us']:,.1f}", f"{100 * e['share']:.1f} %")
+    console.print(t)
+    ranks = d.get("ranks")
+    if ranks:
+        t = Table(title=f"Ranks: straggler rank {ranks['straggler_rank']}, spread of mean step time "
+                        f"{100 * (ranks['straggler_spread'] or 0):.1f} % of the median", title_justify="left")
+        for col in ("rank", "steps", "mean step (us)", "max step (us)", "GPU time (us)"):
+            t.add_column(col, justify="right")
+        for r in ranks["ranks"]:
+            t.add_row(str(r["rank"]), str(r["steps"]), f"{r['mean_step_us']:,.1f}", f"{r['max_step_us']:,.1f}",
+                      f"{r['gpu_time_us']:,.1f}")
+        console.print(t)
+    for f in d["failed"]:
+        console.print(f"[red]failed[/red] {escape(f['error'])}", highlight=False)

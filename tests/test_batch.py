@@ -1,0 +1,86 @@
+"""Many traces at once: folders, globs, parallel workers, Ray, Parquet datasets, ranks."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import polars as pl
+import pytest
+
+import nongemm_trace
+from conftest import SAMPLES, shared
+from nongemm_trace.cli import main
+
+
+def _run(capsys, *args):
+    code = main([str(a) for a in args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_folder_of_ranks(capsys):
+    folder = shared("h200x2")
+    code, out, err = _run(capsys, "analyze", folder, "--format", "json", "--workers", "2")
+    assert code == 0, err
+    d = json.loads(out)
+    assert set(d) >= {"traces", "combined"}
+    assert [t["rank"] for t in d["traces"]] == [0, 1]
+    singles = [nongemm_trace.analyze(folder / f"bert_ddp_train_rank{r}.json.gz") for r in (0, 1)]
+    for t, s in zip(d["traces"], singles):
+        assert t["gpu_time_us"] == pytest.approx(s.gpu_time_ns / 1000, abs=1e-3)
+        assert t["gpu_activities"] == s.gpu_activities
+    assert d["combined"]["gpu_time_us"] == pytest.approx(sum(s.gpu_time_ns for s in singles) / 1000, abs=0.01)
+    assert d["combined"]["gpu_activities"] == sum(s.gpu_activities for s in singles)
+    ranks = d["ranks"]
+    assert [r["rank"] for r in ranks["ranks"]] == [0, 1] and ranks["straggler_rank"] in (0, 1)
+    means = [r["mean_step_us"] for r in ranks["ranks"]]
+    assert ranks["straggler_spread"] == pytest.approx((max(means) - min(means)) / (sum(means) / 2), abs=1e-5)
+
+
+def test_one_bad_file_among_good_ones(tmp_path, capsys):
+    for name in ("bert_base_fp32_bs8_s128__eager.json.gz", "legacy_inference_rank_1.json.gz"):
+        shutil.copy(SAMPLES / name, tmp_path / name)
+    bad = tmp_path / "broken.json.gz"
+    bad.write_bytes((SAMPLES / "bert_base_fp32_bs8_s128__eager.json.gz").read_bytes()[:5000])
+    code, out, err = _run(capsys, "analyze", tmp_path, "--format", "json", "--quiet")
+    assert code == 2
+    d = json.loads(out)
+    assert len(d["traces"]) == 2 and len(d["failed"]) == 1
+    assert d["failed"][0]["trace"] == str(bad)
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and str(bad) in lines[0] and "gzip" in lines[0]
+
+
+def test_globs_and_table_output(capsys):
+    code, out, err = _run(capsys, "analyze", str(SAMPLES / "zoo" / "*eager*.json.gz"), "--quiet")
+    assert code == 0 and err == ""
+    assert "4 traces" in out and "Combined" in out
+
+
+def test_parquet_dataset(tmp_path, capsys):
+    out_dir = tmp_path / "ds"
+    code, out, err = _run(capsys, "analyze", SAMPLES / "zoo", "--format", "parquet", "-o", out_dir, "--quiet")
+    assert code == 0, err
+    assert out == ""
+    kern = pl.read_parquet(out_dir / "table=kernels" / "*.parquet")
+    assert kern["trace"].n_unique() == 5
+    cats = pl.read_parquet(out_dir / "table=categories" / "*.parquet")
+    for trace, total in cats.group_by("trace").agg(pl.col("gpu_time_ns").sum()).iter_rows():
+        assert total == nongemm_trace.analyze(trace).gpu_time_ns
+
+
+def test_ray_engine_on_two_traces(capsys):
+    pytest.importorskip("ray", reason="Ray not installed (the [ray] extra)")
+    a = SAMPLES / "zoo" / "bert_base__bs1_fp16_eager.json.gz"
+    b = SAMPLES / "zoo" / "vit_b_16__bs1_fp16_eager.json.gz"
+    code, out, err = _run(capsys, "analyze", a, b, "--engine", "ray", "--workers", "2", "--format", "json", "--quiet")
+    assert code == 0, err
+    d = json.loads(out)
+    assert [t["trace"] for t in d["traces"]] == [str(a), str(b)]
+    assert d["traces"][0]["gpu_activities"] == nongemm_trace.analyze(a).gpu_activities
+
+
+def test_empty_folder_is_an_error(tmp_path, capsys):
+    code, out, err = _run(capsys, "analyze", tmp_path)
+    assert code == 2 and "no trace files" in err
