@@ -13,6 +13,7 @@ nanoseconds with ``round(x * 1000)``; durations are converted on their own (neve
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any, Optional, Union
 
@@ -30,7 +31,7 @@ Id = Union[int, str, None]
 NumOrText = Union[int, float, str, None]
 
 
-class Args(msgspec.Struct, rename={
+class Args(msgspec.Struct, gc=False, rename={
     "external_id": "External id",
     "external_id_legacy": "external id",
     "input_dims": "Input Dims",
@@ -55,7 +56,7 @@ class Args(msgspec.Struct, rename={
     kernel_backend: Optional[str] = None
 
 
-class Event(msgspec.Struct):
+class Event(msgspec.Struct, gc=False):
     ph: Optional[str] = None
     cat: Optional[str] = None
     name: Optional[str] = None
@@ -194,13 +195,61 @@ def decode_events(path: str | Path, raw: msgspec.Raw, anomalies: list[tuple[str,
     return good
 
 
+#: events are decoded and turned into columns this many bytes of JSON at a time, so the
+#: Python objects of only one chunk are alive at once (peak memory ~ the JSON size)
+CHUNK_BYTES = 16 << 20
+_BOUNDARY = re.compile(rb"\}\s*,\s*\{")
+
+
+class _SplitFailed(Exception):
+    """A chunk boundary fell inside an event (a string or nested array): decode whole instead."""
+
+
+def _chunked(path: str | Path, raw: msgspec.Raw, pending: list[tuple[str, int, str]]):
+    """Yield (index of the first event, events) per chunk of the traceEvents array."""
+    mv = memoryview(raw)
+    n = len(mv)
+    start = 1  # after '['
+    end = n - 1  # before ']'
+    first = 0
+    while start < end:
+        cut = end
+        if end - start > CHUNK_BYTES:
+            m = _BOUNDARY.search(mv, start + CHUNK_BYTES, end)
+            cut = m.start() + 1 if m else end  # keep the '}' in this chunk; the ',' is dropped
+        body = bytes(mv[start:cut]).strip().rstrip(b",")
+        if body:
+            try:
+                events = decode_events(path, msgspec.Raw(b"[" + body + b"]"), pending)
+            except _MalformedJSON:
+                raise _SplitFailed from None
+            yield first, events
+            first += len(events)
+        if cut >= end:
+            break
+        nxt = mv[cut:end].tobytes().find(b"{") if cut < end else -1
+        if nxt < 0:
+            break
+        start = cut + nxt
+
+
 def load_kineto(path: str | Path, *, keep_python: bool = False, data: bytes | None = None) -> Trace:
     """Load a Kineto JSON (.json or .json.gz) trace into columnar tables."""
     if data is None:
         data = read_bytes(path)
     pending: list[tuple[str, int, str]] = []
     try:
-        meta, raw_events, _ = decode_document(path, data)
+        meta, raw_events, bare = decode_document(path, data)
+        if not bare and len(raw_events) > 2 * CHUNK_BYTES:
+            chunk_pending: list[tuple[str, int, str]] = []
+            try:
+                trace = _build(str(path), meta, _chunked(path, raw_events, chunk_pending), keep_python,
+                               pending + chunk_pending)
+                for code, n, msg in chunk_pending:
+                    trace.note(code, n, msg)
+                return trace
+            except _SplitFailed:
+                pass  # an unusual layout: fall back to decoding the array whole
         events = decode_events(path, raw_events, pending)
     except _MalformedJSON as first:
         fixed = _repair(data)
@@ -214,61 +263,79 @@ def load_kineto(path: str | Path, *, keep_python: bool = False, data: bytes | No
         except _MalformedJSON:
             raise TraceError(first.path, first.problem) from None
     del data, raw_events
-    trace = _build(str(path), meta, events, keep_python, pending)
-    return trace
+    return _build(str(path), meta, [(0, events)], keep_python, pending)
 
 
-def _build(path: str, meta: dict[str, Any], events: list[Event], keep_python: bool,
+def _build(path: str, meta: dict[str, Any], chunks, keep_python: bool,
            pending: list[tuple[str, int, str]]) -> Trace:
-    ops: list[Event] = []
-    launches: list[Event] = []
-    acts: list[Event] = []
-    py: list[Event] = []
-    other_device: list[Event] = []
-    route: dict[str, list[Event]] = {}
-    where: dict[int, list[int]] = {id(acts): [], id(ops): [], id(launches): [], id(py): [], id(other_device): []}
-    for c in roles.ACTIVITY_KIND:
-        route[c] = acts
-    for c in roles.OP_CATEGORIES:
-        route[c] = ops
-    for c in roles.LAUNCH_CATEGORIES:
-        route[c] = launches
-    for c in roles.OTHER_DEVICE_CATEGORIES:
-        route[c] = other_device
-    if keep_python:
-        for c in roles.PYTHON_CATEGORIES:
-            route[c] = py
+    """Route events to tables, chunk by chunk: ``chunks`` yields (index of its first event,
+    events); each chunk becomes partial columns at once and its Python objects are freed."""
+    parts: dict[str, list[pl.DataFrame]] = {"ops": [], "launches": [], "acts": [], "py": []}
     bad_time: dict[str, int] = {}
     bad_phase: dict[str, int] = {}
+    other = {"n": 0, "us": 0.0, "cats": set()}
     no_cat = 0
-    for i, ev in enumerate(events):
-        cat = ev.cat
-        if cat is None:
-            if ev.ph == "X" and ev is not _SKIPPED:
-                no_cat += 1
-            continue
-        bucket = route.get(cat)
-        if bucket is None:
-            continue
-        if ev.ph != "X":
-            bad_phase[cat] = bad_phase.get(cat, 0) + 1
-            continue
-        ts, dur = ev.ts, ev.dur
-        # comparisons are False for NaN, so NaN fails here too
-        if ts is None or dur is None or not (0 <= dur < _TIME_LIMIT_US) or not (-_TIME_LIMIT_US < ts < _TIME_LIMIT_US):
-            bad_time[cat] = bad_time.get(cat, 0) + 1
-            continue
-        bucket.append(ev)
-        where[id(bucket)].append(i)
+    for first, events in chunks:
+        ops: list[Event] = []
+        launches: list[Event] = []
+        acts: list[Event] = []
+        py: list[Event] = []
+        other_device: list[Event] = []
+        route: dict[str, list[Event]] = {}
+        where: dict[int, list[int]] = {id(acts): [], id(ops): [], id(launches): [], id(py): [], id(other_device): []}
+        for c in roles.ACTIVITY_KIND:
+            route[c] = acts
+        for c in roles.OP_CATEGORIES:
+            route[c] = ops
+        for c in roles.LAUNCH_CATEGORIES:
+            route[c] = launches
+        for c in roles.OTHER_DEVICE_CATEGORIES:
+            route[c] = other_device
+        if keep_python:
+            for c in roles.PYTHON_CATEGORIES:
+                route[c] = py
+        for i, ev in enumerate(events, start=first):
+            cat = ev.cat
+            if cat is None:
+                if ev.ph == "X" and ev is not _SKIPPED:
+                    no_cat += 1
+                continue
+            bucket = route.get(cat)
+            if bucket is None:
+                continue
+            if ev.ph != "X":
+                bad_phase[cat] = bad_phase.get(cat, 0) + 1
+                continue
+            ts, dur = ev.ts, ev.dur
+            # comparisons are False for NaN, so NaN fails here too
+            if ts is None or dur is None or not (0 <= dur < _TIME_LIMIT_US) or not (-_TIME_LIMIT_US < ts < _TIME_LIMIT_US):
+                bad_time[cat] = bad_time.get(cat, 0) + 1
+                continue
+            bucket.append(ev)
+            where[id(bucket)].append(i)
+        for key, evs, fn in (("ops", ops, _op_table), ("launches", launches, _launch_table),
+                             ("acts", acts, _activity_table), ("py", py, lambda e: _op_table(e, minimal=True))):
+            if evs or not parts[key]:
+                parts[key].append(fn(evs).with_columns(pl.Series("ev_idx", where[id(evs)], dtype=pl.Int64)))
+        if other_device:
+            other["n"] += len(other_device)
+            other["us"] += sum(float(e.dur) for e in other_device)
+            other["cats"] |= {e.cat for e in other_device}
+        del events, ops, launches, acts, py, other_device
+
+    def table(key: str, index: str) -> pl.DataFrame:
+        frames = parts[key]
+        df = frames[0] if len(frames) == 1 else pl.concat([f for f in frames if f.height] or frames[:1])
+        return df.drop(index).with_row_index(index)
 
     trace = Trace(
         path=path,
         source_format="kineto",
         metadata=meta,
-        ops=_op_table(ops).with_columns(pl.Series("ev_idx", where[id(ops)], dtype=pl.Int64)),
-        launches=_launch_table(launches).with_columns(pl.Series("ev_idx", where[id(launches)], dtype=pl.Int64)),
-        activities=_activity_table(acts).with_columns(pl.Series("ev_idx", where[id(acts)], dtype=pl.Int64)),
-        python=_op_table(py, minimal=True).with_columns(pl.Series("ev_idx", where[id(py)], dtype=pl.Int64)),
+        ops=table("ops", "op_id"),
+        launches=table("launches", "launch_id"),
+        activities=table("acts", "activity_id"),
+        python=table("py", "op_id"),
     )
     for code, n, msg in pending:
         trace.note(code, n, msg)
@@ -279,13 +346,11 @@ def _build(path: str, meta: dict[str, Any], events: list[Event], keep_python: bo
         trace.note("unsupported_phase", n, f"{n} '{cat}' events are not complete ('X') events (e.g. B/E pairs); skipped")
     trace.note("missing_category", no_cat, f"{no_cat} complete events had no 'cat'; ignored")
     _dedupe(trace)
-    if other_device:
-        total_us = sum(float(e.dur) for e in other_device)
-        cats = sorted({e.cat for e in other_device})
+    if other["n"]:
         trace.note(
-            "other_device_events", len(other_device),
-            f"{len(other_device)} device events of a non-CUDA/ROCm accelerator ({', '.join(cats)}; "
-            f"{total_us:,.1f} us summed, overlapping) are not GPU activities and are not in the GPU totals",
+            "other_device_events", other["n"],
+            f"{other['n']} device events of a non-CUDA/ROCm accelerator ({', '.join(sorted(other['cats']))}; "
+            f"{other['us']:,.1f} us summed, overlapping) are not GPU activities and are not in the GPU totals",
         )
     return trace
 

@@ -26,12 +26,13 @@ def find_steps(ops: pl.DataFrame, marker: str | None = None) -> tuple[pl.DataFra
         cand = ops.filter(pl.col("name").str.starts_with(PROFILER_STEP))
         used = PROFILER_STEP.rstrip("#") if cand.height else None
         if cand.height == 0:
-            # outermost annotations (or wrapper ranges: under emit_nvtx a record_function range is
-            # written like an op) that repeat
-            wrap = pl.col("is_wrapper") if "is_wrapper" in ops.columns else pl.lit(False)
-            roots = ops.filter((pl.col("depth") == 0) & ((pl.col("cat") == "user_annotation") | wrap))
-            counts = (roots.group_by("name").agg(pl.len().alias("n"), pl.col("ts_ns").min().alias("first"))
-                      .filter(pl.col("n") >= 2).sort(["n", "first"], descending=[True, False]))
+            # outermost user annotations that repeat; else (under emit_nvtx a record_function
+            # range is written like an op) outermost '## … ##' ranges that repeat
+            counts = _repeated(ops.filter((pl.col("depth") == 0) & (pl.col("cat") == "user_annotation")))
+            roots = ops.filter((pl.col("depth") == 0) & (pl.col("cat") == "user_annotation"))
+            if counts.height == 0:
+                roots = ops.filter((pl.col("depth") == 0) & pl.col("name").str.starts_with("##"))
+                counts = _repeated(roots)
             if counts.height:
                 used = counts["name"][0]
                 cand = roots.filter(pl.col("name") == used)
@@ -42,6 +43,11 @@ def find_steps(ops: pl.DataFrame, marker: str | None = None) -> tuple[pl.DataFra
     cand = cand.filter(pl.col("ts_ns") >= pl.col("end_ns").cum_max().shift(1).fill_null(cand["ts_ns"].min()))
     steps = cand.select("name", "pid", "ts_ns", "end_ns").with_row_index("step").with_columns(pl.col("step").cast(pl.Int64))
     return steps, used
+
+
+def _repeated(roots: pl.DataFrame) -> pl.DataFrame:
+    return (roots.group_by("name").agg(pl.len().alias("n"), pl.col("ts_ns").min().alias("first"))
+            .filter(pl.col("n") >= 2).sort(["n", "first"], descending=[True, False]))
 
 
 def _empty() -> pl.DataFrame:
