@@ -104,6 +104,14 @@ def _id_text(v: Any) -> str:
     return "" if v is None else str(v)
 
 
+def _ids(values: list[Any]) -> pl.Series:
+    """pid / tid values (ints, or strings such as "Spans") as text, converted in bulk when all are ints."""
+    try:
+        return pl.Series(values, dtype=pl.Int64).cast(pl.Utf8).fill_null("")
+    except (TypeError, OverflowError, pl.exceptions.PolarsError):
+        return pl.Series([_id_text(v) for v in values], dtype=pl.Utf8)
+
+
 def decode_document(path: str | Path, data: bytes) -> tuple[dict[str, Any], msgspec.Raw | None, bool]:
     """Split the document into metadata and the raw ``traceEvents`` array.
 
@@ -227,10 +235,16 @@ def _chunked(path: str | Path, raw: msgspec.Raw, pending: list[tuple[str, int, s
             first += len(events)
         if cut >= end:
             break
-        nxt = mv[cut:end].tobytes().find(b"{") if cut < end else -1
+        nxt = -1
+        probe = cut
+        while probe < end and nxt < 0:  # the next event's '{' is a few bytes after the cut
+            window = bytes(mv[probe:min(end, probe + 4096)])
+            k = window.find(b"{")
+            nxt = probe + k if k >= 0 else -1
+            probe += len(window)
         if nxt < 0:
             break
-        start = cut + nxt
+        start = nxt
 
 
 def load_kineto(path: str | Path, *, keep_python: bool = False, data: bytes | None = None) -> Trace:
@@ -404,8 +418,8 @@ def _common(evs: list[Event]) -> dict[str, Any]:
     return {
         "name": pl.Series([e.name or "" for e in evs], dtype=pl.Utf8),
         "cat": pl.Series([e.cat for e in evs], dtype=pl.Utf8),
-        "pid": pl.Series([_id_text(e.pid) for e in evs], dtype=pl.Utf8),
-        "tid": pl.Series([_id_text(e.tid) for e in evs], dtype=pl.Utf8),
+        "pid": _ids([e.pid for e in evs]),
+        "tid": _ids([e.tid for e in evs]),
         "ts_ns": ts,
         "dur_ns": dur,
     }

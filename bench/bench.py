@@ -1,0 +1,171 @@
+#!/usr/bin/env python3
+"""Benchmark: nongemm-trace analyze vs the JSON decode floor vs Holistic Trace Analysis.
+
+    python3 bench/bench.py --sizes 40,200,1000 [--source TRACE] [--stack-source TRACE] [--no-hta]
+
+Makes traces of about the given sizes (MB of JSON) with ../shared/tools/scale_trace.py
+from a real trace (plain and .gz), then runs each tool in a fresh process and reads
+its wall time and peak RSS (wait4). Side by side, in the same run:
+
+* ``nongemm``: ``nongemm-trace analyze FILE --format json`` end to end;
+* ``floor``: ``msgspec.json.Decoder`` of a typed Struct holding only ph, cat, name, ts,
+  dur, pid, tid per event (the least any decoder of this file must do);
+* ``hta``: HolisticTraceAnalysis ``TraceAnalysis`` construction + ``get_gpu_kernel_breakdown``.
+
+Also the per-stage time of nongemm (decode+tables, link, classify, measure+report).
+Prints a Markdown table with MB/s, peak RSS / file size and the ratios.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARED = Path(os.environ.get("NONGEMM_SHARED", ROOT.parent / "shared"))
+
+FLOOR = r'''
+import sys, msgspec
+from typing import Union, Optional
+class Ev(msgspec.Struct, gc=False):
+    ph: Optional[str] = None
+    cat: Optional[str] = None
+    name: Optional[str] = None
+    ts: Union[int, float, None] = None
+    dur: Union[int, float, None] = None
+    pid: Union[int, str, None] = None
+    tid: Union[int, str, None] = None
+class Doc(msgspec.Struct):
+    traceEvents: list[Ev]
+p = sys.argv[1]
+if p.endswith(".gz"):
+    import gzip
+    data = gzip.open(p, "rb").read()
+else:
+    data = open(p, "rb").read()
+d = msgspec.json.Decoder(Doc).decode(data)
+print(len(d.traceEvents))
+'''
+
+HTA = r'''
+import sys, os, tempfile, shutil, logging
+logging.disable(logging.CRITICAL)
+from hta.trace_analysis import TraceAnalysis
+d = tempfile.mkdtemp()
+os.symlink(os.path.abspath(sys.argv[1]), os.path.join(d, os.path.basename(sys.argv[1])))
+ta = TraceAnalysis(trace_dir=d)
+kt, k = ta.get_gpu_kernel_breakdown(visualize=False)
+print(len(k))
+'''
+
+STAGES = r'''
+import sys, time, json
+sys.path.insert(0, sys.argv[2])
+t = {}
+t0 = time.perf_counter()
+from nongemm_trace.load import load_trace
+from nongemm_trace.classify import classify, link_and_classify
+from nongemm_trace.classify.taxonomy import load_taxonomy
+from nongemm_trace import analyze
+tax = load_taxonomy("default")
+t["import"] = time.perf_counter() - t0
+t0 = time.perf_counter(); tr = load_trace(sys.argv[1]); t["decode+tables"] = time.perf_counter() - t0
+t0 = time.perf_counter(); L = link_and_classify(tr, tax); t["link"] = time.perf_counter() - t0
+t0 = time.perf_counter(); a = classify(L, tax, "launch"); t["classify"] = time.perf_counter() - t0
+t0 = time.perf_counter(); rep = analyze(sys.argv[1]); total = time.perf_counter() - t0
+t["measure+report"] = max(0.0, total - t["decode+tables"] - t["link"] - t["classify"])
+print(json.dumps({k: round(v, 3) for k, v in t.items()}))
+'''
+
+
+def run(cmd: list[str]) -> tuple[float, float, str]:
+    """(wall seconds, peak RSS MB, stdout) of a child process."""
+    t0 = time.perf_counter()
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    out = p.stdout.read()
+    _, status, ru = os.wait4(p.pid, 0)
+    wall = time.perf_counter() - t0
+    p.returncode = os.waitstatus_to_exitcode(status)
+    if p.returncode != 0:
+        return float("nan"), ru.ru_maxrss / 1024, f"exit {p.returncode}"
+    return wall, ru.ru_maxrss / 1024, out.strip()
+
+
+def make(source: Path, target_mb: float, out: Path) -> Path:
+    if out.exists():
+        return out
+    with tempfile.TemporaryDirectory() as tmp:
+        probe = Path(tmp) / "one.json"
+        subprocess.run([sys.executable, str(SHARED / "tools" / "scale_trace.py"), str(source), "1", str(probe)],
+                       check=True)
+        copies = max(1, round(target_mb * 1e6 / probe.stat().st_size))
+    subprocess.run([sys.executable, str(SHARED / "tools" / "scale_trace.py"), str(source), str(copies), str(out)],
+                   check=True)
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", default="40,200", help="target JSON sizes in MB")
+    ap.add_argument("--source", default=str(SHARED / "traces" / "h200" / "bert_base_train_bs8_s128__eager.json.gz"))
+    ap.add_argument("--stack-source",
+                    default=str(SHARED / "traces" / "external" / "tracelens" /
+                                "h100__facebook_timesformer-base-finetuned-k400__1016002.json.gz"),
+                    help="a trace with python_function events (with_stack)")
+    ap.add_argument("--workdir", default=str(Path(tempfile.gettempdir()) / "nongemm-bench"))
+    ap.add_argument("--no-hta", action="store_true")
+    ap.add_argument("--no-gz", action="store_true")
+    args = ap.parse_args()
+    work = Path(args.workdir)
+    work.mkdir(parents=True, exist_ok=True)
+    py = sys.executable
+    rows = []
+    for mb in [float(x) for x in args.sizes.split(",")]:
+        for label, src in (("no stack", Path(args.source)), ("with stack", Path(args.stack_source))):
+            if label == "with stack" and mb > 300:
+                continue  # the stack variant at the small sizes is enough to show the effect
+            base = work / f"{Path(src).name.split('.')[0]}_{int(mb)}MB"
+            variants = [make(Path(src), mb, base.with_suffix(".json"))]
+            if not args.no_gz:
+                variants.append(make(Path(src), mb, Path(str(base) + ".json.gz")))
+            json_mb = variants[0].stat().st_size / 1e6
+            for f in variants:
+                res = {}
+                res["nongemm"] = run([py, "-m", "nongemm_trace", "analyze", str(f), "--format", "json", "-o",
+                                      os.devnull, "--quiet"])
+                res["floor"] = run([py, "-c", FLOOR, str(f)])
+                if not args.no_hta and f.suffix != ".gz":
+                    res["hta"] = run([py, "-c", HTA, str(f)])
+                st = run([py, "-c", STAGES, str(f), str(ROOT)])
+                stages = json.loads(st[2]) if st[2].startswith("{") else {}
+                rows.append((label, json_mb, f.name.endswith(".gz"), res, stages))
+                print(json.dumps({"file": f.name, "json_mb": round(json_mb, 1),
+                                  **{k: {"s": round(v[0], 2), "rss_mb": round(v[1])} for k, v in res.items()},
+                                  "stages": stages}), flush=True)
+    print()
+    print("| trace | JSON MB | file | tool | wall (s) | MB/s | peak RSS (MB) | RSS / JSON | x floor | HTA / nongemm |")
+    print("|---|---:|---|---|---:|---:|---:|---:|---:|---:|")
+    for label, mb, gz, res, stages in rows:
+        floor = res["floor"][0]
+        hta = res.get("hta", (None,))[0]
+        for tool, (wall, rss, _) in res.items():
+            ratio_floor = wall / floor if floor and floor == floor else float("nan")
+            vs = f"{hta / wall:.1f}x" if tool == "nongemm" and hta and wall == wall else ""
+            print(f"| {label} | {mb:,.0f} | {'.json.gz' if gz else '.json'} | {tool} | {wall:.2f} | {mb / wall:,.0f} "
+                  f"| {rss:,.0f} | {rss / mb:.2f} | {ratio_floor:.2f} | {vs} |")
+    print()
+    print("Stages of nongemm (seconds): " + "; ".join(
+        f"{label} {mb:,.0f} MB{' gz' if gz else ''}: " + ", ".join(f"{k} {v}" for k, v in st.items())
+        for label, mb, gz, _, st in rows))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
