@@ -30,8 +30,10 @@ def qdq_calls(ops: pl.DataFrame, tax: Taxonomy) -> pl.DataFrame:
         return ops.select("op_id", pl.lit(False).alias("qdq_call"))
     base = pl.col("name").str.replace(r"^.*::", "")
     types_hit = pl.col("input_type").fill_null("").str.contains(q.type_pattern)
-    codes = pl.col("concrete_inputs").fill_null("[]").str.json_decode(pl.List(pl.Utf8)).list.get(1, null_on_oob=True)
-    code_hit = base.is_in(list(q.dtype_arg_ops)) & codes.is_in([str(c) for c in q.dtype_codes])
+    # the second Concrete Input (the dtype code of to / _to_copy), read with a regex rather than
+    # decoding every op's JSON list
+    codes = pl.col("concrete_inputs").str.extract(r'^\[\s*"[^"]*"\s*,\s*"(-?\d+)"', 1)
+    code_hit = base.is_in(list(q.dtype_arg_ops)) & codes.is_in([str(c) for c in q.dtype_codes]).fill_null(False)
     df = ops.select(
         "op_id", "pid", "tid", "parent_id", "ts_ns", "depth",
         (base.is_in(list(q.cast_ops)) & (types_hit | code_hit)).alias("_cast"),
