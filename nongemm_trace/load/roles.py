@@ -17,7 +17,8 @@ ACTIVITY_KIND = {
 }
 
 #: Host calls that launch device work, paired with activities by ``correlation``.
-LAUNCH_CATEGORIES = frozenset({"cuda_runtime", "cuda_driver", "Runtime", "Driver", "mtia_runtime"})
+LAUNCH_CATEGORIES = frozenset({"cuda_runtime", "cuda_driver", "Runtime", "Driver", "mtia_runtime", "xpu_runtime",
+                               "xpu_driver", "privateuse1_runtime", "privateuse1_driver"})
 
 #: Host ranges that can launch work and nest: operators and record_function scopes.
 OP_CATEGORIES = frozenset({"cpu_op", "user_annotation", "Operator", "operator"})
