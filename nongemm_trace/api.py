@@ -179,7 +179,8 @@ def _metadata(meta: dict[str, Any]) -> dict[str, Any]:
     keep = {}
     for k in ("schemaVersion", "distributedInfo", "cuda_runtime_version", "cuda_driver_version", "cupti_version",
               "hip_runtime_version", "hip_driver_version", "roctracer_version", "record_shapes", "with_stack",
-              "with_modules", "with_flops", "profile_memory", "trace_id", "displayTimeUnit", "baseTimeNanoseconds"):
+              "with_modules", "with_flops", "profile_memory", "trace_id", "displayTimeUnit", "baseTimeNanoseconds",
+              "nongemm_run", "nsys_version"):
         if k in meta and isinstance(meta[k], (str, int, float, bool, dict, list)):
             keep[k] = meta[k]
     return {"device": dev, "devices": devices if isinstance(devices, list) else [], "trace": keep}

@@ -168,6 +168,11 @@ def _environment_warnings(reports: list[Report]) -> list[Anomaly]:
             a, b = base.metadata.get("trace", {}).get(k), r.metadata.get("trace", {}).get(k)
             if a != b:
                 out.append(Anomaly("different_environment", 1, f"{r.trace}: {k} is {b}, BASE has {a}"))
+        # torch's version is in traces made by our collectors (nongemm_run metadata)
+        ta = (base.metadata.get("trace", {}).get("nongemm_run") or {}).get("torch")
+        tb = (r.metadata.get("trace", {}).get("nongemm_run") or {}).get("torch")
+        if ta and tb and ta != tb:
+            out.append(Anomaly("different_torch", 1, f"{r.trace} was captured with torch {tb}, BASE with torch {ta}"))
     return out
 
 

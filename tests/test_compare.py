@@ -177,3 +177,16 @@ def test_horizon_table_command_on_sample_zoo_traces():
     assert len({line.split("|")[1].strip() for line in table}) >= 15
     for fig in ("horizon_eager_bs1.png", "horizon_fusion.png", "horizon_fp8.png"):
         assert (REPO / "docs" / fig).stat().st_size > 10_000
+
+
+def test_different_torch_versions_warn(tmp_path):
+    import gzip
+    src = SAMPLES / "zoo" / "bert_base__bs1_fp16_eager.json.gz"
+    doc = json.loads(gzip.decompress(src.read_bytes()))
+    assert doc["nongemm_run"]["torch"]
+    doc["nongemm_run"]["torch"] = "9.9.9"
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps(doc))
+    d = compare([src, other]).to_dict()
+    assert any(w["code"] == "different_torch" and "9.9.9" in w["message"] for w in d["warnings"])
+    assert not any(w["code"] == "different_torch" for w in compare([src, src]).to_dict()["warnings"])
