@@ -27,6 +27,9 @@ def annotate(path: str | Path, output: str | Path, *, taxonomy: str | Path | Tax
     tax = taxonomy if isinstance(taxonomy, Taxonomy) else load_taxonomy(taxonomy)
     level = level or tax.default_level
     trace = load_trace(path, keep_python=level == "module")
+    if trace.source_format != "kineto":
+        raise TraceError(path, "annotate writes a Kineto JSON trace: convert this Nsight Systems export first "
+                               "(nongemm-trace convert REPORT -o TRACE.json.gz) and annotate that")
     linked = link_and_classify(trace, tax)
     acts = classify(linked, tax, level)
     data = read_bytes(path)

@@ -67,17 +67,18 @@ def check(
     """Check ``trace`` against the limits; ``options`` go to :func:`nongemm_trace.analyze`."""
     options.setdefault("metric", "gpu")
     rep = analyze(trace, **options)
+    of = {"gpu": "GPU time", "cpu": "CPU time", "paper": "CPU + GPU time"}.get(rep.metric, rep.metric)
     out: list[Violation] = []
     for name, allowed in (max_share or {}).items():
         value = rep.share(name)
         if value > allowed:
             out.append(Violation(f"max-share {name}", value, allowed,
-                                 f"{name} is {100 * value:.1f} % of GPU time, above the limit of {100 * allowed:.1f} %"))
+                                 f"{name} is {100 * value:.1f} % of {of}, above the limit of {100 * allowed:.1f} %"))
     for name, allowed in (max_category_share or {}).items():
         value = rep.share(name)
         if value > allowed:
             out.append(Violation(f"max-category-share {name}", value, allowed,
-                                 f"category {name} is {100 * value:.1f} % of GPU time, above the limit of "
+                                 f"category {name} is {100 * value:.1f} % of {of}, above the limit of "
                                  f"{100 * allowed:.1f} %"))
     if (max_regression is not None or max_category_regression) and baseline is None:
         raise TraceError(trace, "--max-regression needs --baseline BASE")

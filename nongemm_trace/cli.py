@@ -364,7 +364,8 @@ def _check(args: argparse.Namespace) -> int:
         for v in violations:
             print(f"FAIL {v.limit}: {v.message}")
     else:
-        print(f"ok: {args.trace} is within every limit (non-GEMM {100 * rep.share('non-GEMM'):.1f} % of GPU time)")
+        of = {"gpu": "GPU time", "cpu": "CPU time", "paper": "CPU + GPU time"}.get(rep.metric, rep.metric)
+        print(f"ok: {args.trace} is within every limit (non-GEMM {100 * rep.share('non-GEMM'):.1f} % of {of})")
     return 1 if violations else 0
 
 

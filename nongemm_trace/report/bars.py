@@ -33,7 +33,8 @@ def plot_bars(cmp, output: str | Path, absolute: bool = False, title: str | None
     unit = "per step" if d["per_step"] else "total"
     ax.set_ylabel(f"GPU time ({unit}, us)" if absolute else "share of GPU time (%)")
     ax.set_title(title or f"GPU time by category ({d['level']} level, taxonomy {d['taxonomy']})", fontsize=10, pad=10)
-    ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=8, frameon=False)
+    if cats:
+        ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=8, frameon=False)
     fig.tight_layout()
     try:
         fig.savefig(output, dpi=120, bbox_inches="tight")
