@@ -200,3 +200,15 @@ def test_real_traces_are_deterministic(path):
     a = mutants.run_cli(path)
     b = mutants.run_cli(path)
     assert a[0] == 0 and a == b
+
+
+def test_items_that_are_not_objects_are_skipped_and_counted(tmp_path):
+    doc = json.loads(gzip.decompress((SAMPLES / "legacy_inference_rank_1.json.gz").read_bytes()))
+    n_before = doc["traceEvents"].__len__()
+    doc["traceEvents"][3:3] = [1, "text", None, [2, 3]]
+    path = mutants.write_doc(doc, tmp_path / "items.json")
+    code, out, err = mutants.run_cli(path)
+    d = mutants.check_outcome(code, out, err, path)
+    assert d["gpu_activities"] == 4 and n_before
+    assert any(w["code"] == "malformed_events" and w["count"] == 4 and "not event objects" in w["message"]
+               for w in d["warnings"])

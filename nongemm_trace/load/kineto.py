@@ -185,21 +185,37 @@ def decode_events(path: str | Path, raw: msgspec.Raw, anomalies: list[tuple[str,
         raise TraceError(path, "JSON nested too deeply") from None
     try:
         loose = _EVENTS_LOOSE.decode(raw)
-    except msgspec.ValidationError as exc:
-        raise TraceError(path, f"'traceEvents' is not a list of event objects ({_short(exc)})") from None
+    except msgspec.ValidationError:
+        loose = None  # some items are not objects: go item by item
     except (msgspec.DecodeError, RecursionError) as exc:  # pragma: no cover - typed pass raised first
         raise TraceError(path, f"invalid JSON ({_short(exc)})") from None
+    if loose is None:
+        try:
+            items = _ANY.decode(raw)
+        except (msgspec.DecodeError, RecursionError) as exc:  # pragma: no cover
+            raise TraceError(path, f"invalid JSON ({_short(exc)})") from None
+        if not isinstance(items, list):
+            raise TraceError(path, "'traceEvents' is not a list")
+        loose = [it if isinstance(it, dict) else None for it in items]
     good: list[Event] = []
     bad: dict[str, int] = {}
     for ev in loose:
+        if ev is None:
+            bad["(not an object)"] = bad.get("(not an object)", 0) + 1
+            good.append(_SKIPPED)
+            continue
         try:
             good.append(_EVENT_TYPED.decode(_ENCODE.encode(ev)))
         except (msgspec.ValidationError, msgspec.DecodeError, msgspec.EncodeError, TypeError, ValueError):
-            cat = ev.cat if isinstance(ev.cat, str) else "?"
+            cat = ev.cat if isinstance(ev, LooseEvent) else ev.get("cat")
+            cat = cat if isinstance(cat, str) else "?"
             bad[cat] = bad.get(cat, 0) + 1
             good.append(_SKIPPED)  # keeps positions equal to the file's event indices
     for cat, n in sorted(bad.items()):
-        anomalies.append(("malformed_events", n, f"{n} '{cat}' events had fields of the wrong type; skipped"))
+        if cat == "(not an object)":
+            anomalies.append(("malformed_events", n, f"{n} items of traceEvents are not event objects; skipped"))
+        else:
+            anomalies.append(("malformed_events", n, f"{n} '{cat}' events had fields of the wrong type; skipped"))
     return good
 
 
