@@ -41,6 +41,13 @@ def qdq_calls(ops: pl.DataFrame, tax: Taxonomy) -> pl.DataFrame:
         base.is_in(list(q.chain_ops) + list(q.chain_start_ops) + list(q.cast_ops)).alias("_chain"),
     )
     grp = ["pid", "tid", "parent_id"]
+    if not df["_cast"].any():  # no low-precision cast anywhere: nothing to trace back
+        return ops.select("op_id", pl.lit(False).alias("qdq_call"))
+    # only sibling groups that hold a cast can hold a scale chain
+    with_cast = df.filter(pl.col("_cast")).select(grp).unique()
+    rest = df.join(with_cast, on=grp, how="anti", nulls_equal=True).select(
+        "op_id", "parent_id", "depth", pl.lit(False).alias("qdq_self"))
+    df = df.join(with_cast, on=grp, how="semi", nulls_equal=True)
     df = df.sort(grp + ["ts_ns", "op_id"], nulls_last=False).with_row_index("_pos")
     pos = pl.col("_pos").cast(pl.Int64)
     df = df.with_columns(
@@ -57,7 +64,8 @@ def qdq_calls(ops: pl.DataFrame, tax: Taxonomy) -> pl.DataFrame:
         & (pl.col("_next_cast") < pl.col("_next_break").fill_null(2**62))
     )
     df = df.with_columns((pl.col("_cast") | in_chain).alias("qdq_self"))
-    return _inherit(df.select("op_id", "parent_id", "depth", "qdq_self"), ops)
+    flags = pl.concat([df.select("op_id", "parent_id", "depth", "qdq_self"), rest])
+    return _inherit(flags, ops)
 
 
 def _inherit(df: pl.DataFrame, ops: pl.DataFrame) -> pl.DataFrame:
