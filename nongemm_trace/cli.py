@@ -202,14 +202,8 @@ def _run(args: argparse.Namespace) -> int:
         if text is not None:
             sys.stdout.write(text)
     else:
-        from rich.console import Console
-
         from .report.table import render_table
-        if args.output:
-            with _open_out(args.output) as fh:
-                render_table(report, Console(file=fh, width=160, color_system=None), top=args.top)
-        else:
-            render_table(report, Console(), top=args.top)
+        _render(args.output, lambda console: render_table(report, console, top=args.top))
     return 0
 
 
@@ -253,14 +247,8 @@ def _batch(args: argparse.Namespace, paths: list[str]) -> int:
     elif args.format in ("csv", "markdown"):
         _emit(_batch_rows(d, args.format), args.output)
     else:
-        from rich.console import Console
-
         from .report.batch_table import render_batch
-        if args.output:
-            with _open_out(args.output) as fh:
-                render_batch(d, Console(file=fh, width=160, color_system=None))
-        else:
-            render_batch(d, Console())
+        _render(args.output, lambda console: render_batch(d, console))
     return EXIT_BAD_INPUT if result.failed else 0
 
 
@@ -337,14 +325,8 @@ def _compare(args: argparse.Namespace) -> int:
         from .report.markdown import compare_markdown
         _emit(compare_markdown(cmp), args.output)
     else:
-        from rich.console import Console
-
         from .report.compare_table import render_compare
-        if args.output:
-            with _open_out(args.output) as fh:
-                render_compare(cmp, Console(file=fh, width=160, color_system=None))
-        else:
-            render_compare(cmp, Console())
+        _render(args.output, lambda console: render_compare(cmp, console))
     return 0
 
 
@@ -383,12 +365,7 @@ def _flops(args: argparse.Namespace) -> int:
     elif args.format == "csv":
         _emit(getattr(rep, args.table).write_csv(), args.output)
     else:
-        from rich.console import Console
-        if args.output:
-            with _open_out(args.output) as fh:
-                flops_out.render_table(rep, Console(file=fh, width=160, color_system=None), top=args.top)
-        else:
-            flops_out.render_table(rep, Console(), top=args.top)
+        _render(args.output, lambda console: flops_out.render_table(rep, console, top=args.top))
     return 0
 
 
@@ -413,13 +390,18 @@ def _launch(args: argparse.Namespace) -> int:
         df = launch_out.table_frame(rep, args.table)
         _emit(df.write_csv(), args.output)
     else:
-        from rich.console import Console
-        if args.output:
-            with _open_out(args.output) as fh:
-                launch_out.render_table(rep, Console(file=fh, width=160, color_system=None))
-        else:
-            launch_out.render_table(rep, Console())
+        _render(args.output, lambda console: launch_out.render_table(rep, console))
     return 0
+
+
+def _render(output: str | None, draw) -> None:
+    """Draw a rich report to the terminal, or to ``output`` as plain 160-column text."""
+    from rich.console import Console
+    if output:
+        with _open_out(output) as fh:
+            draw(Console(file=fh, width=160, color_system=None))
+    else:
+        draw(Console())
 
 
 def _open_out(path: str):

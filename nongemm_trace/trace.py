@@ -45,13 +45,3 @@ class Trace:
     def note(self, code: str, count: int, message: str) -> None:
         if count:
             self.anomalies.append(Anomaly(code, int(count), message))
-
-    @property
-    def device_properties(self) -> list[dict[str, Any]]:
-        dp = self.metadata.get("deviceProperties")
-        return dp if isinstance(dp, list) else []
-
-    @property
-    def distributed_info(self) -> dict[str, Any] | None:
-        di = self.metadata.get("distributedInfo")
-        return di if isinstance(di, dict) else None

@@ -157,3 +157,13 @@ def test_console_script_runs_as_module():
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["gpu_activities"] == 308
+
+
+def test_report_to_pandas_on_a_real_trace():
+    pytest.importorskip("pandas")
+    import nongemm_trace
+    rep = nongemm_trace.analyze(BERT)
+    frames = rep.to_pandas()
+    assert set(frames) == {"categories", "classes", "ops", "kernels", "kernel_summary", "steps"}
+    assert len(frames["kernels"]) == rep.gpu_activities
+    assert int(frames["categories"]["time_ns"].sum()) == rep.gpu_time_ns
