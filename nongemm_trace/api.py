@@ -6,7 +6,7 @@ load -> link -> classify -> measure; returns a :class:`~nongemm_trace.report.mod
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import polars as pl
 
@@ -41,6 +41,7 @@ def analyze(
     step_marker: str | None = None,
     skip_steps: int = 0,
     keep_python: bool = False,
+    progress: Callable[[int, int], None] | None = None,
 ) -> Report:
     """Analyse one trace file.
 
@@ -50,6 +51,7 @@ def analyze(
         ``module`` (innermost named nn.Module); default: the taxonomy's (``launch`` for ``default``).
     drop_unlinked: leave out activities with no launch call in the file.
     step_marker / skip_steps: choose the step ranges, drop the first N steps (warm-up).
+    progress: called as ``progress(bytes_read, file_size)`` while the file is read.
     """
     tax = taxonomy if isinstance(taxonomy, Taxonomy) else load_taxonomy(taxonomy)
     metric = metric or tax.default_metric
@@ -61,7 +63,7 @@ def analyze(
     if skip_steps < 0:
         raise TraceError(path, "--skip-steps must be >= 0")
 
-    trace = load_trace(path, keep_python=keep_python or level == "module")
+    trace = load_trace(path, keep_python=keep_python or level == "module", progress=progress)
     linked = link_and_classify(trace, tax)
     acts = classify(linked, tax, level)
     warnings_extra = []

@@ -183,11 +183,10 @@ def _run(args: argparse.Namespace) -> int:
 
     opts = dict(metric=args.metric, level=args.level, taxonomy=args.taxonomy, drop_unlinked=args.drop_unlinked,
                 step_marker=args.step_marker, skip_steps=args.skip_steps, keep_python=args.keep_python)
-    big = Path(args.trace).is_file() and Path(args.trace).stat().st_size > (64 << 20)
+    size = Path(args.trace).stat().st_size if Path(args.trace).is_file() else 0
+    big = size > (4 << 20 if args.trace.endswith(".gz") else 32 << 20)  # gzip: ~10x that much JSON
     if big and not args.quiet and sys.stderr.isatty():
-        from rich.console import Console
-        with Console(stderr=True).status(f"analysing {args.trace} ({Path(args.trace).stat().st_size / 1e6:,.0f} MB)"):
-            report = analyze(args.trace, **opts)
+        report = _analyze_with_bar(args.trace, opts)
     else:
         report = analyze(args.trace, **opts)
     if args.format == "json":
@@ -205,6 +204,25 @@ def _run(args: argparse.Namespace) -> int:
         from .report.table import render_table
         _render(args.output, lambda console: render_table(report, console, top=args.top))
     return 0
+
+
+def _analyze_with_bar(trace: str, opts: dict):
+    """analyze() with a byte progress bar on stderr while the file is read, then a note while
+    it is linked and measured (the bar disappears when done; stdout stays the report's)."""
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeElapsedColumn, TransferSpeedColumn
+
+    from .api import analyze
+
+    bar = Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
+                   TimeElapsedColumn(), transient=True)
+    task = bar.add_task(f"reading {Path(trace).name}", total=Path(trace).stat().st_size)
+
+    def on_progress(done: int, total: int) -> None:
+        bar.update(task, completed=done,
+                   description=f"{'analysing' if done >= total else 'reading'} {Path(trace).name}")
+
+    with bar:
+        return analyze(trace, progress=on_progress, **opts)
 
 
 def _batch(args: argparse.Namespace, paths: list[str]) -> int:

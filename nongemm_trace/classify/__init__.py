@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from ..frames import add_columns
 from ..link import Linked, link
 from ..trace import Trace
 from .calls import qdq_calls
@@ -54,11 +55,10 @@ def kernel_name_table(tax: Taxonomy, acts: pl.DataFrame) -> pl.DataFrame:
 def link_and_classify(trace: Trace, tax: Taxonomy) -> Linked:
     """Link the trace with this taxonomy's wrapper rules and attach op categories."""
     names = op_name_table(tax, trace.ops)
-    ops = trace.ops.join(names, on=["name", "cat"], how="left", nulls_equal=True).sort("op_id")
+    ops = add_columns(trace.ops, names, ["name", "cat"], nulls_equal=True)
     linked = link(trace, ops)
     flags = qdq_calls(linked.ops, tax)
-    linked.ops = linked.ops.join(flags, on="op_id", how="left").with_columns(
-        pl.col("qdq_call").fill_null(False)).sort("op_id")
+    linked.ops = add_columns(linked.ops, flags, "op_id").with_columns(pl.col("qdq_call").fill_null(False))
     return linked
 
 

@@ -34,15 +34,20 @@ def qdq_calls(ops: pl.DataFrame, tax: Taxonomy) -> pl.DataFrame:
     # decoding every op's JSON list
     codes = pl.col("concrete_inputs").str.extract(r'^\[\s*"[^"]*"\s*,\s*"(-?\d+)"', 1)
     code_hit = base.is_in(list(q.dtype_arg_ops)) & codes.is_in([str(c) for c in q.dtype_codes]).fill_null(False)
+    is_cast = base.is_in(list(q.cast_ops)) & (types_hit | code_hit)
+    # most traces hold no low-precision cast: find that out on the cast-named calls alone
+    names = ops.select(pl.col("name").unique())
+    cast_names = names.filter(base.is_in(list(q.cast_ops)))["name"]
+    casts = ops.filter(pl.col("name").is_in(cast_names.implode())).filter(is_cast)
+    if casts.height == 0:  # no low-precision cast anywhere: nothing to trace back
+        return ops.select("op_id", pl.lit(False).alias("qdq_call"))
     df = ops.select(
         "op_id", "pid", "tid", "parent_id", "ts_ns", "depth",
-        (base.is_in(list(q.cast_ops)) & (types_hit | code_hit)).alias("_cast"),
+        pl.col("op_id").is_in(casts["op_id"].implode()).alias("_cast"),
         base.is_in(list(q.chain_start_ops)).alias("_start"),
         base.is_in(list(q.chain_ops) + list(q.chain_start_ops) + list(q.cast_ops)).alias("_chain"),
     )
     grp = ["pid", "tid", "parent_id"]
-    if not df["_cast"].any():  # no low-precision cast anywhere: nothing to trace back
-        return ops.select("op_id", pl.lit(False).alias("qdq_call"))
     # only sibling groups that hold a cast can hold a scale chain
     with_cast = df.filter(pl.col("_cast")).select(grp).unique()
     rest = df.join(with_cast, on=grp, how="anti", nulls_equal=True).select(

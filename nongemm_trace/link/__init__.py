@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from ..frames import add_columns
 from ..load import roles
 from ..trace import Trace
 from .nesting import innermost_containing, op_tree
@@ -146,10 +147,9 @@ def _top_ids(ops: pl.DataFrame) -> pl.DataFrame:
             pl.coalesce("_ptop", pl.when(~pl.col("is_wrapper")).then(pl.col("op_id"))).alias("top_id"),
         )
         resolved.append(known)
-    tops = pl.concat(resolved)
-    ops = ops.drop("top_id").join(tops, on="op_id", how="left")
+    ops = add_columns(ops.drop("top_id"), pl.concat(resolved), "op_id")
     # zero-length ops are outside the tree: they are their own top if real
     return ops.with_columns(
         pl.when(pl.col("depth").is_null() & ~pl.col("is_wrapper")).then(pl.col("op_id"))
         .otherwise(pl.col("top_id")).alias("top_id")
-    ).sort("op_id")
+    )

@@ -20,70 +20,94 @@ from __future__ import annotations
 
 import polars as pl
 
+from ..frames import add_columns
+
 _END, _START, _QUERY = 0, 1, 2
+
+
+def _ids(col: str) -> pl.Expr:
+    """A thread's pid/tid text as a small integer (its categorical code): sorting and
+    joining on integers is several times faster than on strings, and the codes of one
+    value are the same in every frame."""
+    return pl.col(col).cast(pl.Categorical).to_physical().alias(col)
+
+
+def _nestable(ops: pl.DataFrame) -> pl.DataFrame:
+    """The ops that can contain something (dur > 0), with only the columns the sweep reads:
+    filtering the whole op table would copy all its text columns."""
+    return ops.select("pid", "tid", "op_id", "ts_ns", "dur_ns", "end_ns").filter(pl.col("dur_ns") > 0)
 
 
 def _sweep(ops: pl.DataFrame, queries: pl.DataFrame | None) -> pl.DataFrame:
     starts = ops.select(
-        "pid", "tid", pl.col("ts_ns").alias("t"), pl.lit(_START, pl.Int8).alias("kind"),
+        _ids("pid"), _ids("tid"), pl.col("ts_ns").alias("t"), pl.lit(_START, pl.Int8).alias("kind"),
         (-pl.col("dur_ns")).alias("k2"), pl.col("op_id").cast(pl.Int64).alias("ref"),
-        pl.lit(1, pl.Int32).alias("delta"),
+        pl.lit(1, pl.Int8).alias("delta"),
     )
     ends = ops.select(
-        "pid", "tid", pl.col("end_ns").alias("t"), pl.lit(_END, pl.Int8).alias("kind"),
+        _ids("pid"), _ids("tid"), pl.col("end_ns").alias("t"), pl.lit(_END, pl.Int8).alias("kind"),
         pl.lit(0, pl.Int64).alias("k2"), pl.col("op_id").cast(pl.Int64).alias("ref"),
-        pl.lit(-1, pl.Int32).alias("delta"),
+        pl.lit(-1, pl.Int8).alias("delta"),
     )
     parts = [starts, ends]
     if queries is not None and queries.height:
         parts.append(queries.select(
-            "pid", "tid", pl.col("ts_ns").alias("t"), pl.lit(_QUERY, pl.Int8).alias("kind"),
+            _ids("pid"), _ids("tid"), pl.col("ts_ns").alias("t"), pl.lit(_QUERY, pl.Int8).alias("kind"),
             pl.lit(0, pl.Int64).alias("k2"), pl.col("qid").cast(pl.Int64).alias("ref"),
-            pl.lit(0, pl.Int32).alias("delta"),
+            pl.lit(0, pl.Int8).alias("delta"),
         ))
     ev = pl.concat(parts, how="vertical")
     ev = ev.sort(["pid", "tid", "t", "kind", "k2", "ref"]).with_row_index("seq")
-    return ev.with_columns(pl.col("delta").cum_sum().over(["pid", "tid"]).alias("open"))
+    # every op adds +1 and -1 on its own thread, so each thread starts at 0 open ops in a single
+    # running sum over the sorted sequence (no per-thread window); threads become one int key
+    new_thread = (pl.col("pid") != pl.col("pid").shift()) | (pl.col("tid") != pl.col("tid").shift())
+    return ev.select(
+        new_thread.fill_null(True).cast(pl.UInt32).cum_sum().alias("thr"), "seq", "t", "kind", "ref",
+        pl.col("delta").cast(pl.Int32).cum_sum().alias("open"),
+    )
 
 
 def op_tree(ops: pl.DataFrame) -> tuple[pl.DataFrame, int]:
     """Return ``ops`` with ``depth`` and ``parent_id`` (null for roots and 0-length ops),
     and the number of ops that overlap their parent without nesting inside it."""
-    nestable = ops.filter(pl.col("dur_ns") > 0)
+    nestable = _nestable(ops)
     if nestable.height == 0:
         return ops.with_columns(pl.lit(None, pl.Int64).alias("depth"), pl.lit(None, pl.UInt32).alias("parent_id")), 0
     sw = _sweep(nestable, None)
     st = sw.filter(pl.col("kind") == _START).select(
-        "pid", "tid", "seq", pl.col("ref").alias("op_id"), (pl.col("open") - 1).cast(pl.Int64).alias("depth"),
+        "thr", "seq", pl.col("ref").alias("op_id"), (pl.col("open") - 1).cast(pl.Int64).alias("depth"),
     )
+    del sw
     left = st.with_columns((pl.col("depth") - 1).alias("want"))
-    right = st.select("pid", "tid", "seq", pl.col("depth").alias("want"), pl.col("op_id").alias("parent_id"))
-    linked = left.join_asof(right, on="seq", by=["pid", "tid", "want"], strategy="backward",
+    right = st.select("thr", "seq", pl.col("depth").alias("want"), pl.col("op_id").alias("parent_id"))
+    linked = left.join_asof(right, on="seq", by=["thr", "want"], strategy="backward",
                             allow_exact_matches=False, check_sortedness=False)
-    tree = linked.select(pl.col("op_id").cast(pl.UInt32), "depth",
+    tree = linked.select(pl.col("op_id").cast(ops.schema["op_id"]), "depth",
                          pl.col("parent_id").cast(pl.UInt32))
-    out = ops.join(tree, on="op_id", how="left")
+    # aligned to the op table's rows and added as columns: joining the whole table would copy it
+    out = add_columns(ops, tree, "op_id")
     # overlap without nesting: a child that ends after its parent
     bounds = out.select(pl.col("op_id").alias("parent_id"), pl.col("end_ns").alias("_pend"))
     chk = out.select("parent_id", "end_ns").join(bounds, on="parent_id", how="inner")
     bad = chk.filter(pl.col("end_ns") > pl.col("_pend")).height
-    return out.sort("op_id"), bad
+    return out, bad
 
 
 def innermost_containing(ops: pl.DataFrame, points: pl.DataFrame) -> pl.DataFrame:
     """For each row of ``points`` (``qid, pid, tid, ts_ns, end_ns``) find the innermost op
     (``op_id``) on the same thread whose interval contains [ts_ns, end_ns]; null if none."""
-    nestable = ops.filter(pl.col("dur_ns") > 0)
+    nestable = _nestable(ops)
     if nestable.height == 0 or points.height == 0:
         return points.select("qid").with_columns(pl.lit(None, pl.UInt32).alias("op_id"))
     sw = _sweep(nestable, points)
     st = sw.filter(pl.col("kind") == _START).select(
-        "pid", "tid", "seq", (pl.col("open") - 1).cast(pl.Int64).alias("want"), pl.col("ref").alias("op_id"),
+        "thr", "seq", (pl.col("open") - 1).cast(pl.Int64).alias("want"), pl.col("ref").alias("op_id"),
     )
     q = sw.filter(pl.col("kind") == _QUERY).select(
-        "pid", "tid", "seq", (pl.col("open") - 1).cast(pl.Int64).alias("want"), pl.col("ref").alias("qid"),
+        "thr", "seq", (pl.col("open") - 1).cast(pl.Int64).alias("want"), pl.col("ref").alias("qid"),
     )
-    hit = q.join_asof(st, on="seq", by=["pid", "tid", "want"], strategy="backward", check_sortedness=False)
+    del sw
+    hit = q.join_asof(st, on="seq", by=["thr", "want"], strategy="backward", check_sortedness=False)
     hit = hit.select(pl.col("qid").cast(points.schema["qid"]), pl.col("op_id").cast(pl.UInt32))
     # verify containment (guards against ops that overlap without nesting)
     bounds = ops.select("op_id", pl.col("ts_ns").alias("_ots"), pl.col("end_ns").alias("_oend"))

@@ -8,21 +8,37 @@ from ..errors import TraceError
 from ..trace import Trace
 from .kineto import load_kineto
 from .nsys import load_nsys
-from .source import SQLITE_MAGIC, read_bytes
+from .source import SQLITE_MAGIC, Progress, iter_blocks
 
 __all__ = ["load_trace", "TraceError"]
 
 
-def load_trace(path: str | Path, *, keep_python: bool = False) -> Trace:
+def load_trace(path: str | Path, *, keep_python: bool = False, progress: Progress | None = None) -> Trace:
     """Load ``path``: a Kineto ``.json``/``.json.gz`` trace, an Nsight Systems SQLite export
     (``.sqlite``/``.sqlite.gz``), or an ``.nsys-rep`` report (exported first when an ``nsys``
-    binary is on PATH). Bad input raises :class:`TraceError`."""
+    binary is on PATH). Bad input raises :class:`TraceError`. ``progress(done, total)`` is
+    called with the bytes of the file read so far."""
     if str(path).endswith(".nsys-rep"):
         return load_nsys(path, _export_nsys_rep(path))
-    data = read_bytes(path)
-    if data.startswith(SQLITE_MAGIC):
-        return load_nsys(path, data)
-    return load_kineto(path, keep_python=keep_python, data=data)
+    from . import kineto
+
+    blocks = iter_blocks(path, block=kineto.CHUNK_BYTES, progress=progress)
+    try:
+        first = next(blocks)
+    except StopIteration:  # pragma: no cover - iter_blocks raises on an empty file
+        raise TraceError(path, "empty file") from None
+    if first.startswith(SQLITE_MAGIC):
+        return load_nsys(path, b"".join([first, *blocks]))
+    return load_kineto(path, keep_python=keep_python, blocks=_chain(first, blocks))
+
+
+def _chain(first: bytes, rest):
+    """``first`` then the rest of a block generator, closing it when abandoned."""
+    try:
+        yield first
+        yield from rest
+    finally:
+        rest.close()
 
 
 def _export_nsys_rep(path: str | Path) -> bytes:

@@ -1,115 +1,187 @@
 """Kineto / Chrome-trace JSON -> :class:`~nongemm_trace.trace.Trace`.
 
-Decoding uses msgspec with typed structs (only the fields we use are
-materialised; unknown keys are skipped inside the C decoder). A trace whose
-events have fields of an unexpected type is decoded a second time loosely, and
-the offending events are counted and skipped with a warning instead of failing
-the whole file.
+A large trace is **streamed**: its (decompressed) bytes arrive in blocks, the
+``traceEvents`` array is cut at event boundaries into chunks of about
+``CHUNK_BYTES``, and each chunk is decoded (:mod:`.events`) and turned into partial
+columnar tables (:mod:`.tables`) before the next is read. Only one chunk's text and
+Python objects are alive at once, so peak memory is the tables plus a few chunks,
+not the file. A boundary is found by a byte pattern (``}, {``) that can also occur
+inside a string or a nested value; such a cut leaves a chunk that is not valid JSON
+(an unterminated string or unbalanced brackets), and then the file is decoded whole
+instead: the answer never depends on where the cuts fell.
 
-Timestamps: Kineto writes microseconds with three decimals. They become int64
-nanoseconds with ``round(x * 1000)``; durations are converted on their own (never
-``round(end) - round(start)``), so sub-microsecond kernels keep their length.
+Small files, bare-array files and anything the stream cannot handle (broken JSON
+that a repair pass may fix) take the whole-document path.
 """
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any, Optional, Union
+from typing import Any, Iterator
 
 import msgspec
 import polars as pl
 
 from ..errors import TraceError
 from ..trace import Trace
-from . import roles
+from .events import ANY_DECODER, ENCODER, TOP_DECODER, MalformedJSON, decode_events, short_error
 from .source import SQLITE_MAGIC, read_bytes
+from .tables import TABLES, Tally, chunk_tables
 
-Num = Union[int, float, None]
-Id = Union[int, str, None]
-#: ROCm writes some numeric args as strings ("stream": "0x0"): accepted and parsed.
-NumOrText = Union[int, float, str, None]
-
-
-class Args(msgspec.Struct, gc=False, rename={
-    "external_id": "External id",
-    "external_id_legacy": "external id",
-    "input_dims": "Input Dims",
-    "input_type": "Input type",
-    "concrete_inputs": "Concrete Inputs",
-    "sequence_number": "Sequence number",
-    "fwd_thread_id": "Fwd thread id",
-}):
-    external_id: Num = None
-    external_id_legacy: Num = None
-    correlation: Num = None
-    device: NumOrText = None
-    stream: NumOrText = None
-    bytes: NumOrText = None
-    # kept as raw JSON text (msgspec.Raw cannot sit in a Union; empty Raw = absent)
-    input_dims: msgspec.Raw = msgspec.Raw()
-    input_type: msgspec.Raw = msgspec.Raw()
-    concrete_inputs: msgspec.Raw = msgspec.Raw()
-    sequence_number: Num = None
-    fwd_thread_id: Num = None
-    kernel_name: Optional[str] = None
-    kernel_backend: Optional[str] = None
+#: events are decoded and turned into columns this many bytes of JSON at a time
+CHUNK_BYTES = 16 << 20
+_BOUNDARY = re.compile(rb"\}\s*,\s*\{")
+_EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 
 
-class Event(msgspec.Struct, gc=False):
-    ph: Optional[str] = None
-    cat: Optional[str] = None
-    name: Optional[str] = None
-    pid: Id = None
-    tid: Id = None
-    ts: Num = None
-    dur: Num = None
-    args: Optional[Args] = None
+class _SplitFailed(Exception):
+    """The stream cannot be cut safely (a cut inside a string, an unusual layout): decode whole."""
 
 
-class LooseEvent(msgspec.Struct):
-    """Same keys, any types: the fallback when the typed decode rejects a field."""
-
-    ph: Any = None
-    cat: Any = None
-    name: Any = None
-    pid: Any = None
-    tid: Any = None
-    ts: Any = None
-    dur: Any = None
-    args: Any = None
-
-
-_EVENTS_TYPED = msgspec.json.Decoder(list[Event])
-_EVENT_TYPED = msgspec.json.Decoder(Event)
-_ENCODE = msgspec.json.Encoder()
-_EVENTS_LOOSE = msgspec.json.Decoder(list[LooseEvent])
-_TOP = msgspec.json.Decoder(dict[str, msgspec.Raw])
-_ANY = msgspec.json.Decoder()
-
-_EMPTY_ARGS = Args()
-_SKIPPED = Event()
-#: |ts| and dur beyond this many microseconds (~127 years) cannot be real and would
-#: overflow int64 nanoseconds once added together
-_TIME_LIMIT_US = 4e15
+def load_kineto(path: str | Path, *, keep_python: bool = False, data: bytes | None = None,
+                blocks: Iterator[bytes] | None = None) -> Trace:
+    """Load a Kineto JSON trace from its bytes (``data``) or a stream of decompressed blocks."""
+    if data is None:
+        if blocks is None:
+            blocks = iter([read_bytes(path)])
+        buf, eof = _fill(b"", blocks, 2 * CHUNK_BYTES)
+        if eof:
+            data = buf
+        else:
+            try:
+                return _load_stream(str(path), buf, blocks, keep_python)
+            except _SplitFailed:
+                pass
+            finally:
+                close = getattr(blocks, "close", None)
+                if close:
+                    close()
+            del buf
+            data = read_bytes(path)
+    return _load_whole(path, data, keep_python)
 
 
-def _raw_texts(raws: list[msgspec.Raw]) -> pl.Series:
-    """Raw JSON fragments -> a text column (null where absent), decoded in bulk."""
-    s = pl.Series([bytes(r) for r in raws], dtype=pl.Binary)
-    return pl.select(pl.when(s.bin.size() > 0).then(s.cast(pl.Utf8, strict=False))).to_series()
+def _fill(buf: bytes, blocks: Iterator[bytes], size: int) -> tuple[bytes, bool]:
+    """Read blocks until ``buf`` holds more than ``size`` bytes; (bytes, reached the end)."""
+    parts = [buf]
+    n = len(buf)
+    for piece in blocks:
+        parts.append(piece)
+        n += len(piece)
+        if n > size:
+            return b"".join(parts), False
+    return b"".join(parts), True
 
 
-def _id_text(v: Any) -> str:
-    return "" if v is None else str(v)
+def _meta(top: dict[str, msgspec.Raw]) -> dict[str, Any]:
+    meta: dict[str, Any] = {}
+    for key, raw in top.items():
+        try:
+            meta[key] = ANY_DECODER.decode(raw)
+        except (msgspec.DecodeError, RecursionError):
+            meta[key] = None
+    return meta
 
 
-def _ids(values: list[Any]) -> pl.Series:
-    """pid / tid values (ints, or strings such as "Spans") as text, converted in bulk when all are ints."""
+def _load_stream(path: str, buf: bytes, blocks: Iterator[bytes], keep_python: bool) -> Trace:
+    """Decode ``traceEvents`` chunk by chunk as the blocks arrive; the keys around it are metadata."""
+    head = buf[:64].lstrip()
+    if head[:1] != b"{":
+        raise _SplitFailed
+    key = _EVENTS_KEY.search(buf)
+    if key is None:
+        raise _SplitFailed
+    try:  # the text before the key, closed, must be an object: then the key is at the top level
+        meta = _meta(TOP_DECODER.decode(buf[:key.start()] + b'"traceEvents":[]}'))
+    except (msgspec.DecodeError, RecursionError):
+        raise _SplitFailed from None
+    meta.pop("traceEvents", None)
+    pending: list[tuple[str, int, str]] = []
+    tally = Tally()
+    parts: dict[str, list[pl.DataFrame]] = {k: [] for k in TABLES}
+    first = 0
+    pos = key.end()  # buf[pos - 1] is the array's '['
+    # one reused buffer: slicing and joining 16 MB pieces would fault in fresh pages each time
+    buf = bytearray(buf)
+
+    def add(raw) -> None:
+        nonlocal first
+        try:
+            events = decode_events(path, raw, pending)
+        except MalformedJSON:
+            raise _SplitFailed from None
+        for k, df in chunk_tables(events, first, keep_python, tally).items():
+            parts[k].append(df)
+        first += len(events)
+
+    while True:
+        cut = None
+        if len(buf) - pos > CHUNK_BYTES:
+            m = _BOUNDARY.search(buf, pos + CHUNK_BYTES)
+            if m is not None:
+                cut, nxt = m.start() + 1, m.end() - 1  # buf[cut] follows the '}'; the next chunk starts at '{'
+        if cut is None:
+            del buf[:pos - 1]  # keep the byte before the next event: it becomes that chunk's '['
+            pos = 1
+            piece = next(blocks, None)
+            if piece is None:
+                break
+            buf += piece
+            del piece
+            continue
+        # frame the chunk in place as a JSON array: the separator bytes around it become '[' and ']'
+        before, after = buf[pos - 1], buf[cut]
+        buf[pos - 1], buf[cut] = 0x5B, 0x5D
+        view = memoryview(buf)
+        try:
+            add(view[pos - 1:cut + 1])  # raw fields of the events reference the view until add() returns
+        finally:
+            _release(view)
+        buf[pos - 1], buf[cut] = before, after
+        pos = nxt
+    try:  # the tail: the last events, the array's end and the keys after it
+        top = TOP_DECODER.decode(b'{"traceEvents":[' + buf[pos:])
+    except (msgspec.DecodeError, RecursionError):
+        raise _SplitFailed from None
+    del buf
+    tail = top.pop("traceEvents", None)
+    if tail is None:
+        raise _SplitFailed
+    add(tail)
+    meta.update(_meta(top))
+    return _build(path, meta, parts, tally, pending)
+
+
+def _release(view: memoryview) -> None:
     try:
-        return pl.Series(values, dtype=pl.Int64).cast(pl.Utf8).fill_null("")
-    except (TypeError, OverflowError, pl.exceptions.PolarsError):
-        return pl.Series([_id_text(v) for v in values], dtype=pl.Utf8)
+        view.release()
+    except BufferError:  # pragma: no cover - a decoded object still holds it (an error is on its way)
+        pass
+
+
+def _load_whole(path: str | Path, data: bytes, keep_python: bool) -> Trace:
+    """Decode the whole document at once (small files, bare arrays, repairs)."""
+    pending: list[tuple[str, int, str]] = []
+    try:
+        meta, raw_events, _ = decode_document(path, data)
+        events = decode_events(path, raw_events, pending)
+    except MalformedJSON as first:
+        fixed = _repair(data)
+        if fixed is None:
+            raise TraceError(first.path, first.problem) from None
+        data, note = fixed
+        pending.append(("repaired_json", 1, note))
+        try:
+            meta, raw_events, _ = decode_document(path, data)
+            events = decode_events(path, raw_events, pending)
+        except MalformedJSON:
+            raise TraceError(first.path, first.problem) from None
+    del data, raw_events
+    tally = Tally()
+    parts = {k: [df] for k, df in chunk_tables(events, 0, keep_python, tally).items()}
+    del events
+    return _build(str(path), meta, parts, tally, pending)
 
 
 def decode_document(path: str | Path, data: bytes) -> tuple[dict[str, Any], msgspec.Raw | None, bool]:
@@ -128,25 +200,16 @@ def decode_document(path: str | Path, data: bytes) -> tuple[dict[str, Any], msgs
     if head[:1] != b"{":
         raise TraceError(path, "not a JSON trace (does not start with '{' or '[')")
     try:
-        top = _TOP.decode(data)
+        top = TOP_DECODER.decode(data)
     except msgspec.DecodeError as exc:
-        raise _MalformedJSON(path, f"invalid or truncated JSON ({_short(exc)})") from None
+        raise MalformedJSON(path, f"invalid or truncated JSON ({short_error(exc)})") from None
     except RecursionError:
         raise TraceError(path, "JSON nested too deeply") from None
     events = top.pop("traceEvents", None)
-    meta: dict[str, Any] = {}
-    for key, raw in top.items():
-        try:
-            meta[key] = _ANY.decode(raw)
-        except (msgspec.DecodeError, RecursionError):
-            meta[key] = None
+    meta = _meta(top)
     if events is None:
         raise TraceError(path, "no 'traceEvents' key: not a Kineto/Chrome trace")
     return meta, events, False
-
-
-class _MalformedJSON(TraceError):
-    """A decode failure that a repair pass may fix (bad UTF-8, NaN/Infinity literals)."""
 
 
 def _repair(data: bytes) -> tuple[bytes, str] | None:
@@ -166,197 +229,20 @@ def _repair(data: bytes) -> tuple[bytes, str] | None:
             doc = json.loads(data)
         except (ValueError, RecursionError):
             return None
-        return _ENCODE.encode(doc), "NaN / Infinity numbers (not JSON) were read as null"
+        return ENCODER.encode(doc), "NaN / Infinity numbers (not JSON) were read as null"
     return None
 
 
-def _short(exc: Exception) -> str:
-    return str(exc).splitlines()[0][:200]
-
-
-def decode_events(path: str | Path, raw: msgspec.Raw, anomalies: list[tuple[str, int, str]]) -> list[Event]:
-    try:
-        return _EVENTS_TYPED.decode(raw)
-    except msgspec.ValidationError:
-        pass
-    except msgspec.DecodeError as exc:
-        raise _MalformedJSON(path, f"invalid or truncated JSON ({_short(exc)})") from None
-    except RecursionError:
-        raise TraceError(path, "JSON nested too deeply") from None
-    try:
-        loose = _EVENTS_LOOSE.decode(raw)
-    except msgspec.ValidationError:
-        loose = None  # some items are not objects: go item by item
-    except (msgspec.DecodeError, RecursionError) as exc:  # pragma: no cover - typed pass raised first
-        raise TraceError(path, f"invalid JSON ({_short(exc)})") from None
-    if loose is None:
-        try:
-            items = _ANY.decode(raw)
-        except (msgspec.DecodeError, RecursionError) as exc:  # pragma: no cover
-            raise TraceError(path, f"invalid JSON ({_short(exc)})") from None
-        if not isinstance(items, list):
-            raise TraceError(path, "'traceEvents' is not a list")
-        loose = [it if isinstance(it, dict) else None for it in items]
-    good: list[Event] = []
-    bad: dict[str, int] = {}
-    for ev in loose:
-        if ev is None:
-            bad["(not an object)"] = bad.get("(not an object)", 0) + 1
-            good.append(_SKIPPED)
-            continue
-        try:
-            good.append(_EVENT_TYPED.decode(_ENCODE.encode(ev)))
-        except (msgspec.ValidationError, msgspec.DecodeError, msgspec.EncodeError, TypeError, ValueError):
-            cat = ev.cat if isinstance(ev, LooseEvent) else ev.get("cat")
-            cat = cat if isinstance(cat, str) else "?"
-            bad[cat] = bad.get(cat, 0) + 1
-            good.append(_SKIPPED)  # keeps positions equal to the file's event indices
-    for cat, n in sorted(bad.items()):
-        if cat == "(not an object)":
-            anomalies.append(("malformed_events", n, f"{n} items of traceEvents are not event objects; skipped"))
-        else:
-            anomalies.append(("malformed_events", n, f"{n} '{cat}' events had fields of the wrong type; skipped"))
-    return good
-
-
-#: events are decoded and turned into columns this many bytes of JSON at a time, so the
-#: Python objects of only one chunk are alive at once (peak memory ~ the JSON size)
-CHUNK_BYTES = 16 << 20
-_BOUNDARY = re.compile(rb"\}\s*,\s*\{")
-
-
-class _SplitFailed(Exception):
-    """A chunk boundary fell inside an event (a string or nested array): decode whole instead."""
-
-
-def _chunked(path: str | Path, raw: msgspec.Raw, pending: list[tuple[str, int, str]]):
-    """Yield (index of the first event, events) per chunk of the traceEvents array."""
-    mv = memoryview(raw)
-    n = len(mv)
-    start = 1  # after '['
-    end = n - 1  # before ']'
-    first = 0
-    while start < end:
-        cut = end
-        if end - start > CHUNK_BYTES:
-            m = _BOUNDARY.search(mv, start + CHUNK_BYTES, end)
-            cut = m.start() + 1 if m else end  # keep the '}' in this chunk; the ',' is dropped
-        body = bytes(mv[start:cut]).strip().rstrip(b",")
-        if body:
-            try:
-                events = decode_events(path, msgspec.Raw(b"[" + body + b"]"), pending)
-            except _MalformedJSON:
-                raise _SplitFailed from None
-            yield first, events
-            first += len(events)
-        if cut >= end:
-            break
-        nxt = -1
-        probe = cut
-        while probe < end and nxt < 0:  # the next event's '{' is a few bytes after the cut
-            window = bytes(mv[probe:min(end, probe + 4096)])
-            k = window.find(b"{")
-            nxt = probe + k if k >= 0 else -1
-            probe += len(window)
-        if nxt < 0:
-            break
-        start = nxt
-
-
-def load_kineto(path: str | Path, *, keep_python: bool = False, data: bytes | None = None) -> Trace:
-    """Load a Kineto JSON (.json or .json.gz) trace into columnar tables."""
-    if data is None:
-        data = read_bytes(path)
-    pending: list[tuple[str, int, str]] = []
-    try:
-        meta, raw_events, bare = decode_document(path, data)
-        if not bare and len(raw_events) > 2 * CHUNK_BYTES:
-            chunk_pending: list[tuple[str, int, str]] = []
-            try:
-                trace = _build(str(path), meta, _chunked(path, raw_events, chunk_pending), keep_python,
-                               pending + chunk_pending)
-                for code, n, msg in chunk_pending:
-                    trace.note(code, n, msg)
-                return trace
-            except _SplitFailed:
-                pass  # an unusual layout: fall back to decoding the array whole
-        events = decode_events(path, raw_events, pending)
-    except _MalformedJSON as first:
-        fixed = _repair(data)
-        if fixed is None:
-            raise TraceError(first.path, first.problem) from None
-        data, note = fixed
-        pending.append(("repaired_json", 1, note))
-        try:
-            meta, raw_events, _ = decode_document(path, data)
-            events = decode_events(path, raw_events, pending)
-        except _MalformedJSON:
-            raise TraceError(first.path, first.problem) from None
-    del data, raw_events
-    return _build(str(path), meta, [(0, events)], keep_python, pending)
-
-
-def _build(path: str, meta: dict[str, Any], chunks, keep_python: bool,
+def _build(path: str, meta: dict[str, Any], parts: dict[str, list[pl.DataFrame]], tally: Tally,
            pending: list[tuple[str, int, str]]) -> Trace:
-    """Route events to tables, chunk by chunk: ``chunks`` yields (index of its first event,
-    events); each chunk becomes partial columns at once and its Python objects are freed."""
-    parts: dict[str, list[pl.DataFrame]] = {"ops": [], "launches": [], "acts": [], "py": []}
-    bad_time: dict[str, int] = {}
-    bad_phase: dict[str, int] = {}
-    other = {"n": 0, "us": 0.0, "cats": set()}
-    no_cat = 0
-    for first, events in chunks:
-        ops: list[Event] = []
-        launches: list[Event] = []
-        acts: list[Event] = []
-        py: list[Event] = []
-        other_device: list[Event] = []
-        route: dict[str, list[Event]] = {}
-        where: dict[int, list[int]] = {id(acts): [], id(ops): [], id(launches): [], id(py): [], id(other_device): []}
-        for c in roles.ACTIVITY_KIND:
-            route[c] = acts
-        for c in roles.OP_CATEGORIES:
-            route[c] = ops
-        for c in roles.LAUNCH_CATEGORIES:
-            route[c] = launches
-        for c in roles.OTHER_DEVICE_CATEGORIES:
-            route[c] = other_device
-        if keep_python:
-            for c in roles.PYTHON_CATEGORIES:
-                route[c] = py
-        for i, ev in enumerate(events, start=first):
-            cat = ev.cat
-            if cat is None:
-                if ev.ph == "X" and ev is not _SKIPPED:
-                    no_cat += 1
-                continue
-            bucket = route.get(cat)
-            if bucket is None:
-                continue
-            if ev.ph != "X":
-                bad_phase[cat] = bad_phase.get(cat, 0) + 1
-                continue
-            ts, dur = ev.ts, ev.dur
-            # comparisons are False for NaN, so NaN fails here too
-            if ts is None or dur is None or not (0 <= dur < _TIME_LIMIT_US) or not (-_TIME_LIMIT_US < ts < _TIME_LIMIT_US):
-                bad_time[cat] = bad_time.get(cat, 0) + 1
-                continue
-            bucket.append(ev)
-            where[id(bucket)].append(i)
-        for key, evs, fn in (("ops", ops, _op_table), ("launches", launches, _launch_table),
-                             ("acts", acts, _activity_table), ("py", py, lambda e: _op_table(e, minimal=True))):
-            if evs or not parts[key]:
-                parts[key].append(fn(evs).with_columns(pl.Series("ev_idx", where[id(evs)], dtype=pl.Int64)))
-        if other_device:
-            other["n"] += len(other_device)
-            other["us"] += sum(float(e.dur) for e in other_device)
-            other["cats"] |= {e.cat for e in other_device}
-        del events, ops, launches, acts, py, other_device
+    """Concatenate the chunks' partial tables, number the rows, and record what was set aside."""
 
     def table(key: str, index: str) -> pl.DataFrame:
-        frames = parts[key]
-        df = frames[0] if len(frames) == 1 else pl.concat([f for f in frames if f.height] or frames[:1])
-        return df.drop(index).with_row_index(index)
+        frames = [f for f in parts[key] if f.height] or parts[key][:1]
+        parts[key] = []
+        # no rechunk: a copy of every table at once would double the peak memory
+        df = frames[0] if len(frames) == 1 else pl.concat(frames, rechunk=False)
+        return df.with_row_index(index)
 
     trace = Trace(
         path=path,
@@ -369,91 +255,20 @@ def _build(path: str, meta: dict[str, Any], chunks, keep_python: bool,
     )
     for code, n, msg in pending:
         trace.note(code, n, msg)
-    for cat, n in sorted(bad_time.items()):
+    for cat, n in sorted(tally.bad_time.items()):
         trace.note("missing_duration", n, f"{n} '{cat}' events had no valid ts/dur (missing, negative, NaN or "
                                           f"beyond 4e15 us); skipped")
-    for cat, n in sorted(bad_phase.items()):
+    for cat, n in sorted(tally.bad_phase.items()):
         trace.note("unsupported_phase", n, f"{n} '{cat}' events are not complete ('X') events (e.g. B/E pairs); skipped")
-    trace.note("missing_category", no_cat, f"{no_cat} complete events had no 'cat'; ignored")
+    trace.note("missing_category", tally.no_cat, f"{tally.no_cat} complete events had no 'cat'; ignored")
     _dedupe(trace)
-    if other["n"]:
+    if tally.other_n:
         trace.note(
-            "other_device_events", other["n"],
-            f"{other['n']} device events of a non-CUDA/ROCm accelerator ({', '.join(sorted(other['cats']))}; "
-            f"{other['us']:,.1f} us summed, overlapping) are not GPU activities and are not in the GPU totals",
+            "other_device_events", tally.other_n,
+            f"{tally.other_n} device events of a non-CUDA/ROCm accelerator ({', '.join(sorted(tally.other_cats))}; "
+            f"{tally.other_us:,.1f} us summed, overlapping) are not GPU activities and are not in the GPU totals",
         )
     return trace
-
-
-def _ns(values: list[Any]) -> pl.Series:
-    """Microsecond floats -> int64 nanoseconds, rounded to the nearest ns.
-
-    The integer and fractional microseconds are scaled apart: ``x * 1000`` on an
-    epoch-based timestamp (~1.7e15 us) would exceed float64's 53-bit mantissa and
-    move times by up to 128 ns, enough to break the nesting of sub-microsecond ops.
-    """
-    s = pl.Series(values, dtype=pl.Float64, strict=False)
-    whole = s.floor()
-    frac_ns = ((s - whole) * 1000.0).round(0)
-    return whole.cast(pl.Int64, strict=False) * 1000 + frac_ns.cast(pl.Int64, strict=False)
-
-
-def _parse_int(v: Any) -> Any:
-    if isinstance(v, str):
-        try:
-            return int(v, 0)
-        except ValueError:
-            return None
-    return v
-
-
-def _int(values: list[Any]) -> pl.Series:
-    try:  # the common case: ints and nulls only
-        return pl.Series(values, dtype=pl.Int64)
-    except (TypeError, OverflowError, pl.exceptions.PolarsError):
-        pass
-    values = [_parse_int(v) for v in values]
-    s = pl.Series(values, dtype=pl.Float64, strict=False)
-    return s.cast(pl.Int64, strict=False)
-
-
-def _ext_ids(evs: list[Event]) -> list[Any]:
-    out = []
-    for e in evs:
-        a = e.args
-        if a is None:
-            out.append(None)
-        else:
-            out.append(a.external_id if a.external_id is not None else a.external_id_legacy)
-    return out
-
-
-def _common(evs: list[Event]) -> dict[str, Any]:
-    ts = _ns([e.ts for e in evs])
-    dur = _ns([e.dur for e in evs])
-    return {
-        "name": pl.Series([e.name or "" for e in evs], dtype=pl.Utf8),
-        "cat": pl.Series([e.cat for e in evs], dtype=pl.Utf8),
-        "pid": _ids([e.pid for e in evs]),
-        "tid": _ids([e.tid for e in evs]),
-        "ts_ns": ts,
-        "dur_ns": dur,
-    }
-
-
-def _op_table(evs: list[Event], minimal: bool = False) -> pl.DataFrame:
-    cols = _common(evs)
-    cols["external_id"] = _int(_ext_ids(evs))
-    if not minimal:
-        args = [e.args or _EMPTY_ARGS for e in evs]
-        cols["input_dims"] = _raw_texts([a.input_dims for a in args])
-        cols["input_type"] = _raw_texts([a.input_type for a in args])
-        cols["concrete_inputs"] = _raw_texts([a.concrete_inputs for a in args])
-        cols["sequence_number"] = _int([a.sequence_number for a in args])
-        cols["fwd_thread_id"] = _int([a.fwd_thread_id for a in args])
-        cols["kernel_backend"] = pl.Series([a.kernel_backend for a in args], dtype=pl.Utf8)
-    df = pl.DataFrame(cols)
-    return df.with_columns((pl.col("ts_ns") + pl.col("dur_ns")).alias("end_ns")).with_row_index("op_id")
 
 
 _DEDUPE = {
@@ -473,29 +288,19 @@ def _dedupe(trace: Trace) -> None:
         df = getattr(trace, table)
         if df.height == 0:
             continue
-        uniq = df.unique(subset=keys, keep="first", maintain_order=True)
-        dropped = df.height - uniq.height
+        # duplicates share start and duration: find such rows by sorting two int columns (hashing
+        # millions of rows costs several times more memory), then compare the full key on those only
+        times = df.select("ts_ns", "dur_ns", pl.int_range(pl.len(), dtype=pl.UInt32).alias("_row")) \
+            .sort("ts_ns", "dur_ns")
+        same = (pl.col("ts_ns").diff() == 0) & (pl.col("dur_ns").diff() == 0)
+        rows = times.filter(same.fill_null(False) | same.shift(-1).fill_null(False))["_row"]
+        if rows.len() == 0:
+            continue
+        cand = df[rows.sort()]
+        dup = cand.select(idx, (~pl.struct(keys).is_first_distinct()).alias("_dup")).filter(pl.col("_dup"))[idx]
+        dropped = dup.len()
         if dropped:
-            setattr(trace, table, uniq.drop(idx).with_row_index(idx))
+            setattr(trace, table, df.filter(~pl.col(idx).is_in(dup.implode())).drop(idx).with_row_index(idx))
             trace.note(f"duplicate_{table}", dropped, f"{dropped} {msg}")
 
 
-def _launch_table(evs: list[Event]) -> pl.DataFrame:
-    cols = _common(evs)
-    cols["external_id"] = _int(_ext_ids(evs))
-    cols["correlation"] = _int([(e.args.correlation if e.args else None) for e in evs])
-    df = pl.DataFrame(cols)
-    return df.with_columns((pl.col("ts_ns") + pl.col("dur_ns")).alias("end_ns")).with_row_index("launch_id")
-
-
-def _activity_table(evs: list[Event]) -> pl.DataFrame:
-    cols = _common(evs)
-    args = [e.args or _EMPTY_ARGS for e in evs]
-    cols["kind"] = pl.Series([roles.ACTIVITY_KIND[e.cat] for e in evs], dtype=pl.Utf8)
-    cols["external_id"] = _int(_ext_ids(evs))
-    cols["correlation"] = _int([a.correlation for a in args])
-    cols["device"] = _int([a.device for a in args])
-    cols["stream"] = _int([a.stream for a in args])
-    cols["bytes"] = _int([a.bytes for a in args])
-    df = pl.DataFrame(cols)
-    return df.with_columns((pl.col("ts_ns") + pl.col("dur_ns")).alias("end_ns")).with_row_index("activity_id")

@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import gzip
 import os
+import queue
+import threading
 import zlib
 from pathlib import Path
+from typing import Callable, Iterator
 
 from ..errors import TraceError
 
@@ -46,16 +49,10 @@ def read_bytes(path: str | Path) -> bytes:
     """Return the decompressed bytes of ``path``."""
     p = Path(path)
     limit = max_trace_bytes()
+    fh, _ = _open(p, limit)
     try:
-        size = p.stat().st_size if p.is_file() else 0
-        if size > limit:
-            raise _too_big(p, size, limit, "is")
-        with open(p, "rb") as fh:
+        with fh:
             raw = fh.read()
-    except FileNotFoundError:
-        raise TraceError(p, "no such file") from None
-    except IsADirectoryError:
-        raise TraceError(p, "is a directory, not a trace file") from None
     except OSError as exc:
         raise TraceError(p, f"cannot read: {exc.strerror or exc}") from None
     if not raw:
@@ -67,41 +64,152 @@ def read_bytes(path: str | Path) -> bytes:
     return raw
 
 
-def _gunzip(p: Path, raw: bytes, limit: int) -> bytes:
-    """Decompress all gzip members; a stream cut short is an error, not a partial trace.
-    Output is produced in bounded pieces and counted, so a gzip bomb stops at ``limit``."""
-    out = []
-    total = 0
-    data = raw
+def _open(p: Path, limit: int):
+    """Open ``p`` for reading; a missing file, a directory or an oversized file is a TraceError."""
     try:
-        while data:
-            d = zlib.decompressobj(16 + zlib.MAX_WBITS)
-            pos = 0
-            pending = b""
-            while True:
-                if not pending:
-                    pending = data[pos : pos + _CHUNK]
-                    pos += len(pending)
-                    if not pending:
+        size = p.stat().st_size if p.is_file() else 0
+        if size > limit:
+            raise _too_big(p, size, limit, "is")
+        return open(p, "rb"), size
+    except FileNotFoundError:
+        raise TraceError(p, "no such file") from None
+    except IsADirectoryError:
+        raise TraceError(p, "is a directory, not a trace file") from None
+    except OSError as exc:
+        raise TraceError(p, f"cannot read: {exc.strerror or exc}") from None
+
+
+Progress = Callable[[int, int], None]
+
+
+def iter_blocks(path: str | Path, block: int = _CHUNK, progress: Progress | None = None) -> Iterator[bytes]:
+    """Yield the decompressed bytes of ``path`` in blocks of about ``block`` bytes.
+
+    Only a few blocks are alive at once, so a trace never needs its whole text in memory.
+    A gzip file is inflated by a background thread (zlib releases the GIL), overlapping
+    with the decoding of the blocks already read. ``progress(done, total)`` is called with
+    the bytes of the file consumed so far. The same errors as :func:`read_bytes`.
+    """
+    p = Path(path)
+    limit = max_trace_bytes()
+    fh, size = _open(p, limit)
+    with fh:
+        try:
+            head = fh.read(block)
+        except OSError as exc:
+            raise TraceError(p, f"cannot read: {exc.strerror or exc}") from None
+        if not head:
+            raise TraceError(p, "empty file")
+        if head[:2] == GZIP_MAGIC:
+            yield from _gunzip_blocks(p, fh, head, size, limit, block, progress)
+            return
+        if p.suffix == ".gz":
+            raise TraceError(p, "named .gz but is not gzip data")
+        done = len(head)
+        yield head
+        while True:
+            if progress:
+                progress(done, size)
+            try:
+                piece = fh.read(block)
+            except OSError as exc:
+                raise TraceError(p, f"cannot read: {exc.strerror or exc}") from None
+            if not piece:
+                return
+            done += len(piece)
+            yield piece
+
+
+_END = object()
+
+
+def _gunzip_blocks(p: Path, fh, head: bytes, size: int, limit: int, block: int,
+                   progress: Progress | None) -> Iterator[bytes]:
+    """Inflate in a producer thread into a small bounded queue; errors travel through it."""
+    out: queue.Queue = queue.Queue(maxsize=3)
+    stop = threading.Event()
+    consumed = [len(head)]
+
+    def put(item) -> bool:
+        while not stop.is_set():
+            try:
+                out.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def reader() -> Iterator[bytes]:
+        yield head
+        while True:
+            piece = fh.read(block // 4)
+            if not piece:
+                return
+            consumed[0] += len(piece)
+            yield piece
+
+    def produce() -> None:
+        try:
+            for piece in _inflate(p, reader(), limit, block):
+                if not put(piece):
+                    return
+            put(_END)
+        except TraceError as exc:
+            put(exc)
+        except OSError as exc:
+            put(TraceError(p, f"cannot read: {exc.strerror or exc}"))
+        except BaseException as exc:  # pragma: no cover - reported in the consumer
+            put(exc)
+
+    worker = threading.Thread(target=produce, name="nongemm-gunzip", daemon=True)
+    worker.start()
+    try:
+        while True:
+            item = out.get()
+            if item is _END:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            if progress:
+                progress(consumed[0], size)
+            yield item
+    finally:
+        stop.set()
+        worker.join()
+
+
+def _inflate(p: Path, pieces: Iterator[bytes], limit: int, block: int) -> Iterator[bytes]:
+    """Decompress every gzip member of a stream of compressed pieces, ``block`` bytes of
+    output at a time; a stream cut short is an error, and output beyond ``limit`` too."""
+    total = 0
+    d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    started = False  # the current member has consumed input
+    try:
+        for data in pieces:
+            while data:
+                if d.eof:  # a member ended: what follows is another member or padding
+                    if data.strip(b"\x00") == b"":
+                        data = b""
                         break
-                piece = d.decompress(pending, _CHUNK)
-                pending = d.unconsumed_tail
-                total += len(piece)
-                if total > limit:
-                    raise _too_big(p, total, limit, "decompresses to")
-                out.append(piece)
+                    if data[:2] != GZIP_MAGIC:
+                        return
+                    d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+                piece = d.decompress(data, block)
+                started = True
+                data = d.unconsumed_tail
                 if d.eof:
-                    break
-            if not d.eof:
-                raise TraceError(p, "truncated gzip stream (the file ends before the compressed data does)")
-            data = d.unused_data
-            # trailing zero padding after the last member is tolerated, as gzip(1) does
-            if data.strip(b"\x00") == b"":
-                break
-            if data[:2] != GZIP_MAGIC:
-                break
+                    data = d.unused_data
+                if piece:
+                    total += len(piece)
+                    if total > limit:
+                        raise _too_big(p, total, limit, "decompresses to")
+                    yield piece
+        if started and not d.eof:
+            raise TraceError(p, "truncated gzip stream (the file ends before the compressed data does)")
     except zlib.error as exc:
         raise TraceError(p, f"corrupt gzip data ({exc})") from None
-    except (EOFError, gzip.BadGzipFile) as exc:  # pragma: no cover - zlib raises first
-        raise TraceError(p, f"corrupt gzip data ({exc})") from None
-    return b"".join(out)
+
+
+def _gunzip(p: Path, raw: bytes, limit: int) -> bytes:
+    """Decompress all gzip members of ``raw`` (bounded by ``limit``, so a gzip bomb stops)."""
+    return b"".join(_inflate(p, iter([raw]), limit, _CHUNK))

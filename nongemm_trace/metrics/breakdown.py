@@ -71,7 +71,7 @@ def op_table(ops: pl.DataFrame, acts: pl.DataFrame) -> pl.DataFrame:
     busy = calls.join(incl_t, on=["op", "category"], how="left").join(self_rows, on=["op", "category"], how="left")
     # calls that launched nothing, anywhere below them
     touched = incl.select("op_id").unique()
-    idle = ops.join(touched, on="op_id", how="anti").select(
+    idle = ops.select("op_id", "name", "op_category").join(touched, on="op_id", how="anti").select(
         pl.col("name").alias("op"), pl.col("op_category").fill_null("unclassified").alias("category"))
     idle = idle.group_by(["op", "category"]).agg(pl.len().alias("calls"))
     out = pl.concat([busy, idle], how="diagonal_relaxed")

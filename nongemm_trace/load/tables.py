@@ -1,0 +1,229 @@
+"""Decoded events -> the partial columnar tables of one chunk (ops, launches, activities).
+
+Routing is columnar: the category column is mapped to a table in polars and each
+table's events are picked with one C-level ``itemgetter`` call, so no Python code
+runs per event apart from one attribute read per column. Events without a valid
+phase or time are counted per category, never dropped silently.
+
+Timestamps: Kineto writes microseconds with three decimals. They become int64
+nanoseconds; durations are converted on their own (never ``round(end) - round(start)``),
+so sub-microsecond kernels keep their length.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from operator import itemgetter
+from typing import Any, Sequence
+
+import polars as pl
+
+from . import roles
+from .events import EMPTY_ARGS, TIME_LIMIT_US, Event
+
+#: the tables an event can go to, by category
+ROUTES: dict[str, str] = {
+    **{c: "acts" for c in roles.ACTIVITY_KIND},
+    **{c: "ops" for c in roles.OP_CATEGORIES},
+    **{c: "launches" for c in roles.LAUNCH_CATEGORIES},
+    **{c: "other" for c in roles.OTHER_DEVICE_CATEGORIES},
+}
+_PY_ROUTES = {**ROUTES, **{c: "py" for c in roles.PYTHON_CATEGORIES}}
+TABLES = ("ops", "launches", "acts", "py")
+#: separates raw JSON texts joined into one string; a control byte never appears unescaped in JSON
+_SEP = "\x1f"
+
+
+@dataclass
+class Tally:
+    """What was set aside while routing, summed over chunks."""
+
+    bad_time: dict[str, int] = field(default_factory=dict)
+    bad_phase: dict[str, int] = field(default_factory=dict)
+    no_cat: int = 0
+    other_n: int = 0
+    other_us: float = 0.0
+    other_cats: set[str] = field(default_factory=set)
+
+
+def _pick(events: Sequence[Event], idx: list[int]) -> list[Event]:
+    if not idx:
+        return []
+    if len(idx) == 1:
+        return [events[idx[0]]]
+    return list(itemgetter(*idx)(events))
+
+
+def chunk_tables(events: Sequence[Event], first: int, keep_python: bool, tally: Tally) -> dict[str, pl.DataFrame]:
+    """Route one chunk's events (``first`` = the file index of ``events[0]``) to partial tables,
+    each with an ``ev_idx`` column (the event's index in the file)."""
+    cats = pl.Series("cat", [e.cat for e in events], dtype=pl.Utf8)
+    routes = cats.replace_strict(_PY_ROUTES if keep_python else ROUTES, default=None, return_dtype=pl.Utf8)
+    no_cat = cats.is_null().arg_true().to_list()
+    if no_cat:
+        tally.no_cat += sum(1 for e in _pick(events, no_cat) if e.ph == "X")
+    out: dict[str, pl.DataFrame] = {}
+    for key in TABLES:
+        idx = (routes == key).arg_true().to_list()
+        out[key] = _valid(_BUILDERS[key](_pick(events, idx), [first + i for i in idx]), tally)
+    other = (routes == "other").arg_true().to_list()
+    if other:
+        _other(_pick(events, other), tally)
+    return out
+
+
+def _valid(df: pl.DataFrame, tally: Tally) -> pl.DataFrame:
+    """Keep complete ('X') events with a finite, plausible ts and dur; count the rest per category;
+    then convert times to int64 ns."""
+    if df.height == 0:
+        return _finish(df)
+    is_x = pl.col("ph") == "X"
+    ok_time = (pl.col("ts").is_not_null() & pl.col("dur").is_not_null() & (pl.col("dur") >= 0)
+               & (pl.col("dur") < TIME_LIMIT_US) & (pl.col("ts") > -TIME_LIMIT_US) & (pl.col("ts") < TIME_LIMIT_US))
+    flags = df.select(is_x.fill_null(False).alias("x"), ok_time.fill_null(False).alias("t"))
+    if not (flags["x"].all() and flags["t"].all()):
+        marked = df.select("cat").with_columns(flags)
+        for cat, n in marked.filter(~pl.col("x")).group_by("cat").len().iter_rows():
+            tally.bad_phase[cat] = tally.bad_phase.get(cat, 0) + n
+        for cat, n in marked.filter(pl.col("x") & ~pl.col("t")).group_by("cat").len().iter_rows():
+            tally.bad_time[cat] = tally.bad_time.get(cat, 0) + n
+        df = df.filter(flags["x"] & flags["t"])
+    return _finish(df)
+
+
+def _ns(col: str) -> pl.Expr:
+    """Microsecond floats -> int64 nanoseconds, rounded to the nearest ns.
+
+    The integer and fractional microseconds are scaled apart: ``x * 1000`` on an
+    epoch-based timestamp (~1.7e15 us) would exceed float64's 53-bit mantissa and
+    move times by up to 128 ns, enough to break the nesting of sub-microsecond ops.
+    """
+    whole = pl.col(col).floor()
+    frac_ns = ((pl.col(col) - whole) * 1000.0).round(0)
+    return whole.cast(pl.Int64, strict=False) * 1000 + frac_ns.cast(pl.Int64, strict=False)
+
+
+def _finish(df: pl.DataFrame) -> pl.DataFrame:
+    """Float microseconds -> ts_ns/dur_ns/end_ns in the tables' column order."""
+    rest = [c for c in df.columns if c not in ("ph", "ts", "dur", "name", "cat", "pid", "tid", "ev_idx")]
+    return df.select(
+        "name", "cat", "pid", "tid", _ns("ts").alias("ts_ns"), _ns("dur").alias("dur_ns"), *rest, "ev_idx",
+    ).with_columns((pl.col("ts_ns") + pl.col("dur_ns")).alias("end_ns")).select(
+        "name", "cat", "pid", "tid", "ts_ns", "dur_ns", *rest, "end_ns", "ev_idx")
+
+
+def _other(evs: list[Event], tally: Tally) -> None:
+    """Device events of other accelerators: counted and summed for a warning, not tabled."""
+    for e in evs:
+        if e.ph == "X" and e.ts is not None and e.dur is not None and 0 <= e.dur < TIME_LIMIT_US:
+            tally.other_n += 1
+            tally.other_us += float(e.dur)
+            tally.other_cats.add(e.cat)
+
+
+def _floats(values: list[Any]) -> pl.Series:
+    return pl.Series(values, dtype=pl.Float64, strict=False)
+
+
+def _ids(values: list[Any]) -> pl.Series:
+    """pid / tid values (ints, or strings such as "Spans") as text, converted in bulk when all are ints."""
+    try:
+        return pl.Series(values, dtype=pl.Int64).cast(pl.Utf8).fill_null("")
+    except (TypeError, OverflowError, pl.exceptions.PolarsError):
+        return pl.Series(["" if v is None else str(v) for v in values], dtype=pl.Utf8)
+
+
+def _parse_int(v: Any) -> Any:
+    if isinstance(v, str):
+        try:
+            return int(v, 0)
+        except ValueError:
+            return None
+    return v
+
+
+def _int(values: list[Any]) -> pl.Series:
+    """Ints (or floats, or ROCm's "0x0" strings) -> Int64, null where absent or unparsable."""
+    try:  # the common case: ints and nulls only
+        return pl.Series(values, dtype=pl.Int64)
+    except (TypeError, OverflowError, pl.exceptions.PolarsError):
+        pass
+    s = pl.Series([_parse_int(v) for v in values], dtype=pl.Float64, strict=False)
+    return s.cast(pl.Int64, strict=False)
+
+
+def _raw_texts(raws: list[Any]) -> pl.Series:
+    """Raw JSON fragments -> a text column (null where absent): joined in C, split in polars."""
+    if not raws:
+        return pl.Series([], dtype=pl.Utf8)
+    text = _SEP.encode().join(raws).decode("utf-8", "replace")
+    s = pl.Series([text], dtype=pl.Utf8).str.split(_SEP).explode()
+    return pl.select(pl.when(s.str.len_bytes() > 0).then(s)).to_series()
+
+
+def _common(evs: list[Event], ev_idx: list[int]) -> dict[str, pl.Series]:
+    return {
+        "ph": pl.Series([e.ph for e in evs], dtype=pl.Utf8),
+        "name": pl.Series([e.name or "" for e in evs], dtype=pl.Utf8),
+        "cat": pl.Series([e.cat for e in evs], dtype=pl.Utf8),
+        "pid": _ids([e.pid for e in evs]),
+        "tid": _ids([e.tid for e in evs]),
+        "ts": _floats([e.ts for e in evs]),
+        "dur": _floats([e.dur for e in evs]),
+        "ev_idx": pl.Series(ev_idx, dtype=pl.Int64),
+    }
+
+
+def _ext_ids(args: list[Any]) -> pl.Series:
+    """``External id``, or the legacy lowercase ``external id`` where only that is present."""
+    ext = _int([a.external_id for a in args])
+    if ext.null_count():
+        legacy = _int([a.external_id_legacy for a in args])
+        ext = ext.fill_null(legacy)
+    return ext
+
+
+def _args(evs: list[Event]) -> list[Any]:
+    return [e.args or EMPTY_ARGS for e in evs]
+
+
+def op_table(evs: list[Event], ev_idx: list[int]) -> pl.DataFrame:
+    cols = _common(evs, ev_idx)
+    args = _args(evs)
+    cols["external_id"] = _ext_ids(args)
+    cols["input_dims"] = _raw_texts([a.input_dims for a in args])
+    cols["input_type"] = _raw_texts([a.input_type for a in args])
+    cols["concrete_inputs"] = _raw_texts([a.concrete_inputs for a in args])
+    cols["sequence_number"] = _int([a.sequence_number for a in args])
+    cols["fwd_thread_id"] = _int([a.fwd_thread_id for a in args])
+    cols["kernel_backend"] = pl.Series([a.kernel_backend for a in args], dtype=pl.Utf8)
+    return pl.DataFrame(cols)
+
+
+def python_table(evs: list[Event], ev_idx: list[int]) -> pl.DataFrame:
+    cols = _common(evs, ev_idx)
+    cols["external_id"] = _ext_ids(_args(evs))
+    return pl.DataFrame(cols)
+
+
+def launch_table(evs: list[Event], ev_idx: list[int]) -> pl.DataFrame:
+    cols = _common(evs, ev_idx)
+    args = _args(evs)
+    cols["external_id"] = _ext_ids(args)
+    cols["correlation"] = _int([a.correlation for a in args])
+    return pl.DataFrame(cols)
+
+
+def activity_table(evs: list[Event], ev_idx: list[int]) -> pl.DataFrame:
+    cols = _common(evs, ev_idx)
+    args = _args(evs)
+    cols["kind"] = cols["cat"].replace_strict(roles.ACTIVITY_KIND, return_dtype=pl.Utf8)
+    cols["external_id"] = _ext_ids(args)
+    cols["correlation"] = _int([a.correlation for a in args])
+    cols["device"] = _int([a.device for a in args])
+    cols["stream"] = _int([a.stream for a in args])
+    cols["bytes"] = _int([a.bytes for a in args])
+    return pl.DataFrame(cols)
+
+
+_BUILDERS = {"ops": op_table, "launches": launch_table, "acts": activity_table, "py": python_table}

@@ -1,0 +1,144 @@
+"""Streamed loading (blocks -> chunks -> partial tables) equals the whole-document path,
+table for table, on every shared Kineto trace; gzip errors found mid-stream are one-line errors."""
+
+from __future__ import annotations
+
+import gzip
+
+import pytest
+from polars.testing import assert_frame_equal
+
+from conftest import SAMPLES, kineto_traces, shared, trace_ids
+from nongemm_trace.errors import TraceError
+from nongemm_trace.load import kineto, load_trace
+from nongemm_trace.load.source import read_bytes
+
+TRACES = kineto_traces()
+
+
+def _tables(trace):
+    return {"ops": trace.ops, "launches": trace.launches, "activities": trace.activities, "python": trace.python}
+
+
+@pytest.mark.parametrize("path", TRACES, ids=trace_ids(TRACES))
+def test_stream_equals_whole(path, monkeypatch):
+    whole = kineto._load_whole(path, read_bytes(path), keep_python=True)
+    monkeypatch.setattr(kineto, "CHUNK_BYTES", 96 << 10)
+    streamed = load_trace(path, keep_python=True)
+    assert streamed.metadata == whole.metadata
+    assert [(a.code, a.count) for a in streamed.anomalies] == [(a.code, a.count) for a in whole.anomalies]
+    for name, df in _tables(whole).items():
+        assert_frame_equal(_tables(streamed)[name], df, check_exact=True)
+
+
+def test_streaming_really_streams(monkeypatch):
+    """The big path is taken (not a silent fallback to the whole document) and cuts many chunks."""
+    path = shared("h200", "bert_base_train_bs8_s128__eager.json.gz")
+    monkeypatch.setattr(kineto, "CHUNK_BYTES", 64 << 10)
+    calls = []
+    real = kineto.chunk_tables
+    monkeypatch.setattr(kineto, "chunk_tables", lambda *a, **k: calls.append(1) or real(*a, **k))
+    monkeypatch.setattr(kineto, "_load_whole", lambda *a, **k: pytest.fail("fell back to the whole document"))
+    load_trace(path)
+    assert len(calls) > 20
+
+
+def test_progress_reaches_the_file_size(monkeypatch):
+    path = shared("h200", "bert_base_train_bs8_s128__eager.json.gz")
+    monkeypatch.setattr(kineto, "CHUNK_BYTES", 64 << 10)
+    seen = []
+    load_trace(path, progress=lambda done, total: seen.append((done, total)))
+    assert len(seen) > 5
+    assert all(t == path.stat().st_size for _, t in seen)
+    assert [d for d, _ in seen] == sorted(d for d, _ in seen)
+    assert seen[-1][0] == path.stat().st_size
+
+
+@pytest.fixture()
+def big_json(tmp_path):
+    """A plain .json and its gzip, large enough to be streamed with small chunks."""
+    raw = gzip.decompress((SAMPLES / "bert_base_fp32_bs8_s128__eager.json.gz").read_bytes())
+    plain = tmp_path / "t.json"
+    plain.write_bytes(raw)
+    gz = tmp_path / "t.json.gz"
+    gz.write_bytes(gzip.compress(raw))
+    return plain, gz, raw
+
+
+def test_truncated_gzip_mid_stream(big_json, tmp_path, monkeypatch):
+    _, gz, _ = big_json
+    monkeypatch.setattr(kineto, "CHUNK_BYTES", 16 << 10)
+    cut = tmp_path / "cut.json.gz"
+    cut.write_bytes(gz.read_bytes()[: gz.stat().st_size * 2 // 3])
+    with pytest.raises(TraceError, match="truncated gzip stream"):
+        load_trace(cut)
+
+
+def test_corrupt_gzip_mid_stream(big_json, tmp_path, monkeypatch):
+    _, gz, _ = big_json
+    monkeypatch.setattr(kineto, "CHUNK_BYTES", 16 << 10)
+    data = bytearray(gz.read_bytes())
+    for i in range(len(data) // 2, len(data) // 2 + 64):
+        data[i] ^= 0x5A
+    bad = tmp_path / "bad.json.gz"
+    bad.write_bytes(bytes(data))
+    with pytest.raises(TraceError, match="corrupt gzip data|invalid|truncated"):
+        load_trace(bad)
+
+
+def test_gzip_bomb_stops_mid_stream(big_json, monkeypatch):
+    _, gz, raw = big_json
+    monkeypatch.setattr(kineto, "CHUNK_BYTES", 16 << 10)
+    monkeypatch.setenv("NONGEMM_MAX_TRACE_BYTES", str(len(raw) // 3))
+    with pytest.raises(TraceError, match="decompresses to more than"):
+        load_trace(gz)
+
+
+def test_concatenated_gzip_members_stream(big_json, tmp_path, monkeypatch):
+    """A file of several gzip members (``cat a.gz b.gz``) is one stream."""
+    plain, _, raw = big_json
+    half = len(raw) // 2
+    multi = tmp_path / "multi.json.gz"
+    multi.write_bytes(gzip.compress(raw[:half]) + gzip.compress(raw[half:]))
+    monkeypatch.setattr(kineto, "CHUNK_BYTES", 16 << 10)
+    a, b = load_trace(multi), load_trace(plain)
+    assert_frame_equal(a.activities, b.activities)
+
+
+def test_truncated_json_mid_stream_is_one_line_error(big_json, tmp_path, monkeypatch):
+    plain, _, raw = big_json
+    monkeypatch.setattr(kineto, "CHUNK_BYTES", 16 << 10)
+    cut = tmp_path / "cut.json"
+    cut.write_bytes(raw[: len(raw) * 3 // 4])
+    with pytest.raises(TraceError, match="invalid or truncated JSON"):
+        load_trace(cut)
+
+
+def test_bare_array_and_keys_after_events(big_json, tmp_path, monkeypatch):
+    """Chrome's bare-array format, and metadata keys written after traceEvents, load the same."""
+    import json
+    plain, _, raw = big_json
+    doc = json.loads(raw)
+    bare = tmp_path / "bare.json"
+    bare.write_text(json.dumps(doc["traceEvents"]))
+    after = tmp_path / "after.json"
+    events = doc.pop("traceEvents")
+    after.write_text(json.dumps({"traceEvents": events, **doc}))
+    monkeypatch.setattr(kineto, "CHUNK_BYTES", 16 << 10)
+    ref = load_trace(plain)
+    for p in (bare, after):
+        t = load_trace(p)
+        assert_frame_equal(t.ops, ref.ops)
+        assert_frame_equal(t.activities, ref.activities)
+    assert load_trace(after).metadata == ref.metadata
+
+
+def test_cli_byte_progress_path_gives_the_same_report():
+    """The single-file progress bar path (used on a terminal for big files) returns analyze()'s report."""
+    from nongemm_trace import analyze
+    from nongemm_trace.cli import _analyze_with_bar
+
+    path = str(SAMPLES / "bert_base_fp32_bs8_s128__eager.json.gz")
+    opts = dict(metric=None, level=None, taxonomy="default", drop_unlinked=False, step_marker=None, skip_steps=0,
+                keep_python=False)
+    assert _analyze_with_bar(path, opts).to_dict() == analyze(path).to_dict()
