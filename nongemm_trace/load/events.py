@@ -43,7 +43,6 @@ class Args(msgspec.Struct, gc=False, rename={
     concrete_inputs: msgspec.Raw = msgspec.Raw()
     sequence_number: Num = None
     fwd_thread_id: Num = None
-    kernel_name: Optional[str] = None
     kernel_backend: Optional[str] = None
 
 

@@ -102,8 +102,10 @@ def _load_stream(path: str, buf: bytes, blocks: Iterator[bytes], keep_python: bo
     parts: dict[str, list[pl.DataFrame]] = {k: [] for k in TABLES}
     first = 0
     pos = key.end()  # buf[pos - 1] is the array's '['
-    # one reused buffer: slicing and joining 16 MB pieces would fault in fresh pages each time
+    # one buffer for the whole file: each chunk is decoded in place, only the last partial event
+    # is moved to the front before the next block is copied in (no fresh 16 MB objects per chunk)
     buf = bytearray(buf)
+    end = len(buf)
 
     def add(raw) -> None:
         nonlocal first
@@ -116,32 +118,31 @@ def _load_stream(path: str, buf: bytes, blocks: Iterator[bytes], keep_python: bo
         first += len(events)
 
     while True:
-        cut = None
-        if len(buf) - pos > CHUNK_BYTES:
-            m = _BOUNDARY.search(buf, pos + CHUNK_BYTES)
-            if m is not None:
-                cut, nxt = m.start() + 1, m.end() - 1  # buf[cut] follows the '}'; the next chunk starts at '{'
-        if cut is None:
-            del buf[:pos - 1]  # keep the byte before the next event: it becomes that chunk's '['
-            pos = 1
-            piece = next(blocks, None)
-            if piece is None:
-                break
-            buf += piece
-            del piece
+        found = _last_boundary(buf, pos, end) if end - pos > CHUNK_BYTES // 2 else None
+        if found is not None:
+            cut, nxt = found  # buf[cut] follows a '}'; the next chunk starts at the '{' at nxt
+            # frame the chunk in place as a JSON array: the separator bytes around it become '[' and ']'
+            before, after = buf[pos - 1], buf[cut]
+            buf[pos - 1], buf[cut] = 0x5B, 0x5D
+            view = memoryview(buf)
+            try:
+                add(view[pos - 1:cut + 1])  # raw fields of the events reference the view until add() returns
+            finally:
+                _release(view)
+            buf[pos - 1], buf[cut] = before, after
+            pos = nxt
             continue
-        # frame the chunk in place as a JSON array: the separator bytes around it become '[' and ']'
-        before, after = buf[pos - 1], buf[cut]
-        buf[pos - 1], buf[cut] = 0x5B, 0x5D
-        view = memoryview(buf)
-        try:
-            add(view[pos - 1:cut + 1])  # raw fields of the events reference the view until add() returns
-        finally:
-            _release(view)
-        buf[pos - 1], buf[cut] = before, after
-        pos = nxt
+        rest = end - (pos - 1)  # keep the byte before the next event: it becomes that chunk's '['
+        buf[:rest] = buf[pos - 1:end]
+        end, pos = rest, 1
+        piece = next(blocks, None)
+        if piece is None:
+            break
+        buf[end:end + len(piece)] = piece
+        end += len(piece)
+        del piece
     try:  # the tail: the last events, the array's end and the keys after it
-        top = TOP_DECODER.decode(b'{"traceEvents":[' + buf[pos:])
+        top = TOP_DECODER.decode(b'{"traceEvents":[' + buf[pos:end])
     except (msgspec.DecodeError, RecursionError):
         raise _SplitFailed from None
     del buf
@@ -151,6 +152,21 @@ def _load_stream(path: str, buf: bytes, blocks: Iterator[bytes], keep_python: bo
     add(tail)
     meta.update(_meta(top))
     return _build(path, meta, parts, tally, pending)
+
+
+def _last_boundary(buf: bytearray, pos: int, end: int) -> tuple[int, int] | None:
+    """The last ``}, {`` between two events in ``buf[pos:end]``: (index after the '}', index of the '{')."""
+    window = 1 << 16
+    while True:
+        lo = max(pos, end - window)
+        last = None
+        for last in _BOUNDARY.finditer(buf, lo, end):
+            pass
+        if last is not None:
+            return last.start() + 1, last.end() - 1
+        if lo == pos:
+            return None
+        window *= 16
 
 
 def _release(view: memoryview) -> None:

@@ -86,9 +86,10 @@ def iter_blocks(path: str | Path, block: int = _CHUNK, progress: Progress | None
     """Yield the decompressed bytes of ``path`` in blocks of about ``block`` bytes.
 
     Only a few blocks are alive at once, so a trace never needs its whole text in memory.
-    A gzip file is inflated by a background thread (zlib releases the GIL), overlapping
-    with the decoding of the blocks already read. ``progress(done, total)`` is called with
-    the bytes of the file consumed so far. The same errors as :func:`read_bytes`.
+    The file is read (and a gzip file inflated) by a background thread: file reads and zlib
+    release the GIL, so this overlaps with the decoding of the blocks already read.
+    ``progress(done, total)`` is called with the bytes of the file consumed so far.
+    The same errors as :func:`read_bytes`.
     """
     p = Path(path)
     limit = max_trace_bytes()
@@ -100,35 +101,32 @@ def iter_blocks(path: str | Path, block: int = _CHUNK, progress: Progress | None
             raise TraceError(p, f"cannot read: {exc.strerror or exc}") from None
         if not head:
             raise TraceError(p, "empty file")
-        if head[:2] == GZIP_MAGIC:
-            yield from _gunzip_blocks(p, fh, head, size, limit, block, progress)
-            return
-        if p.suffix == ".gz":
+        gz = head[:2] == GZIP_MAGIC
+        if not gz and p.suffix == ".gz":
             raise TraceError(p, "named .gz but is not gzip data")
-        done = len(head)
-        yield head
-        while True:
-            if progress:
-                progress(done, size)
-            try:
-                piece = fh.read(block)
-            except OSError as exc:
-                raise TraceError(p, f"cannot read: {exc.strerror or exc}") from None
-            if not piece:
-                return
-            done += len(piece)
-            yield piece
+        consumed = [len(head)]
+
+        def pieces(n: int) -> Iterator[bytes]:
+            yield head
+            while True:
+                piece = fh.read(n)
+                if not piece:
+                    return
+                consumed[0] += len(piece)
+                yield piece
+
+        source = _inflate(p, pieces(block // 4), limit, block) if gz else pieces(block)
+        yield from _in_background(p, source, consumed, size, progress)
 
 
 _END = object()
 
 
-def _gunzip_blocks(p: Path, fh, head: bytes, size: int, limit: int, block: int,
+def _in_background(p: Path, source: Iterator[bytes], consumed: list[int], size: int,
                    progress: Progress | None) -> Iterator[bytes]:
-    """Inflate in a producer thread into a small bounded queue; errors travel through it."""
-    out: queue.Queue = queue.Queue(maxsize=3)
+    """Run ``source`` in a producer thread feeding a small bounded queue; errors travel through it."""
+    out: queue.Queue = queue.Queue(maxsize=2)
     stop = threading.Event()
-    consumed = [len(head)]
 
     def put(item) -> bool:
         while not stop.is_set():
@@ -139,18 +137,9 @@ def _gunzip_blocks(p: Path, fh, head: bytes, size: int, limit: int, block: int,
                 continue
         return False
 
-    def reader() -> Iterator[bytes]:
-        yield head
-        while True:
-            piece = fh.read(block // 4)
-            if not piece:
-                return
-            consumed[0] += len(piece)
-            yield piece
-
     def produce() -> None:
         try:
-            for piece in _inflate(p, reader(), limit, block):
+            for piece in source:
                 if not put(piece):
                     return
             put(_END)
@@ -161,7 +150,7 @@ def _gunzip_blocks(p: Path, fh, head: bytes, size: int, limit: int, block: int,
         except BaseException as exc:  # pragma: no cover - reported in the consumer
             put(exc)
 
-    worker = threading.Thread(target=produce, name="nongemm-gunzip", daemon=True)
+    worker = threading.Thread(target=produce, name="nongemm-read", daemon=True)
     worker.start()
     try:
         while True:

@@ -64,8 +64,9 @@ def chunk_tables(events: Sequence[Event], first: int, keep_python: bool, tally: 
         tally.no_cat += sum(1 for e in _pick(events, no_cat) if e.ph == "X")
     out: dict[str, pl.DataFrame] = {}
     for key in TABLES:
-        idx = (routes == key).arg_true().to_list()
-        out[key] = _valid(_BUILDERS[key](_pick(events, idx), [first + i for i in idx]), tally)
+        where = (routes == key).arg_true()
+        idx = where.to_list()
+        out[key] = _valid(_BUILDERS[key](_pick(events, idx), cats.gather(where), where.cast(pl.Int64) + first), tally)
     other = (routes == "other").arg_true().to_list()
     if other:
         _other(_pick(events, other), tally)
@@ -161,16 +162,18 @@ def _raw_texts(raws: list[Any]) -> pl.Series:
     return pl.select(pl.when(s.str.len_bytes() > 0).then(s)).to_series()
 
 
-def _common(evs: list[Event], ev_idx: list[int]) -> dict[str, pl.Series]:
+def _common(evs: list[Event], cat: pl.Series, ev_idx: pl.Series) -> dict[str, pl.Series]:
+    phs = [e.ph for e in evs]
+    n_x = phs.count("X")  # C-level; almost always every event
     return {
-        "ph": pl.Series([e.ph for e in evs], dtype=pl.Utf8),
-        "name": pl.Series([e.name or "" for e in evs], dtype=pl.Utf8),
-        "cat": pl.Series([e.cat for e in evs], dtype=pl.Utf8),
+        "ph": pl.repeat("X", n_x, dtype=pl.Utf8, eager=True) if n_x == len(phs) else pl.Series(phs, dtype=pl.Utf8),
+        "name": pl.Series([e.name for e in evs], dtype=pl.Utf8).fill_null(""),
+        "cat": cat,
         "pid": _ids([e.pid for e in evs]),
         "tid": _ids([e.tid for e in evs]),
         "ts": _floats([e.ts for e in evs]),
         "dur": _floats([e.dur for e in evs]),
-        "ev_idx": pl.Series(ev_idx, dtype=pl.Int64),
+        "ev_idx": ev_idx.alias("ev_idx"),
     }
 
 
@@ -187,8 +190,8 @@ def _args(evs: list[Event]) -> list[Any]:
     return [e.args or EMPTY_ARGS for e in evs]
 
 
-def op_table(evs: list[Event], ev_idx: list[int]) -> pl.DataFrame:
-    cols = _common(evs, ev_idx)
+def op_table(evs: list[Event], cat: pl.Series, ev_idx: pl.Series) -> pl.DataFrame:
+    cols = _common(evs, cat, ev_idx)
     args = _args(evs)
     cols["external_id"] = _ext_ids(args)
     cols["input_dims"] = _raw_texts([a.input_dims for a in args])
@@ -200,24 +203,24 @@ def op_table(evs: list[Event], ev_idx: list[int]) -> pl.DataFrame:
     return pl.DataFrame(cols)
 
 
-def python_table(evs: list[Event], ev_idx: list[int]) -> pl.DataFrame:
-    cols = _common(evs, ev_idx)
+def python_table(evs: list[Event], cat: pl.Series, ev_idx: pl.Series) -> pl.DataFrame:
+    cols = _common(evs, cat, ev_idx)
     cols["external_id"] = _ext_ids(_args(evs))
     return pl.DataFrame(cols)
 
 
-def launch_table(evs: list[Event], ev_idx: list[int]) -> pl.DataFrame:
-    cols = _common(evs, ev_idx)
+def launch_table(evs: list[Event], cat: pl.Series, ev_idx: pl.Series) -> pl.DataFrame:
+    cols = _common(evs, cat, ev_idx)
     args = _args(evs)
     cols["external_id"] = _ext_ids(args)
     cols["correlation"] = _int([a.correlation for a in args])
     return pl.DataFrame(cols)
 
 
-def activity_table(evs: list[Event], ev_idx: list[int]) -> pl.DataFrame:
-    cols = _common(evs, ev_idx)
+def activity_table(evs: list[Event], cat: pl.Series, ev_idx: pl.Series) -> pl.DataFrame:
+    cols = _common(evs, cat, ev_idx)
     args = _args(evs)
-    cols["kind"] = cols["cat"].replace_strict(roles.ACTIVITY_KIND, return_dtype=pl.Utf8)
+    cols["kind"] = cat.replace_strict(roles.ACTIVITY_KIND, return_dtype=pl.Utf8)
     cols["external_id"] = _ext_ids(args)
     cols["correlation"] = _int([a.correlation for a in args])
     cols["device"] = _int([a.device for a in args])
