@@ -45,33 +45,33 @@ def load_kineto(path: str | Path, *, keep_python: bool = False, data: bytes | No
     if data is None:
         if blocks is None:
             blocks = iter([read_bytes(path)])
-        buf, eof = _fill(b"", blocks, 2 * CHUNK_BYTES)
+        buf, eof = _fill(blocks, 2 * CHUNK_BYTES)
         if eof:
-            data = buf
+            data = bytes(buf)
         else:
+            held = [buf]
+            del buf  # _load_stream takes the only reference, so it can free the buffer
             try:
-                return _load_stream(str(path), buf, blocks, keep_python)
+                return _load_stream(str(path), held, blocks, keep_python)
             except _SplitFailed:
                 pass
             finally:
                 close = getattr(blocks, "close", None)
                 if close:
                     close()
-            del buf
+            held.clear()
             data = read_bytes(path)
     return _load_whole(path, data, keep_python)
 
 
-def _fill(buf: bytes, blocks: Iterator[bytes], size: int) -> tuple[bytes, bool]:
-    """Read blocks until ``buf`` holds more than ``size`` bytes; (bytes, reached the end)."""
-    parts = [buf]
-    n = len(buf)
+def _fill(blocks: Iterator[bytes], size: int) -> tuple[bytearray, bool]:
+    """Read blocks until more than ``size`` bytes are in; (the bytes, reached the end)."""
+    buf = bytearray()
     for piece in blocks:
-        parts.append(piece)
-        n += len(piece)
-        if n > size:
-            return b"".join(parts), False
-    return b"".join(parts), True
+        buf += piece
+        if len(buf) > size:
+            return buf, False
+    return buf, True
 
 
 def _meta(top: dict[str, msgspec.Raw]) -> dict[str, Any]:
@@ -84,8 +84,10 @@ def _meta(top: dict[str, msgspec.Raw]) -> dict[str, Any]:
     return meta
 
 
-def _load_stream(path: str, buf: bytes, blocks: Iterator[bytes], keep_python: bool) -> Trace:
-    """Decode ``traceEvents`` chunk by chunk as the blocks arrive; the keys around it are metadata."""
+def _load_stream(path: str, held: list[bytearray], blocks: Iterator[bytes], keep_python: bool) -> Trace:
+    """Decode ``traceEvents`` chunk by chunk as the blocks arrive; the keys around it are metadata.
+    ``held`` holds the bytes read so far (taken out, so that only this function references them)."""
+    buf = held.pop()
     head = buf[:64].lstrip()
     if head[:1] != b"{":
         raise _SplitFailed
@@ -93,7 +95,7 @@ def _load_stream(path: str, buf: bytes, blocks: Iterator[bytes], keep_python: bo
     if key is None:
         raise _SplitFailed
     try:  # the text before the key, closed, must be an object: then the key is at the top level
-        meta = _meta(TOP_DECODER.decode(buf[:key.start()] + b'"traceEvents":[]}'))
+        meta = _meta(TOP_DECODER.decode(bytes(buf[:key.start()]) + b'"traceEvents":[]}'))
     except (msgspec.DecodeError, RecursionError):
         raise _SplitFailed from None
     meta.pop("traceEvents", None)
@@ -103,8 +105,7 @@ def _load_stream(path: str, buf: bytes, blocks: Iterator[bytes], keep_python: bo
     first = 0
     pos = key.end()  # buf[pos - 1] is the array's '['
     # one buffer for the whole file: each chunk is decoded in place, only the last partial event
-    # is moved to the front before the next block is copied in (no fresh 16 MB objects per chunk)
-    buf = bytearray(buf)
+    # is moved to the front before the next block is copied in (no fresh large objects per chunk)
     end = len(buf)
 
     def add(raw) -> None:
@@ -118,7 +119,7 @@ def _load_stream(path: str, buf: bytes, blocks: Iterator[bytes], keep_python: bo
         first += len(events)
 
     while True:
-        found = _last_boundary(buf, pos, end) if end - pos > CHUNK_BYTES // 2 else None
+        found = _last_boundary(buf, pos, end) if end - pos >= CHUNK_BYTES else None
         if found is not None:
             cut, nxt = found  # buf[cut] follows a '}'; the next chunk starts at the '{' at nxt
             # frame the chunk in place as a JSON array: the separator bytes around it become '[' and ']'
