@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
 """Benchmark: nongemm-trace analyze vs the JSON decode floor vs Holistic Trace Analysis.
 
-    python3 bench/bench.py --sizes 40,200,1000 [--source TRACE] [--stack-source TRACE] [--no-hta]
+    python3 bench/bench.py --sizes 40,200,1000 [--repeat 3] [--source TRACE] [--stack-source TRACE] [--no-hta]
 
 Makes traces of about the given sizes (MB of JSON) with ../shared/tools/scale_trace.py
 from a real trace (plain and .gz), then runs each tool in a fresh process and reads
-its wall time and peak RSS (wait4). Side by side, in the same run:
+its wall time and peak RSS (wait4). ``nongemm`` and ``floor`` run ``--repeat`` times,
+interleaved, and the fastest wall time is kept (the machine is a shared VM: single runs
+vary by 20 %); peak RSS is the largest of the runs. Side by side, in the same run:
 
 * ``nongemm``: ``nongemm-trace analyze FILE --format json`` end to end;
 * ``floor``: ``msgspec.json.Decoder`` of a typed Struct holding only ph, cat, name, ts,
@@ -121,6 +123,7 @@ def main() -> int:
                     help="a trace with python_function events (with_stack)")
     ap.add_argument("--workdir", default=str(Path(tempfile.gettempdir()) / "nongemm-bench"))
     ap.add_argument("--no-hta", action="store_true")
+    ap.add_argument("--repeat", type=int, default=3, help="runs of nongemm and floor per file (fastest kept)")
     ap.add_argument("--no-gz", action="store_true")
     args = ap.parse_args()
     work = Path(args.workdir)
@@ -138,9 +141,13 @@ def main() -> int:
             json_mb = variants[0].stat().st_size / 1e6
             for f in variants:
                 res = {}
-                res["nongemm"] = run([py, "-m", "nongemm_trace", "analyze", str(f), "--format", "json", "-o",
-                                      os.devnull, "--quiet"])
-                res["floor"] = run([py, "-c", FLOOR, str(f)])
+                ours = [py, "-m", "nongemm_trace", "analyze", str(f), "--format", "json", "-o", os.devnull, "--quiet"]
+                runs: dict[str, list] = {"nongemm": [], "floor": []}
+                for _ in range(max(1, args.repeat)):
+                    runs["nongemm"].append(run(ours))
+                    runs["floor"].append(run([py, "-c", FLOOR, str(f)]))
+                for tool, rs in runs.items():
+                    res[tool] = (min(r[0] for r in rs), max(r[1] for r in rs), rs[0][2])
                 if not args.no_hta and f.suffix != ".gz":
                     res["hta"] = run([py, "-c", HTA, str(f)])
                 st = run([py, "-c", STAGES, str(f), str(ROOT)])

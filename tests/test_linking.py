@@ -129,7 +129,7 @@ def test_nesting_depth_parent_and_ties():
         ("1", "2", 10, 10),   # 4 another thread: its own root
         ("1", "1", 70, 0),    # 5 zero-length: outside the tree
     ])
-    tree, bad = op_tree(ops)
+    tree, bad, _ = op_tree(ops)
     t = {r["op_id"]: (r["depth"], r["parent_id"]) for r in tree.iter_rows(named=True)}
     assert t[0] == (0, None) and t[1] == (1, 0) and t[2] == (1, 0) and t[3] == (2, 2) and t[4] == (0, None)
     assert t[5] == (None, None) and bad == 0
@@ -141,7 +141,7 @@ def test_nesting_depth_parent_and_ties():
 
 def test_overlapping_ops_never_contain_a_call_they_do_not_cover():
     ops = _ops([("1", "1", 0, 100), ("1", "1", 50, 100)])  # overlap without nesting
-    tree, bad = op_tree(ops)
+    tree, bad, _ = op_tree(ops)
     assert bad == 1
     pts = pl.DataFrame({"qid": [0], "pid": ["1"], "tid": ["1"], "ts_ns": [120], "end_ns": [125]})
     hit = dict(innermost_containing(tree, pts).iter_rows())
@@ -167,3 +167,13 @@ def test_xpu_runtime_launches_link(tmp_path):
     rep = nongemm_trace.analyze(p)
     assert rep.attribution == {"external_id": 1}
     assert rep.kernels["launch_op"].to_list() == ["aten::mm"]
+
+
+def test_tree_sweep_queries_equal_innermost_containing():
+    """The launch calls answered inside the op-tree sweep get the same ops as a separate sweep."""
+    trace = load_trace(shared("h200", "bert_base_train_bs8_s128__eager.json.gz"))
+    pts = trace.launches.select(pl.col("launch_id").alias("qid"), "pid", "tid", "ts_ns", "end_ns")
+    _, _, hits = op_tree(trace.ops, pts)
+    alone = innermost_containing(trace.ops, pts)
+    assert hits.sort("qid").equals(alone.sort("qid"))
+    assert hits["op_id"].null_count() < hits.height // 10  # most launch calls sit inside an op

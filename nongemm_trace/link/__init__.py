@@ -24,7 +24,7 @@ import polars as pl
 from ..frames import add_columns
 from ..load import roles
 from ..trace import Trace
-from .nesting import innermost_containing, op_tree
+from .nesting import op_tree
 
 ATTRIBUTIONS = ("external_id", "nesting", "graph_launch", "launch_only", "none")
 
@@ -51,13 +51,16 @@ def link(trace: Trace, ops: pl.DataFrame | None = None) -> Linked:
     if "is_wrapper" not in ops.columns:
         ops = ops.with_columns(pl.lit(False).alias("is_wrapper"))
     ops = ops.with_columns(pl.col("is_wrapper").fill_null(False))
-    ops, bad_nesting = op_tree(ops)
+    # every launch call is a query of the same sweep that builds the op tree: its innermost op
+    launch_points = trace.launches.select(
+        pl.col("launch_id").alias("qid"), "pid", "tid", "ts_ns", "end_ns")
+    ops, bad_nesting, launch_ops = op_tree(ops, launch_points)
     trace.note("ops_overlap", bad_nesting,
                f"{bad_nesting} ops overlap their enclosing op on the same thread without nesting in it")
     ops = _top_ids(ops)
 
     acts = _attach_launches(trace)
-    acts = _attach_ops(trace, ops, acts)
+    acts = _attach_ops(trace, ops, acts, launch_ops)
     return Linked(trace=trace, ops=ops, activities=acts)
 
 
@@ -82,7 +85,7 @@ def _attach_launches(trace: Trace) -> pl.DataFrame:
     return acts.join(la, on="correlation", how="left")
 
 
-def _attach_ops(trace: Trace, ops: pl.DataFrame, acts: pl.DataFrame) -> pl.DataFrame:
+def _attach_ops(trace: Trace, ops: pl.DataFrame, acts: pl.DataFrame, launch_ops: pl.DataFrame) -> pl.DataFrame:
     launched = acts.filter(pl.col("launch_id").is_not_null())
     # 1. External id, accepted only when that op contains the launch call on its thread
     ext = ops.select(
@@ -105,12 +108,8 @@ def _attach_ops(trace: Trace, ops: pl.DataFrame, acts: pl.DataFrame) -> pl.DataF
 
     # 2. nesting: the innermost op containing the launch call on its thread
     need = cand.filter(pl.col("_ext_op").is_null()).select("activity_id")
-    pts = launched.join(need, on="activity_id", how="semi").select(
-        pl.col("activity_id").alias("qid"), pl.col("launch_pid").alias("pid"), pl.col("launch_tid").alias("tid"),
-        pl.col("launch_ts_ns").alias("ts_ns"), pl.col("launch_end_ns").alias("end_ns"),
-    )
-    nest = innermost_containing(ops, pts).rename({"qid": "activity_id", "op_id": "_nest_op"})
-
+    nest = launched.join(need, on="activity_id", how="semi").select("activity_id", "launch_id").join(
+        launch_ops.rename({"qid": "launch_id", "op_id": "_nest_op"}), on="launch_id", how="left").drop("launch_id")
     acts = acts.join(cand, on="activity_id", how="left").join(nest, on="activity_id", how="left")
     is_graph = pl.col("launch_name").is_in(list(roles.GRAPH_LAUNCH_NAMES))
     acts = acts.with_columns(

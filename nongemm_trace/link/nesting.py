@@ -67,16 +67,23 @@ def _sweep(ops: pl.DataFrame, queries: pl.DataFrame | None) -> pl.DataFrame:
     )
 
 
-def op_tree(ops: pl.DataFrame) -> tuple[pl.DataFrame, int]:
+def op_tree(ops: pl.DataFrame, points: pl.DataFrame | None = None) -> tuple[pl.DataFrame, int, pl.DataFrame | None]:
     """Return ``ops`` with ``depth`` and ``parent_id`` (null for roots and 0-length ops),
-    and the number of ops that overlap their parent without nesting inside it."""
+    the number of ops that overlap their parent without nesting inside it, and, when
+    ``points`` are given, :func:`innermost_containing` for them from the same sweep (one
+    sort of all op boundaries instead of two)."""
     nestable = _nestable(ops)
     if nestable.height == 0:
-        return ops.with_columns(pl.lit(None, pl.Int64).alias("depth"), pl.lit(None, pl.UInt32).alias("parent_id")), 0
-    sw = _sweep(nestable, None)
+        hits = None if points is None else points.select("qid").with_columns(pl.lit(None, pl.UInt32).alias("op_id"))
+        return ops.with_columns(pl.lit(None, pl.Int64).alias("depth"),
+                                pl.lit(None, pl.UInt32).alias("parent_id")), 0, hits
+    sw = _sweep(nestable, points)
     st = sw.filter(pl.col("kind") == _START).select(
         "thr", "seq", pl.col("ref").alias("op_id"), (pl.col("open") - 1).cast(pl.Int64).alias("depth"),
     )
+    hits = None
+    if points is not None:
+        hits = _query_hits(sw, st.rename({"depth": "want"}), ops, points)
     del sw
     left = st.with_columns((pl.col("depth") - 1).alias("want"))
     right = st.select("thr", "seq", pl.col("depth").alias("want"), pl.col("op_id").alias("parent_id"))
@@ -90,7 +97,26 @@ def op_tree(ops: pl.DataFrame) -> tuple[pl.DataFrame, int]:
     bounds = out.select(pl.col("op_id").alias("parent_id"), pl.col("end_ns").alias("_pend"))
     chk = out.select("parent_id", "end_ns").join(bounds, on="parent_id", how="inner")
     bad = chk.filter(pl.col("end_ns") > pl.col("_pend")).height
-    return out, bad
+    return out, bad, hits
+
+
+def _query_hits(sw: pl.DataFrame, st: pl.DataFrame, ops: pl.DataFrame, points: pl.DataFrame) -> pl.DataFrame:
+    """Innermost op containing each query of a sweep: the last op started before the query on its
+    thread whose depth is (ops open at the query) - 1; then containment is verified."""
+    if points.height == 0:
+        return points.select("qid").with_columns(pl.lit(None, pl.UInt32).alias("op_id"))
+    q = sw.filter(pl.col("kind") == _QUERY).select(
+        "thr", "seq", (pl.col("open") - 1).cast(pl.Int64).alias("want"), pl.col("ref").alias("qid"),
+    )
+    hit = q.join_asof(st.select("thr", "seq", "want", "op_id"), on="seq", by=["thr", "want"], strategy="backward",
+                      check_sortedness=False)
+    hit = hit.select(pl.col("qid").cast(points.schema["qid"]), pl.col("op_id").cast(pl.UInt32))
+    # verify containment (guards against ops that overlap without nesting)
+    bounds = ops.select("op_id", pl.col("ts_ns").alias("_ots"), pl.col("end_ns").alias("_oend"))
+    chk = (points.select("qid", "ts_ns", "end_ns").join(hit, on="qid", how="left")
+           .join(bounds, on="op_id", how="left"))
+    ok = (pl.col("_ots") <= pl.col("ts_ns")) & (pl.col("end_ns") <= pl.col("_oend"))
+    return chk.select("qid", pl.when(ok).then(pl.col("op_id")).otherwise(None).alias("op_id"))
 
 
 def innermost_containing(ops: pl.DataFrame, points: pl.DataFrame) -> pl.DataFrame:
@@ -103,15 +129,4 @@ def innermost_containing(ops: pl.DataFrame, points: pl.DataFrame) -> pl.DataFram
     st = sw.filter(pl.col("kind") == _START).select(
         "thr", "seq", (pl.col("open") - 1).cast(pl.Int64).alias("want"), pl.col("ref").alias("op_id"),
     )
-    q = sw.filter(pl.col("kind") == _QUERY).select(
-        "thr", "seq", (pl.col("open") - 1).cast(pl.Int64).alias("want"), pl.col("ref").alias("qid"),
-    )
-    del sw
-    hit = q.join_asof(st, on="seq", by=["thr", "want"], strategy="backward", check_sortedness=False)
-    hit = hit.select(pl.col("qid").cast(points.schema["qid"]), pl.col("op_id").cast(pl.UInt32))
-    # verify containment (guards against ops that overlap without nesting)
-    bounds = ops.select("op_id", pl.col("ts_ns").alias("_ots"), pl.col("end_ns").alias("_oend"))
-    chk = (points.select("qid", "ts_ns", "end_ns").join(hit, on="qid", how="left")
-           .join(bounds, on="op_id", how="left"))
-    ok = (pl.col("_ots") <= pl.col("ts_ns")) & (pl.col("end_ns") <= pl.col("_oend"))
-    return chk.select("qid", pl.when(ok).then(pl.col("op_id")).otherwise(None).alias("op_id"))
+    return _query_hits(sw, st, ops, points)
