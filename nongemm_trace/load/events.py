@@ -28,8 +28,6 @@ class Args(msgspec.Struct, gc=False, rename={
     "input_dims": "Input Dims",
     "input_type": "Input type",
     "concrete_inputs": "Concrete Inputs",
-    "sequence_number": "Sequence number",
-    "fwd_thread_id": "Fwd thread id",
 }):
     external_id: Num = None
     external_id_legacy: Num = None
@@ -41,9 +39,6 @@ class Args(msgspec.Struct, gc=False, rename={
     input_dims: msgspec.Raw = msgspec.Raw()
     input_type: msgspec.Raw = msgspec.Raw()
     concrete_inputs: msgspec.Raw = msgspec.Raw()
-    sequence_number: Num = None
-    fwd_thread_id: Num = None
-    kernel_backend: Optional[str] = None
 
 
 class Event(msgspec.Struct, gc=False):

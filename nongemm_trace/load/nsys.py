@@ -219,10 +219,10 @@ def _ops(path, con, tables, s, notes) -> pl.DataFrame:
                       orient="row").sort(["ts_ns", "dur_ns"], descending=[False, True])
     df = df.with_columns(
         pl.lit(None, pl.Int64).alias("external_id"), pl.lit(None, pl.Utf8).alias("input_type"),
-        pl.lit(None, pl.Utf8).alias("concrete_inputs"), pl.lit(None, pl.Int64).alias("fwd_thread_id"),
-        pl.lit(None, pl.Utf8).alias("kernel_backend"), (pl.col("ts_ns") + pl.col("dur_ns")).alias("end_ns"))
+        pl.lit(None, pl.Utf8).alias("concrete_inputs"), (pl.col("ts_ns") + pl.col("dur_ns")).alias("end_ns"))
+    # the NVTX sequence number (``seq=``) is kept for the Kineto conversion ("Sequence number")
     df = df.select("name", "cat", "pid", "tid", "ts_ns", "dur_ns", "external_id", "input_dims", "input_type",
-                   "concrete_inputs", "sequence_number", "fwd_thread_id", "kernel_backend", "end_ns")
+                   "concrete_inputs", "sequence_number", "end_ns")
     return df.with_row_index("op_id").with_columns(pl.lit(None, pl.Int64).alias("ev_idx"))
 
 

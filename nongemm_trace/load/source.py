@@ -107,7 +107,12 @@ def iter_blocks(path: str | Path, block: int = _CHUNK, progress: Progress | None
         consumed = [len(head)]
 
         def pieces(n: int) -> Iterator[bytes]:
-            yield head
+            if gz:  # small inputs: zlib copies the unconsumed rest of its input after every output block
+                view = memoryview(head)
+                for i in range(0, len(head), n):
+                    yield view[i:i + n]
+            else:
+                yield head
             while True:
                 piece = fh.read(n)
                 if not piece:
@@ -115,7 +120,7 @@ def iter_blocks(path: str | Path, block: int = _CHUNK, progress: Progress | None
                 consumed[0] += len(piece)
                 yield piece
 
-        source = _inflate(p, pieces(block // 4), limit, block) if gz else pieces(block)
+        source = _inflate(p, pieces(1 << 20), limit, block) if gz else pieces(block)
         yield from _in_background(p, source, consumed, size, progress)
 
 
@@ -177,6 +182,7 @@ def _inflate(p: Path, pieces: Iterator[bytes], limit: int, block: int) -> Iterat
         for data in pieces:
             while data:
                 if d.eof:  # a member ended: what follows is another member or padding
+                    data = bytes(data)
                     if data.strip(b"\x00") == b"":
                         data = b""
                         break

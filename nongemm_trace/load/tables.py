@@ -197,9 +197,6 @@ def op_table(evs: list[Event], cat: pl.Series, ev_idx: pl.Series) -> pl.DataFram
     cols["input_dims"] = _raw_texts([a.input_dims for a in args])
     cols["input_type"] = _raw_texts([a.input_type for a in args])
     cols["concrete_inputs"] = _raw_texts([a.concrete_inputs for a in args])
-    cols["sequence_number"] = _int([a.sequence_number for a in args])
-    cols["fwd_thread_id"] = _int([a.fwd_thread_id for a in args])
-    cols["kernel_backend"] = pl.Series([a.kernel_backend for a in args], dtype=pl.Utf8)
     return pl.DataFrame(cols)
 
 
