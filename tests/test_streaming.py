@@ -142,3 +142,34 @@ def test_cli_byte_progress_path_gives_the_same_report():
     opts = dict(metric=None, level=None, taxonomy="default", drop_unlinked=False, step_marker=None, skip_steps=0,
                 keep_python=False)
     assert _analyze_with_bar(path, opts).to_dict() == analyze(path).to_dict()
+
+
+def _mutants():
+    import mutants
+    docs = [mutants.drop_or_rename_keys, mutants.wrong_types, mutants.duplicate_events, mutants.unlink_activities,
+            mutants.shuffle_events, mutants.negative_and_huge_times, mutants.long_names]
+    raws = [mutants.truncate_json, mutants.non_utf8, mutants.nan_literals]
+    return [(m.__name__, m, "doc") for m in docs] + [(m.__name__, m, "raw") for m in raws]
+
+
+@pytest.mark.parametrize("name,mutate,kind", _mutants(), ids=[m[0] for m in _mutants()])
+def test_mutants_streamed_equal_whole(name, mutate, kind, tmp_path, monkeypatch):
+    """Broken input gives the same report (or the same one-line refusal) streamed as whole."""
+    import json
+    import random
+
+    import mutants
+    doc = json.loads(gzip.decompress(shared("h200", "bert_base_train_bs8_s128__eager.json.gz").read_bytes()))
+    for seed in range(2):
+        rng = random.Random(seed)
+        path = tmp_path / f"{name}_{seed}.json"
+        if kind == "doc":
+            mutants.write_doc(mutate(json.loads(json.dumps(doc)), rng), path)
+        else:
+            path.write_bytes(mutate(json.dumps(doc).encode(), rng))
+        whole = mutants.run_cli(path)
+        with monkeypatch.context() as m:
+            m.setattr(kineto, "CHUNK_BYTES", 64 << 10)
+            streamed = mutants.run_cli(path)
+        assert streamed == whole
+        mutants.check_outcome(*streamed, path)

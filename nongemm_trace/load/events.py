@@ -87,10 +87,11 @@ def short_error(exc: Exception) -> str:
     return str(exc).splitlines()[0][:200]
 
 
-def decode_events(path: str | Path, raw: Any, anomalies: list[tuple[str, int, str]]) -> list[Event]:
+def decode_events(path: str | Path, raw: Any, malformed: dict[str, int]) -> list[Event]:
     """Decode a JSON array of events (bytes, memoryview or Raw): typed in one C pass; when a
     field has the wrong type, loosely and item by item, so one bad event becomes ``SKIPPED``
-    (counted in ``anomalies``) and keeps the positions equal to the file's event indices."""
+    (counted per category in ``malformed``, summed over calls) and keeps the positions equal
+    to the file's event indices."""
     try:
         return _EVENTS_TYPED.decode(raw)
     except msgspec.ValidationError:
@@ -114,7 +115,7 @@ def decode_events(path: str | Path, raw: Any, anomalies: list[tuple[str, int, st
             raise TraceError(path, "'traceEvents' is not a list")
         loose = [it if isinstance(it, dict) else None for it in items]
     good: list[Event] = []
-    bad: dict[str, int] = {}
+    bad = malformed
     for ev in loose:
         if ev is None:
             bad["(not an object)"] = bad.get("(not an object)", 0) + 1
@@ -127,11 +128,15 @@ def decode_events(path: str | Path, raw: Any, anomalies: list[tuple[str, int, st
             cat = cat if isinstance(cat, str) else "?"
             bad[cat] = bad.get(cat, 0) + 1
             good.append(SKIPPED)  # keeps positions equal to the file's event indices
-    for cat, n in sorted(bad.items()):
-        if cat == "(not an object)":
-            anomalies.append(("malformed_events", n, f"{n} items of traceEvents are not event objects; skipped"))
-        else:
-            anomalies.append(("malformed_events", n, f"{n} '{cat}' events had fields of the wrong type; skipped"))
     return good
 
 
+def malformed_notes(malformed: dict[str, int]) -> list[tuple[str, int, str]]:
+    """The anomalies for the events :func:`decode_events` skipped."""
+    notes = []
+    for cat, n in sorted(malformed.items()):
+        if cat == "(not an object)":
+            notes.append(("malformed_events", n, f"{n} items of traceEvents are not event objects; skipped"))
+        else:
+            notes.append(("malformed_events", n, f"{n} '{cat}' events had fields of the wrong type; skipped"))
+    return notes

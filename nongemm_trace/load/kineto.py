@@ -25,7 +25,7 @@ import polars as pl
 
 from ..errors import TraceError
 from ..trace import Trace
-from .events import ANY_DECODER, ENCODER, TOP_DECODER, MalformedJSON, decode_events, short_error
+from .events import ANY_DECODER, ENCODER, TOP_DECODER, MalformedJSON, decode_events, malformed_notes, short_error
 from .source import SQLITE_MAGIC, read_bytes
 from .tables import TABLES, Tally, chunk_tables
 
@@ -99,7 +99,7 @@ def _load_stream(path: str, held: list[bytearray], blocks: Iterator[bytes], keep
     except (msgspec.DecodeError, RecursionError):
         raise _SplitFailed from None
     meta.pop("traceEvents", None)
-    pending: list[tuple[str, int, str]] = []
+    malformed: dict[str, int] = {}
     tally = Tally()
     parts: dict[str, list[pl.DataFrame]] = {k: [] for k in TABLES}
     first = 0
@@ -111,7 +111,7 @@ def _load_stream(path: str, held: list[bytearray], blocks: Iterator[bytes], keep
     def add(raw) -> None:
         nonlocal first
         try:
-            events = decode_events(path, raw, pending)
+            events = decode_events(path, raw, malformed)
         except MalformedJSON:
             raise _SplitFailed from None
         for k, df in chunk_tables(events, first, keep_python, tally).items():
@@ -152,7 +152,7 @@ def _load_stream(path: str, held: list[bytearray], blocks: Iterator[bytes], keep
         raise _SplitFailed
     add(tail)
     meta.update(_meta(top))
-    return _build(path, meta, parts, tally, pending)
+    return _build(path, meta, parts, tally, malformed_notes(malformed))
 
 
 def _last_boundary(buf: bytearray, pos: int, end: int) -> tuple[int, int] | None:
@@ -180,9 +180,10 @@ def _release(view: memoryview) -> None:
 def _load_whole(path: str | Path, data: bytes, keep_python: bool) -> Trace:
     """Decode the whole document at once (small files, bare arrays, repairs)."""
     pending: list[tuple[str, int, str]] = []
+    malformed: dict[str, int] = {}
     try:
         meta, raw_events, _ = decode_document(path, data)
-        events = decode_events(path, raw_events, pending)
+        events = decode_events(path, raw_events, malformed)
     except MalformedJSON as first:
         fixed = _repair(data)
         if fixed is None:
@@ -191,14 +192,14 @@ def _load_whole(path: str | Path, data: bytes, keep_python: bool) -> Trace:
         pending.append(("repaired_json", 1, note))
         try:
             meta, raw_events, _ = decode_document(path, data)
-            events = decode_events(path, raw_events, pending)
+            events = decode_events(path, raw_events, malformed)
         except MalformedJSON:
             raise TraceError(first.path, first.problem) from None
     del data, raw_events
     tally = Tally()
     parts = {k: [df] for k, df in chunk_tables(events, 0, keep_python, tally).items()}
     del events
-    return _build(str(path), meta, parts, tally, pending)
+    return _build(str(path), meta, parts, tally, pending + malformed_notes(malformed))
 
 
 def decode_document(path: str | Path, data: bytes) -> tuple[dict[str, Any], msgspec.Raw | None, bool]:
