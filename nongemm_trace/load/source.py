@@ -20,8 +20,9 @@ from ..errors import TraceError
 GZIP_MAGIC = b"\x1f\x8b"
 SQLITE_MAGIC = b"SQLite format 3\x00"
 _CHUNK = 16 << 20
-#: analysing a trace takes about 4x its JSON size in memory
-_MEMORY_PER_BYTE = 4
+#: analysing a large (streamed) trace takes about 1.7x its JSON size in memory
+#: (docs/benchmarks.md); a margin on top of that
+_MEMORY_PER_BYTE = 3
 
 
 def max_trace_bytes() -> int:
