@@ -29,10 +29,10 @@ def qdq_calls(ops: pl.DataFrame, tax: Taxonomy) -> pl.DataFrame:
     if ops.height == 0 or not q.cast_ops:
         return ops.select("op_id", pl.lit(False).alias("qdq_call"))
     base = pl.col("name").str.replace(r"^.*::", "")
-    types_hit = pl.col("input_type").fill_null("").str.contains(q.type_pattern)
+    types_hit = pl.col("input_type").cast(pl.Utf8).fill_null("").str.contains(q.type_pattern)
     # the second Concrete Input (the dtype code of to / _to_copy), read with a regex rather than
     # decoding every op's JSON list
-    codes = pl.col("concrete_inputs").str.extract(r'^\[\s*"[^"]*"\s*,\s*"(-?\d+)"', 1)
+    codes = pl.col("concrete_inputs").cast(pl.Utf8).str.extract(r'^\[\s*"[^"]*"\s*,\s*"(-?\d+)"', 1)
     code_hit = base.is_in(list(q.dtype_arg_ops)) & codes.is_in([str(c) for c in q.dtype_codes]).fill_null(False)
     is_cast = base.is_in(list(q.cast_ops)) & (types_hit | code_hit)
     # most traces hold no low-precision cast: find that out on the cast-named calls alone

@@ -221,8 +221,9 @@ def _ops(path, con, tables, s, notes) -> pl.DataFrame:
         pl.lit(None, pl.Int64).alias("external_id"), pl.lit(None, pl.Utf8).alias("input_type"),
         pl.lit(None, pl.Utf8).alias("concrete_inputs"), (pl.col("ts_ns") + pl.col("dur_ns")).alias("end_ns"))
     # the NVTX sequence number (``seq=``) is kept for the Kineto conversion ("Sequence number")
-    df = df.select("name", "cat", "pid", "tid", "ts_ns", "dur_ns", "external_id", "input_dims", "input_type",
-                   "concrete_inputs", "sequence_number", "end_ns")
+    df = df.select("name", "cat", "pid", "tid", "ts_ns", "dur_ns", "external_id",
+                   *(pl.col(c).cast(pl.Categorical) for c in ("input_dims", "input_type", "concrete_inputs")),
+                   "sequence_number", "end_ns")  # the same dtypes as the Kineto loader's op table
     return df.with_row_index("op_id").with_columns(pl.lit(None, pl.Int64).alias("ev_idx"))
 
 
