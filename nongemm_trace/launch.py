@@ -15,7 +15,7 @@ import polars as pl
 
 from ._version import __version__
 from .api import analyze
-from .metrics.launch import SHORT_NS, activity_gaps, category_overhead, exposed_communication, timeline_stats
+from .metrics.launch import activity_gaps, category_overhead, exposed_communication, timeline_stats
 from .trace import Anomaly
 
 SCHEMA_VERSION = "1.0"

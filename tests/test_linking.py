@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import polars as pl
-import pytest
 
 import nongemm_trace
 from conftest import LAUNCH_CATS, ns, raw_events, shared

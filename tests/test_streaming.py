@@ -173,3 +173,16 @@ def test_mutants_streamed_equal_whole(name, mutate, kind, tmp_path, monkeypatch)
             streamed = mutants.run_cli(path)
         assert streamed == whole
         mutants.check_outcome(*streamed, path)
+
+
+def test_gzip_member_magic_split_between_input_pieces(big_json, tmp_path):
+    """When one input piece ends after the first byte of the next member's magic, the second
+    member is still inflated (it was silently dropped before)."""
+    from nongemm_trace.load.source import _inflate
+
+    _, _, raw = big_json
+    half = len(raw) // 2
+    one, two = gzip.compress(raw[:half]), gzip.compress(raw[half:])
+    pieces = [one + two[:1], two[1:]]
+    out = b"".join(_inflate(tmp_path / "x.json.gz", iter(pieces), 1 << 40, 1 << 20))
+    assert out == raw

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from ..errors import TraceError
 from ..trace import Trace
+from . import kineto
 from .kineto import load_kineto
 from .nsys import load_nsys
 from .source import SQLITE_MAGIC, Progress, iter_blocks
@@ -20,8 +21,6 @@ def load_trace(path: str | Path, *, keep_python: bool = False, progress: Progres
     called with the bytes of the file read so far."""
     if str(path).endswith(".nsys-rep"):
         return load_nsys(path, _export_nsys_rep(path))
-    from . import kineto
-
     blocks = iter_blocks(path, block=kineto.CHUNK_BYTES, progress=progress)
     try:
         first = next(blocks)

@@ -52,17 +52,8 @@ class Event(msgspec.Struct, gc=False):
     args: Optional[Args] = None
 
 
-class LooseEvent(msgspec.Struct):
-    """Same keys, any types: the fallback when the typed decode rejects a field."""
-
-    ph: Any = None
-    cat: Any = None
-    name: Any = None
-    pid: Any = None
-    tid: Any = None
-    ts: Any = None
-    dur: Any = None
-    args: Any = None
+#: the same keys as :class:`Event`, any types: the fallback when the typed decode rejects a field
+LooseEvent = msgspec.defstruct("LooseEvent", [(f, Any, None) for f in Event.__struct_fields__])
 
 
 _EVENTS_TYPED = msgspec.json.Decoder(list[Event])

@@ -26,7 +26,7 @@ import polars as pl
 from ..errors import TraceError
 from ..trace import Trace
 from .events import ANY_DECODER, ENCODER, TOP_DECODER, MalformedJSON, decode_events, malformed_notes, short_error
-from .source import SQLITE_MAGIC, read_bytes
+from .source import SQLITE_MAGIC, iter_blocks, read_bytes
 from .tables import TABLES, Tally, chunk_tables
 
 #: events are decoded and turned into columns this many bytes of JSON at a time
@@ -39,29 +39,26 @@ class _SplitFailed(Exception):
     """The stream cannot be cut safely (a cut inside a string, an unusual layout): decode whole."""
 
 
-def load_kineto(path: str | Path, *, keep_python: bool = False, data: bytes | None = None,
-                blocks: Iterator[bytes] | None = None) -> Trace:
-    """Load a Kineto JSON trace from its bytes (``data``) or a stream of decompressed blocks."""
-    if data is None:
-        if blocks is None:
-            blocks = iter([read_bytes(path)])
-        buf, eof = _fill(blocks, 2 * CHUNK_BYTES)
-        if eof:
-            data = bytes(buf)
-        else:
-            held = [buf]
-            del buf  # _load_stream takes the only reference, so it can free the buffer
-            try:
-                return _load_stream(str(path), held, blocks, keep_python)
-            except _SplitFailed:
-                pass
-            finally:
-                close = getattr(blocks, "close", None)
-                if close:
-                    close()
-            held.clear()
-            data = read_bytes(path)
-    return _load_whole(path, data, keep_python)
+def load_kineto(path: str | Path, *, keep_python: bool = False, blocks: Iterator[bytes] | None = None) -> Trace:
+    """Load a Kineto JSON trace from a stream of its decompressed blocks (read here when not given):
+    streamed when large, else decoded whole."""
+    if blocks is None:
+        blocks = iter_blocks(path, block=CHUNK_BYTES)
+    buf, eof = _fill(blocks, 2 * CHUNK_BYTES)
+    if eof:
+        return _load_whole(path, bytes(buf), keep_python)
+    held = [buf]
+    del buf  # _load_stream takes the only reference, so it can free the buffer
+    try:
+        return _load_stream(str(path), held, blocks, keep_python)
+    except _SplitFailed:
+        pass
+    finally:
+        close = getattr(blocks, "close", None)
+        if close:
+            close()
+    held.clear()
+    return _load_whole(path, read_bytes(path), keep_python)
 
 
 def _fill(blocks: Iterator[bytes], size: int) -> tuple[bytearray, bool]:

@@ -7,7 +7,6 @@ JSON at all.
 
 from __future__ import annotations
 
-import gzip
 import os
 import queue
 import threading
@@ -179,13 +178,19 @@ def _inflate(p: Path, pieces: Iterator[bytes], limit: int, block: int) -> Iterat
     total = 0
     d = zlib.decompressobj(16 + zlib.MAX_WBITS)
     started = False  # the current member has consumed input
+    carry = b""  # the first byte of the next member's magic, when a piece ends between its two bytes
     try:
         for data in pieces:
+            if carry:
+                data, carry = carry + bytes(data), b""
             while data:
                 if d.eof:  # a member ended: what follows is another member or padding
                     data = bytes(data)
                     if data.strip(b"\x00") == b"":
                         data = b""
+                        break
+                    if len(data) < 2:
+                        carry, data = data, b""
                         break
                     if data[:2] != GZIP_MAGIC:
                         return

@@ -61,15 +61,15 @@ def chunk_tables(events: Sequence[Event], first: int, keep_python: bool, tally: 
     routes = cats.replace_strict(_PY_ROUTES if keep_python else ROUTES, default=None, return_dtype=pl.Utf8)
     no_cat = cats.is_null().arg_true().to_list()
     if no_cat:
-        tally.no_cat += sum(1 for e in _pick(events, no_cat) if e.ph == "X")
+        tally.no_cat += [e.ph for e in _pick(events, no_cat)].count("X")
     out: dict[str, pl.DataFrame] = {}
     for key in TABLES:
         where = (routes == key).arg_true()
         idx = where.to_list()
         out[key] = _valid(_BUILDERS[key](_pick(events, idx), cats.gather(where), where.cast(pl.Int64) + first), tally)
-    other = (routes == "other").arg_true().to_list()
-    if other:
-        _other(_pick(events, other), tally)
+    other = (routes == "other").arg_true()
+    if other.len():
+        _other(_pick(events, other.to_list()), cats.gather(other), tally)
     return out
 
 
@@ -113,13 +113,15 @@ def _finish(df: pl.DataFrame) -> pl.DataFrame:
         "name", "cat", "pid", "tid", "ts_ns", "dur_ns", *rest, "end_ns", "ev_idx")
 
 
-def _other(evs: list[Event], tally: Tally) -> None:
+def _other(evs: list[Event], cat: pl.Series, tally: Tally) -> None:
     """Device events of other accelerators: counted and summed for a warning, not tabled."""
-    for e in evs:
-        if e.ph == "X" and e.ts is not None and e.dur is not None and 0 <= e.dur < TIME_LIMIT_US:
-            tally.other_n += 1
-            tally.other_us += float(e.dur)
-            tally.other_cats.add(e.cat)
+    df = pl.DataFrame({"ph": [e.ph for e in evs], "ts": _floats([e.ts for e in evs]),
+                       "dur": _floats([e.dur for e in evs]), "cat": cat})
+    ok = df.filter((pl.col("ph") == "X") & pl.col("ts").is_not_null() & (pl.col("dur") >= 0)
+                   & (pl.col("dur") < TIME_LIMIT_US))
+    tally.other_n += ok.height
+    tally.other_us += float(ok["dur"].sum())
+    tally.other_cats |= set(ok["cat"].unique().to_list())
 
 
 def _floats(values: list[Any]) -> pl.Series:
