@@ -7,11 +7,45 @@
 Pipeline: load -> link -> classify -> measure -> render (see DESIGN in the README).
 """
 
-from ._version import __version__
-from .api import analyze
-from .classify.taxonomy import Taxonomy, extend_taxonomy, load_taxonomy
-from .errors import TraceError
-from .launch import LaunchReport, launch_analysis
-from .report.model import Report
+from __future__ import annotations
 
-__all__ = ["analyze", "launch_analysis", "LaunchReport", "Report", "TraceError", "Taxonomy", "load_taxonomy", "extend_taxonomy", "__version__"]
+from typing import TYPE_CHECKING, Any
+
+from ._version import __version__
+
+# the public names are imported on first use (PEP 562): ``import nongemm_trace.cli`` must not
+# load polars before the command line has set the allocator up (see cli.py)
+_PUBLIC = {
+    "analyze": ".api",
+    "launch_analysis": ".launch",
+    "LaunchReport": ".launch",
+    "Report": ".report.model",
+    "TraceError": ".errors",
+    "Taxonomy": ".classify.taxonomy",
+    "load_taxonomy": ".classify.taxonomy",
+    "extend_taxonomy": ".classify.taxonomy",
+}
+
+__all__ = [*_PUBLIC, "__version__"]
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .api import analyze
+    from .classify.taxonomy import Taxonomy, extend_taxonomy, load_taxonomy
+    from .errors import TraceError
+    from .launch import LaunchReport, launch_analysis
+    from .report.model import Report
+
+
+def __getattr__(name: str) -> Any:
+    module = _PUBLIC.get(name)
+    if module is None:
+        raise AttributeError(f"module 'nongemm_trace' has no attribute '{name}'")
+    import importlib
+
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_PUBLIC])

@@ -167,3 +167,23 @@ def test_report_to_pandas_on_a_real_trace():
     assert set(frames) == {"categories", "classes", "ops", "kernels", "kernel_summary", "steps"}
     assert len(frames["kernels"]) == rep.gpu_activities
     assert int(frames["categories"]["time_ns"].sum()) == rep.gpu_time_ns
+
+
+def test_cli_sets_the_allocator_before_polars_loads():
+    """jemalloc reads its configuration once, when polars is first imported: the command line
+    must set it before that, so importing it must not import polars; a user's value wins."""
+    code = ("import os, sys; os.environ.pop('_RJEM_MALLOC_CONF', None); import nongemm_trace.cli; "
+            "print('polars' in sys.modules, os.environ['_RJEM_MALLOC_CONF'])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["False", "narenas:1"]
+    code = "import os; os.environ['_RJEM_MALLOC_CONF'] = 'x:1'; import nongemm_trace.cli; print(os.environ['_RJEM_MALLOC_CONF'])"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "x:1"
+
+
+def test_public_names_load_on_first_use():
+    import nongemm_trace
+
+    assert callable(nongemm_trace.analyze) and callable(nongemm_trace.launch_analysis)
+    assert {"analyze", "Report", "TraceError", "load_taxonomy"} <= set(dir(nongemm_trace))
+    with pytest.raises(AttributeError):
+        nongemm_trace.no_such_name  # noqa: B018

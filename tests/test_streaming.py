@@ -186,3 +186,18 @@ def test_gzip_member_magic_split_between_input_pieces(big_json, tmp_path):
     pieces = [one + two[:1], two[1:]]
     out = b"".join(_inflate(tmp_path / "x.json.gz", iter(pieces), 1 << 40, 1 << 20))
     assert out == raw
+
+
+def test_chunks_never_exceed_the_chunk_size(monkeypatch):
+    """Each chunk is cut at the last event boundary within CHUNK_BYTES (the first one included:
+    it once spanned everything read ahead, three times the size), so the decoded objects of one
+    chunk bound the memory."""
+    path = shared("h200", "bert_base_train_bs8_s128__eager.json.gz")
+    monkeypatch.setattr(kineto, "CHUNK_BYTES", 64 << 10)
+    sizes = []
+    real = kineto.decode_events
+    monkeypatch.setattr(kineto, "decode_events", lambda p, raw, m: sizes.append(len(raw)) or real(p, raw, m))
+    load_trace(path)
+    assert len(sizes) > 20
+    assert max(sizes[:-1]) <= (64 << 10) + 2  # + the '[' and ']' that frame a chunk
+    assert min(sizes[:-1]) > (64 << 10) * 0.9  # cut near the size, not early

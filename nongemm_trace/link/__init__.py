@@ -88,10 +88,13 @@ def _attach_launches(trace: Trace) -> pl.DataFrame:
 def _attach_ops(trace: Trace, ops: pl.DataFrame, acts: pl.DataFrame, launch_ops: pl.DataFrame) -> pl.DataFrame:
     launched = acts.filter(pl.col("launch_id").is_not_null())
     # 1. External id, accepted only when that op contains the launch call on its thread
+    # (only ops whose id some launched activity names: most ops launch nothing, and sorting
+    # them all would copy the op table's keys several times)
+    named = launched.select(pl.coalesce("external_id", "launch_external_id").alias("_eid")).drop_nulls().unique()
     ext = ops.select(
         pl.col("external_id").alias("_eid"), pl.col("pid").alias("launch_pid"), pl.col("tid").alias("launch_tid"),
         pl.col("op_id").alias("_ext_op"), pl.col("ts_ns").alias("_ots"), pl.col("end_ns").alias("_oend"),
-    ).filter(pl.col("_eid").is_not_null()).sort(["_eid", "launch_pid", "launch_tid", "_ots", "_oend"]) \
+    ).join(named, on="_eid", how="semi").sort(["_eid", "launch_pid", "launch_tid", "_ots", "_oend"]) \
         .unique(subset=["_eid", "launch_pid", "launch_tid"], keep="first")
     cand = launched.select(
         "activity_id", "launch_pid", "launch_tid", "launch_ts_ns", "launch_end_ns",

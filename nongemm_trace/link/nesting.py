@@ -39,31 +39,37 @@ def _nestable(ops: pl.DataFrame) -> pl.DataFrame:
 
 
 def _sweep(ops: pl.DataFrame, queries: pl.DataFrame | None) -> pl.DataFrame:
-    starts = ops.select(
-        _ids("pid"), _ids("tid"), pl.col("ts_ns").alias("t"), pl.lit(_START, pl.Int8).alias("kind"),
-        (-pl.col("dur_ns")).alias("k2"), pl.col("op_id").cast(pl.Int64).alias("ref"),
-        pl.lit(1, pl.Int8).alias("delta"),
-    )
-    ends = ops.select(
-        _ids("pid"), _ids("tid"), pl.col("end_ns").alias("t"), pl.lit(_END, pl.Int8).alias("kind"),
-        pl.lit(0, pl.Int64).alias("k2"), pl.col("op_id").cast(pl.Int64).alias("ref"),
-        pl.lit(-1, pl.Int8).alias("delta"),
-    )
-    parts = [starts, ends]
-    if queries is not None and queries.height:
+    """All op starts and ends (and query points) in sweep order, with ``thr`` (one int per
+    thread), ``seq`` (position in the sweep), ``kind``, ``ref`` (op or query id) and ``open``
+    (ops open after this point, on its thread)."""
+    has_q = queries is not None and queries.height > 0
+    same_ids = not has_q or queries.schema["qid"] == ops.schema["op_id"]
+    ref = ops.schema["op_id"] if same_ids else pl.Int64
+    keyed = ops.select(_ids("pid"), _ids("tid"), "ts_ns", "dur_ns", "end_ns", pl.col("op_id").cast(ref).alias("ref"))
+    parts = [
+        keyed.select("pid", "tid", pl.col("ts_ns").alias("t"), pl.lit(_START, pl.Int8).alias("kind"),
+                     (-pl.col("dur_ns")).alias("k2"), "ref"),
+        keyed.select("pid", "tid", pl.col("end_ns").alias("t"), pl.lit(_END, pl.Int8).alias("kind"),
+                     pl.lit(0, pl.Int64).alias("k2"), "ref"),
+    ]
+    del keyed
+    if has_q:
         parts.append(queries.select(
             _ids("pid"), _ids("tid"), pl.col("ts_ns").alias("t"), pl.lit(_QUERY, pl.Int8).alias("kind"),
-            pl.lit(0, pl.Int64).alias("k2"), pl.col("qid").cast(pl.Int64).alias("ref"),
-            pl.lit(0, pl.Int8).alias("delta"),
+            pl.lit(0, pl.Int64).alias("k2"), pl.col("qid").cast(ref).alias("ref"),
         ))
+    # lazily: the sorted frame keeps only the columns the sweep reads (the times are sort keys only)
     ev = pl.concat(parts, how="vertical")
-    ev = ev.sort(["pid", "tid", "t", "kind", "k2", "ref"]).with_row_index("seq")
+    del parts
+    ev = ev.sort(["pid", "tid", "t", "kind", "k2", "ref"]).select("pid", "tid", "kind", "ref")
     # every op adds +1 and -1 on its own thread, so each thread starts at 0 open ops in a single
     # running sum over the sorted sequence (no per-thread window); threads become one int key
     new_thread = (pl.col("pid") != pl.col("pid").shift()) | (pl.col("tid") != pl.col("tid").shift())
+    delta = pl.when(pl.col("kind") == _START).then(1).when(pl.col("kind") == _END).then(-1).otherwise(0)
     return ev.select(
-        new_thread.fill_null(True).cast(pl.UInt32).cum_sum().alias("thr"), "seq", "t", "kind", "ref",
-        pl.col("delta").cast(pl.Int32).cum_sum().alias("open"),
+        new_thread.fill_null(True).cast(pl.UInt32).cum_sum().alias("thr"),
+        pl.int_range(pl.len(), dtype=pl.UInt32).alias("seq"), "kind", "ref",
+        delta.cast(pl.Int32).cum_sum().alias("open"),
     )
 
 

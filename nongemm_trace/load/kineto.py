@@ -31,6 +31,12 @@ from .tables import TABLES, Tally, chunk_tables
 
 #: events are decoded and turned into columns this many bytes of JSON at a time
 CHUNK_BYTES = 16 << 20
+
+
+def read_block() -> int:
+    """The file is read (and inflated) in blocks of a quarter chunk: the blocks queued
+    ahead and the partial event carried from one chunk to the next stay a few MB."""
+    return max(CHUNK_BYTES // 4, 4096)
 _BOUNDARY = re.compile(rb"\}\s*,\s*\{")
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 
@@ -43,8 +49,8 @@ def load_kineto(path: str | Path, *, keep_python: bool = False, blocks: Iterator
     """Load a Kineto JSON trace from a stream of its decompressed blocks (read here when not given):
     streamed when large, else decoded whole."""
     if blocks is None:
-        blocks = iter_blocks(path, block=CHUNK_BYTES)
-    buf, eof = _fill(blocks, 2 * CHUNK_BYTES)
+        blocks = iter_blocks(path, block=read_block())
+    buf, eof = _fill(blocks, CHUNK_BYTES)
     if eof:
         return _load_whole(path, bytes(buf), keep_python)
     held = [buf]
@@ -116,8 +122,11 @@ def _load_stream(path: str, held: list[bytearray], blocks: Iterator[bytes], keep
         first += len(events)
 
     while True:
-        found = _last_boundary(buf, pos, end) if end - pos >= CHUNK_BYTES else None
-        if found is not None:
+        while end - pos >= CHUNK_BYTES:
+            # the last event boundary within one chunk's length (beyond it only for a giant event)
+            found = _last_boundary(buf, pos, pos + CHUNK_BYTES) or _last_boundary(buf, pos, end)
+            if found is None:
+                break  # one event longer than what is in: read more
             cut, nxt = found  # buf[cut] follows a '}'; the next chunk starts at the '{' at nxt
             # frame the chunk in place as a JSON array: the separator bytes around it become '[' and ']'
             before, after = buf[pos - 1], buf[cut]
@@ -129,10 +138,10 @@ def _load_stream(path: str, held: list[bytearray], blocks: Iterator[bytes], keep
                 _release(view)
             buf[pos - 1], buf[cut] = before, after
             pos = nxt
-            continue
-        rest = end - (pos - 1)  # keep the byte before the next event: it becomes that chunk's '['
-        buf[:rest] = buf[pos - 1:end]
-        end, pos = rest, 1
+        if pos > 1:  # chunks were cut: move the rest to the front (keep the byte before the next event,
+            rest = end - (pos - 1)  # it becomes that chunk's '[')
+            buf[:rest] = buf[pos - 1:end]
+            end, pos = rest, 1
         piece = next(blocks, None)
         if piece is None:
             break
