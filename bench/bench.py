@@ -26,6 +26,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -86,17 +87,51 @@ print(json.dumps({k: round(v, 3) for k, v in t.items()}))
 '''
 
 
+def _tree_rss_kb(pid: int) -> int:
+    """Resident memory of a process and all its descendants (KB), from /proc."""
+    total, todo = 0, [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            with open(f"/proc/{p}/status") as fh:
+                for line in fh:
+                    if line.startswith("VmRSS:"):
+                        total += int(line.split()[1])
+                        break
+            for task in os.listdir(f"/proc/{p}/task"):
+                with open(f"/proc/{p}/task/{task}/children") as fh:
+                    todo += [int(c) for c in fh.read().split()]
+        except (OSError, ValueError):
+            continue
+    return total
+
+
 def run(cmd: list[str]) -> tuple[float, float, str]:
-    """(wall seconds, peak RSS MB, stdout) of a child process."""
+    """(wall seconds, peak RSS MB, stdout) of a child process. Peak RSS is that of the whole process
+    tree (a tool's helper processes count): the larger of the child's own peak (wait4) and the
+    largest sum over the tree seen by sampling /proc every 5 ms."""
     t0 = time.perf_counter()
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    peak = [0]
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.is_set():
+            peak[0] = max(peak[0], _tree_rss_kb(p.pid))
+            done.wait(0.005)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
     out = p.stdout.read()
+    done.set()
+    sampler.join()
     _, status, ru = os.wait4(p.pid, 0)
     wall = time.perf_counter() - t0
     p.returncode = os.waitstatus_to_exitcode(status)
+    rss = max(ru.ru_maxrss, peak[0]) / 1024
     if p.returncode != 0:
-        return float("nan"), ru.ru_maxrss / 1024, f"exit {p.returncode}"
-    return wall, ru.ru_maxrss / 1024, out.strip()
+        return float("nan"), rss, f"exit {p.returncode}"
+    return wall, rss, out.strip()
 
 
 def make(source: Path, target_mb: float, out: Path) -> Path:

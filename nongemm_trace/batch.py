@@ -51,6 +51,12 @@ def expand_inputs(items: list[str]) -> list[str]:
     return [x for x in out if not (x in seen or seen.add(x))]
 
 
+def _one_core_each() -> None:
+    """In a batch worker: no chunk-helper process per trace (the batch already runs one trace
+    per core; a helper each would only oversubscribe the cores and add memory)."""
+    os.environ["NONGEMM_CHUNK_HELPER"] = "off"
+
+
 def _work(path: str, options: dict[str, Any], parquet_dir: str | None, index: int) -> dict[str, Any]:
     """One trace, in a worker: the analyze JSON object, or the error line."""
     from .api import analyze
@@ -155,7 +161,8 @@ def run_batch(paths: list[str], options: dict[str, Any], *, engine: str = "proce
         else:
             # spawn, never fork: forking a process whose polars thread pool is running can deadlock
             import multiprocessing
-            with ProcessPoolExecutor(max_workers=n, mp_context=multiprocessing.get_context("spawn")) as pool:
+            with ProcessPoolExecutor(max_workers=n, mp_context=multiprocessing.get_context("spawn"),
+                                     initializer=_one_core_each) as pool:
                 futs = {pool.submit(_work, p, options, parquet_dir, i): i for i, p in enumerate(paths)}
                 for f in as_completed(futs):
                     i = futs[f]
@@ -173,6 +180,11 @@ def run_batch(paths: list[str], options: dict[str, Any], *, engine: str = "proce
     return BatchResult(ok, failed)
 
 
+def _ray_work(path: str, options: dict[str, Any], parquet_dir: str | None, index: int) -> dict[str, Any]:
+    _one_core_each()
+    return _work(path, options, parquet_dir, index)
+
+
 def _run_ray(paths, options, parquet_dir, workers, progress):
     try:
         import ray
@@ -183,7 +195,7 @@ def _run_ray(paths, options, parquet_dir, workers, progress):
         ray.init(num_cpus=workers or None, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True)
         started = True
     try:
-        task = ray.remote(_work)
+        task = ray.remote(_ray_work)
         refs = [task.remote(p, options, parquet_dir, i) for i, p in enumerate(paths)]
         index = {r: i for i, r in enumerate(refs)}
         results: list[dict[str, Any] | None] = [None] * len(paths)

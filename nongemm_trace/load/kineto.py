@@ -16,6 +16,7 @@ that a repair pass may fix) take the whole-document path.
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import Any, Iterator
@@ -26,11 +27,16 @@ import polars as pl
 from ..errors import TraceError
 from ..trace import Trace
 from .events import ANY_DECODER, ENCODER, TOP_DECODER, MalformedJSON, decode_events, malformed_notes, short_error
+from . import chunk_worker
+from .chunk_worker import ChunkWorker, WorkerFailed
 from .source import SQLITE_MAGIC, iter_blocks, read_bytes
 from .tables import TABLES, Tally, chunk_tables
 
 #: events are decoded and turned into columns this many bytes of JSON at a time
 CHUNK_BYTES = 16 << 20
+#: from this much JSON on, a helper process decodes chunks too (:mod:`.chunk_worker`): it costs
+#: about 100 MB, small beside such a trace; below it, one process keeps the peak memory lower
+HELPER_MIN_BYTES = 512 << 20
 
 
 def read_block() -> int:
@@ -45,9 +51,11 @@ class _SplitFailed(Exception):
     """The stream cannot be cut safely (a cut inside a string, an unusual layout): decode whole."""
 
 
-def load_kineto(path: str | Path, *, keep_python: bool = False, blocks: Iterator[bytes] | None = None) -> Trace:
+def load_kineto(path: str | Path, *, keep_python: bool = False, blocks: Iterator[bytes] | None = None,
+                helper: bool = True) -> Trace:
     """Load a Kineto JSON trace from a stream of its decompressed blocks (read here when not given):
-    streamed when large, else decoded whole."""
+    streamed when large (with a helper process when very large, see :func:`helper_mode`), else
+    decoded whole."""
     if blocks is None:
         blocks = iter_blocks(path, block=read_block())
     buf, eof = _fill(blocks, CHUNK_BYTES)
@@ -56,15 +64,29 @@ def load_kineto(path: str | Path, *, keep_python: bool = False, blocks: Iterator
     held = [buf]
     del buf  # _load_stream takes the only reference, so it can free the buffer
     try:
-        return _load_stream(str(path), held, blocks, keep_python)
+        return _load_stream(str(path), held, blocks, keep_python, helper_mode() if helper else "off")
     except _SplitFailed:
         pass
+    except WorkerFailed:  # the helper process died (killed, out of memory): the same work in this one
+        held.clear()
+        return load_kineto(path, keep_python=keep_python, helper=False)
     finally:
         close = getattr(blocks, "close", None)
         if close:
             close()
     held.clear()
     return _load_whole(path, read_bytes(path), keep_python)
+
+
+def helper_mode() -> str:
+    """``NONGEMM_CHUNK_HELPER``: ``off``, ``on`` (every streamed trace) or ``auto`` (the default:
+    traces of at least :data:`HELPER_MIN_BYTES` of JSON, on a machine with two or more cores)."""
+    mode = os.environ.get("NONGEMM_CHUNK_HELPER", "auto").strip().lower()
+    if mode in ("0", "off", "false", "no") or not chunk_worker.available():
+        return "off"
+    if mode in ("1", "on", "true", "yes"):
+        return "on"
+    return "auto" if (os.cpu_count() or 1) >= 2 else "off"
 
 
 def _fill(blocks: Iterator[bytes], size: int) -> tuple[bytearray, bool]:
@@ -87,9 +109,10 @@ def _meta(top: dict[str, msgspec.Raw]) -> dict[str, Any]:
     return meta
 
 
-def _load_stream(path: str, held: list[bytearray], blocks: Iterator[bytes], keep_python: bool) -> Trace:
+def _load_stream(path: str, held: list[bytearray], blocks: Iterator[bytes], keep_python: bool, helper: str) -> Trace:
     """Decode ``traceEvents`` chunk by chunk as the blocks arrive; the keys around it are metadata.
-    ``held`` holds the bytes read so far (taken out, so that only this function references them)."""
+    ``held`` holds the bytes read so far (taken out, so that only this function references them).
+    ``helper``: ``on`` / ``auto`` / ``off``, whether chunks may go to a helper process."""
     buf = held.pop()
     head = buf[:64].lstrip()
     if head[:1] != b"{":
@@ -104,61 +127,128 @@ def _load_stream(path: str, held: list[bytearray], blocks: Iterator[bytes], keep
     meta.pop("traceEvents", None)
     malformed: dict[str, int] = {}
     tally = Tally()
-    parts: dict[str, list[pl.DataFrame]] = {k: [] for k in TABLES}
-    first = 0
+    chunks: dict[int, tuple[int, dict[str, pl.DataFrame]]] = {}  # by chunk number: (events, tables)
+    seq = 0
+    streamed = 0  # bytes of JSON cut into chunks so far
+    worker: ChunkWorker | None = None
     pos = key.end()  # buf[pos - 1] is the array's '['
     # one buffer for the whole file: each chunk is decoded in place, only the last partial event
     # is moved to the front before the next block is copied in (no fresh large objects per chunk)
     end = len(buf)
 
-    def add(raw) -> None:
-        nonlocal first
+    def local(raw) -> None:
         try:
             events = decode_events(path, raw, malformed)
         except MalformedJSON:
             raise _SplitFailed from None
-        for k, df in chunk_tables(events, first, keep_python, tally).items():
-            parts[k].append(df)
-        first += len(events)
+        chunks[seq] = (len(events), chunk_tables(events, 0, keep_python, tally))
 
-    while True:
-        while end - pos >= CHUNK_BYTES:
-            # the last event boundary within one chunk's length (beyond it only for a giant event)
-            found = _last_boundary(buf, pos, pos + CHUNK_BYTES) or _last_boundary(buf, pos, end)
-            if found is None:
-                break  # one event longer than what is in: read more
-            cut, nxt = found  # buf[cut] follows a '}'; the next chunk starts at the '{' at nxt
-            # frame the chunk in place as a JSON array: the separator bytes around it become '[' and ']'
-            before, after = buf[pos - 1], buf[cut]
-            buf[pos - 1], buf[cut] = 0x5B, 0x5D
-            view = memoryview(buf)
+    # a helper process from the start when the trace is known to be large, else once it proves so
+    big = helper == "on" or (helper == "auto" and (_json_size(path) or 0) >= HELPER_MIN_BYTES)
+
+    def add(raw) -> None:
+        nonlocal seq, streamed, worker, helper
+        streamed += len(raw)
+        if worker is None and helper != "off" and (big or streamed >= HELPER_MIN_BYTES):
             try:
-                add(view[pos - 1:cut + 1])  # raw fields of the events reference the view until add() returns
-            finally:
-                _release(view)
-            buf[pos - 1], buf[cut] = before, after
-            pos = nxt
-        if pos > 1:  # chunks were cut: move the rest to the front (keep the byte before the next event,
-            rest = end - (pos - 1)  # it becomes that chunk's '[')
-            buf[:rest] = buf[pos - 1:end]
-            end, pos = rest, 1
-        piece = next(blocks, None)
-        if piece is None:
-            break
-        buf[end:end + len(piece)] = piece
-        end += len(piece)
-        del piece
-    try:  # the tail: the last events, the array's end and the keys after it
-        top = TOP_DECODER.decode(b'{"traceEvents":[' + buf[pos:end])
-    except (msgspec.DecodeError, RecursionError):
-        raise _SplitFailed from None
-    del buf
-    tail = top.pop("traceEvents", None)
-    if tail is None:
-        raise _SplitFailed
-    add(tail)
+                worker = ChunkWorker(path, keep_python, CHUNK_BYTES + 2)
+            except OSError:  # no process or shared memory to be had: this process does it all
+                helper = "off"
+        if worker is not None and worker.can_take(len(raw)):
+            worker.send(seq, raw)
+        else:
+            local(raw)
+        seq += 1
+
+    try:
+        while True:
+            while end - pos >= CHUNK_BYTES:
+                # the last event boundary within one chunk's length (beyond it only for a giant event)
+                found = _last_boundary(buf, pos, pos + CHUNK_BYTES) or _last_boundary(buf, pos, end)
+                if found is None:
+                    break  # one event longer than what is in: read more
+                cut, nxt = found  # buf[cut] follows a '}'; the next chunk starts at the '{' at nxt
+                # frame the chunk in place as a JSON array: the separator bytes around it become '[' and ']'
+                before, after = buf[pos - 1], buf[cut]
+                buf[pos - 1], buf[cut] = 0x5B, 0x5D
+                view = memoryview(buf)
+                try:
+                    add(view[pos - 1:cut + 1])  # raw fields of the events reference the view until add() returns
+                finally:
+                    _release(view)
+                buf[pos - 1], buf[cut] = before, after
+                pos = nxt
+            if pos > 1:  # chunks were cut: move the rest to the front (keep the byte before the next event,
+                rest = end - (pos - 1)  # it becomes that chunk's '[')
+                buf[:rest] = buf[pos - 1:end]
+                end, pos = rest, 1
+            piece = next(blocks, None)
+            if piece is None:
+                break
+            buf[end:end + len(piece)] = piece
+            end += len(piece)
+            del piece
+        try:  # the tail: the last events, the array's end and the keys after it
+            top = TOP_DECODER.decode(b'{"traceEvents":[' + buf[pos:end])
+        except (msgspec.DecodeError, RecursionError):
+            raise _SplitFailed from None
+        del buf
+        tail = top.pop("traceEvents", None)
+        if tail is None:
+            raise _SplitFailed
+        local(tail)
+        seq += 1
+        if worker is not None:
+            for n, answer in worker.finish().items():
+                chunks[n] = _helper_chunk(path, answer, tally, malformed)
+    finally:
+        if worker is not None:
+            worker.close()
     meta.update(_meta(top))
-    return _build(path, meta, parts, tally, malformed_notes(malformed))
+    return _build(path, meta, _in_file_order(chunks), tally, malformed_notes(malformed))
+
+
+def _helper_chunk(path: str, answer: dict[str, Any], tally: Tally,
+                  malformed: dict[str, int]) -> tuple[int, dict[str, pl.DataFrame]]:
+    """One chunk decoded by the helper: its tables, its tally added to ours (or its error raised)."""
+    error = answer.get("error")
+    if error == "malformed":
+        raise _SplitFailed
+    if error == "trace":
+        raise TraceError(path, answer["message"])
+    if error:
+        raise WorkerFailed(answer.get("message", error))
+    tally.add(answer["tally"])
+    for cat, n in answer["malformed"].items():
+        malformed[cat] = malformed.get(cat, 0) + n
+    return answer["n"], answer["tables"]
+
+
+def _in_file_order(chunks: dict[int, tuple[int, dict[str, pl.DataFrame]]]) -> dict[str, list[pl.DataFrame]]:
+    """The chunks' partial tables in file order, ``ev_idx`` shifted from chunk to file positions."""
+    parts: dict[str, list[pl.DataFrame]] = {k: [] for k in TABLES}
+    first = 0
+    for n in sorted(chunks):
+        count, tables = chunks.pop(n)
+        for k, df in tables.items():
+            parts[k].append(df.with_columns(pl.col("ev_idx") + first) if first and df.height else df)
+        first += count
+    return parts
+
+
+def _json_size(path: str) -> int | None:
+    """The JSON size of a trace file if it can be known up front: a plain file's size, or the
+    size a single-member gzip file records in its trailer (None when that cannot be trusted)."""
+    try:
+        size = os.path.getsize(path)
+        with open(path, "rb") as fh:
+            if fh.read(2) != b"\x1f\x8b":
+                return size
+            fh.seek(-4, os.SEEK_END)
+            isize = int.from_bytes(fh.read(4), "little")
+    except OSError:
+        return None
+    return isize if isize >= size else None  # modulo 4 GiB, and only the last member's
 
 
 def _last_boundary(buf: bytearray, pos: int, end: int) -> tuple[int, int] | None:

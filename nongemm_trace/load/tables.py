@@ -45,6 +45,20 @@ class Tally:
     other_us: float = 0.0
     other_cats: set[str] = field(default_factory=set)
 
+    def to_dict(self) -> dict[str, Any]:
+        return {"bad_time": self.bad_time, "bad_phase": self.bad_phase, "no_cat": self.no_cat,
+                "other_n": self.other_n, "other_us": self.other_us, "other_cats": sorted(self.other_cats)}
+
+    def add(self, other: dict[str, Any]) -> None:
+        """Add another chunk's tally (as :meth:`to_dict` gives it)."""
+        for mine, theirs in ((self.bad_time, other["bad_time"]), (self.bad_phase, other["bad_phase"])):
+            for cat, n in theirs.items():
+                mine[cat] = mine.get(cat, 0) + n
+        self.no_cat += other["no_cat"]
+        self.other_n += other["other_n"]
+        self.other_us += other["other_us"]
+        self.other_cats |= set(other["other_cats"])
+
 
 def _pick(events: Sequence[Event], idx: list[int]) -> list[Event]:
     if not idx:
