@@ -66,3 +66,15 @@ def raw_activity_total_ns(path: str) -> tuple[int, int]:
             n += 1
             tot += ns(e["dur"])
     return n, tot
+
+
+def tricky_names_trace(tmp_path: Path, every: int) -> Path:
+    """The bundled BERT sample with ``}, {`` inside every ``every``-th op name: a byte pattern
+    that tempts the chunk boundary scan inside a string."""
+    doc = json.loads(gzip.decompress((SAMPLES / "bert_base_fp32_bs8_s128__eager.json.gz").read_bytes()))
+    for i, e in enumerate(doc["traceEvents"]):
+        if e.get("cat") == "cpu_op" and i % every == 0:
+            e["name"] = e["name"] + " }, {" + "x" * 50
+    p = tmp_path / "tricky.json"
+    p.write_text(json.dumps(doc))
+    return p

@@ -11,7 +11,7 @@ import sys
 import pytest
 from polars.testing import assert_frame_equal
 
-from conftest import SAMPLES, kineto_traces, shared, trace_ids
+from conftest import kineto_traces, shared, trace_ids, tricky_names_trace
 from nongemm_trace.load import chunk_worker, kineto, load_trace
 from nongemm_trace.load.source import read_bytes
 
@@ -105,12 +105,7 @@ def test_a_helper_that_cannot_start_changes_nothing(helper, monkeypatch, tmp_pat
 def test_chunk_split_inside_a_string_in_the_helper_falls_back(helper, tmp_path):
     """A boundary found inside a string makes a helper chunk invalid JSON: the file is decoded
     whole, as when this process finds it."""
-    doc = json.loads(gzip.decompress((SAMPLES / "bert_base_fp32_bs8_s128__eager.json.gz").read_bytes()))
-    for i, e in enumerate(doc["traceEvents"]):
-        if e.get("cat") == "cpu_op" and i % 5 == 0:
-            e["name"] = e["name"] + " }, {" + "x" * 50
-    p = tmp_path / "tricky.json"
-    p.write_text(json.dumps(doc))
+    p = tricky_names_trace(tmp_path, 5)
     whole = kineto._load_whole(p, read_bytes(p), keep_python=False)
     got = load_trace(p)
     assert_frame_equal(got.ops, whole.ops, check_exact=True)

@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import gzip
-import json
-
 import pytest
 
 import nongemm_trace
-from conftest import SAMPLES, shared
+from conftest import shared, tricky_names_trace
 from nongemm_trace.load import kineto
 
 
@@ -24,12 +21,7 @@ def test_chunks_equal_whole(name, monkeypatch):
 def test_split_inside_a_string_falls_back(tmp_path, monkeypatch):
     """A name containing '}, {' tempts the boundary scan; the chunk fails to decode and the
     array is decoded whole instead: same answer."""
-    doc = json.loads(gzip.decompress((SAMPLES / "bert_base_fp32_bs8_s128__eager.json.gz").read_bytes()))
-    for i, e in enumerate(doc["traceEvents"]):
-        if e.get("cat") == "cpu_op" and i % 7 == 0:
-            e["name"] = e["name"] + " }, {" + "x" * 50
-    p = tmp_path / "tricky.json"
-    p.write_text(json.dumps(doc))
+    p = tricky_names_trace(tmp_path, 7)
     whole = nongemm_trace.analyze(p).to_dict()
     monkeypatch.setattr(kineto, "CHUNK_BYTES", 4 << 10)
     assert nongemm_trace.analyze(p).to_dict() == whole
