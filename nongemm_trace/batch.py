@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import glob
 import os
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -161,6 +160,7 @@ def run_batch(paths: list[str], options: dict[str, Any], *, engine: str = "proce
         else:
             # spawn, never fork: forking a process whose polars thread pool is running can deadlock
             import multiprocessing
+            from concurrent.futures import ProcessPoolExecutor, as_completed  # here: a one-file run skips it
             with ProcessPoolExecutor(max_workers=n, mp_context=multiprocessing.get_context("spawn"),
                                      initializer=_one_core_each) as pool:
                 futs = {pool.submit(_work, p, options, parquet_dir, i): i for i, p in enumerate(paths)}

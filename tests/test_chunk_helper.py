@@ -90,12 +90,14 @@ def test_a_helper_that_dies_changes_nothing(helper, monkeypatch):
         assert_frame_equal(_tables(again)[name], df, check_exact=True)
 
 
-def test_a_helper_that_cannot_start_changes_nothing(helper, monkeypatch, tmp_path):
+@pytest.mark.parametrize("how", ["exits at once", "no such program"])
+def test_a_helper_that_cannot_start_changes_nothing(how, helper, monkeypatch, tmp_path):
     path = shared("h200", "bert_base_train_bs8_s128__eager.json.gz")
     ref = load_trace(path)
     fake = tmp_path / "not-python"
-    fake.write_text("#!/bin/sh\nexit 3\n")
-    fake.chmod(0o755)
+    if how == "exits at once":
+        fake.write_text("#!/bin/sh\nexit 3\n")
+        fake.chmod(0o755)
     monkeypatch.setattr(sys, "executable", str(fake))
     monkeypatch.setattr(chunk_worker.ChunkWorker, "can_take", lambda self, n: self.ready.is_set())
     for name, df in _tables(ref).items():

@@ -107,11 +107,16 @@ class ChunkWorker:
         root = str(Path(nongemm_trace.__file__).resolve().parent.parent)
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join([root, *filter(None, [env.get("PYTHONPATH")])])
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "nongemm_trace.load.chunk_worker", path, "1" if keep_python else "0",
-             str(self._fd), str(self.slot_bytes)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, bufsize=0,
-            pass_fds=(self._fd,))
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "nongemm_trace.load.chunk_worker", path, "1" if keep_python else "0",
+                 str(self._fd), str(self.slot_bytes)],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, bufsize=0,
+                pass_fds=(self._fd,))
+        except (OSError, ValueError, TypeError) as exc:  # no interpreter to start (embedded Python)
+            self._shared.close()
+            os.close(self._fd)
+            raise OSError(f"cannot start the helper process: {exc}") from None
         _widen(self.proc.stdout.fileno())
         self.results: dict[int, dict[str, Any]] = {}
         self.sent = 0
