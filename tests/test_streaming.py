@@ -201,3 +201,28 @@ def test_chunks_never_exceed_the_chunk_size(monkeypatch):
     assert len(sizes) > 20
     assert max(sizes[:-1]) <= (64 << 10) + 2  # + the '[' and ']' that frame a chunk
     assert min(sizes[:-1]) > (64 << 10) * 0.9  # cut near the size, not early
+
+
+@pytest.mark.parametrize("inflater", ["isal", "zlib"])
+def test_both_inflaters_give_the_same_tables_and_errors(inflater, big_json, tmp_path, monkeypatch):
+    """ISA-L inflates where its wheel is installed, the standard library's zlib elsewhere:
+    the same tables, and the same one-line error for corrupt data."""
+    import zlib
+
+    from nongemm_trace.load import source
+    if inflater == "zlib":
+        monkeypatch.setattr(source, "_inflater", zlib)
+        monkeypatch.setattr(source, "_INFLATE_ERRORS", (zlib.error,))
+    else:
+        isal_zlib = pytest.importorskip("isal.isal_zlib")
+        assert source._inflater is isal_zlib
+    plain, gz, _ = big_json
+    monkeypatch.setattr(kineto, "CHUNK_BYTES", 64 << 10)
+    assert_frame_equal(load_trace(gz).ops, load_trace(plain).ops, check_exact=True)
+    data = bytearray(gz.read_bytes())
+    for i in range(len(data) // 2, len(data) // 2 + 64):
+        data[i] ^= 0x5A
+    bad = tmp_path / "bad.json.gz"
+    bad.write_bytes(bytes(data))
+    with pytest.raises(TraceError, match="corrupt gzip data|invalid|truncated"):
+        load_trace(bad)

@@ -16,6 +16,14 @@ from typing import Callable, Iterator
 
 from ..errors import TraceError
 
+try:  # Intel ISA-L inflates about 2.8x faster than zlib, with the same API; zlib where it has no wheel
+    from isal import isal_zlib as _inflater
+
+    _INFLATE_ERRORS: tuple[type[Exception], ...] = (zlib.error, _inflater.error)
+except ImportError:  # pragma: no cover - platforms without an isal wheel
+    _inflater = zlib
+    _INFLATE_ERRORS = (zlib.error,)
+
 GZIP_MAGIC = b"\x1f\x8b"
 SQLITE_MAGIC = b"SQLite format 3\x00"
 _CHUNK = 16 << 20
@@ -176,7 +184,7 @@ def _inflate(p: Path, pieces: Iterator[bytes], limit: int, block: int) -> Iterat
     """Decompress every gzip member of a stream of compressed pieces, ``block`` bytes of
     output at a time; a stream cut short is an error, and output beyond ``limit`` too."""
     total = 0
-    d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    d = _inflater.decompressobj(16 + zlib.MAX_WBITS)
     started = False  # the current member has consumed input
     carry = b""  # the first byte of the next member's magic, when a piece ends between its two bytes
     try:
@@ -194,7 +202,7 @@ def _inflate(p: Path, pieces: Iterator[bytes], limit: int, block: int) -> Iterat
                         break
                     if data[:2] != GZIP_MAGIC:
                         return
-                    d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+                    d = _inflater.decompressobj(16 + zlib.MAX_WBITS)
                 piece = d.decompress(data, block)
                 started = True
                 data = d.unconsumed_tail
@@ -207,7 +215,7 @@ def _inflate(p: Path, pieces: Iterator[bytes], limit: int, block: int) -> Iterat
                     yield piece
         if started and not d.eof:
             raise TraceError(p, "truncated gzip stream (the file ends before the compressed data does)")
-    except zlib.error as exc:
+    except _INFLATE_ERRORS as exc:
         raise TraceError(p, f"corrupt gzip data ({exc})") from None
 
 
