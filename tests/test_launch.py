@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
-from collections import defaultdict
 
-import polars as pl
 import pytest
 
 from conftest import SAMPLES, kineto_traces, ns, raw_events, shared, trace_ids

@@ -7,7 +7,6 @@ import json
 import sqlite3
 from collections import Counter
 
-import polars as pl
 import pytest
 
 import nongemm_trace

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import math
 import os
 import random
 import socket

@@ -1,0 +1,78 @@
+#!/usr/bin/env python3
+"""Where the time of one analysis goes, function by function (the profile in docs/benchmarks.md).
+
+    python3 bench/stage_profile.py TRACE [--helper auto|on|off]
+
+Times the pipeline's own steps by wrapping them (cProfile's per-call overhead would
+inflate the Python-heavy steps and hide the columnar ones): in the load, decoding,
+events to columns, handing chunks to the helper process, assembling the tables; in
+the link, the op-tree sweep and each attaching step; then classify and the report.
+Times are summed over calls, in this process only (the helper's own work overlaps).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("trace")
+    ap.add_argument("--helper", default="auto", choices=("auto", "on", "off"))
+    args = ap.parse_args()
+    os.environ["NONGEMM_CHUNK_HELPER"] = args.helper
+    import importlib
+
+    importlib.import_module("nongemm_trace.cli")  # the command line's allocator settings, before polars
+    from nongemm_trace import api, classify, link
+    from nongemm_trace.link import nesting
+    from nongemm_trace.load import chunk_worker, kineto
+
+    spent: dict[str, list[float]] = {}
+
+    def wrap(owner, name: str, label: str) -> None:
+        real = getattr(owner, name)
+
+        def timed(*a, **k):
+            t0 = time.perf_counter()
+            try:
+                return real(*a, **k)
+            finally:
+                spent.setdefault(label, []).append(time.perf_counter() - t0)
+
+        setattr(owner, name, timed)
+
+    wrap(api, "load_trace", "load")
+    wrap(kineto, "decode_events", "load: msgspec decode (this process)")
+    wrap(kineto, "chunk_tables", "load: events to columns (this process)")
+    wrap(chunk_worker.ChunkWorker, "send", "load: chunks handed to the helper")
+    wrap(chunk_worker.ChunkWorker, "finish", "load: waiting for the helper at the end")
+    wrap(kineto, "_build", "load: tables assembled, duplicates checked")
+    wrap(api, "link_and_classify", "link")
+    wrap(classify, "op_name_table", "link: op names to categories")
+    wrap(nesting, "_sweep", "link: op-tree sweep (sort of all op boundaries)")
+    wrap(nesting, "_query_hits", "link: launch calls in the tree")
+    wrap(link, "_top_ids", "link: top-level ops")
+    wrap(link, "_attach_launches", "link: activities to launch calls")
+    wrap(link, "_attach_ops", "link: activities to ops")
+    wrap(api, "classify", "classify")
+    for name in ("op_table", "category_table", "kernel_summary", "step_table"):
+        wrap(api, name, "report tables")
+
+    t0 = time.perf_counter()
+    api.analyze(args.trace)
+    total = time.perf_counter() - t0
+    print(f"analyze {total:.2f} s ({Path(args.trace).name}, helper {args.helper})")
+    for label, times in spent.items():
+        print(f"  {label:58s} {sum(times):6.2f} s  ({len(times)} calls)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
