@@ -112,7 +112,7 @@ class ChunkWorker:
                 [sys.executable, "-m", "nongemm_trace.load.chunk_worker", path, "1" if keep_python else "0",
                  str(self._fd), str(self.slot_bytes)],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, bufsize=0,
-                pass_fds=(self._fd,))
+                pass_fds=(self._fd,), cwd=root)  # cwd: `-m` looks there first, so this very package runs
         except (OSError, ValueError, TypeError) as exc:  # no interpreter to start (embedded Python)
             self._shared.close()
             os.close(self._fd)

@@ -10,6 +10,10 @@ inside a string or a nested value; such a cut leaves a chunk that is not valid J
 (an unterminated string or unbalanced brackets), and then the file is decoded whole
 instead: the answer never depends on where the cuts fell.
 
+Very large traces are cut the same way, and some of their chunks are decoded by a
+helper process (:mod:`.chunk_worker`) on another core; its partial tables come back
+and every chunk's tables are put in file order, so the result is the same.
+
 Small files, bare-array files and anything the stream cannot handle (broken JSON
 that a repair pass may fix) take the whole-document path.
 """
@@ -26,25 +30,25 @@ import polars as pl
 
 from ..errors import TraceError
 from ..trace import Trace
-from .events import ANY_DECODER, ENCODER, TOP_DECODER, MalformedJSON, decode_events, malformed_notes, short_error
 from . import chunk_worker
 from .chunk_worker import ChunkWorker, WorkerFailed
+from .events import ANY_DECODER, ENCODER, TOP_DECODER, MalformedJSON, decode_events, malformed_notes, short_error
 from .source import SQLITE_MAGIC, iter_blocks, read_bytes
 from .tables import TABLES, Tally, chunk_tables
 
 #: events are decoded and turned into columns this many bytes of JSON at a time
 CHUNK_BYTES = 16 << 20
 #: from this much JSON on, a helper process decodes chunks too (:mod:`.chunk_worker`): it costs
-#: about 100 MB, small beside such a trace; below it, one process keeps the peak memory lower
+#: about 130 MB, small beside such a trace; below it, one process keeps the peak memory lower
 HELPER_MIN_BYTES = 512 << 20
+_BOUNDARY = re.compile(rb"\}\s*,\s*\{")
+_EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 
 
 def read_block() -> int:
     """The file is read (and inflated) in blocks of a quarter chunk: the blocks queued
     ahead and the partial event carried from one chunk to the next stay a few MB."""
     return max(CHUNK_BYTES // 4, 4096)
-_BOUNDARY = re.compile(rb"\}\s*,\s*\{")
-_EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 
 
 class _SplitFailed(Exception):

@@ -27,8 +27,8 @@ except ImportError:  # pragma: no cover - platforms without an isal wheel
 GZIP_MAGIC = b"\x1f\x8b"
 SQLITE_MAGIC = b"SQLite format 3\x00"
 _CHUNK = 16 << 20
-#: analysing a large (streamed) trace takes about 1.7x its JSON size in memory
-#: (docs/benchmarks.md); a margin on top of that
+#: a streamed trace peaks at about 1.0-1.5x its JSON size (docs/benchmarks.md); the whole-document
+#: fallback (a chunk cut inside a string) at several times more: a margin on top
 _MEMORY_PER_BYTE = 3
 
 
