@@ -44,6 +44,7 @@ _OUT = struct.Struct("<Q")
 _END = 0xFFFFFFFF
 #: chunks handed to the helper and not yet answered: one in work, one waiting
 BACKLOG = 2
+#: the answers' pipe (Linux default 64 KB): a chunk's tables cross in a few reads
 PIPE_BYTES = 1 << 20
 #: a helper silent this long while chunks are due is taken for hung (one chunk takes ~0.1 s)
 STALL_SECONDS = 120.0
