@@ -134,3 +134,47 @@ def test_mutants_with_helper_equal_alone(mutate, helper, tmp_path, monkeypatch):
     alone = mutants.run_cli(path)
     assert with_helper == alone
     mutants.check_outcome(*with_helper, path)
+
+
+def test_auto_mode_starts_the_helper_only_for_big_traces(monkeypatch, tmp_path):
+    """auto: from the first chunk when the JSON size is known to reach the threshold (plain file,
+    or the gzip trailer), from the chunk that crosses it when unknown (several gzip members),
+    never below it."""
+    raw = gzip.decompress(shared("h200", "bert_base_train_bs8_s128__eager.json.gz").read_bytes())
+    plain = tmp_path / "t.json"
+    plain.write_bytes(raw)
+    one_member = tmp_path / "t.json.gz"
+    one_member.write_bytes(gzip.compress(raw, 1))
+    half = len(raw) // 2
+    members = tmp_path / "multi.json.gz"
+    members.write_bytes(gzip.compress(raw[:half], 1) + gzip.compress(raw[half:], 1))
+    monkeypatch.delenv("NONGEMM_CHUNK_HELPER", raising=False)
+    monkeypatch.setattr(kineto, "CHUNK_BYTES", 64 << 10)
+    started = []
+    real_init = chunk_worker.ChunkWorker.__init__
+
+    def init(self, *a, **k):
+        started.append(calls[0])
+        real_init(self, *a, **k)
+
+    calls = [0]  # chunks decoded in this process so far
+    real_tables = kineto.chunk_tables
+
+    def tables(*a, **k):
+        calls[0] += 1
+        return real_tables(*a, **k)
+
+    monkeypatch.setattr(chunk_worker.ChunkWorker, "__init__", init)
+    monkeypatch.setattr(kineto, "chunk_tables", tables)
+    # between the last member's size (the trailer of a multi-member file) and the whole
+    monkeypatch.setattr(kineto, "HELPER_MIN_BYTES", len(raw) * 7 // 10)
+    for path, first in ((plain, True), (one_member, True), (members, False)):
+        started.clear()
+        calls[0] = 0
+        load_trace(path)
+        assert len(started) == 1, path.name
+        assert (started[0] == 0) == first, path.name
+    monkeypatch.setattr(kineto, "HELPER_MIN_BYTES", len(raw) * 2)
+    started.clear()
+    load_trace(plain)
+    assert started == []
