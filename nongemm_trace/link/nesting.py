@@ -58,7 +58,7 @@ def _sweep(ops: pl.DataFrame, queries: pl.DataFrame | None) -> pl.DataFrame:
             _ids("pid"), _ids("tid"), pl.col("ts_ns").alias("t"), pl.lit(_QUERY, pl.Int8).alias("kind"),
             pl.lit(0, pl.Int64).alias("k2"), pl.col("qid").cast(ref).alias("ref"),
         ))
-    # lazily: the sorted frame keeps only the columns the sweep reads (the times are sort keys only)
+    # the sorted frame keeps only the columns the sweep reads (the times are sort keys only)
     ev = pl.concat(parts, how="vertical")
     del parts
     ev = ev.sort(["pid", "tid", "t", "kind", "k2", "ref"]).select("pid", "tid", "kind", "ref")
