@@ -84,3 +84,17 @@ def test_ray_engine_on_two_traces(capsys):
 def test_empty_folder_is_an_error(tmp_path, capsys):
     code, out, err = _run(capsys, "analyze", tmp_path)
     assert code == 2 and "no trace files" in err
+
+
+def test_batch_workers_run_without_a_chunk_helper(monkeypatch):
+    """Each batch worker already has a core of its own: it must not start a helper process per
+    trace (the pool's initializer and the Ray task both turn it off), and it reports the same."""
+    from nongemm_trace import batch
+    from nongemm_trace.load import kineto
+
+    path = str(shared("h200", "bert_base_train_bs8_s128__eager.json.gz"))
+    monkeypatch.setenv("NONGEMM_CHUNK_HELPER", "on")
+    plain = batch._work(path, {}, None, 0)
+    assert kineto.helper_mode() in ("on", "off")  # "off" only where no memfd
+    assert batch._ray_work(path, {}, None, 0) == plain
+    assert kineto.helper_mode() == "off"

@@ -65,6 +65,16 @@ def big_json(tmp_path):
     return plain, gz, raw
 
 
+def _corrupted(gz, tmp_path):
+    """A copy of ``gz`` with 64 bytes flipped in the middle of its compressed data."""
+    data = bytearray(gz.read_bytes())
+    for i in range(len(data) // 2, len(data) // 2 + 64):
+        data[i] ^= 0x5A
+    bad = tmp_path / "bad.json.gz"
+    bad.write_bytes(bytes(data))
+    return bad
+
+
 def test_truncated_gzip_mid_stream(big_json, tmp_path, monkeypatch):
     _, gz, _ = big_json
     monkeypatch.setattr(kineto, "CHUNK_BYTES", 16 << 10)
@@ -77,11 +87,7 @@ def test_truncated_gzip_mid_stream(big_json, tmp_path, monkeypatch):
 def test_corrupt_gzip_mid_stream(big_json, tmp_path, monkeypatch):
     _, gz, _ = big_json
     monkeypatch.setattr(kineto, "CHUNK_BYTES", 16 << 10)
-    data = bytearray(gz.read_bytes())
-    for i in range(len(data) // 2, len(data) // 2 + 64):
-        data[i] ^= 0x5A
-    bad = tmp_path / "bad.json.gz"
-    bad.write_bytes(bytes(data))
+    bad = _corrupted(gz, tmp_path)
     with pytest.raises(TraceError, match="corrupt gzip data|invalid|truncated"):
         load_trace(bad)
 
@@ -219,10 +225,6 @@ def test_both_inflaters_give_the_same_tables_and_errors(inflater, big_json, tmp_
     plain, gz, _ = big_json
     monkeypatch.setattr(kineto, "CHUNK_BYTES", 64 << 10)
     assert_frame_equal(load_trace(gz).ops, load_trace(plain).ops, check_exact=True)
-    data = bytearray(gz.read_bytes())
-    for i in range(len(data) // 2, len(data) // 2 + 64):
-        data[i] ^= 0x5A
-    bad = tmp_path / "bad.json.gz"
-    bad.write_bytes(bytes(data))
+    bad = _corrupted(gz, tmp_path)
     with pytest.raises(TraceError, match="corrupt gzip data|invalid|truncated"):
         load_trace(bad)
