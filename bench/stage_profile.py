@@ -32,7 +32,7 @@ def main() -> int:
     importlib.import_module("nongemm_trace.cli")  # the command line's allocator settings, before polars
     from nongemm_trace import api, classify, link
     from nongemm_trace.link import nesting
-    from nongemm_trace.load import chunk_worker, kineto
+    from nongemm_trace.load import chunk_worker, fast_scan, kineto
 
     spent: dict[str, list[float]] = {}
 
@@ -49,8 +49,11 @@ def main() -> int:
         setattr(owner, name, timed)
 
     wrap(api, "load_trace", "load")
-    wrap(kineto, "decode_events", "load: msgspec decode (this process)")
-    wrap(kineto, "chunk_tables", "load: events to columns (this process)")
+    wrap(kineto, "decode_chunk", "load: chunks decoded (this process)")
+    wrap(fast_scan, "scan", "load: C scanner (this process)")
+    wrap(fast_scan, "frame_tables", "load: scanned columns to tables (this process)")
+    wrap(fast_scan, "decode_events", "load: msgspec decode (this process)")
+    wrap(fast_scan, "chunk_tables", "load: events to columns (this process)")
     wrap(chunk_worker.ChunkWorker, "send", "load: chunks handed to the helper")
     wrap(chunk_worker.ChunkWorker, "finish", "load: waiting for the helper at the end")
     wrap(kineto, "_build", "load: tables assembled, duplicates checked")

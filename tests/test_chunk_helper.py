@@ -62,8 +62,8 @@ def test_helper_equals_whole(path, helper):
 def test_both_processes_decode_chunks(helper, monkeypatch):
     path = shared("h200", "bert_base_train_bs8_s128__eager.json.gz")
     calls = []
-    real = kineto.chunk_tables
-    monkeypatch.setattr(kineto, "chunk_tables", lambda *a, **k: calls.append(1) or real(*a, **k))
+    real = kineto.decode_chunk
+    monkeypatch.setattr(kineto, "decode_chunk", lambda *a, **k: calls.append(1) or real(*a, **k))
     load_trace(path)
     assert len(helper) >= 5 and len(calls) >= 5  # both processes worked
 
@@ -135,7 +135,8 @@ def test_mutants_with_helper_equal_alone(mutate, helper, tmp_path, monkeypatch):
 def test_auto_mode_starts_the_helper_only_for_big_traces(monkeypatch, tmp_path):
     """auto: from the first chunk when the JSON size is known to reach the threshold (plain file,
     or the gzip trailer), from the chunk that crosses it when unknown (several gzip members),
-    never below it."""
+    never below it. (The helper process is the no-C-scanner path: with the scanner, threads.)"""
+    monkeypatch.setenv("NONGEMM_FAST_SCAN", "off")
     raw = gzip.decompress(shared("h200", "bert_base_train_bs8_s128__eager.json.gz").read_bytes())
     plain = tmp_path / "t.json"
     plain.write_bytes(raw)
@@ -154,14 +155,14 @@ def test_auto_mode_starts_the_helper_only_for_big_traces(monkeypatch, tmp_path):
         real_init(self, *a, **k)
 
     calls = [0]  # chunks decoded in this process so far
-    real_tables = kineto.chunk_tables
+    real_tables = kineto.decode_chunk
 
     def tables(*a, **k):
         calls[0] += 1
         return real_tables(*a, **k)
 
     monkeypatch.setattr(chunk_worker.ChunkWorker, "__init__", init)
-    monkeypatch.setattr(kineto, "chunk_tables", tables)
+    monkeypatch.setattr(kineto, "decode_chunk", tables)
     # between the last member's size (the trailer of a multi-member file) and the whole
     monkeypatch.setattr(kineto, "HELPER_MIN_BYTES", len(raw) * 7 // 10)
     for path, first in ((plain, True), (one_member, True), (members, False)):

@@ -36,8 +36,8 @@ def test_streaming_really_streams(monkeypatch):
     path = shared("h200", "bert_base_train_bs8_s128__eager.json.gz")
     monkeypatch.setattr(kineto, "CHUNK_BYTES", 64 << 10)
     calls = []
-    real = kineto.chunk_tables
-    monkeypatch.setattr(kineto, "chunk_tables", lambda *a, **k: calls.append(1) or real(*a, **k))
+    real = kineto.decode_chunk
+    monkeypatch.setattr(kineto, "decode_chunk", lambda *a, **k: calls.append(1) or real(*a, **k))
     monkeypatch.setattr(kineto, "_load_whole", lambda *a, **k: pytest.fail("fell back to the whole document"))
     load_trace(path)
     assert len(calls) > 20
@@ -201,8 +201,8 @@ def test_chunks_never_exceed_the_chunk_size(monkeypatch):
     path = shared("h200", "bert_base_train_bs8_s128__eager.json.gz")
     monkeypatch.setattr(kineto, "CHUNK_BYTES", 64 << 10)
     sizes = []
-    real = kineto.decode_events
-    monkeypatch.setattr(kineto, "decode_events", lambda p, raw, m: sizes.append(len(raw)) or real(p, raw, m))
+    real = kineto.decode_chunk
+    monkeypatch.setattr(kineto, "decode_chunk", lambda p, raw, *a: sizes.append(len(raw)) or real(p, raw, *a))
     load_trace(path)
     assert len(sizes) > 20
     assert max(sizes[:-1]) <= (64 << 10) + 2  # + the '[' and ']' that frame a chunk

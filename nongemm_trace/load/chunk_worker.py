@@ -217,8 +217,9 @@ def _serve(path: str, keep_python: bool, fd: int, slot_bytes: int) -> None:
     out_fd = os.dup(1)
     os.dup2(2, 1)  # anything printed by accident goes to stderr, not into the protocol
     from ..errors import TraceError
-    from .events import MalformedJSON, decode_events
-    from .tables import Tally, chunk_tables
+    from .events import MalformedJSON
+    from .fast_scan import decode_chunk
+    from .tables import Tally
 
     shared = mmap.mmap(fd, slot_bytes * BACKLOG)
     src = sys.stdin.buffer.raw
@@ -240,10 +241,7 @@ def _serve(path: str, keep_python: bool, fd: int, slot_bytes: int) -> None:
         tally = Tally()
         view = memoryview(shared)[slot * slot_bytes:slot * slot_bytes + n]
         try:
-            events = decode_events(path, view, malformed)
-            tables = chunk_tables(events, 0, keep_python, tally)
-            count = len(events)
-            del events
+            count, tables = decode_chunk(path, view, keep_python, tally, malformed)
         except MalformedJSON as exc:
             answer({"seq": seq, "error": "malformed", "message": exc.problem})
             continue

@@ -10,9 +10,12 @@ inside a string or a nested value; such a cut leaves a chunk that is not valid J
 (an unterminated string or unbalanced brackets), and then the file is decoded whole
 instead: the answer never depends on where the cuts fell.
 
-Very large traces are cut the same way, and some of their chunks are decoded by a
-helper process (:mod:`.chunk_worker`) on another core; its partial tables come back
-and every chunk's tables are put in file order, so the result is the same.
+Chunks are decoded by the C scanner (:mod:`.fast_scan`) where it is built: it runs
+without the GIL, so two threads decode chunks side by side while this one reads and
+cuts. Without it (no C compiler at install, ``NONGEMM_FAST_SCAN=off``) chunks are
+decoded by msgspec, and from 512 MB of JSON on some of them by a helper process
+(:mod:`.chunk_worker`) on another core. Either way every chunk's tables are put in
+file order, so the result is the same.
 
 Small files, bare-array files and anything the stream cannot handle (broken JSON
 that a repair pass may fix) take the whole-document path.
@@ -20,8 +23,11 @@ that a repair pass may fix) take the whole-document path.
 
 from __future__ import annotations
 
+import mmap
 import os
 import re
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -30,17 +36,20 @@ import polars as pl
 
 from ..errors import TraceError
 from ..trace import Trace
-from . import chunk_worker
+from . import chunk_worker, fast_scan
 from .chunk_worker import ChunkWorker, WorkerFailed
 from .events import ANY_DECODER, ENCODER, TOP_DECODER, MalformedJSON, decode_events, malformed_notes, short_error
 from .source import SQLITE_MAGIC, iter_blocks, read_bytes
-from .tables import TABLES, Tally, chunk_tables
+from .fast_scan import decode_chunk
+from .tables import TABLES, Tally, chunk_tables, frame_tables
 
 #: events are decoded and turned into columns this many bytes of JSON at a time
 CHUNK_BYTES = 16 << 20
 #: from this much JSON on, a helper process decodes chunks too (:mod:`.chunk_worker`): it costs
 #: about 130 MB, small beside such a trace; below it, one process keeps the peak memory lower
 HELPER_MIN_BYTES = 512 << 20
+#: threads that decode chunks side by side when the C scanner is built (it releases the GIL)
+SCAN_THREADS = 2
 _BOUNDARY = re.compile(rb"\}\s*,\s*\{")
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 
@@ -135,24 +144,44 @@ def _load_stream(path: str, held: list[bytearray], blocks: Iterator[bytes], keep
     seq = 0
     streamed = 0  # bytes of JSON cut into chunks so far
     worker: ChunkWorker | None = None
+    pool: ThreadPoolExecutor | None = None
+    pending: deque[tuple[int, Future]] = deque()  # chunks being decoded by the threads, in file order
     pos = key.end()  # buf[pos - 1] is the array's '['
-    # one buffer for the whole file: each chunk is decoded in place, only the last partial event
-    # is moved to the front before the next block is copied in (no fresh large objects per chunk)
     end = len(buf)
 
     def local(raw) -> None:
         try:
-            events = decode_events(path, raw, malformed)
+            chunks[seq] = decode_chunk(path, raw, keep_python, tally, malformed)
         except MalformedJSON:
             raise _SplitFailed from None
-        chunks[seq] = (len(events), chunk_tables(events, 0, keep_python, tally))
 
+    if helper == "auto" and fast_scan.available():
+        # the C scanner runs without the GIL: threads of this process decode chunks side by side
+        pool = ThreadPoolExecutor(max_workers=SCAN_THREADS, thread_name_prefix="nongemm-scan")
+        helper = "off"
     # a helper process from the start when the trace is known to be large, else once it proves so
     big = helper == "on" or (helper == "auto" and (_json_size(path) or 0) >= HELPER_MIN_BYTES)
+
+    def collect() -> None:
+        n, fut = pending.popleft()
+        try:
+            count, tables, their_tally, their_malformed = fut.result()
+        except MalformedJSON:
+            raise _SplitFailed from None
+        chunks[n] = (count, tables)
+        tally.add(their_tally.to_dict())
+        for cat, k in their_malformed.items():
+            malformed[cat] = malformed.get(cat, 0) + k
 
     def add(raw) -> None:
         nonlocal seq, streamed, worker, helper
         streamed += len(raw)
+        if pool is not None:
+            while len(pending) >= SCAN_THREADS + 1:
+                collect()
+            pending.append((seq, pool.submit(_decode_apart, path, raw, keep_python)))
+            seq += 1
+            return
         if worker is None and helper != "off" and (big or streamed >= HELPER_MIN_BYTES):
             try:
                 worker = ChunkWorker(path, keep_python, CHUNK_BYTES + 2)
@@ -172,26 +201,30 @@ def _load_stream(path: str, held: list[bytearray], blocks: Iterator[bytes], keep
                 if found is None:
                     break  # one event longer than what is in: read more
                 cut, nxt = found  # buf[cut] follows a '}'; the next chunk starts at the '{' at nxt
-                # frame the chunk in place as a JSON array: the separator bytes around it become '[' and ']'
-                before, after = buf[pos - 1], buf[cut]
+                # the rest goes to a new buffer (from the byte before the next event: it becomes that
+                # chunk's '['), so this one can be framed in place as a JSON array and handed over whole
+                rest = _next_buffer(buf, nxt - 1, end)
                 buf[pos - 1], buf[cut] = 0x5B, 0x5D
-                view = memoryview(buf)
+                view = memoryview(buf)[pos - 1:cut + 1]
+                del buf
                 try:
-                    add(view[pos - 1:cut + 1])  # raw fields of the events reference the view until add() returns
+                    add(view)
                 finally:
-                    _release(view)
-                buf[pos - 1], buf[cut] = before, after
-                pos = nxt
-            if pos > 1:  # chunks were cut: move the rest to the front (keep the byte before the next event,
-                rest = end - (pos - 1)  # it becomes that chunk's '[')
-                buf[:rest] = buf[pos - 1:end]
-                end, pos = rest, 1
+                    if pool is None:
+                        _release(view)  # raw fields of the events referenced it until add() returned
+                    del view
+                buf, end, pos = rest, end - (nxt - 1), 1
+                del rest
             piece = next(blocks, None)
             if piece is None:
                 break
+            if end + len(piece) > len(buf):  # an event longer than a chunk: a larger buffer
+                buf = _next_buffer(buf, 0, end, 2 * (end + len(piece)))
             buf[end:end + len(piece)] = piece
             end += len(piece)
             del piece
+        while pending:
+            collect()
         try:  # the tail: the last events, the array's end and the keys after it
             top = TOP_DECODER.decode(b'{"traceEvents":[' + buf[pos:end])
         except (msgspec.DecodeError, RecursionError):
@@ -208,8 +241,33 @@ def _load_stream(path: str, held: list[bytearray], blocks: Iterator[bytes], keep
     finally:
         if worker is not None:
             worker.close()
+        if pool is not None:
+            for _, fut in pending:
+                fut.cancel()
+            pool.shutdown(wait=True)
     meta.update(_meta(top))
     return _build(path, meta, _in_file_order(chunks), tally, malformed_notes(malformed))
+
+
+def _next_buffer(buf, start: int, end: int, size: int = 0) -> mmap.mmap:
+    """A buffer for the next chunk holding ``buf[start:end]``, with room for a chunk and the block
+    that crosses its end: an anonymous memory map, returned to the system the moment the chunk is
+    decoded (buffers from the C allocator that grow block by block, or of one size after another,
+    stay mapped in its heap: 100 MB more at 200 MB of JSON)."""
+    rest = mmap.mmap(-1, max(size, CHUNK_BYTES + 2 * read_block(), end - start))
+    with memoryview(buf) as src:
+        rest[:end - start] = src[start:end]
+    return rest
+
+
+def _decode_apart(path: str, raw, keep_python: bool) -> tuple[int, dict[str, pl.DataFrame], Tally, dict[str, int]]:
+    """One chunk on a scanning thread, with its own tally (merged in file order by the caller)."""
+    tally, malformed = Tally(), {}
+    try:
+        count, tables = decode_chunk(path, raw, keep_python, tally, malformed)
+    finally:
+        _release(raw)
+    return count, tables, tally, malformed
 
 
 def _helper_chunk(path: str, answer: dict[str, Any], tally: Tally,
@@ -281,8 +339,16 @@ def _load_whole(path: str | Path, data: bytes, keep_python: bool) -> Trace:
     """Decode the whole document at once (small files, bare arrays, repairs)."""
     pending: list[tuple[str, int, str]] = []
     malformed: dict[str, int] = {}
+    tally = Tally()
     try:
         meta, raw_events, _ = decode_document(path, data)
+        if fast_scan.available():  # the common case: no Python object per event
+            wide = fast_scan.scan(raw_events)
+            if not isinstance(wide, str):
+                del data, raw_events
+                parts = {k: [df] for k, df in frame_tables(wide, 0, keep_python, tally).items()}
+                del wide
+                return _build(str(path), meta, parts, tally, pending)
         events = decode_events(path, raw_events, malformed)
     except MalformedJSON as first:
         fixed = _repair(data)
@@ -296,7 +362,6 @@ def _load_whole(path: str | Path, data: bytes, keep_python: bool) -> Trace:
         except MalformedJSON:
             raise TraceError(first.path, first.problem) from None
     del data, raw_events
-    tally = Tally()
     parts = {k: [df] for k, df in chunk_tables(events, 0, keep_python, tally).items()}
     del events
     return _build(str(path), meta, parts, tally, pending + malformed_notes(malformed))
