@@ -10,7 +10,37 @@ def add_columns(df: pl.DataFrame, right: pl.DataFrame, on: str | list[str], *, n
     order. Only the key columns go through the join; the rest of ``df`` is not copied (a
     plain join followed by a sort would copy every column of a table of millions of rows twice)."""
     keys = [on] if isinstance(on, str) else list(on)
+    if len(keys) == 1 and is_row_index(df[keys[0]]):
+        return _scatter_columns(df, right, keys[0])
     got = df.select(keys).join(right, on=keys, how="left", nulls_equal=nulls_equal, maintain_order="left")
     if got.height != df.height:
         raise ValueError("add_columns: the right table's keys are not unique")
     return df.with_columns(got.drop(keys))
+
+
+def is_row_index(s: pl.Series) -> bool:
+    """``s`` is 0, 1, ..., n-1 (the id column the loader numbers every table with)."""
+    n = s.len()
+    if n == 0 or s.null_count() or not s.dtype.is_integer():
+        return False
+    return bool(s[0] == 0 and s[n - 1] == n - 1 and (s.diff().drop_nulls() == 1).all())
+
+
+def _scatter_columns(df: pl.DataFrame, right: pl.DataFrame, key: str) -> pl.DataFrame:
+    """:func:`add_columns` when ``df[key]`` is the row number: the right table's rows are written
+    to their positions (no hashing, no join of millions of keys); absent rows stay null."""
+    idx = right[key]
+    if idx.null_count():
+        idx_ok = right.filter(pl.col(key).is_not_null())
+        right, idx = idx_ok, idx_ok[key]
+    if idx.n_unique() != idx.len():
+        raise ValueError("add_columns: the right table's keys are not unique")
+    in_range = (idx >= 0) & (idx < df.height)
+    if not in_range.all():
+        right = right.filter(in_range)
+        idx = right[key]
+    cols = []
+    for name, dtype in right.drop(key).schema.items():
+        base = pl.repeat(None, df.height, dtype=dtype, eager=True).alias(name)
+        cols.append(base.scatter(idx.cast(pl.Int64), right[name]) if idx.len() else base)
+    return df.with_columns(cols)

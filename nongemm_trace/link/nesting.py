@@ -10,6 +10,10 @@ into one sequence, keep a running count of open ops (``cum_sum``), and read:
 * the innermost op containing a point = the last op started before the point whose
   depth is (ops open at the point) - 1.
 
+When thread and time fit one int64 key (always, but for hours-long traces with very
+many threads), only the starts are sorted and the counts come from a binary search in
+the sorted ends (:func:`_starts_and_queries`); the numbers are the sweep's.
+
 Ties: at equal times ends sort before starts (an op ending at t does not contain
 an op starting at t), starts before queries (an op starting at t contains a call
 starting at t), and longer ops before shorter ones (parents first). Ops with zero
@@ -20,7 +24,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from ..frames import add_columns
+from ..frames import add_columns, is_row_index
 
 _END, _START, _QUERY = 0, 1, 2
 
@@ -73,6 +77,74 @@ def _sweep(ops: pl.DataFrame, queries: pl.DataFrame | None) -> pl.DataFrame:
     )
 
 
+_INT64_MAX = (1 << 63) - 1
+
+
+def _starts_and_queries(ops: pl.DataFrame, queries: pl.DataFrame | None) -> tuple[pl.DataFrame, pl.DataFrame | None]:
+    """The ops' starts in sweep order (``thr, seq, op_id, depth``) and the queries (``thr, seq,
+    want, qid``: ``seq`` = the last start at or before the query, ``want`` = the depth of the op
+    that must contain it), as the sweep defines them.
+
+    Thread and time are packed into one int64 key (``thread * span + time - first``) when they
+    fit: then only the starts are sorted (by key, longer first, op id) and the ends sorted as
+    plain integers, and an op's depth is its rank among the starts minus the ends at or before
+    its start (binary search) — the same numbers as the full sweep, for a fraction of its sort.
+    """
+    has_q = queries is not None and queries.height > 0
+    same_ids = not has_q or queries.schema["qid"] == ops.schema["op_id"]
+    ref = ops.schema["op_id"] if same_ids else pl.Int64
+    keyed = ops.select(_ids("pid"), _ids("tid"), "ts_ns", "dur_ns", "end_ns", pl.col("op_id").cast(ref))
+    q = queries.select(_ids("pid"), _ids("tid"), "ts_ns", pl.col("qid").cast(ref)) if has_q else None
+    frames = [keyed] + ([q] if q is not None else [])
+    lo = min(f["ts_ns"].min() for f in frames)
+    hi = max([keyed["end_ns"].max()] + ([q["ts_ns"].max()] if q is not None else []))
+    n_tid = max(int(f["tid"].max()) for f in frames) + 1
+    n_pid = max(int(f["pid"].max()) for f in frames) + 1
+    span = int(hi) - int(lo) + 1
+    if n_pid * n_tid * span >= _INT64_MAX:  # an hours-long trace with very many threads: the full sweep
+        return _from_sweep(_sweep(ops, queries), has_q)
+
+    def key(t: str) -> pl.Expr:
+        thread = pl.col("pid").cast(pl.Int64) * n_tid + pl.col("tid").cast(pl.Int64)
+        return thread * span + (pl.col(t) - lo)
+
+    starts = keyed.select(key("ts_ns").alias("k"), (-pl.col("dur_ns")).alias("k2"), pl.col("op_id"),
+                          (pl.col("pid").cast(pl.Int64) * n_tid + pl.col("tid").cast(pl.Int64)).alias("thr")) \
+        .sort(["k", "k2", "op_id"])
+    ends = keyed.select(key("end_ns").alias("k")).to_series().sort()
+    closed = ends.search_sorted(starts["k"], side="right")
+    st = starts.select(
+        "thr", pl.int_range(pl.len(), dtype=pl.UInt32).alias("seq"), "op_id",
+        (pl.int_range(pl.len(), dtype=pl.Int64) - pl.lit(closed).cast(pl.Int64)).alias("depth"),
+    )
+    if q is None:
+        return st, None
+    qk = q.select(key("ts_ns")).to_series()
+    opened = starts["k"].search_sorted(qk, side="right").cast(pl.Int64)
+    qs = q.select(
+        (pl.col("pid").cast(pl.Int64) * n_tid + pl.col("tid").cast(pl.Int64)).alias("thr"),
+        (pl.lit(opened) - 1).alias("_seq"),
+        (pl.lit(opened) - pl.lit(ends.search_sorted(qk, side="right")).cast(pl.Int64) - 1).alias("want"),
+        "qid",
+    )
+    # a query before every start has no op around it (its depth is -1); keep it, matching nothing
+    qs = qs.with_columns(pl.col("_seq").clip(0).cast(pl.UInt32).alias("seq"),
+                         pl.when(pl.col("_seq") < 0).then(-1).otherwise(pl.col("want")).alias("want")).drop("_seq")
+    return st, qs.sort("seq")
+
+
+def _from_sweep(sw: pl.DataFrame, has_q: bool) -> tuple[pl.DataFrame, pl.DataFrame | None]:
+    st = sw.filter(pl.col("kind") == _START).select(
+        pl.col("thr").cast(pl.Int64), "seq", pl.col("ref").alias("op_id"), (pl.col("open") - 1).cast(pl.Int64).alias("depth"),
+    )
+    q = None
+    if has_q:
+        q = sw.filter(pl.col("kind") == _QUERY).select(
+            pl.col("thr").cast(pl.Int64), "seq", (pl.col("open") - 1).cast(pl.Int64).alias("want"), pl.col("ref").alias("qid"),
+        )
+    return st, q
+
+
 def op_tree(ops: pl.DataFrame, points: pl.DataFrame | None = None) -> tuple[pl.DataFrame, int, pl.DataFrame | None]:
     """Return ``ops`` with ``depth`` and ``parent_id`` (null for roots and 0-length ops),
     the number of ops that overlap their parent without nesting inside it, and, when
@@ -83,14 +155,11 @@ def op_tree(ops: pl.DataFrame, points: pl.DataFrame | None = None) -> tuple[pl.D
         hits = None if points is None else points.select("qid").with_columns(pl.lit(None, pl.UInt32).alias("op_id"))
         return ops.with_columns(pl.lit(None, pl.Int64).alias("depth"),
                                 pl.lit(None, pl.UInt32).alias("parent_id")), 0, hits
-    sw = _sweep(nestable, points)
-    st = sw.filter(pl.col("kind") == _START).select(
-        "thr", "seq", pl.col("ref").alias("op_id"), (pl.col("open") - 1).cast(pl.Int64).alias("depth"),
-    )
+    st, q = _starts_and_queries(nestable, points)
     hits = None
     if points is not None:
-        hits = _query_hits(sw, st.rename({"depth": "want"}), ops, points)
-    del sw
+        hits = _query_hits(q, st.rename({"depth": "want"}), ops, points)
+    del q
     left = st.with_columns((pl.col("depth") - 1).alias("want"))
     right = st.select("thr", "seq", pl.col("depth").alias("want"), pl.col("op_id").alias("parent_id"))
     linked = left.join_asof(right, on="seq", by=["thr", "want"], strategy="backward",
@@ -100,24 +169,29 @@ def op_tree(ops: pl.DataFrame, points: pl.DataFrame | None = None) -> tuple[pl.D
     # aligned to the op table's rows and added as columns: joining the whole table would copy it
     out = add_columns(ops, tree, "op_id")
     # overlap without nesting: a child that ends after its parent
-    bounds = out.select(pl.col("op_id").alias("parent_id"), pl.col("end_ns").alias("_pend"))
-    chk = out.select("parent_id", "end_ns").join(bounds, on="parent_id", how="inner")
-    bad = chk.filter(pl.col("end_ns") > pl.col("_pend")).height
+    if is_row_index(out["op_id"]):  # the parent's row is its id: read its end directly
+        bad = out.select((pl.col("end_ns") > pl.col("end_ns").gather(pl.col("parent_id"))).sum()).item()
+    else:
+        bounds = out.select(pl.col("op_id").alias("parent_id"), pl.col("end_ns").alias("_pend"))
+        chk = out.select("parent_id", "end_ns").join(bounds, on="parent_id", how="inner")
+        bad = chk.filter(pl.col("end_ns") > pl.col("_pend")).height
     return out, bad, hits
 
 
-def _query_hits(sw: pl.DataFrame, st: pl.DataFrame, ops: pl.DataFrame, points: pl.DataFrame) -> pl.DataFrame:
-    """Innermost op containing each query of a sweep: the last op started before the query on its
-    thread whose depth is (ops open at the query) - 1; then containment is verified."""
-    if points.height == 0:
+def _query_hits(q: pl.DataFrame | None, st: pl.DataFrame, ops: pl.DataFrame, points: pl.DataFrame) -> pl.DataFrame:
+    """Innermost op containing each query (``q`` from :func:`_starts_and_queries`): the last op
+    started before the query on its thread whose depth is (ops open at the query) - 1; then
+    containment is verified."""
+    if points.height == 0 or q is None:
         return points.select("qid").with_columns(pl.lit(None, pl.UInt32).alias("op_id"))
-    q = sw.filter(pl.col("kind") == _QUERY).select(
-        "thr", "seq", (pl.col("open") - 1).cast(pl.Int64).alias("want"), pl.col("ref").alias("qid"),
-    )
     hit = q.join_asof(st.select("thr", "seq", "want", "op_id"), on="seq", by=["thr", "want"], strategy="backward",
                       check_sortedness=False)
     hit = hit.select(pl.col("qid").cast(points.schema["qid"]), pl.col("op_id").cast(pl.UInt32))
     # verify containment (guards against ops that overlap without nesting)
+    if is_row_index(ops["op_id"]) and is_row_index(points["qid"]):  # ids are rows: gather, no joins
+        op = add_columns(points.select("qid"), hit, "qid")["op_id"]
+        ok = (ops["ts_ns"].gather(op) <= points["ts_ns"]) & (points["end_ns"] <= ops["end_ns"].gather(op))
+        return pl.DataFrame({"qid": points["qid"], "op_id": pl.select(pl.when(ok).then(op)).to_series()})
     bounds = ops.select("op_id", pl.col("ts_ns").alias("_ots"), pl.col("end_ns").alias("_oend"))
     chk = (points.select("qid", "ts_ns", "end_ns").join(hit, on="qid", how="left")
            .join(bounds, on="op_id", how="left"))
@@ -131,8 +205,5 @@ def innermost_containing(ops: pl.DataFrame, points: pl.DataFrame) -> pl.DataFram
     nestable = _nestable(ops)
     if nestable.height == 0 or points.height == 0:
         return points.select("qid").with_columns(pl.lit(None, pl.UInt32).alias("op_id"))
-    sw = _sweep(nestable, points)
-    st = sw.filter(pl.col("kind") == _START).select(
-        "thr", "seq", (pl.col("open") - 1).cast(pl.Int64).alias("want"), pl.col("ref").alias("op_id"),
-    )
-    return _query_hits(sw, st, ops, points)
+    st, q = _starts_and_queries(nestable, points)
+    return _query_hits(q, st.rename({"depth": "want"}), ops, points)

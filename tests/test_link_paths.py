@@ -1,0 +1,104 @@
+"""The link's fast paths give exactly what its general paths give.
+
+* the op tree from packed (thread, time) keys — starts sorted, ends binary-searched —
+  equals the full sweep over every boundary;
+* when ids are row numbers: columns written by position instead of joined, parents'
+  bounds gathered instead of joined, top-level ops by pointer jumping instead of a
+  join per depth level.
+Checked on every shared Kineto trace, and on hand-made tables for the edge cases.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+import pytest
+from polars.testing import assert_frame_equal
+
+import nongemm_trace.frames as frames
+import nongemm_trace.link as link
+from conftest import kineto_traces, trace_ids
+from nongemm_trace.classify import op_name_table
+from nongemm_trace.classify.taxonomy import load_taxonomy
+from nongemm_trace.frames import add_columns, is_row_index
+from nongemm_trace.link import nesting
+from nongemm_trace.load import load_trace
+
+TRACES = kineto_traces()
+
+
+def _general(monkeypatch):
+    """Turn every fast path off: the full sweep and joins everywhere."""
+    monkeypatch.setattr(nesting, "_INT64_MAX", 0)
+    for mod in (nesting, link, frames):
+        monkeypatch.setattr(mod, "is_row_index", lambda s: False)
+
+
+@pytest.mark.parametrize("path", TRACES, ids=trace_ids(TRACES))
+def test_fast_link_equals_general_link(path, monkeypatch):
+    trace = load_trace(path)
+    ops = add_columns(trace.ops, op_name_table(load_taxonomy("default"), trace.ops), ["name", "cat"],
+                      nulls_equal=True).with_columns(pl.col("is_wrapper").fill_null(False))
+    points = trace.launches.select(pl.col("launch_id").alias("qid"), "pid", "tid", "ts_ns", "end_ns")
+    tree, bad, hits = nesting.op_tree(ops, points)
+    top = link._top_ids(tree)
+    inner = nesting.innermost_containing(tree, points)
+    with monkeypatch.context() as m:
+        _general(m)
+        tree2, bad2, hits2 = nesting.op_tree(ops, points)
+        top2 = link._top_ids(tree2)
+        inner2 = nesting.innermost_containing(tree2, points)
+    assert bad == bad2
+    assert_frame_equal(tree, tree2, check_exact=True)
+    assert_frame_equal(top, top2, check_exact=True)
+    assert_frame_equal(hits, hits2, check_exact=True)
+    assert_frame_equal(inner, inner2, check_exact=True)
+
+
+def _ops(rows):
+    return pl.DataFrame(rows, schema={"pid": pl.Utf8, "tid": pl.Utf8, "ts_ns": pl.Int64, "dur_ns": pl.Int64},
+                        orient="row").with_columns((pl.col("ts_ns") + pl.col("dur_ns")).alias("end_ns")) \
+        .with_row_index("op_id")
+
+
+@pytest.mark.parametrize("rows", [
+    # equal starts (longer first), an end at another's start, a zero-length op, two threads, overlap
+    [("1", "1", 0, 100), ("1", "1", 0, 50), ("1", "1", 50, 50), ("1", "1", 10, 0), ("1", "2", 5, 10),
+     ("1", "1", 90, 30), ("2", "1", 0, 1000), ("1", "1", 100, 0)],
+    # a deep chain and times far from zero (epoch nanoseconds)
+    [("7", "7", 1_700_000_000_000_000_000 + i, 1000 - 2 * i) for i in range(200)],
+])
+def test_packed_sweep_edge_cases(rows, monkeypatch):
+    ops = _ops(rows)
+    points = pl.DataFrame({"qid": [0, 1, 2, 3], "pid": ["1", "1", "1", "9"], "tid": ["1", "2", "1", "9"],
+                           "ts_ns": [0, 6, 120, 0], "end_ns": [0, 7, 121, 1]}).with_columns(pl.col("qid").cast(pl.UInt32))
+    if rows[0][2] > 10**15:
+        points = points.with_columns(pl.col("ts_ns") + rows[0][2], pl.col("end_ns") + rows[0][2])
+    fast = nesting.op_tree(ops, points)
+    with monkeypatch.context() as m:
+        _general(m)
+        slow = nesting.op_tree(ops, points)
+    assert fast[1] == slow[1]
+    assert_frame_equal(fast[0], slow[0], check_exact=True)
+    assert_frame_equal(fast[2], slow[2], check_exact=True)
+
+
+def test_row_index():
+    assert is_row_index(pl.Series([0, 1, 2], dtype=pl.UInt32))
+    assert not is_row_index(pl.Series([0, 2, 1]))
+    assert not is_row_index(pl.Series([1, 2, 3]))
+    assert not is_row_index(pl.Series([0, None, 2]))
+    assert not is_row_index(pl.Series([], dtype=pl.UInt32))
+
+
+def test_columns_by_position_equal_a_join(monkeypatch):
+    df = pl.DataFrame({"id": pl.Series(range(6), dtype=pl.UInt32), "x": list("abcdef")})
+    right = pl.DataFrame({"id": pl.Series([4, 0, 2, None, 9], dtype=pl.UInt32), "v": [40, 0, 20, -1, 90],
+                          "s": ["e", "a", "c", "?", "z"]})
+    fast = add_columns(df, right, "id")
+    monkeypatch.setattr(frames, "is_row_index", lambda s: False)
+    assert_frame_equal(fast, add_columns(df, right, "id"), check_exact=True)
+    with pytest.raises(ValueError):
+        add_columns(df, pl.DataFrame({"id": pl.Series([1, 1], dtype=pl.UInt32), "v": [1, 2]}), "id")
+    monkeypatch.undo()
+    with pytest.raises(ValueError):
+        add_columns(df, pl.DataFrame({"id": pl.Series([1, 1], dtype=pl.UInt32), "v": [1, 2]}), "id")
