@@ -31,7 +31,7 @@
 #endif
 
 /* bumped whenever the result layout changes; the Python side checks it */
-#define SCAN_ABI 3
+#define SCAN_ABI 4
 #define MAX_DEPTH 256
 
 typedef struct { char *p; size_t len, cap; } Buf;
@@ -39,7 +39,7 @@ typedef struct { char *p; size_t len, cap; } Buf;
 /* Column buffers are anonymous memory maps where there are such (not C heap blocks that grow
  * by realloc): a chunk's columns are returned to the system as soon as Python drops them,
  * instead of fragmenting the heap (tens of MB of resident memory on a 200 MB trace). */
-#if defined(__linux__) || defined(__APPLE__) || defined(__FreeBSD__)
+#if (defined(__linux__) || defined(__APPLE__) || defined(__FreeBSD__)) && !defined(NONGEMM_NO_MMAP)
 #define SCAN_MMAP 1
 #include <sys/mman.h>
 #ifndef MAP_ANONYMOUS
@@ -47,10 +47,51 @@ typedef struct { char *p; size_t len, cap; } Buf;
 #endif
 #endif
 
+#ifdef SCAN_MMAP
+/* Maps of released columns, kept for the next chunk's columns (up to CACHE_BYTES): a fresh map
+ * costs a page fault and a zeroed page per 4 KB written, most of a second per GB of trace.
+ * trim() returns them to the system once the load is done, and stops the keeping until the next scan. Columns are released by whichever
+ * thread drops them last, hence the lock. */
+#include <pthread.h>
+#define CACHE_SLOTS 64
+#define CACHE_BYTES ((size_t)64 << 20)
+static struct { char *p; size_t cap; } cache[CACHE_SLOTS];
+static size_t cache_bytes;
+static int cache_on; /* from a scan until trim(): columns released later are unmapped at once */
+static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* a cached map of at least `need` bytes (the smallest such), or NULL */
+static char *cache_take(size_t need, size_t *cap) {
+    char *p = NULL;
+    pthread_mutex_lock(&cache_lock);
+    int best = -1;
+    for (int k = 0; k < CACHE_SLOTS; k++)
+        if (cache[k].p && cache[k].cap >= need && (best < 0 || cache[k].cap < cache[best].cap)) best = k;
+    if (best >= 0) {
+        p = cache[best].p;
+        *cap = cache[best].cap;
+        cache[best].p = NULL;
+        cache_bytes -= *cap;
+    }
+    pthread_mutex_unlock(&cache_lock);
+    return p;
+}
+
+static int cache_put(char *p, size_t cap) {
+    int kept = 0;
+    pthread_mutex_lock(&cache_lock);
+    if (cache_on && cache_bytes + cap <= CACHE_BYTES)
+        for (int k = 0; k < CACHE_SLOTS; k++)
+            if (!cache[k].p) { cache[k].p = p; cache[k].cap = cap; cache_bytes += cap; kept = 1; break; }
+    pthread_mutex_unlock(&cache_lock);
+    return kept;
+}
+#endif
+
 static void buf_release(char *p, size_t cap) {
     if (!p) return;
 #ifdef SCAN_MMAP
-    munmap(p, cap);
+    if (!cache_put(p, cap)) munmap(p, cap);
 #else
     (void)cap;
     free(p);
@@ -63,6 +104,11 @@ static int buf_reserve(Buf *b, size_t extra) {
     while (cap < b->len + extra) cap *= 2;
 #ifdef SCAN_MMAP
     char *p;
+    if (!b->p) {
+        size_t got = 0;
+        p = cache_take(cap, &got);
+        if (p) { b->p = p; b->cap = got; return 0; }
+    }
 #if defined(__linux__)
     if (b->p) p = (char *)mremap(b->p, b->cap, cap, MREMAP_MAYMOVE);
     else
@@ -737,6 +783,11 @@ static PyObject *scan(PyObject *self, PyObject *arg) {
     sc.end = sc.base + view.len;
     int rc;
     Py_BEGIN_ALLOW_THREADS
+#ifdef SCAN_MMAP
+    pthread_mutex_lock(&cache_lock);
+    cache_on = 1;
+    pthread_mutex_unlock(&cache_lock);
+#endif
     rc = scan_array(&sc);
     Py_END_ALLOW_THREADS
     PyObject *result = NULL;
@@ -771,7 +822,31 @@ done:
     return result;
 }
 
+static PyObject *trim(PyObject *self, PyObject *unused) {
+#ifdef SCAN_MMAP
+    pthread_mutex_lock(&cache_lock);
+    for (int k = 0; k < CACHE_SLOTS; k++)
+        if (cache[k].p) { munmap(cache[k].p, cache[k].cap); cache[k].p = NULL; }
+    cache_bytes = 0;
+    cache_on = 0;
+    pthread_mutex_unlock(&cache_lock);
+#endif
+    Py_RETURN_NONE;
+}
+
+static PyObject *cached(PyObject *self, PyObject *unused) {
+    size_t n = 0;
+#ifdef SCAN_MMAP
+    pthread_mutex_lock(&cache_lock);
+    n = cache_bytes;
+    pthread_mutex_unlock(&cache_lock);
+#endif
+    return PyLong_FromSize_t(n);
+}
+
 static PyMethodDef methods[] = {
+    {"cached", cached, METH_NOARGS, "cached() -> bytes of column maps kept for reuse"},
+    {"trim", trim, METH_NOARGS, "trim()\n\nReturn the column maps kept for reuse to the system (after a load)."},
     {"scan", scan, METH_O,
      "scan(buffer) -> (rows, ((column name, arrow_schema capsule, arrow_array capsule), ...)) | str\n\n"
      "Columns of a JSON array of trace events, or the reason it was left to the Python decoder."},

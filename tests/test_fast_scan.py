@@ -215,3 +215,21 @@ def test_without_the_scanner_the_python_path_loads(monkeypatch):
     trace = kineto.load_kineto(path)
     assert trace.activities.height > 0
     assert isinstance(trace.activities["ts_ns"].dtype, type(pl.Int64()))
+
+
+@needs_scanner
+def test_spare_column_buffers_are_returned_after_a_load(monkeypatch):
+    """Column buffers are kept from chunk to chunk during a load (no page fault per 4 KB of each
+    new chunk) and given back when the load ends, so the link does not run beside them."""
+    monkeypatch.setattr(kineto, "CHUNK_BYTES", 64 << 10)
+    kept = []
+    real = fast_scan.frame_tables
+    monkeypatch.setattr(fast_scan, "frame_tables",
+                        lambda *a: kept.append(fast_scan._SCANNER.cached()) or real(*a))
+    kineto.load_kineto(shared("h200", "bert_base_train_bs8_s128__eager.json.gz"))
+    assert len(kept) > 20 and max(kept) > 0  # reuse happened during the load
+    assert fast_scan._SCANNER.cached() == 0
+    fast_scan.scan(json.dumps([BASE] * 100).encode())  # a scan on its own keeps them until trim()
+    assert fast_scan._SCANNER.cached() > 0
+    fast_scan.trim()
+    assert fast_scan._SCANNER.cached() == 0

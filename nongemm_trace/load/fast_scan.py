@@ -21,7 +21,7 @@ from .events import decode_events
 from .tables import Tally, chunk_tables, frame_tables
 
 #: the result layout this module reads (the extension's ``ABI``)
-ABI = 3
+ABI = 4
 
 
 class _Columns:
@@ -64,6 +64,13 @@ def scan(raw: Any) -> pl.DataFrame | str:
     wide = pl.DataFrame([pl.Series(name, _Columns(schema, array)) for name, schema, array in columns])
     assert wide.height == n
     return wide
+
+
+def trim() -> None:
+    """Return the scanner's spare column buffers to the system once a load is done (they are
+    kept from chunk to chunk: fresh pages cost a fault each)."""
+    if _SCANNER is not None:
+        _SCANNER.trim()
 
 
 def decode_chunk(path: str | Path, raw: Any, keep_python: bool, tally: Tally,

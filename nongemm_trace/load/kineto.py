@@ -71,6 +71,13 @@ def load_kineto(path: str | Path, *, keep_python: bool = False, blocks: Iterator
     decoded whole."""
     if blocks is None:
         blocks = iter_blocks(path, block=read_block())
+    try:
+        return _load(path, keep_python, blocks, helper)
+    finally:
+        fast_scan.trim()
+
+
+def _load(path: str | Path, keep_python: bool, blocks: Iterator[bytes], helper: bool) -> Trace:
     buf, eof = _fill(blocks, CHUNK_BYTES)
     if eof:
         return _load_whole(path, bytes(buf), keep_python)
@@ -82,7 +89,7 @@ def load_kineto(path: str | Path, *, keep_python: bool = False, blocks: Iterator
         pass
     except WorkerFailed:  # the helper process died (killed, out of memory): the same work in this one
         held.clear()
-        return load_kineto(path, keep_python=keep_python, helper=False)
+        return _load(path, keep_python, iter_blocks(path, block=read_block()), False)
     finally:
         close = getattr(blocks, "close", None)
         if close:
@@ -145,7 +152,8 @@ def _load_stream(path: str, held: list[bytearray], blocks: Iterator[bytes], keep
     streamed = 0  # bytes of JSON cut into chunks so far
     worker: ChunkWorker | None = None
     pool: ThreadPoolExecutor | None = None
-    pending: deque[tuple[int, Future]] = deque()  # chunks being decoded by the threads, in file order
+    pending: deque[tuple[int, Future, Any]] = deque()  # chunks being decoded by the threads, in file order
+    spare: list[mmap.mmap] = []  # buffers of decoded chunks, for the next ones
     pos = key.end()  # buf[pos - 1] is the array's '['
     end = len(buf)
 
@@ -163,12 +171,13 @@ def _load_stream(path: str, held: list[bytearray], blocks: Iterator[bytes], keep
     big = helper == "on" or (helper == "auto" and (_json_size(path) or 0) >= HELPER_MIN_BYTES)
 
     def collect() -> None:
-        n, fut = pending.popleft()
+        n, fut, used = pending.popleft()
         try:
             count, tables, their_tally, their_malformed = fut.result()
         except MalformedJSON:
             raise _SplitFailed from None
         chunks[n] = (count, tables)
+        spare.append(used)  # the thread is done with its buffer: the next chunk can reuse it
         tally.add(their_tally.to_dict())
         for cat, k in their_malformed.items():
             malformed[cat] = malformed.get(cat, 0) + k
@@ -179,7 +188,7 @@ def _load_stream(path: str, held: list[bytearray], blocks: Iterator[bytes], keep
         if pool is not None:
             while len(pending) >= SCAN_THREADS + 1:
                 collect()
-            pending.append((seq, pool.submit(_decode_apart, path, raw, keep_python)))
+            pending.append((seq, pool.submit(_decode_apart, path, raw, keep_python), held_by_chunk))
             seq += 1
             return
         if worker is None and helper != "off" and (big or streamed >= HELPER_MIN_BYTES):
@@ -203,23 +212,25 @@ def _load_stream(path: str, held: list[bytearray], blocks: Iterator[bytes], keep
                 cut, nxt = found  # buf[cut] follows a '}'; the next chunk starts at the '{' at nxt
                 # the rest goes to a new buffer (from the byte before the next event: it becomes that
                 # chunk's '['), so this one can be framed in place as a JSON array and handed over whole
-                rest = _next_buffer(buf, nxt - 1, end)
+                rest = _next_buffer(buf, nxt - 1, end, spare)
                 buf[pos - 1], buf[cut] = 0x5B, 0x5D
                 view = memoryview(buf)[pos - 1:cut + 1]
+                held_by_chunk = buf
                 del buf
                 try:
                     add(view)
                 finally:
                     if pool is None:
                         _release(view)  # raw fields of the events referenced it until add() returned
-                    del view
+                        spare.append(held_by_chunk)
+                    del view, held_by_chunk
                 buf, end, pos = rest, end - (nxt - 1), 1
                 del rest
             piece = next(blocks, None)
             if piece is None:
                 break
             if end + len(piece) > len(buf):  # an event longer than a chunk: a larger buffer
-                buf = _next_buffer(buf, 0, end, 2 * (end + len(piece)))
+                buf = _next_buffer(buf, 0, end, [], 2 * (end + len(piece)))
             buf[end:end + len(piece)] = piece
             end += len(piece)
             del piece
@@ -242,19 +253,23 @@ def _load_stream(path: str, held: list[bytearray], blocks: Iterator[bytes], keep
         if worker is not None:
             worker.close()
         if pool is not None:
-            for _, fut in pending:
+            for _, fut, _ in pending:
                 fut.cancel()
             pool.shutdown(wait=True)
     meta.update(_meta(top))
     return _build(path, meta, _in_file_order(chunks), tally, malformed_notes(malformed))
 
 
-def _next_buffer(buf, start: int, end: int, size: int = 0) -> mmap.mmap:
+def _next_buffer(buf, start: int, end: int, spare: list, size: int = 0) -> mmap.mmap:
     """A buffer for the next chunk holding ``buf[start:end]``, with room for a chunk and the block
-    that crosses its end: an anonymous memory map, returned to the system the moment the chunk is
-    decoded (buffers from the C allocator that grow block by block, or of one size after another,
-    stay mapped in its heap: 100 MB more at 200 MB of JSON)."""
-    rest = mmap.mmap(-1, max(size, CHUNK_BYTES + 2 * read_block(), end - start))
+    that crosses its end: an anonymous memory map (buffers from the C allocator that grow block
+    by block, or of one size after another, stay mapped in its heap: 100 MB more at 200 MB of
+    JSON), taken from ``spare`` (the buffers of chunks already decoded) when one is big enough:
+    writing into fresh pages costs a page fault per 4 KB, most of a second per GB."""
+    need = max(size, CHUNK_BYTES + 2 * read_block(), end - start)
+    while spare and len(spare[-1]) < need:
+        spare.pop()
+    rest = spare.pop() if spare else mmap.mmap(-1, need)
     with memoryview(buf) as src:
         rest[:end - start] = src[start:end]
     return rest
