@@ -352,6 +352,29 @@ static const char *scan_number(Scan *sc, const char *p, Num *num) {
     return p;
 }
 
+/* a number whose value is not needed: its grammar only (msgspec, skipping it, accepts any size) */
+static const char *skip_number(Scan *sc, const char *p) {
+    const char *end = sc->end;
+#define DIGIT(q) ((q) < end && *(q) >= '0' && *(q) <= '9')
+    if (p < end && *p == '-') p++;
+    if (p < end && *p == '0') p++;
+    else if (DIGIT(p)) while (DIGIT(p)) p++;
+    else GIVE_UP(sc, "bad number");
+    if (p < end && *p == '.') {
+        p++;
+        if (!DIGIT(p)) GIVE_UP(sc, "bad number");
+        while (DIGIT(p)) p++;
+    }
+    if (p < end && (*p == 'e' || *p == 'E')) {
+        p++;
+        if (p < end && (*p == '+' || *p == '-')) p++;
+        if (!DIGIT(p)) GIVE_UP(sc, "bad number");
+        while (DIGIT(p)) p++;
+    }
+#undef DIGIT
+    return p;
+}
+
 static const char *skip_value(Scan *sc, const char *p, int depth);
 
 static const char *skip_container(Scan *sc, const char *p, int depth) {
@@ -391,10 +414,8 @@ static const char *skip_value(Scan *sc, const char *p, int depth) {
     case 't': return literal(sc, p, "true", 4);
     case 'f': return literal(sc, p, "false", 5);
     case 'n': return literal(sc, p, "null", 4);
-    default: {
-        Num num;
-        return scan_number(sc, p, &num);
-    }
+    default:
+        return skip_number(sc, p);
     }
 }
 

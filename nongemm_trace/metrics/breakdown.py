@@ -23,6 +23,7 @@ from __future__ import annotations
 import polars as pl
 
 from ..classify.taxonomy import Taxonomy
+from ..frames import is_row_index
 
 
 def category_table(acts: pl.DataFrame, tax: Taxonomy, value: str = "dur_ns") -> pl.DataFrame:
@@ -49,35 +50,53 @@ def class_table(categories: pl.DataFrame) -> pl.DataFrame:
 
 def op_table(ops: pl.DataFrame, acts: pl.DataFrame) -> pl.DataFrame:
     """Per (op name, category): calls, gpu_time_ns, self_gpu_time_ns, activities."""
-    names = ops.select("op_id", pl.col("name").alias("op"))
+    by_row = is_row_index(ops["op_id"])
+    # op names as small integer codes: the walk up the tree, the de-duplication and the grouping
+    # handle ints, and the names come back once per result row
+    code = ops["name"].cast(pl.Categorical).to_physical().alias("op") if by_row else None
+    names = ops.select("op_id", (code if by_row else pl.col("name")).alias("op"))
     parents = ops.select("op_id", "parent_id")
+
+    def named(df: pl.DataFrame) -> pl.DataFrame:
+        if by_row:  # ids are rows: gathered, not joined
+            return df.with_columns(code.gather(df["op_id"]))
+        return df.join(names, on="op_id")
+
+    def up(df: pl.DataFrame) -> pl.DataFrame:
+        if by_row:
+            return df.with_columns(ops["parent_id"].gather(df["op_id"]).alias("op_id"))
+        return df.join(parents, on="op_id").drop("op_id").rename({"parent_id": "op_id"})
+
     base = acts.filter(pl.col("launch_op_id").is_not_null()).select(
         "activity_id", "category", "dur_ns", pl.col("launch_op_id").alias("op_id"))
-    self_rows = base.join(names, on="op_id").group_by(["op", "category"]).agg(
+    self_rows = named(base).group_by(["op", "category"]).agg(
         pl.col("dur_ns").sum().alias("self_gpu_time_ns"), pl.len().alias("activities"))
-    # inclusive: walk each activity up through its ancestors, one level per join
+    # inclusive: walk each activity up through its ancestors, one level per step
     chunks = [base]
     frontier = base
     for _ in range(10_000):
-        frontier = frontier.join(parents, on="op_id").drop("op_id").rename({"parent_id": "op_id"}) \
-            .filter(pl.col("op_id").is_not_null())
+        frontier = up(frontier).filter(pl.col("op_id").is_not_null())
         if frontier.height == 0:
             break
-        chunks.append(frontier)
-    incl = pl.concat(chunks).join(names, on="op_id")
+        chunks.append(frontier.select(base.columns))
+    incl = named(pl.concat(chunks))
     calls = incl.group_by(["op", "category"]).agg(pl.col("op_id").n_unique().alias("calls"))
     incl_t = incl.unique(subset=["activity_id", "op"]).group_by(["op", "category"]).agg(
         pl.col("dur_ns").sum().alias("gpu_time_ns"))
     busy = calls.join(incl_t, on=["op", "category"], how="left").join(self_rows, on=["op", "category"], how="left")
     # calls that launched nothing, anywhere below them
     touched = incl.select("op_id").unique()
-    idle = ops.select("op_id", "name", "op_category").join(touched, on="op_id", how="anti").select(
-        pl.col("name").alias("op"), pl.col("op_category").fill_null("unclassified").alias("category"))
+    idle = names.with_columns(ops["op_category"]).join(touched, on="op_id", how="anti").select(
+        "op", pl.col("op_category").fill_null("unclassified").alias("category"))
     idle = idle.group_by(["op", "category"]).agg(pl.len().alias("calls"))
     out = pl.concat([busy, idle], how="diagonal_relaxed")
     out = out.group_by(["op", "category"]).agg(
         pl.col("calls").sum().cast(pl.Int64), pl.col("gpu_time_ns").sum().cast(pl.Int64),
         pl.col("self_gpu_time_ns").sum().cast(pl.Int64), pl.col("activities").sum().cast(pl.Int64))
+    if by_row:  # codes back to names
+        text = pl.DataFrame({"op": code, "_name": ops["name"]}).unique("op")
+        out = out.join(text, on="op", how="left").drop("op").rename({"_name": "op"}).select(
+            "op", "category", "calls", "gpu_time_ns", "self_gpu_time_ns", "activities")
     return out.with_columns(pl.col(c).fill_null(0) for c in ("gpu_time_ns", "self_gpu_time_ns", "activities")) \
         .sort(["self_gpu_time_ns", "gpu_time_ns", "op", "category"], descending=[True, True, False, False])
 
