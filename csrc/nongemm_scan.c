@@ -54,7 +54,7 @@ typedef struct { char *p; size_t len, cap; } Buf;
  * thread drops them last, hence the lock. */
 #include <pthread.h>
 #define CACHE_SLOTS 64
-#define CACHE_BYTES ((size_t)64 << 20)
+#define CACHE_BYTES ((size_t)16 << 20)
 static struct { char *p; size_t cap; } cache[CACHE_SLOTS];
 static size_t cache_bytes;
 static int cache_on; /* from a scan until trim(): columns released later are unmapped at once */
