@@ -59,7 +59,7 @@ def main() -> int:
     wrap(kineto, "_build", "load: tables assembled, duplicates checked")
     wrap(api, "link_and_classify", "link")
     wrap(classify, "op_name_table", "link: op names to categories")
-    wrap(nesting, "_sweep", "link: op-tree sweep (sort of all op boundaries)")
+    wrap(nesting, "_starts_and_queries", "link: op tree (starts sorted, ends searched)")
     wrap(nesting, "_query_hits", "link: launch calls in the tree")
     wrap(link, "_top_ids", "link: top-level ops")
     wrap(link, "_attach_launches", "link: activities to launch calls")
