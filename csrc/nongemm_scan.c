@@ -38,7 +38,8 @@ typedef struct { char *p; size_t len, cap; } Buf;
 
 /* Column buffers are anonymous memory maps where there are such (not C heap blocks that grow
  * by realloc): a chunk's columns are returned to the system as soon as Python drops them,
- * instead of fragmenting the heap (tens of MB of resident memory on a 200 MB trace). */
+ * instead of fragmenting the heap (tens of MB of resident memory on a 200 MB trace).
+ * -DNONGEMM_NO_MMAP builds the malloc variant (what other systems get), to compare the two. */
 #if (defined(__linux__) || defined(__APPLE__) || defined(__FreeBSD__)) && !defined(NONGEMM_NO_MMAP)
 #define SCAN_MMAP 1
 #include <sys/mman.h>
