@@ -10,7 +10,7 @@ from polars.testing import assert_frame_equal
 
 from conftest import SAMPLES, kineto_traces, shared, trace_ids
 from nongemm_trace.errors import TraceError
-from nongemm_trace.load import kineto, load_trace
+from nongemm_trace.load import fast_scan, kineto, load_trace
 from nongemm_trace.load.source import read_bytes
 
 TRACES = kineto_traces()
@@ -228,3 +228,20 @@ def test_both_inflaters_give_the_same_tables_and_errors(inflater, big_json, tmp_
     bad = _corrupted(gz, tmp_path)
     with pytest.raises(TraceError, match="corrupt gzip data|invalid|truncated"):
         load_trace(bad)
+
+
+@pytest.mark.skipif(not fast_scan.available(), reason="the C scanner is not built here")
+def test_scanning_threads_need_no_memfd(monkeypatch):
+    """The helper process needs memfd (Linux); the scanning threads do not: where memfd is
+    missing (macOS, Windows) chunks are still decoded side by side, with the same tables."""
+    path = shared("h200", "bert_base_train_bs8_s128__eager.json.gz")
+    monkeypatch.setattr(kineto, "CHUNK_BYTES", 64 << 10)
+    whole = load_trace(path)
+    monkeypatch.setattr(kineto.chunk_worker, "available", lambda: False)
+    on_threads = []
+    real = kineto._decode_apart
+    monkeypatch.setattr(kineto, "_decode_apart", lambda *a: on_threads.append(1) or real(*a))
+    again = load_trace(path)
+    assert len(on_threads) > 20
+    for name in ("ops", "launches", "activities", "python"):
+        assert getattr(again, name).equals(getattr(whole, name))

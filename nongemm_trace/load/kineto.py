@@ -100,10 +100,13 @@ def _load(path: str | Path, keep_python: bool, blocks: Iterator[bytes], helper: 
 
 
 def helper_mode() -> str:
-    """``NONGEMM_CHUNK_HELPER``: ``off``, ``on`` (every streamed trace) or ``auto`` (the default:
-    traces of at least :data:`HELPER_MIN_BYTES` of JSON, on a machine with two or more cores)."""
+    """How chunks are decoded side by side, from ``NONGEMM_CHUNK_HELPER``: ``off`` (one thread),
+    ``auto`` (the default, on a machine with two or more cores: scanning threads where the C
+    scanner is built, else a helper process for traces of at least :data:`HELPER_MIN_BYTES` of
+    JSON) or ``on`` (a helper process for every streamed trace). The helper process needs
+    ``memfd`` (Linux); the threads need nothing."""
     mode = os.environ.get("NONGEMM_CHUNK_HELPER", "auto").strip().lower()
-    if mode in ("0", "off", "false", "no") or not chunk_worker.available():
+    if mode in ("0", "off", "false", "no"):
         return "off"
     if mode in ("1", "on", "true", "yes"):
         return "on"
@@ -167,6 +170,8 @@ def _load_stream(path: str, held: list[bytearray], blocks: Iterator[bytes], keep
     if helper == "auto" and fast_scan.available():
         # the C scanner runs without the GIL: threads of this process decode chunks side by side
         pool = ThreadPoolExecutor(max_workers=SCAN_THREADS, thread_name_prefix="nongemm-scan")
+        helper = "off"
+    elif not chunk_worker.available():  # no memfd (not Linux): no helper process
         helper = "off"
     # a helper process from the start when the trace is known to be large, else once it proves so
     big = helper == "on" or (helper == "auto" and (_json_size(path) or 0) >= HELPER_MIN_BYTES)
