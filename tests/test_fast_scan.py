@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 
 import polars as pl
 import pytest
@@ -221,6 +222,12 @@ def test_without_the_scanner_the_python_path_loads(monkeypatch):
 def test_spare_column_buffers_are_returned_after_a_load(monkeypatch):
     """Column buffers are kept from chunk to chunk during a load (no page fault per 4 KB of each
     new chunk) and given back when the load ends, so the link does not run beside them."""
+    fast_scan.scan(json.dumps([BASE] * 100).encode())  # a scan on its own keeps them until trim()
+    if fast_scan._SCANNER.cached() == 0 and not sys.platform.startswith(("linux", "darwin", "freebsd")):
+        pytest.skip("this build keeps no spare column buffers (no mmap: plain malloc)")
+    assert fast_scan._SCANNER.cached() > 0
+    fast_scan.trim()
+    assert fast_scan._SCANNER.cached() == 0
     monkeypatch.setattr(kineto, "CHUNK_BYTES", 64 << 10)
     kept = []
     real = fast_scan.frame_tables
@@ -228,8 +235,4 @@ def test_spare_column_buffers_are_returned_after_a_load(monkeypatch):
                         lambda *a: kept.append(fast_scan._SCANNER.cached()) or real(*a))
     kineto.load_kineto(shared("h200", "bert_base_train_bs8_s128__eager.json.gz"))
     assert len(kept) > 20 and max(kept) > 0  # reuse happened during the load
-    assert fast_scan._SCANNER.cached() == 0
-    fast_scan.scan(json.dumps([BASE] * 100).encode())  # a scan on its own keeps them until trim()
-    assert fast_scan._SCANNER.cached() > 0
-    fast_scan.trim()
     assert fast_scan._SCANNER.cached() == 0
