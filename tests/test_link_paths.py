@@ -102,3 +102,16 @@ def test_columns_by_position_equal_a_join(monkeypatch):
     monkeypatch.undo()
     with pytest.raises(ValueError):
         add_columns(df, pl.DataFrame({"id": pl.Series([1, 1], dtype=pl.UInt32), "v": [1, 2]}), "id")
+
+
+def test_thread_codes_agree_between_ops_and_queries():
+    """polars may give a text value another categorical code in a later cast once nothing holds
+    the first (seen: '2' took code 0 after '1' had it), so ops' and queries' thread ids are
+    cast together; a query on an op's thread must find it whatever was cast before."""
+    ops = _ops([("a", "b", 0, 100)])
+    pl.Series([f"v{i}" for i in range(50_000)]).cast(pl.Categorical)  # churn the codes
+    points = pl.DataFrame({"qid": pl.Series([0, 1], dtype=pl.UInt32), "pid": ["z", "a"], "tid": ["y", "b"],
+                           "ts_ns": [10, 10], "end_ns": [20, 20]})
+    _, _, hits = nesting.op_tree(ops, points)
+    assert hits["op_id"].to_list() == [None, 0]
+    assert nesting.innermost_containing(ops, points)["op_id"].to_list() == [None, 0]

@@ -31,9 +31,21 @@ _END, _START, _QUERY = 0, 1, 2
 
 def _ids(col: str) -> pl.Expr:
     """A thread's pid/tid text as a small integer (its categorical code): sorting and
-    joining on integers is several times faster than on strings, and the codes of one
-    value are the same in every frame."""
+    joining on integers is several times faster than on strings. Codes are only compared
+    within one cast of one column (polars may give a value another code in a later cast,
+    once nothing holds the first one), so ops and queries are cast together."""
     return pl.col(col).cast(pl.Categorical).to_physical().alias(col)
+
+
+def _thread_codes(ops: pl.DataFrame, queries: pl.DataFrame | None) -> tuple[pl.DataFrame, pl.DataFrame | None]:
+    """(ops' pid/tid codes, queries' pid/tid codes), from one cast over both tables' rows."""
+    both = ops.select("pid", "tid")
+    if queries is not None:
+        both = pl.concat([both, queries.select("pid", "tid")], how="vertical")
+    codes = both.select(_ids("pid"), _ids("tid"))
+    if queries is None:
+        return codes, None
+    return codes.slice(0, ops.height), codes.slice(ops.height)
 
 
 def _nestable(ops: pl.DataFrame) -> pl.DataFrame:
@@ -49,7 +61,8 @@ def _sweep(ops: pl.DataFrame, queries: pl.DataFrame | None) -> pl.DataFrame:
     has_q = queries is not None and queries.height > 0
     same_ids = not has_q or queries.schema["qid"] == ops.schema["op_id"]
     ref = ops.schema["op_id"] if same_ids else pl.Int64
-    keyed = ops.select(_ids("pid"), _ids("tid"), "ts_ns", "dur_ns", "end_ns", pl.col("op_id").cast(ref).alias("ref"))
+    op_codes, q_codes = _thread_codes(ops, queries if has_q else None)
+    keyed = ops.select("ts_ns", "dur_ns", "end_ns", pl.col("op_id").cast(ref).alias("ref")).hstack(op_codes)
     parts = [
         keyed.select("pid", "tid", pl.col("ts_ns").alias("t"), pl.lit(_START, pl.Int8).alias("kind"),
                      (-pl.col("dur_ns")).alias("k2"), "ref"),
@@ -59,9 +72,9 @@ def _sweep(ops: pl.DataFrame, queries: pl.DataFrame | None) -> pl.DataFrame:
     del keyed
     if has_q:
         parts.append(queries.select(
-            _ids("pid"), _ids("tid"), pl.col("ts_ns").alias("t"), pl.lit(_QUERY, pl.Int8).alias("kind"),
+            pl.col("ts_ns").alias("t"), pl.lit(_QUERY, pl.Int8).alias("kind"),
             pl.lit(0, pl.Int64).alias("k2"), pl.col("qid").cast(ref).alias("ref"),
-        ))
+        ).hstack(q_codes).select("pid", "tid", "t", "kind", "k2", "ref"))
     # the sorted frame keeps only the columns the sweep reads (the times are sort keys only)
     ev = pl.concat(parts, how="vertical")
     del parts
@@ -93,8 +106,9 @@ def _starts_and_queries(ops: pl.DataFrame, queries: pl.DataFrame | None) -> tupl
     has_q = queries is not None and queries.height > 0
     same_ids = not has_q or queries.schema["qid"] == ops.schema["op_id"]
     ref = ops.schema["op_id"] if same_ids else pl.Int64
-    keyed = ops.select(_ids("pid"), _ids("tid"), "ts_ns", "dur_ns", "end_ns", pl.col("op_id").cast(ref))
-    q = queries.select(_ids("pid"), _ids("tid"), "ts_ns", pl.col("qid").cast(ref)) if has_q else None
+    op_codes, q_codes = _thread_codes(ops, queries if has_q else None)
+    keyed = op_codes.hstack(ops.select("ts_ns", "dur_ns", "end_ns", pl.col("op_id").cast(ref)))
+    q = q_codes.hstack(queries.select("ts_ns", pl.col("qid").cast(ref))) if has_q else None
     frames = [keyed] + ([q] if q is not None else [])
     lo = min(f["ts_ns"].min() for f in frames)
     hi = max([keyed["end_ns"].max()] + ([q["ts_ns"].max()] if q is not None else []))
