@@ -38,10 +38,10 @@ from ..errors import TraceError
 from ..trace import Trace
 from . import chunk_worker, fast_scan
 from .chunk_worker import ChunkWorker, WorkerFailed
-from .events import ANY_DECODER, ENCODER, TOP_DECODER, MalformedJSON, decode_events, malformed_notes, short_error
+from .events import ANY_DECODER, ENCODER, TOP_DECODER, MalformedJSON, malformed_notes, short_error
 from .source import SQLITE_MAGIC, iter_blocks, read_bytes
 from .fast_scan import decode_chunk
-from .tables import TABLES, Tally, chunk_tables, frame_tables
+from .tables import TABLES, Tally
 
 #: events are decoded and turned into columns this many bytes of JSON at a time (with two
 #: threads scanning, three chunks are in flight: 8 MB keeps that under 100 MB and costs no time)
@@ -363,14 +363,7 @@ def _load_whole(path: str | Path, data: bytes, keep_python: bool) -> Trace:
     tally = Tally()
     try:
         meta, raw_events, _ = decode_document(path, data)
-        if fast_scan.available():  # the common case: no Python object per event
-            wide = fast_scan.scan(raw_events)
-            if not isinstance(wide, str):
-                del data, raw_events
-                parts = {k: [df] for k, df in frame_tables(wide, 0, keep_python, tally).items()}
-                del wide
-                return _build(str(path), meta, parts, tally, pending)
-        events = decode_events(path, raw_events, malformed)
+        _, tables = decode_chunk(path, raw_events, keep_python, tally, malformed)
     except MalformedJSON as first:
         fixed = _repair(data)
         if fixed is None:
@@ -379,13 +372,12 @@ def _load_whole(path: str | Path, data: bytes, keep_python: bool) -> Trace:
         pending.append(("repaired_json", 1, note))
         try:
             meta, raw_events, _ = decode_document(path, data)
-            events = decode_events(path, raw_events, malformed)
+            _, tables = decode_chunk(path, raw_events, keep_python, tally, malformed)
         except MalformedJSON:
             raise TraceError(first.path, first.problem) from None
     del data, raw_events
-    parts = {k: [df] for k, df in chunk_tables(events, 0, keep_python, tally).items()}
-    del events
-    return _build(str(path), meta, parts, tally, pending + malformed_notes(malformed))
+    return _build(str(path), meta, {k: [df] for k, df in tables.items()}, tally,
+                  pending + malformed_notes(malformed))
 
 
 def decode_document(path: str | Path, data: bytes) -> tuple[dict[str, Any], msgspec.Raw | None, bool]:

@@ -55,7 +55,6 @@ def op_table(ops: pl.DataFrame, acts: pl.DataFrame) -> pl.DataFrame:
     # handle ints, and the names come back once per result row
     code = ops["name"].cast(pl.Categorical).to_physical().alias("op") if by_row else None
     names = ops.select("op_id", (code if by_row else pl.col("name")).alias("op"))
-    parents = ops.select("op_id", "parent_id")
 
     def named(df: pl.DataFrame) -> pl.DataFrame:
         if by_row:  # ids are rows: gathered, not joined
@@ -65,7 +64,7 @@ def op_table(ops: pl.DataFrame, acts: pl.DataFrame) -> pl.DataFrame:
     def up(df: pl.DataFrame) -> pl.DataFrame:
         if by_row:
             return df.with_columns(ops["parent_id"].gather(df["op_id"]).alias("op_id"))
-        return df.join(parents, on="op_id").drop("op_id").rename({"parent_id": "op_id"})
+        return df.join(ops.select("op_id", "parent_id"), on="op_id").drop("op_id").rename({"parent_id": "op_id"})
 
     base = acts.filter(pl.col("launch_op_id").is_not_null()).select(
         "activity_id", "category", "dur_ns", pl.col("launch_op_id").alias("op_id"))
