@@ -50,8 +50,7 @@ def main() -> int:
 
     wrap(api, "load_trace", "load")
     wrap(kineto, "decode_chunk", "load: chunks decoded (this process)")
-    wrap(fast_scan, "scan", "load: C scanner (this process)")
-    wrap(fast_scan, "frame_tables", "load: scanned columns to tables (this process)")
+    wrap(fast_scan, "scan", "load: C scanner, tables wrapped (this process)")
     wrap(fast_scan, "decode_events", "load: msgspec decode (this process)")
     wrap(fast_scan, "chunk_tables", "load: events to columns (this process)")
     wrap(chunk_worker.ChunkWorker, "send", "load: chunks handed to the helper")

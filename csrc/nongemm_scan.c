@@ -4,8 +4,12 @@
  * Why: decoding a Kineto trace into one Python object per event and then reading
  * each object's fields back into columns costs about as much again as the decoding
  * (and both hold the GIL). This scanner reads the few fields the analysis needs
- * (ph, cat, name, pid, tid, ts, dur and seven keys of args) into Arrow-layout
- * buffers, without the GIL, so two chunks can be scanned at once on two cores.
+ * (ph, cat, name, pid, tid, ts, dur and seven keys of args) and writes each event
+ * straight into the Arrow buffers of its table (ops, launch calls, GPU activities,
+ * Python functions: routed by category as the caller says), setting aside and
+ * counting what the tables do not take and converting times to nanoseconds, as
+ * the Python path does. It runs without the GIL, so two chunks can be scanned at
+ * once on two cores, and no per-event work is left for Python or polars.
  *
  * Contract: it accepts only input that msgspec would decode into exactly the same
  * values (the Python path in nongemm_trace/load/events.py and tables.py). On
@@ -26,12 +30,13 @@
 #include <stdint.h>
 #include <string.h>
 #include <stdlib.h>
+#include <math.h>
 #ifdef __SSE2__
 #include <emmintrin.h>
 #endif
 
 /* bumped whenever the result layout changes; the Python side checks it */
-#define SCAN_ABI 4
+#define SCAN_ABI 5
 #define MAX_DEPTH 256
 
 typedef struct { char *p; size_t len, cap; } Buf;
@@ -54,7 +59,7 @@ typedef struct { char *p; size_t len, cap; } Buf;
  * trim() returns them to the system once the load is done, and stops the keeping until the next scan. Columns are released by whichever
  * thread drops them last, hence the lock. */
 #include <pthread.h>
-#define CACHE_SLOTS 64
+#define CACHE_SLOTS 256
 #define CACHE_BYTES ((size_t)16 << 20)
 static struct { char *p; size_t cap; } cache[CACHE_SLOTS];
 static size_t cache_bytes;
@@ -138,13 +143,10 @@ static inline int buf_put(Buf *b, const void *src, size_t n) {
     return 0;
 }
 
-/* text columns: ph, cat, name, pid, tid (ints written as decimal text), and the raw JSON of three args */
+/* the fields of one event, as read */
 enum { S_PH, S_CAT, S_NAME, S_PID, S_TID, S_DIMS, S_TYPE, S_CONCRETE, N_STR };
 enum { F_TS, F_DUR, N_F };
 enum { I_EXT, I_EXT_LEGACY, I_CORR, I_DEVICE, I_STREAM, I_BYTES, N_I };
-
-typedef struct { Buf valid, offs, data; } StrCol;
-typedef struct { Buf valid, vals; } NumCol;
 
 typedef struct { const char *s; size_t n; int esc; } Span; /* s == NULL: absent or null */
 
@@ -153,23 +155,58 @@ typedef struct {
     char pid_txt[24], tid_txt[24];
     double f[N_F];
     unsigned char f_ok[N_F];
-    const char *f_slow[N_F]; /* a float to parse later (with the GIL), its text */
-    size_t f_slow_n[N_F];
     int64_t i[N_I];
     unsigned char i_ok[N_I];
 } Ev;
 
-typedef struct { int col; size_t row; size_t off, len; } SlowFloat;
+/* The output: the tables' columns, in the order and types of the Python path's tables
+ * (nongemm_trace/load/tables.py): events are routed by category, checked (complete 'X' events
+ * with plausible times) and their times turned into integer nanoseconds here, so that the
+ * Python side only wraps the buffers. */
+enum { C_NAME, C_CAT, C_PID, C_TID, C_TS_NS, C_DUR_NS, C_KIND, C_EXT, C_CORR, C_DEVICE, C_STREAM, C_BYTES,
+       C_DIMS, C_TYPE, C_CONCRETE, C_END_NS, C_EV_IDX, C_DUR_US, N_COLKINDS };
+static const struct { const char *name; const char *fmt; int nullable; } COLS[N_COLKINDS] = {
+    [C_NAME] = {"name", "U", 0}, [C_CAT] = {"cat", "U", 0}, [C_PID] = {"pid", "U", 0}, [C_TID] = {"tid", "U", 0},
+    [C_TS_NS] = {"ts_ns", "l", 0}, [C_DUR_NS] = {"dur_ns", "l", 0}, [C_KIND] = {"kind", "U", 0},
+    [C_EXT] = {"external_id", "l", 1}, [C_CORR] = {"correlation", "l", 1}, [C_DEVICE] = {"device", "l", 1},
+    [C_STREAM] = {"stream", "l", 1}, [C_BYTES] = {"bytes", "l", 1}, [C_DIMS] = {"input_dims", "U", 1},
+    [C_TYPE] = {"input_type", "U", 1}, [C_CONCRETE] = {"concrete_inputs", "U", 1}, [C_END_NS] = {"end_ns", "l", 0},
+    [C_EV_IDX] = {"ev_idx", "l", 0}, [C_DUR_US] = {"dur", "g", 0},
+};
+
+/* the tables (the Python side's TABLES, then the other accelerators' events: category and duration) */
+enum { T_OPS, T_LAUNCHES, T_ACTS, T_PY, T_OTHER, N_T };
+#define MAX_COLS 14
+static const int SPEC[N_T][MAX_COLS + 1] = { /* each ends with -1 */
+    [T_OPS] = {C_NAME, C_CAT, C_PID, C_TID, C_TS_NS, C_DUR_NS, C_EXT, C_DIMS, C_TYPE, C_CONCRETE, C_END_NS, C_EV_IDX, -1},
+    [T_LAUNCHES] = {C_NAME, C_CAT, C_PID, C_TID, C_TS_NS, C_DUR_NS, C_EXT, C_CORR, C_END_NS, C_EV_IDX, -1},
+    [T_ACTS] = {C_NAME, C_CAT, C_PID, C_TID, C_TS_NS, C_DUR_NS, C_KIND, C_EXT, C_CORR, C_DEVICE, C_STREAM, C_BYTES,
+                C_END_NS, C_EV_IDX, -1},
+    [T_PY] = {C_NAME, C_CAT, C_PID, C_TID, C_TS_NS, C_DUR_NS, C_EXT, C_END_NS, C_EV_IDX, -1},
+    [T_OTHER] = {C_CAT, C_DUR_US, -1},
+};
+
+/* one column: validity bytes (nullable columns), then values or offsets, then text */
+typedef struct { Buf valid, vals, data; } Col;
+typedef struct { size_t n; Col col[MAX_COLS]; } Table;
+
+/* a category the caller routes to a table (activities: with their kind) */
+#define MAX_ROUTES 64
+typedef struct { const char *cat; Py_ssize_t cat_n; int table; const char *kind; Py_ssize_t kind_n; } Route;
+
+/* a time must be below this many microseconds (events.TIME_LIMIT_US) */
+#define TIME_LIMIT_US 4e15
 
 typedef struct {
     const char *base, *end;
     const char *why; /* the reason for giving up */
-    StrCol s[N_STR];
-    NumCol f[N_F];
-    NumCol i[N_I];
-    Buf slow;
-    size_t n;
-    int oom;
+    PyThreadState *gil; /* while the GIL is released: to take it back for a float CPython must parse */
+    const Route *routes;
+    int n_routes;
+    Table t[N_T];
+    size_t n;                 /* events */
+    size_t no_cat;            /* complete events without a category */
+    size_t bad_phase[MAX_ROUTES], bad_time[MAX_ROUTES]; /* per route: not 'X'; 'X' without valid times */
 } Scan;
 
 #define GIVE_UP(sc, reason) do { (sc)->why = (reason); return NULL; } while (0)
@@ -459,6 +496,24 @@ static const char *id_field(Scan *sc, const char *p, Span *out, char *txt) {
     GIVE_UP(sc, "pid/tid of another type");
 }
 
+/* a number beyond the fast path, by CPython's correctly rounded parser: the GIL is taken back for
+ * it (rare: more than 19 significant digits or a large exponent); -1 when it is not a finite double */
+static int slow_float(Scan *sc, const char *s, size_t n, double *out) {
+    char tmp[512];
+    if (n >= sizeof tmp) { sc->why = "number too long"; return -1; }
+    memcpy(tmp, s, n);
+    tmp[n] = 0;
+    PyEval_RestoreThread(sc->gil);
+    char *stop = NULL;
+    double d = PyOS_string_to_double(tmp, &stop, NULL);
+    int bad = PyErr_Occurred() != NULL || stop != tmp + n || !Py_IS_FINITE(d);
+    PyErr_Clear();
+    sc->gil = PyEval_SaveThread();
+    if (bad) { sc->why = "number out of range"; return -1; }
+    *out = d;
+    return 0;
+}
+
 /* ts / dur: a number or null */
 static const char *float_field(Scan *sc, const char *p, Ev *ev, int col) {
     if (is_null(sc, p)) { ev->f_ok[col] = 0; return p + 4; }
@@ -467,14 +522,8 @@ static const char *float_field(Scan *sc, const char *p, Ev *ev, int col) {
         p = scan_number(sc, p, &num);
         if (!p) return NULL;
         ev->f_ok[col] = 1;
-        if (num.fast) {
-            ev->f[col] = num.dval;
-            ev->f_slow[col] = NULL;
-        } else {
-            ev->f[col] = 0.0;
-            ev->f_slow[col] = num.s;
-            ev->f_slow_n[col] = num.n;
-        }
+        if (num.fast) ev->f[col] = num.dval;
+        else if (slow_float(sc, num.s, num.n, &ev->f[col])) return NULL;
         return p;
     }
     GIVE_UP(sc, "time of another type");
@@ -531,16 +580,28 @@ static const char *scan_object(Scan *sc, const char *p, Ev *ev, FieldFn field) {
     }
 }
 
+/* keys are told apart by length first: most keys of an event are neither */
 static const char *args_field(Scan *sc, const Span *key, const char *p, Ev *ev, int *bit) {
-    if (KEY(key->s, key->n, "External id")) { *bit = 0; return int_field(sc, p, ev, I_EXT); }
-    if (KEY(key->s, key->n, "external id")) { *bit = 1; return int_field(sc, p, ev, I_EXT_LEGACY); }
-    if (KEY(key->s, key->n, "correlation")) { *bit = 2; return int_field(sc, p, ev, I_CORR); }
-    if (KEY(key->s, key->n, "device")) { *bit = 3; return int_field(sc, p, ev, I_DEVICE); }
-    if (KEY(key->s, key->n, "stream")) { *bit = 4; return int_field(sc, p, ev, I_STREAM); }
-    if (KEY(key->s, key->n, "bytes")) { *bit = 5; return int_field(sc, p, ev, I_BYTES); }
-    if (KEY(key->s, key->n, "Input Dims") || KEY(key->s, key->n, "Input type") ||
-        KEY(key->s, key->n, "Concrete Inputs")) { /* kept as the raw JSON text of the value */
-        int col = key->s[0] == 'C' ? S_CONCRETE : key->s[6] == 'D' ? S_DIMS : S_TYPE;
+    const char *k = key->s;
+    int col = -1;
+    switch (key->n) {
+    case 5: if (KEY(k, 5, "bytes")) { *bit = 5; return int_field(sc, p, ev, I_BYTES); } break;
+    case 6:
+        if (KEY(k, 6, "device")) { *bit = 3; return int_field(sc, p, ev, I_DEVICE); }
+        if (KEY(k, 6, "stream")) { *bit = 4; return int_field(sc, p, ev, I_STREAM); }
+        break;
+    case 10:
+        if (KEY(k, 10, "Input Dims")) col = S_DIMS;
+        else if (KEY(k, 10, "Input type")) col = S_TYPE;
+        break;
+    case 11:
+        if (KEY(k, 11, "External id")) { *bit = 0; return int_field(sc, p, ev, I_EXT); }
+        if (KEY(k, 11, "external id")) { *bit = 1; return int_field(sc, p, ev, I_EXT_LEGACY); }
+        if (KEY(k, 11, "correlation")) { *bit = 2; return int_field(sc, p, ev, I_CORR); }
+        break;
+    case 15: if (KEY(k, 15, "Concrete Inputs")) col = S_CONCRETE; break;
+    }
+    if (col >= 0) { /* kept as the raw JSON text of the value */
         *bit = 6 + (col - S_DIMS);
         const char *q = skip_value(sc, p, 2);
         if (q) { ev->str[col].s = p; ev->str[col].n = (size_t)(q - p); ev->str[col].esc = 0; }
@@ -550,27 +611,34 @@ static const char *args_field(Scan *sc, const Span *key, const char *p, Ev *ev, 
 }
 
 static const char *event_field(Scan *sc, const Span *key, const char *p, Ev *ev, int *bit) {
-    if (KEY(key->s, key->n, "ph")) { *bit = 0; return text_field(sc, p, &ev->str[S_PH]); }
-    if (KEY(key->s, key->n, "cat")) { *bit = 1; return text_field(sc, p, &ev->str[S_CAT]); }
-    if (KEY(key->s, key->n, "name")) { *bit = 2; return text_field(sc, p, &ev->str[S_NAME]); }
-    if (KEY(key->s, key->n, "pid")) { *bit = 3; return id_field(sc, p, &ev->str[S_PID], ev->pid_txt); }
-    if (KEY(key->s, key->n, "tid")) { *bit = 4; return id_field(sc, p, &ev->str[S_TID], ev->tid_txt); }
-    if (KEY(key->s, key->n, "ts")) { *bit = 5; return float_field(sc, p, ev, F_TS); }
-    if (KEY(key->s, key->n, "dur")) { *bit = 6; return float_field(sc, p, ev, F_DUR); }
-    if (KEY(key->s, key->n, "args")) {
-        *bit = 7;
-        if (is_null(sc, p)) return p + 4;
-        if (p < sc->end && *p == '{') return scan_object(sc, p, ev, args_field);
-        GIVE_UP(sc, "args of another type");
+    const char *k = key->s;
+    switch (key->n) {
+    case 2:
+        if (KEY(k, 2, "ph")) { *bit = 0; return text_field(sc, p, &ev->str[S_PH]); }
+        if (KEY(k, 2, "ts")) { *bit = 5; return float_field(sc, p, ev, F_TS); }
+        break;
+    case 3:
+        if (KEY(k, 3, "cat")) { *bit = 1; return text_field(sc, p, &ev->str[S_CAT]); }
+        if (KEY(k, 3, "pid")) { *bit = 3; return id_field(sc, p, &ev->str[S_PID], ev->pid_txt); }
+        if (KEY(k, 3, "tid")) { *bit = 4; return id_field(sc, p, &ev->str[S_TID], ev->tid_txt); }
+        if (KEY(k, 3, "dur")) { *bit = 6; return float_field(sc, p, ev, F_DUR); }
+        break;
+    case 4:
+        if (KEY(k, 4, "name")) { *bit = 2; return text_field(sc, p, &ev->str[S_NAME]); }
+        if (KEY(k, 4, "args")) {
+            *bit = 7;
+            if (is_null(sc, p)) return p + 4;
+            if (p < sc->end && *p == '{') return scan_object(sc, p, ev, args_field);
+            GIVE_UP(sc, "args of another type");
+        }
+        break;
     }
     return skip_value(sc, p, 1);
 }
 
 /* the text of a string with its escapes resolved, as UTF-8 */
-static int put_unescaped(Buf *out, const Span *sp) {
+static char *unescape(const Span *sp, char *o) {
     const char *p = sp->s, *end = sp->s + sp->n;
-    if (buf_reserve(out, sp->n)) return -1; /* never longer than the escaped form */
-    char *o = out->p + out->len;
     while (p < end) {
         if (*p != '\\') { *o++ = *p++; continue; }
         char e = p[1];
@@ -605,44 +673,138 @@ static int put_unescaped(Buf *out, const Span *sp) {
         }
         }
     }
-    out->len = (size_t)(o - out->p);
+    return o;
+}
+
+static int put_unescaped(Buf *out, const Span *sp) {
+    if (buf_reserve(out, sp->n)) return -1; /* never longer than the escaped form */
+    out->len = (size_t)(unescape(sp, out->p + out->len) - out->p);
     return 0;
 }
 
-static int append(Scan *sc, const Ev *ev) {
-    for (int c = 0; c < N_STR; c++) {
-        StrCol *col = &sc->s[c];
-        const Span *sp = &ev->str[c];
-        unsigned char ok = sp->s != NULL;
-        if (buf_put(&col->valid, &ok, 1)) return -1;
-        if (ok) {
-            if (sp->esc ? put_unescaped(&col->data, sp) : buf_put(&col->data, sp->s, sp->n)) return -1;
+/* a text value: the bytes (escapes resolved) and the end offset (after the first offset, 0) */
+static inline int put_text(Col *c, const char *s, size_t n, int esc) {
+    static const int64_t zero = 0;
+    if (!c->vals.len && buf_put(&c->vals, &zero, sizeof zero)) return -1;
+    if (esc) {
+        Span sp = {s, n, 1};
+        if (put_unescaped(&c->data, &sp)) return -1;
+    } else if (buf_put(&c->data, s, n)) {
+        return -1;
+    }
+    int64_t off = (int64_t)c->data.len;
+    return buf_put(&c->vals, &off, sizeof off);
+}
+
+static inline int put_valid(Col *c, int nullable, unsigned char ok) {
+    return nullable ? buf_put(&c->valid, &ok, 1) : 0;
+}
+
+static inline int put_int(Col *c, int nullable, int ok, int64_t v) {
+    if (put_valid(c, nullable, (unsigned char)ok)) return -1;
+    if (!ok) v = 0;
+    return buf_put(&c->vals, &v, sizeof v);
+}
+
+/* Microsecond floats -> int64 nanoseconds, rounded half to even, the whole and fractional
+ * microseconds scaled apart (as tables._ns does: x * 1000 on an epoch-based time would exceed
+ * a double's 53-bit mantissa) */
+static inline int64_t to_ns(double us) {
+    double whole = floor(us);
+    double frac = nearbyint((us - whole) * 1000.0);
+    return (int64_t)whole * 1000 + (int64_t)frac;
+}
+
+/* a text that may be absent: null when it is, else the text (pid/tid/name: absent reads as "") */
+static inline int put_span(Col *c, int nullable, const Span *sp) {
+    if (put_valid(c, nullable, sp->s != NULL)) return -1;
+    if (!sp->s) return put_text(c, "", 0, 0);
+    return put_text(c, sp->s, sp->n, sp->esc);
+}
+
+/* one row of table t */
+static int put_row(Scan *sc, Table *t, const int *spec, const Ev *ev, const Route *rt, size_t ev_idx) {
+    int64_t ts_ns = to_ns(ev->f[F_TS]), dur_ns = to_ns(ev->f[F_DUR]);
+    for (const int *c = spec; *c >= 0; c++) {
+        Col *col = &t->col[c - spec];
+        int nullable = COLS[*c].nullable, rc = 0;
+        switch (*c) {
+        case C_NAME: rc = put_span(col, 0, &ev->str[S_NAME]); break;
+        case C_CAT: rc = put_span(col, 0, &ev->str[S_CAT]); break;
+        case C_PID: rc = put_span(col, 0, &ev->str[S_PID]); break;
+        case C_TID: rc = put_span(col, 0, &ev->str[S_TID]); break;
+        case C_DIMS: rc = put_span(col, 1, &ev->str[S_DIMS]); break;
+        case C_TYPE: rc = put_span(col, 1, &ev->str[S_TYPE]); break;
+        case C_CONCRETE: rc = put_span(col, 1, &ev->str[S_CONCRETE]); break;
+        case C_KIND: rc = put_text(col, rt->kind, (size_t)rt->kind_n, 0); break;
+        case C_TS_NS: rc = put_int(col, 0, 1, ts_ns); break;
+        case C_DUR_NS: rc = put_int(col, 0, 1, dur_ns); break;
+        case C_END_NS: rc = put_int(col, 0, 1, ts_ns + dur_ns); break;
+        case C_EV_IDX: rc = put_int(col, 0, 1, (int64_t)ev_idx); break;
+        case C_EXT: /* "External id", else the legacy "external id" */
+            rc = ev->i_ok[I_EXT] ? put_int(col, nullable, 1, ev->i[I_EXT])
+                                 : put_int(col, nullable, ev->i_ok[I_EXT_LEGACY], ev->i[I_EXT_LEGACY]);
+            break;
+        case C_CORR: rc = put_int(col, nullable, ev->i_ok[I_CORR], ev->i[I_CORR]); break;
+        case C_DEVICE: rc = put_int(col, nullable, ev->i_ok[I_DEVICE], ev->i[I_DEVICE]); break;
+        case C_STREAM: rc = put_int(col, nullable, ev->i_ok[I_STREAM], ev->i[I_STREAM]); break;
+        case C_BYTES: rc = put_int(col, nullable, ev->i_ok[I_BYTES], ev->i[I_BYTES]); break;
+        case C_DUR_US: rc = buf_put(&col->vals, &ev->f[F_DUR], sizeof(double)); break;
         }
-        int64_t off = (int64_t)col->data.len;
-        if (buf_put(&col->offs, &off, sizeof off)) return -1;
+        if (rc) return -1;
     }
-    for (int c = 0; c < N_F; c++) {
-        if (buf_put(&sc->f[c].valid, &ev->f_ok[c], 1) || buf_put(&sc->f[c].vals, &ev->f[c], sizeof(double))) return -1;
-        if (ev->f_ok[c] && ev->f_slow[c]) {
-            SlowFloat sf = {c, sc->n, (size_t)(ev->f_slow[c] - sc->base), ev->f_slow_n[c]};
-            if (buf_put(&sc->slow, &sf, sizeof sf)) return -1;
-        }
-    }
-    for (int c = 0; c < N_I; c++) {
-        int64_t v = ev->i_ok[c] ? ev->i[c] : 0;
-        if (buf_put(&sc->i[c].valid, &ev->i_ok[c], 1) || buf_put(&sc->i[c].vals, &v, sizeof v)) return -1;
-    }
-    sc->n++;
+    t->n++;
     return 0;
+}
+
+/* a category or phase with its escapes resolved into plain (at most MAX_KEY bytes: no route is
+ * longer, see read_routes, so a longer one matches none and is left as it is) */
+#define MAX_KEY 256
+static Span plain_span(const Span *sp, char *plain) {
+    if (!sp->s || !sp->esc || sp->n > MAX_KEY) return *sp; /* unescaped, it is never longer */
+    Span out = {plain, (size_t)(unescape(sp, plain) - plain), 0};
+    return out;
+}
+
+/* the route of a category, or -1 (not tabled) */
+static inline int route_of(const Scan *sc, const Span *cat) {
+    if (cat->esc) return -1; /* longer than any route even with its escapes resolved */
+    for (int r = 0; r < sc->n_routes; r++)
+        if ((size_t)sc->routes[r].cat_n == cat->n && memcmp(sc->routes[r].cat, cat->s, cat->n) == 0) return r;
+    return -1;
+}
+
+/* one event, routed: to its table, or counted as set aside (what tables._valid and _other_frame do);
+ * 0, 1 when given up (sc->why), -1 when out of memory */
+static int route_event(Scan *sc, const Ev *ev) {
+    size_t idx = sc->n++;
+    char ph_plain[MAX_KEY], cat_plain[MAX_KEY];
+    Span ph = plain_span(&ev->str[S_PH], ph_plain), cat = plain_span(&ev->str[S_CAT], cat_plain);
+    int is_x = ph.s && ph.n == 1 && ph.s[0] == 'X';
+    if (!cat.s) {
+        sc->no_cat += is_x;
+        return 0;
+    }
+    int r = route_of(sc, &cat);
+    if (r < 0) return 0;
+    const Route *rt = &sc->routes[r];
+    double ts = ev->f[F_TS], dur = ev->f[F_DUR];
+    int dur_ok = ev->f_ok[F_DUR] && dur >= 0 && dur < TIME_LIMIT_US;
+    if (rt->table == T_OTHER) { /* counted and summed for a warning, not tabled */
+        if (!(is_x && ev->f_ok[F_TS] && dur_ok)) return 0;
+    } else if (!is_x) {
+        sc->bad_phase[r]++;
+        return 0;
+    } else if (!(dur_ok && ev->f_ok[F_TS] && ts > -TIME_LIMIT_US && ts < TIME_LIMIT_US)) {
+        sc->bad_time[r]++;
+        return 0;
+    }
+    return put_row(sc, &sc->t[rt->table], SPEC[rt->table], ev, rt, idx) ? -1 : 0;
 }
 
 /* the whole array; 0 when scanned, 1 when given up (sc->why), -1 when out of memory */
 static int scan_array(Scan *sc) {
     const char *p = ws(sc->base, sc->end);
-    for (int c = 0; c < N_STR; c++) {
-        int64_t zero = 0;
-        if (buf_put(&sc->s[c].offs, &zero, sizeof zero)) return -1;
-    }
     if (p >= sc->end || *p != '[') { sc->why = "not an array"; return 1; }
     p = ws(p + 1, sc->end);
     if (p < sc->end && *p == ']') {
@@ -656,7 +818,8 @@ static int scan_array(Scan *sc) {
         memset(&ev, 0, sizeof ev);
         p = scan_object(sc, p, &ev, event_field);
         if (!p) return 1;
-        if (append(sc, &ev)) return -1;
+        int rc = route_event(sc, &ev);
+        if (rc) return rc;
         p = ws(p, sc->end);
         if (p >= sc->end) { sc->why = "truncated"; return 1; }
         if (*p == ',') { p = ws(p + 1, sc->end); continue; }
@@ -675,13 +838,15 @@ static void buf_free(Buf *b) {
 }
 
 static void scan_free(Scan *sc) {
-    for (int c = 0; c < N_STR; c++) { buf_free(&sc->s[c].valid); buf_free(&sc->s[c].offs); buf_free(&sc->s[c].data); }
-    for (int c = 0; c < N_F; c++) { buf_free(&sc->f[c].valid); buf_free(&sc->f[c].vals); }
-    for (int c = 0; c < N_I; c++) { buf_free(&sc->i[c].valid); buf_free(&sc->i[c].vals); }
-    buf_free(&sc->slow);
+    for (int t = 0; t < N_T; t++)
+        for (int c = 0; c < MAX_COLS; c++) {
+            buf_free(&sc->t[t].col[c].valid);
+            buf_free(&sc->t[t].col[c].vals);
+            buf_free(&sc->t[t].col[c].data);
+        }
 }
 
-/* ---- the result: one Arrow struct array (C Data Interface), imported by polars without a copy ---- */
+/* ---- the result: one Arrow array per column (C Data Interface), imported by polars without a copy ---- */
 
 struct ArrowSchema {
     const char *format, *name, *metadata;
@@ -702,13 +867,11 @@ struct ArrowArray {
 };
 
 #define ARROW_FLAG_NULLABLE 2
-#define N_COLS (N_STR + N_F + N_I)
-
-static const char *COL_NAMES[N_COLS] = {"ph", "cat", "name", "pid", "tid", "input_dims", "input_type",
-                                        "concrete_inputs", "ts", "dur", "ext", "ext_legacy", "correlation",
-                                        "device", "stream", "bytes"};
 
 typedef struct { Buf bufs[3]; const void *ptrs[3]; } ColData; /* one column's buffers, owned */
+
+/* the buffers of an empty column (an offsets buffer holds one 0): nothing is mapped for them */
+static const int64_t EMPTY[2] = {0, 0};
 
 static void release_column(struct ArrowArray *a) {
     ColData *cd = (ColData *)a->private_data;
@@ -748,100 +911,136 @@ static int64_t pack_validity(const Buf *valid, size_t n, Buf *bm) {
     return (int64_t)nulls;
 }
 
-/* one column as a (schema, array) pair of capsules; the column's buffers move into it.
+/* one column as a (name, schema capsule, array capsule) triple; the column's buffers move into it.
  * Columns are separate arrays (not one struct array) because an importer keeps every buffer
  * of an imported array until the last one is dropped: the columns kept in the tables would
- * otherwise hold all of a chunk's columns. */
-static PyObject *column(int c, size_t n, Buf *valid, Buf *second, Buf *third) {
+ * otherwise hold all of a table's columns. */
+static PyObject *column(int kind, size_t n, Col *col) {
     struct ArrowSchema *schema = (struct ArrowSchema *)calloc(1, sizeof *schema);
     struct ArrowArray *array = (struct ArrowArray *)calloc(1, sizeof *array);
     ColData *cd = (ColData *)calloc(1, sizeof *cd);
     if (!schema || !array || !cd) { free(schema); free(array); free(cd); return PyErr_NoMemory(); }
-    const char *fmt = c < N_STR ? "U" : c < N_STR + N_F ? "g" : "l";
-    *schema = (struct ArrowSchema){fmt, COL_NAMES[c], NULL, ARROW_FLAG_NULLABLE, 0, NULL, NULL, release_schema, NULL};
-    int64_t nulls = pack_validity(valid, n, &cd->bufs[0]);
-    cd->bufs[1] = *second;
-    second->p = NULL;
-    if (third) { cd->bufs[2] = *third; third->p = NULL; }
-    *array = (struct ArrowArray){(int64_t)n, nulls, 0, third ? 3 : 2, 0, cd->ptrs, NULL, NULL, release_column, cd};
-    if (nulls < 0 || buf_reserve(&cd->bufs[1], 8) || (third && buf_reserve(&cd->bufs[2], 1))) {
+    int text = COLS[kind].fmt[0] == 'U';
+    *schema = (struct ArrowSchema){COLS[kind].fmt, COLS[kind].name, NULL, ARROW_FLAG_NULLABLE, 0, NULL, NULL,
+                                   release_schema, NULL};
+    int64_t nulls = COLS[kind].nullable ? pack_validity(&col->valid, n, &cd->bufs[0]) : 0;
+    buf_free(&col->valid);
+    cd->bufs[1] = col->vals;
+    col->vals.p = NULL;
+    if (text) { cd->bufs[2] = col->data; col->data.p = NULL; }
+    *array = (struct ArrowArray){(int64_t)n, nulls, 0, text ? 3 : 2, 0, cd->ptrs, NULL, NULL, release_column, cd};
+    if (nulls < 0) {
         release_column(array);
         free(schema);
         free(array);
         return PyErr_NoMemory();
     }
     cd->ptrs[0] = nulls ? cd->bufs[0].p : NULL;
-    cd->ptrs[1] = cd->bufs[1].p;
-    cd->ptrs[2] = third ? cd->bufs[2].p : NULL;
+    cd->ptrs[1] = cd->bufs[1].p ? cd->bufs[1].p : (const void *)EMPTY;
+    cd->ptrs[2] = text ? (cd->bufs[2].p ? cd->bufs[2].p : (const void *)EMPTY) : NULL;
     PyObject *sc = PyCapsule_New(schema, "arrow_schema", drop_schema);
     if (!sc) { release_column(array); free(schema); free(array); return NULL; }
     PyObject *ac = PyCapsule_New(array, "arrow_array", drop_array);
     if (!ac) { Py_DECREF(sc); release_column(array); free(array); return NULL; }
-    return Py_BuildValue("(sNN)", COL_NAMES[c], sc, ac);
+    return Py_BuildValue("(sNN)", COLS[kind].name, sc, ac);
 }
 
-/* (rows, ((name, schema capsule, array capsule), ...)); NULL with an error set */
-static PyObject *to_arrow(Scan *sc) {
-    size_t n = sc->n;
-    PyObject *cols = PyTuple_New(N_COLS);
+/* ((name, schema capsule, array capsule), ...) of table t */
+static PyObject *table_columns(Scan *sc, int t) {
+    int ncols = 0;
+    while (SPEC[t][ncols] >= 0) ncols++;
+    PyObject *cols = PyTuple_New(ncols);
     if (!cols) return NULL;
-    for (int c = 0; c < N_COLS; c++) {
-        PyObject *col;
-        if (c < N_STR) col = column(c, n, &sc->s[c].valid, &sc->s[c].offs, &sc->s[c].data);
-        else if (c < N_STR + N_F) col = column(c, n, &sc->f[c - N_STR].valid, &sc->f[c - N_STR].vals, NULL);
-        else col = column(c, n, &sc->i[c - N_STR - N_F].valid, &sc->i[c - N_STR - N_F].vals, NULL);
+    for (int c = 0; c < ncols; c++) {
+        PyObject *col = column(SPEC[t][c], sc->t[t].n, &sc->t[t].col[c]);
         if (!col) { Py_DECREF(cols); return NULL; }
         PyTuple_SET_ITEM(cols, c, col);
     }
-    return Py_BuildValue("(nN)", (Py_ssize_t)n, cols);
+    return cols;
 }
 
-static PyObject *scan(PyObject *self, PyObject *arg) {
-    Py_buffer view;
-    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0) return NULL;
+static PyObject *counts(const size_t *v, int n) {
+    PyObject *out = PyTuple_New(n);
+    if (!out) return NULL;
+    for (int k = 0; k < n; k++) {
+        PyObject *x = PyLong_FromSize_t(v[k]);
+        if (!x) { Py_DECREF(out); return NULL; }
+        PyTuple_SET_ITEM(out, k, x);
+    }
+    return out;
+}
+
+/* (events, (columns of each table), complete events without a category, not-'X' events per
+ * route, 'X' events without valid times per route); NULL with an error set */
+static PyObject *result(Scan *sc) {
+    PyObject *tables = PyTuple_New(N_T);
+    if (!tables) return NULL;
+    for (int t = 0; t < N_T; t++) {
+        PyObject *cols = table_columns(sc, t);
+        if (!cols) { Py_DECREF(tables); return NULL; }
+        PyTuple_SET_ITEM(tables, t, cols);
+    }
+    PyObject *phase = counts(sc->bad_phase, sc->n_routes), *time = counts(sc->bad_time, sc->n_routes);
+    if (!phase || !time) { Py_XDECREF(phase); Py_XDECREF(time); Py_DECREF(tables); return NULL; }
+    return Py_BuildValue("(nNnNN)", (Py_ssize_t)sc->n, tables, (Py_ssize_t)sc->no_cat, phase, time);
+}
+
+/* the routes argument: ((category, table, kind or None), ...) */
+static int read_routes(PyObject *arg, Route *routes, int *n) {
+    if (!PyTuple_Check(arg) || PyTuple_GET_SIZE(arg) > MAX_ROUTES) {
+        PyErr_SetString(PyExc_TypeError, "routes: a tuple of at most 64 (category, table, kind) tuples");
+        return -1;
+    }
+    *n = (int)PyTuple_GET_SIZE(arg);
+    for (int r = 0; r < *n; r++) {
+        PyObject *item = PyTuple_GET_ITEM(arg, r), *cat, *kind;
+        int table;
+        if (!PyArg_ParseTuple(item, "UiO", &cat, &table, &kind)) return -1;
+        if (table < 0 || table >= N_T || (kind != Py_None && !PyUnicode_Check(kind))) {
+            PyErr_SetString(PyExc_ValueError, "routes: a table is 0-4, a kind a str or None");
+            return -1;
+        }
+        routes[r].cat = PyUnicode_AsUTF8AndSize(cat, &routes[r].cat_n);
+        if (routes[r].cat && routes[r].cat_n > MAX_KEY) {
+            PyErr_SetString(PyExc_ValueError, "routes: a category is at most 256 bytes");
+            return -1;
+        }
+        routes[r].table = table;
+        routes[r].kind = "";
+        routes[r].kind_n = 0;
+        if (kind != Py_None) routes[r].kind = PyUnicode_AsUTF8AndSize(kind, &routes[r].kind_n);
+        if (!routes[r].cat || !routes[r].kind) return -1;
+    }
+    return 0;
+}
+
+static PyObject *scan(PyObject *self, PyObject *args) {
+    PyObject *buffer, *route_arg;
+    if (!PyArg_ParseTuple(args, "OO", &buffer, &route_arg)) return NULL;
+    Route routes[MAX_ROUTES];
     Scan sc;
     memset(&sc, 0, sizeof sc);
+    if (read_routes(route_arg, routes, &sc.n_routes) < 0) return NULL;
+    sc.routes = routes;
+    Py_buffer view;
+    if (PyObject_GetBuffer(buffer, &view, PyBUF_SIMPLE) < 0) return NULL;
     sc.base = (const char *)view.buf;
     sc.end = sc.base + view.len;
-    int rc;
-    Py_BEGIN_ALLOW_THREADS
+    sc.gil = PyEval_SaveThread();
 #ifdef SCAN_MMAP
     pthread_mutex_lock(&cache_lock);
     cache_on = 1;
     pthread_mutex_unlock(&cache_lock);
 #endif
-    rc = scan_array(&sc);
-    Py_END_ALLOW_THREADS
-    PyObject *result = NULL;
-    if (rc < 0) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    if (rc > 0) {
-        result = PyUnicode_FromString(sc.why ? sc.why : "unsupported");
-        goto done;
-    }
-    /* floats beyond the fast path: CPython's correctly rounded parser, with the GIL */
-    {
-        SlowFloat *sf = (SlowFloat *)sc.slow.p;
-        size_t ns = sc.slow.len / sizeof(SlowFloat);
-        char tmp[512];
-        for (size_t k = 0; k < ns; k++) {
-            if (sf[k].len >= sizeof tmp) { result = PyUnicode_FromString("number too long"); goto done; }
-            memcpy(tmp, sc.base + sf[k].off, sf[k].len);
-            tmp[sf[k].len] = 0;
-            char *stop = NULL;
-            double d = PyOS_string_to_double(tmp, &stop, NULL);
-            if (d == -1.0 && PyErr_Occurred()) goto done;
-            if (stop != tmp + sf[k].len || !Py_IS_FINITE(d)) { result = PyUnicode_FromString("number out of range"); goto done; }
-            ((double *)sc.f[sf[k].col].vals.p)[sf[k].row] = d;
-        }
-    }
-    result = to_arrow(&sc);
-done:
+    int rc = scan_array(&sc);
+    PyEval_RestoreThread(sc.gil);
+    PyObject *out;
+    if (rc < 0) out = PyErr_NoMemory();
+    else if (rc > 0) out = PyUnicode_FromString(sc.why ? sc.why : "unsupported");
+    else out = result(&sc);
     scan_free(&sc);
     PyBuffer_Release(&view);
-    return result;
+    return out;
 }
 
 static PyObject *trim(PyObject *self, PyObject *unused) {
@@ -869,9 +1068,11 @@ static PyObject *cached(PyObject *self, PyObject *unused) {
 static PyMethodDef methods[] = {
     {"cached", cached, METH_NOARGS, "cached() -> bytes of column maps kept for reuse"},
     {"trim", trim, METH_NOARGS, "trim()\n\nReturn the column maps kept for reuse to the system (after a load)."},
-    {"scan", scan, METH_O,
-     "scan(buffer) -> (rows, ((column name, arrow_schema capsule, arrow_array capsule), ...)) | str\n\n"
-     "Columns of a JSON array of trace events, or the reason it was left to the Python decoder."},
+    {"scan", scan, METH_VARARGS,
+     "scan(buffer, routes) -> (events, tables, no_cat, bad_phase, bad_time) | str\n\n"
+     "The tables of a JSON array of trace events (each a tuple of (column name, arrow_schema capsule,\n"
+     "arrow_array capsule)), or the reason it was left to the Python decoder. routes: ((category,\n"
+     "table 0-4, activity kind or None), ...); bad_phase / bad_time: counts per route."},
     {NULL, NULL, 0, NULL},
 };
 

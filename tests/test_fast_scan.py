@@ -22,7 +22,7 @@ from conftest import kineto_traces, shared, trace_ids
 from nongemm_trace.load import fast_scan, kineto
 from nongemm_trace.load.events import TOP_DECODER, decode_events
 from nongemm_trace.load.source import read_bytes
-from nongemm_trace.load.tables import Tally, chunk_tables, frame_tables
+from nongemm_trace.load.tables import Tally, chunk_tables
 
 TRACES = kineto_traces()
 needs_scanner = pytest.mark.skipif(fast_scan._SCANNER is None, reason="the C scanner is not built here")
@@ -62,19 +62,22 @@ def test_scanner_equals_python_path(path, monkeypatch):
 def test_scanner_takes_real_kineto_traces(name):
     """The fast path is the common path: PyTorch's own traces are scanned, not handed back."""
     events = TOP_DECODER.decode(read_bytes(shared("h200", name + ".json.gz")))["traceEvents"]
-    wide = fast_scan.scan(events)
-    assert not isinstance(wide, str), wide
-    assert wide.height > 1000
+    got = fast_scan.scan(events, True, Tally())
+    assert not isinstance(got, str), got
+    n, tables = got
+    assert n > 1000 and tables["ops"].height > 500 and tables["acts"].height > 100
 
 
 def _both(events_json: bytes, keep_python: bool = True):
     """(scanner tables or its reason, msgspec tables) of one JSON array."""
-    wide = fast_scan.scan(events_json)
-    fast = wide if isinstance(wide, str) else frame_tables(wide, 0, keep_python, t1 := Tally())
+    got = fast_scan.scan(events_json, keep_python, t1 := Tally())
+    fast = got if isinstance(got, str) else got[1]
     slow = chunk_tables(decode_events("x", events_json, m := {}), 0, keep_python, t2 := Tally())
     if not isinstance(fast, str):
         assert m == {}  # an accepted array has no event msgspec would reject
         assert t1 == t2
+    else:
+        assert t1 == Tally()  # nothing is counted from an array handed back
     return fast, slow
 
 
@@ -118,6 +121,10 @@ def _ev(**over):
     '"tid":7,"ts":1,"dur":-1},{"ph":"X","cat":"mtia_ccp_events","name":"m","pid":0,"tid":1,"ts":1,"dur":3},'
     '{"ph":"X","name":"nocat","pid":1,"tid":1,"ts":1,"dur":1},{"ph":"X","cat":"python_function","name":"f","pid":1,'
     '"tid":1,"ts":1,"dur":1,"args":{"Python id":3}}]',
+    # escaped phase and category (routed by their value), half-nanosecond times (rounded half to even)
+    '[{"ph":"\\u0058","cat":"\\u006bernel","name":"k","pid":0,"tid":7,"ts":0.0625,"dur":0.0005},'
+    '{"ph":"X","cat":"cpu\\u005fop","name":"o","pid":1,"tid":1,"ts":-0.0625,"dur":2.5e-3},'
+    '{"ph":"X","cat":"' + "\\u006b" * 300 + '","name":"long","pid":1,"tid":1,"ts":1,"dur":1}]',
     "[]",
 ])
 def test_accepted_edge_cases_equal_msgspec(text):
@@ -153,7 +160,7 @@ def test_accepted_edge_cases_equal_msgspec(text):
     ('[{"ph":"X","x":' + "[" * 300 + "]" * 300 + "}]", "deeply"),
 ])
 def test_left_to_python(text, reason):
-    got = fast_scan.scan(text.encode())
+    got = fast_scan.scan(text.encode(), True, Tally())
     assert isinstance(got, str) and reason in got, got
 
 
@@ -162,16 +169,16 @@ def test_left_to_python(text, reason):
                                  b'[{"ph":"X","x":"\xed\xa0\x80"}]', b'[{"ph":"X","x":"\xf4\x90\x80\x80"}]'])
 def test_invalid_utf8_anywhere_is_left_to_python(raw):
     """Even in a key the tables never read: the Python path repairs it and says so."""
-    assert fast_scan.scan(raw) == "invalid UTF-8"
+    assert fast_scan.scan(raw, True, Tally()) == "invalid UTF-8"
 
 
 @needs_scanner
 def test_columns_outlive_nothing_they_do_not_need():
     """Columns are imported one by one, so a table keeps only its own columns' buffers."""
     text = json.dumps([_ev(name=f"kernel_{i}") for i in range(1000)]).encode()
-    wide = fast_scan.scan(text)
-    name = wide["name"]
-    del wide
+    _, tables = fast_scan.scan(text, True, Tally())
+    name = tables["acts"]["name"]
+    del tables
     assert name[999] == "kernel_999" and name.len() == 1000
 
 
@@ -211,7 +218,7 @@ def test_without_the_scanner_the_python_path_loads(monkeypatch):
     """NONGEMM_FAST_SCAN=off (or no compiler at install): same tables, by msgspec."""
     monkeypatch.setenv("NONGEMM_FAST_SCAN", "off")
     assert not fast_scan.available()
-    monkeypatch.setattr(fast_scan, "scan", lambda raw: pytest.fail("scanner used while off"))
+    monkeypatch.setattr(fast_scan, "scan", lambda *a: pytest.fail("scanner used while off"))
     path = shared("h200", "gpt2_fp32_bs8_s128__eager.json.gz")
     trace = kineto.load_kineto(path)
     assert trace.activities.height > 0
@@ -222,7 +229,7 @@ def test_without_the_scanner_the_python_path_loads(monkeypatch):
 def test_spare_column_buffers_are_returned_after_a_load(monkeypatch):
     """Column buffers are kept from chunk to chunk during a load (no page fault per 4 KB of each
     new chunk) and given back when the load ends, so the link does not run beside them."""
-    fast_scan.scan(json.dumps([BASE] * 100).encode())  # a scan on its own keeps them until trim()
+    fast_scan.scan(json.dumps([BASE] * 100).encode(), True, Tally())  # a scan on its own keeps them until trim()
     if fast_scan._SCANNER.cached() == 0 and not sys.platform.startswith(("linux", "darwin", "freebsd")):
         pytest.skip("this build keeps no spare column buffers (no mmap: plain malloc)")
     assert fast_scan._SCANNER.cached() > 0
@@ -230,9 +237,8 @@ def test_spare_column_buffers_are_returned_after_a_load(monkeypatch):
     assert fast_scan._SCANNER.cached() == 0
     monkeypatch.setattr(kineto, "CHUNK_BYTES", 64 << 10)
     kept = []
-    real = fast_scan.frame_tables
-    monkeypatch.setattr(fast_scan, "frame_tables",
-                        lambda *a: kept.append(fast_scan._SCANNER.cached()) or real(*a))
+    real = fast_scan.scan
+    monkeypatch.setattr(fast_scan, "scan", lambda *a: kept.append(fast_scan._SCANNER.cached()) or real(*a))
     kineto.load_kineto(shared("h200", "bert_base_train_bs8_s128__eager.json.gz"))
     assert len(kept) > 20 and max(kept) > 0  # reuse happened during the load
     assert fast_scan._SCANNER.cached() == 0

@@ -1,8 +1,10 @@
 """One chunk of events -> partial tables, by the C scanner when it is built, else by msgspec.
 
 The C scanner (``csrc/nongemm_scan.c``, the top-level module ``_nongemm_scan``) reads
-the fields the analysis uses straight into Arrow buffers, without a Python object per
-event and without holding the GIL. It accepts only input that the msgspec path
+the fields the analysis uses straight into the tables' Arrow buffers, without a Python
+object per event and without holding the GIL: it routes each event by category, sets
+aside (and counts) what the tables do not take, and converts times to nanoseconds, as
+:mod:`.tables` does for the Python path. It accepts only input that the msgspec path
 (:mod:`.events` + :func:`.tables.chunk_tables`) would turn into exactly the same tables;
 on anything else it names the reason and the chunk is decoded the Python way. The
 extension is optional (built at install time where a C compiler exists);
@@ -18,10 +20,11 @@ from typing import Any
 import polars as pl
 
 from .events import decode_events
-from .tables import Tally, chunk_tables, frame_tables
+from . import roles, tables
+from .tables import TABLES, Tally, chunk_tables
 
 #: the result layout this module reads (the extension's ``ABI``)
-ABI = 4
+ABI = 5
 
 
 class _Columns:
@@ -54,16 +57,46 @@ def available() -> bool:
     return _SCANNER is not None and not off
 
 
-def scan(raw: Any) -> pl.DataFrame | str:
-    """A JSON array of events (bytes-like) -> one row per event with the fields the tables use,
-    or the reason the scanner left it to the Python decoder."""
-    res = _SCANNER.scan(raw)
+#: the scanner's tables, in its order: the Python path's TABLES, then other accelerators' events
+_TABLE_CODES = {key: code for code, key in enumerate((*TABLES, "other"))}
+#: shapes, dtypes and scalar arguments repeat every step: categorical, as the Python path makes them
+_OP_TEXTS = ("input_dims", "input_type", "concrete_inputs")
+
+
+def _routes(keep_python: bool) -> tuple[tuple[str, int, str | None], ...]:
+    """The scanner's routing argument: (category, table, activity kind) for each tabled category."""
+    routes = tables.PY_ROUTES if keep_python else tables.ROUTES
+    return tuple((cat, _TABLE_CODES[key], roles.ACTIVITY_KIND.get(cat)) for cat, key in routes.items())
+
+
+_ROUTES = {keep: _routes(keep) for keep in (False, True)}
+
+
+def _frame(columns: tuple) -> pl.DataFrame:
+    return pl.DataFrame([pl.Series(name, _Columns(schema, array)) for name, schema, array in columns])
+
+
+def scan(raw: Any, keep_python: bool, tally: Tally) -> tuple[int, dict[str, pl.DataFrame]] | str:
+    """A JSON array of events (bytes-like) -> (number of events, the partial tables of
+    :func:`.tables.chunk_tables`, with chunk-relative ``ev_idx``), what was set aside added to
+    ``tally``; or the reason the scanner left the array to the Python decoder (tally untouched)."""
+    routes = _ROUTES[keep_python]
+    res = _SCANNER.scan(raw, routes)
     if isinstance(res, str):
         return res
-    n, columns = res
-    wide = pl.DataFrame([pl.Series(name, _Columns(schema, array)) for name, schema, array in columns])
-    assert wide.height == n
-    return wide
+    n, parts, no_cat, bad_phase, bad_time = res
+    frames = [_frame(columns) for columns in parts]
+    out = dict(zip(TABLES, frames))
+    out["ops"] = out["ops"].with_columns(pl.col(c).cast(pl.Categorical) for c in _OP_TEXTS)
+    tally.no_cat += no_cat
+    for counts, into in ((bad_phase, tally.bad_phase), (bad_time, tally.bad_time)):
+        for (cat, _, _), k in zip(routes, counts):
+            if k:
+                into[cat] = into.get(cat, 0) + k
+    other = frames[len(TABLES)]
+    if other.height:
+        tables.count_other(other, tally)
+    return n, out
 
 
 def trim() -> None:
@@ -78,8 +111,8 @@ def decode_chunk(path: str | Path, raw: Any, keep_python: bool, tally: Tally,
     """(number of events, partial tables with chunk-relative ``ev_idx``) of one JSON array of events.
     Raises what :func:`.events.decode_events` raises for input neither path accepts."""
     if available():
-        wide = scan(raw)
-        if not isinstance(wide, str):
-            return wide.height, frame_tables(wide, 0, keep_python, tally)
+        scanned = scan(raw, keep_python, tally)
+        if not isinstance(scanned, str):
+            return scanned
     events = decode_events(path, raw, malformed)
     return len(events), chunk_tables(events, 0, keep_python, tally)

@@ -28,7 +28,7 @@ ROUTES: dict[str, str] = {
     **{c: "launches" for c in roles.LAUNCH_CATEGORIES},
     **{c: "other" for c in roles.OTHER_DEVICE_CATEGORIES},
 }
-_PY_ROUTES = {**ROUTES, **{c: "py" for c in roles.PYTHON_CATEGORIES}}
+PY_ROUTES = {**ROUTES, **{c: "py" for c in roles.PYTHON_CATEGORIES}}
 TABLES = ("ops", "launches", "acts", "py")
 #: separates raw JSON texts joined into one string; a control byte never appears unescaped in JSON
 _SEP = "\x1f"
@@ -72,7 +72,7 @@ def chunk_tables(events: Sequence[Event], first: int, keep_python: bool, tally: 
     """Route one chunk's events (``first`` = the file index of ``events[0]``) to partial tables,
     each with an ``ev_idx`` column (the event's index in the file)."""
     cats = pl.Series("cat", [e.cat for e in events], dtype=pl.Utf8)
-    routes = cats.replace_strict(_PY_ROUTES if keep_python else ROUTES, default=None, return_dtype=pl.Utf8)
+    routes = cats.replace_strict(PY_ROUTES if keep_python else ROUTES, default=None, return_dtype=pl.Utf8)
     no_cat = cats.is_null().arg_true().to_list()
     if no_cat:
         tally.no_cat += [e.ph for e in _pick(events, no_cat)].count("X")
@@ -134,8 +134,12 @@ def _other(evs: list[Event], cat: pl.Series, tally: Tally) -> None:
 
 
 def _other_frame(df: pl.DataFrame, tally: Tally) -> None:
-    ok = df.filter((pl.col("ph") == "X") & pl.col("ts").is_not_null() & (pl.col("dur") >= 0)
-                   & (pl.col("dur") < TIME_LIMIT_US))
+    count_other(df.filter((pl.col("ph") == "X") & pl.col("ts").is_not_null() & (pl.col("dur") >= 0)
+                          & (pl.col("dur") < TIME_LIMIT_US)), tally)
+
+
+def count_other(ok: pl.DataFrame, tally: Tally) -> None:
+    """Other accelerators' complete events with valid times (columns cat, dur): counted and summed."""
     tally.other_n += ok.height
     tally.other_us += float(ok["dur"].sum())
     tally.other_cats |= set(ok["cat"].unique().to_list())
@@ -248,31 +252,3 @@ def activity_table(evs: list[Event], cat: pl.Series, ev_idx: pl.Series) -> pl.Da
 
 
 _BUILDERS = {"ops": op_table, "launches": launch_table, "acts": activity_table, "py": python_table}
-
-
-def frame_tables(wide: pl.DataFrame, first: int, keep_python: bool, tally: Tally) -> dict[str, pl.DataFrame]:
-    """:func:`chunk_tables` for events already in columns (the C scanner's one row per event,
-    columns ph, cat, name, pid, tid, ts, dur, ext, ext_legacy, correlation, device, stream,
-    bytes, input_dims, input_type, concrete_inputs): the same routing, the same tables."""
-    n = wide.height
-    routes = wide["cat"].replace_strict(_PY_ROUTES if keep_python else ROUTES, default=None, return_dtype=pl.Utf8)
-    tally.no_cat += wide.select((pl.col("cat").is_null() & (pl.col("ph") == "X")).sum()).item()
-    wide = wide.with_columns(routes.alias("_route"), pl.int_range(first, first + n, dtype=pl.Int64).alias("ev_idx"))
-    common = [pl.col("ph"), pl.col("name").fill_null(""), pl.col("cat"), pl.col("pid").fill_null(""),
-              pl.col("tid").fill_null(""), "ts", "dur", "ev_idx"]
-    ext = pl.col("ext").fill_null(pl.col("ext_legacy")).alias("external_id")
-    extra = {
-        "ops": [ext, *(pl.col(c).cast(pl.Categorical) for c in ("input_dims", "input_type", "concrete_inputs"))],
-        "py": [ext],
-        "launches": [ext, "correlation"],
-        "acts": [pl.col("cat").replace_strict(roles.ACTIVITY_KIND, return_dtype=pl.Utf8).alias("kind"), ext,
-                 "correlation", "device", "stream", "bytes"],
-    }
-    out: dict[str, pl.DataFrame] = {}
-    for key in TABLES:
-        part = wide.filter(pl.col("_route") == key) if n else wide
-        out[key] = _valid(part.select(*common, *extra[key]), tally)
-    other = wide.filter(pl.col("_route") == "other")
-    if other.height:
-        _other_frame(other.select("ph", "ts", "dur", "cat"), tally)
-    return out
