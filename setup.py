@@ -1,14 +1,21 @@
-"""Builds the optional C scanner (csrc/nongemm_scan.c); everything else is in pyproject.toml.
+"""Builds the optional C extensions; everything else is in pyproject.toml.
 
-The extension is optional: where no C compiler is available the install still
-succeeds and traces are decoded by the pure-Python path (same results, slower).
+* ``_nongemm_scan`` (csrc/nongemm_scan.c): JSON trace events straight into the tables' columns;
+* ``_nongemm_sweep`` (csrc/nongemm_sweep.c): the op tree in one sort and one pass.
+
+Both are optional: where no C compiler is available the install still succeeds and
+the pure-Python (polars) paths do the same work (same results, slower).
 """
+
+import sys
 
 from setuptools import Extension, setup
 
+FLAGS = [] if sys.platform == "win32" else ["-O3", "-ffp-contract=off"]
+
 setup(
     ext_modules=[
-        Extension("_nongemm_scan", ["csrc/nongemm_scan.c"], optional=True,
-                  extra_compile_args=[] if __import__("sys").platform == "win32" else ["-O3"]),
+        Extension(name, [f"csrc/{name[1:]}.c"], depends=["csrc/arrow_c.h"], optional=True, extra_compile_args=FLAGS)
+        for name in ("_nongemm_scan", "_nongemm_sweep")
     ],
 )

@@ -31,7 +31,7 @@ def main() -> int:
 
     importlib.import_module("nongemm_trace.cli")  # the command line's allocator settings, before polars
     from nongemm_trace import api, classify, link
-    from nongemm_trace.link import nesting
+    from nongemm_trace.link import fast_sweep, nesting
     from nongemm_trace.load import chunk_worker, fast_scan, kineto
 
     spent: dict[str, list[float]] = {}
@@ -58,8 +58,10 @@ def main() -> int:
     wrap(kineto, "_build", "load: tables assembled, duplicates checked")
     wrap(api, "link_and_classify", "link")
     wrap(classify, "op_name_table", "link: op names to categories")
-    wrap(nesting, "_starts_and_queries", "link: op tree (starts sorted, ends searched)")
-    wrap(nesting, "_query_hits", "link: launch calls in the tree")
+    wrap(nesting, "_packed", "link: op tree keys (thread, time) packed")
+    wrap(fast_sweep, "op_tree", "link: op tree by the C sweep")
+    wrap(nesting, "_starts_and_queries", "link: op tree in polars (starts sorted, ends searched)")
+    wrap(nesting, "_verified", "link: launch calls' ops checked")
     wrap(link, "_top_ids", "link: top-level ops")
     wrap(link, "_attach_launches", "link: activities to launch calls")
     wrap(link, "_attach_ops", "link: activities to ops")

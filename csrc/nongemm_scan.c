@@ -31,6 +31,7 @@
 #include <string.h>
 #include <stdlib.h>
 #include <math.h>
+#include "arrow_c.h"
 #ifdef __SSE2__
 #include <emmintrin.h>
 #endif
@@ -848,26 +849,6 @@ static void scan_free(Scan *sc) {
 
 /* ---- the result: one Arrow array per column (C Data Interface), imported by polars without a copy ---- */
 
-struct ArrowSchema {
-    const char *format, *name, *metadata;
-    int64_t flags, n_children;
-    struct ArrowSchema **children;
-    struct ArrowSchema *dictionary;
-    void (*release)(struct ArrowSchema *);
-    void *private_data;
-};
-
-struct ArrowArray {
-    int64_t length, null_count, offset, n_buffers, n_children;
-    const void **buffers;
-    struct ArrowArray **children;
-    struct ArrowArray *dictionary;
-    void (*release)(struct ArrowArray *);
-    void *private_data;
-};
-
-#define ARROW_FLAG_NULLABLE 2
-
 typedef struct { Buf bufs[3]; const void *ptrs[3]; } ColData; /* one column's buffers, owned */
 
 /* the buffers of an empty column (an offsets buffer holds one 0): nothing is mapped for them */
@@ -878,22 +859,6 @@ static void release_column(struct ArrowArray *a) {
     for (int k = 0; k < 3; k++) buf_release(cd->bufs[k].p, cd->bufs[k].cap);
     free(cd);
     a->release = NULL;
-}
-
-static void release_schema(struct ArrowSchema *s) {
-    s->release = NULL;
-}
-
-static void drop_schema(PyObject *cap) {
-    struct ArrowSchema *s = (struct ArrowSchema *)PyCapsule_GetPointer(cap, "arrow_schema");
-    if (s && s->release) s->release(s);
-    free(s);
-}
-
-static void drop_array(PyObject *cap) {
-    struct ArrowArray *a = (struct ArrowArray *)PyCapsule_GetPointer(cap, "arrow_array");
-    if (a && a->release) a->release(a);
-    free(a);
 }
 
 /* one byte per row -> an Arrow validity bitmap in bm (left empty when every row is valid);
@@ -922,7 +887,7 @@ static PyObject *column(int kind, size_t n, Col *col) {
     if (!schema || !array || !cd) { free(schema); free(array); free(cd); return PyErr_NoMemory(); }
     int text = COLS[kind].fmt[0] == 'U';
     *schema = (struct ArrowSchema){COLS[kind].fmt, COLS[kind].name, NULL, ARROW_FLAG_NULLABLE, 0, NULL, NULL,
-                                   release_schema, NULL};
+                                   arrow_schema_release, NULL};
     int64_t nulls = COLS[kind].nullable ? pack_validity(&col->valid, n, &cd->bufs[0]) : 0;
     buf_free(&col->valid);
     cd->bufs[1] = col->vals;
@@ -938,9 +903,9 @@ static PyObject *column(int kind, size_t n, Col *col) {
     cd->ptrs[0] = nulls ? cd->bufs[0].p : NULL;
     cd->ptrs[1] = cd->bufs[1].p ? cd->bufs[1].p : (const void *)EMPTY;
     cd->ptrs[2] = text ? (cd->bufs[2].p ? cd->bufs[2].p : (const void *)EMPTY) : NULL;
-    PyObject *sc = PyCapsule_New(schema, "arrow_schema", drop_schema);
+    PyObject *sc = PyCapsule_New(schema, "arrow_schema", arrow_drop_schema);
     if (!sc) { release_column(array); free(schema); free(array); return NULL; }
-    PyObject *ac = PyCapsule_New(array, "arrow_array", drop_array);
+    PyObject *ac = PyCapsule_New(array, "arrow_array", arrow_drop_array);
     if (!ac) { Py_DECREF(sc); release_column(array); free(array); return NULL; }
     return Py_BuildValue("(sNN)", COLS[kind].name, sc, ac);
 }

@@ -2,7 +2,23 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import polars as pl
+
+
+class ArrowCapsules:
+    """A column from the C extensions (an Arrow ``(schema, array)`` PyCapsule pair) as an Arrow
+    PyCapsule producer: polars takes its buffers without copying them and without pyarrow
+    (whose import alone costs 40-90 MB of memory)."""
+
+    __slots__ = ("_capsules",)
+
+    def __init__(self, schema: Any, array: Any) -> None:
+        self._capsules = (schema, array)
+
+    def __arrow_c_array__(self, requested_schema: Any = None) -> tuple[Any, Any]:
+        return self._capsules
 
 
 def add_columns(df: pl.DataFrame, right: pl.DataFrame, on: str | list[str], *, nulls_equal: bool = False) -> pl.DataFrame:

@@ -1,7 +1,8 @@
 """The link's fast paths give exactly what its general paths give.
 
-* the op tree from packed (thread, time) keys — starts sorted, ends binary-searched —
-  equals the full sweep over every boundary;
+* the op tree from packed (thread, time) keys — by the C sweep (one radix sort, one
+  pass), or in polars (starts sorted, ends binary-searched) — equals the full sweep over
+  every boundary;
 * when ids are row numbers: columns written by position instead of joined, parents'
   bounds gathered instead of joined, top-level ops by pointer jumping instead of a
   join per depth level.
@@ -14,16 +15,30 @@ import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 import nongemm_trace.frames as frames
 import nongemm_trace.link as link
 from conftest import kineto_traces, trace_ids
 from nongemm_trace.classify import op_name_table
 from nongemm_trace.classify.taxonomy import load_taxonomy
 from nongemm_trace.frames import add_columns, is_row_index
-from nongemm_trace.link import nesting
+from nongemm_trace.link import fast_sweep, nesting
 from nongemm_trace.load import load_trace
 
 TRACES = kineto_traces()
+#: the packed op tree by the C sweep (where it is built) and by polars
+SWEEPS = [pytest.param("on", marks=pytest.mark.skipif(fast_sweep._SWEEP is None, reason="the C sweep is not built")),
+          "off"]
+
+
+def test_the_sweep_is_built():
+    """Built by the install wherever a C compiler exists (CI included), like the scanner."""
+    import os
+    if os.environ.get("NONGEMM_ALLOW_NO_SCANNER") == "1":
+        pytest.skip("NONGEMM_ALLOW_NO_SCANNER=1")
+    assert fast_sweep.available()
 
 
 def _general(monkeypatch):
@@ -33,8 +48,10 @@ def _general(monkeypatch):
         monkeypatch.setattr(mod, "is_row_index", lambda s: False)
 
 
+@pytest.mark.parametrize("sweep", SWEEPS)
 @pytest.mark.parametrize("path", TRACES, ids=trace_ids(TRACES))
-def test_fast_link_equals_general_link(path, monkeypatch):
+def test_fast_link_equals_general_link(path, sweep, monkeypatch):
+    monkeypatch.setenv("NONGEMM_FAST_SWEEP", sweep)
     trace = load_trace(path)
     ops = add_columns(trace.ops, op_name_table(load_taxonomy("default"), trace.ops), ["name", "cat"],
                       nulls_equal=True).with_columns(pl.col("is_wrapper").fill_null(False))
@@ -67,10 +84,14 @@ def _ops(rows):
     # a deep chain and times far from zero (epoch nanoseconds)
     [("7", "7", 1_700_000_000_000_000_000 + i, 1000 - 2 * i) for i in range(200)],
 ])
-def test_packed_sweep_edge_cases(rows, monkeypatch):
+@pytest.mark.parametrize("sweep", SWEEPS)
+def test_packed_sweep_edge_cases(rows, sweep, monkeypatch):
+    monkeypatch.setenv("NONGEMM_FAST_SWEEP", sweep)
     ops = _ops(rows)
-    points = pl.DataFrame({"qid": [0, 1, 2, 3], "pid": ["1", "1", "1", "9"], "tid": ["1", "2", "1", "9"],
-                           "ts_ns": [0, 6, 120, 0], "end_ns": [0, 7, 121, 1]}).with_columns(pl.col("qid").cast(pl.UInt32))
+    # a call at a start, inside, after every op, on a thread without ops, and at an op's end
+    points = pl.DataFrame({"qid": [0, 1, 2, 3, 4], "pid": ["1", "1", "1", "9", "1"], "tid": ["1", "2", "1", "9", "1"],
+                           "ts_ns": [0, 6, 120, 0, 50], "end_ns": [0, 7, 121, 1, 55]}) \
+        .with_columns(pl.col("qid").cast(pl.UInt32))
     if rows[0][2] > 10**15:
         points = points.with_columns(pl.col("ts_ns") + rows[0][2], pl.col("end_ns") + rows[0][2])
     fast = nesting.op_tree(ops, points)
@@ -80,6 +101,36 @@ def test_packed_sweep_edge_cases(rows, monkeypatch):
     assert fast[1] == slow[1]
     assert_frame_equal(fast[0], slow[0], check_exact=True)
     assert_frame_equal(fast[2], slow[2], check_exact=True)
+
+
+_interval = st.tuples(st.sampled_from(["1", "2", "x"]), st.sampled_from(["1", "7"]), st.integers(0, 40),
+                      st.integers(0, 25))
+
+
+@settings(max_examples=int(__import__("os").environ.get("NONGEMM_FUZZ_EXAMPLES", "60")), deadline=None)
+@given(rows=st.lists(_interval, min_size=1, max_size=40), queries=st.lists(_interval, max_size=12),
+       shuffle=st.randoms(use_true_random=False))
+def test_random_intervals_every_sweep_agrees(rows, queries, shuffle):
+    """Random ops on a few threads (nested, overlapping, equal starts and ends, zero-length),
+    ids in random order, and random queries: the C sweep, the polars packed path and the full
+    sweep give the same tree, overlap count and hits."""
+    ids = list(range(len(rows)))
+    shuffle.shuffle(ids)
+    ops = _ops(rows).with_columns(pl.Series("op_id", ids, dtype=pl.UInt32))
+    points = pl.DataFrame([(i, p, t, ts, ts + d) for i, (p, t, ts, d) in enumerate(queries)],
+                          schema={"qid": pl.UInt32, "pid": pl.Utf8, "tid": pl.Utf8, "ts_ns": pl.Int64,
+                                  "end_ns": pl.Int64}, orient="row")
+    results = []
+    with pytest.MonkeyPatch.context() as m:
+        for sweep in (["on"] if fast_sweep._SWEEP is not None else []) + ["off", "general"]:
+            m.setenv("NONGEMM_FAST_SWEEP", "off" if sweep == "general" else sweep)
+            if sweep == "general":
+                _general(m)
+            results.append(nesting.op_tree(ops, points))
+    for tree, bad, hits in results[1:]:
+        assert bad == results[0][1]
+        assert_frame_equal(tree, results[0][0], check_exact=True)
+        assert_frame_equal(hits, results[0][2], check_exact=True)
 
 
 def test_row_index():

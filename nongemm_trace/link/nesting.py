@@ -25,6 +25,7 @@ from __future__ import annotations
 import polars as pl
 
 from ..frames import add_columns, is_row_index
+from . import fast_sweep
 
 _END, _START, _QUERY = 0, 1, 2
 
@@ -93,16 +94,11 @@ def _sweep(ops: pl.DataFrame, queries: pl.DataFrame | None) -> pl.DataFrame:
 _INT64_MAX = (1 << 63) - 1
 
 
-def _starts_and_queries(ops: pl.DataFrame, queries: pl.DataFrame | None) -> tuple[pl.DataFrame, pl.DataFrame | None]:
-    """The ops' starts in sweep order (``thr, seq, op_id, depth``) and the queries (``thr, seq,
-    want, qid``: ``seq`` = the last start at or before the query, ``want`` = the depth of the op
-    that must contain it), as the sweep defines them.
-
-    Thread and time are packed into one int64 key (``thread * span + time - first``) when they
-    fit: then only the starts are sorted (by key, longer first, op id) and the ends sorted as
-    plain integers, and an op's depth is its rank among the starts minus the ends at or before
-    its start (binary search) — the same numbers as the full sweep, for a fraction of its sort.
-    """
+def _packed(ops: pl.DataFrame, queries: pl.DataFrame | None) -> tuple[pl.DataFrame, pl.DataFrame | None, int, int] | None:
+    """Thread and time packed into one int64 key (``thread * span + time - first``): the ops'
+    ``thr, k`` (start), ``k_end``, ``k2`` (minus the duration), ``op_id`` and the queries' ``thr,
+    k, qid``, with ``span`` and the number of thread numbers; None when the keys would overflow
+    (an hours-long trace with very many threads)."""
     has_q = queries is not None and queries.height > 0
     same_ids = not has_q or queries.schema["qid"] == ops.schema["op_id"]
     ref = ops.schema["op_id"] if same_ids else pl.Int64
@@ -115,17 +111,33 @@ def _starts_and_queries(ops: pl.DataFrame, queries: pl.DataFrame | None) -> tupl
     n_tid = max(int(f["tid"].max()) for f in frames) + 1
     n_pid = max(int(f["pid"].max()) for f in frames) + 1
     span = int(hi) - int(lo) + 1
-    if n_pid * n_tid * span >= _INT64_MAX:  # an hours-long trace with very many threads: the full sweep
-        return _from_sweep(_sweep(ops, queries), has_q)
+    if n_pid * n_tid * span >= _INT64_MAX:
+        return None
+    thread = pl.col("pid").cast(pl.Int64) * n_tid + pl.col("tid").cast(pl.Int64)
+    starts = keyed.select(thread.alias("thr"), (thread * span + (pl.col("ts_ns") - lo)).alias("k"),
+                          (thread * span + (pl.col("end_ns") - lo)).alias("k_end"), (-pl.col("dur_ns")).alias("k2"),
+                          "op_id")
+    if q is not None:
+        q = q.select(thread.alias("thr"), (thread * span + (pl.col("ts_ns") - lo)).alias("k"), "qid")
+    return starts, q, span, n_pid * n_tid
 
-    def key(t: str) -> pl.Expr:
-        thread = pl.col("pid").cast(pl.Int64) * n_tid + pl.col("tid").cast(pl.Int64)
-        return thread * span + (pl.col(t) - lo)
 
-    starts = keyed.select(key("ts_ns").alias("k"), (-pl.col("dur_ns")).alias("k2"), pl.col("op_id"),
-                          (pl.col("pid").cast(pl.Int64) * n_tid + pl.col("tid").cast(pl.Int64)).alias("thr")) \
-        .sort(["k", "k2", "op_id"])
-    ends = keyed.select(key("end_ns").alias("k")).to_series().sort()
+def _starts_and_queries(ops: pl.DataFrame, queries: pl.DataFrame | None) -> tuple[pl.DataFrame, pl.DataFrame | None]:
+    """The ops' starts in sweep order (``thr, seq, op_id, depth``) and the queries (``thr, seq,
+    want, qid``: ``seq`` = the last start at or before the query, ``want`` = the depth of the op
+    that must contain it), as the sweep defines them.
+
+    With packed keys (:func:`_packed`) only the starts are sorted (by key, longer first, op id)
+    and the ends sorted as plain integers, and an op's depth is its rank among the starts minus
+    the ends at or before its start (binary search) — the same numbers as the full sweep, for
+    a fraction of its sort.
+    """
+    packed = _packed(ops, queries)
+    if packed is None:
+        return _from_sweep(_sweep(ops, queries), queries is not None and queries.height > 0)
+    keyed, q, _, _ = packed
+    starts = keyed.select("k", "k2", "op_id", "thr").sort(["k", "k2", "op_id"])
+    ends = keyed["k_end"].sort()
     closed = ends.search_sorted(starts["k"], side="right")
     st = starts.select(
         "thr", pl.int_range(pl.len(), dtype=pl.UInt32).alias("seq"), "op_id",
@@ -133,10 +145,10 @@ def _starts_and_queries(ops: pl.DataFrame, queries: pl.DataFrame | None) -> tupl
     )
     if q is None:
         return st, None
-    qk = q.select(key("ts_ns")).to_series()
+    qk = q["k"]
     opened = starts["k"].search_sorted(qk, side="right").cast(pl.Int64)
     qs = q.select(
-        (pl.col("pid").cast(pl.Int64) * n_tid + pl.col("tid").cast(pl.Int64)).alias("thr"),
+        "thr",
         (pl.lit(opened) - 1).alias("_seq"),
         (pl.lit(opened) - pl.lit(ends.search_sorted(qk, side="right")).cast(pl.Int64) - 1).alias("want"),
         "qid",
@@ -145,6 +157,22 @@ def _starts_and_queries(ops: pl.DataFrame, queries: pl.DataFrame | None) -> tupl
     qs = qs.with_columns(pl.col("_seq").clip(0).cast(pl.UInt32).alias("seq"),
                          pl.when(pl.col("_seq") < 0).then(-1).otherwise(pl.col("want")).alias("want")).drop("_seq")
     return st, qs.sort("seq")
+
+
+def _native_tree(ops: pl.DataFrame, queries: pl.DataFrame | None) -> tuple[pl.DataFrame, pl.DataFrame | None] | None:
+    """The tree (``op_id, depth, parent_id``) and the queries' unverified hits (``qid, op_id``)
+    by the C sweep (:mod:`.fast_sweep`), the numbers of :func:`_starts_and_queries` and its
+    as-of joins; None when the keys do not pack."""
+    packed = _packed(ops, queries)
+    if packed is None:
+        return None
+    keyed, q, span, threads = packed
+    query_k = q["k"] if q is not None else pl.Series("k", [], dtype=pl.Int64)
+    depth, parent, hit = fast_sweep.op_tree(keyed["k"], keyed["k_end"], keyed["k2"], keyed["op_id"].cast(pl.Int64),
+                                            query_k, span, threads)
+    tree = pl.DataFrame([keyed["op_id"], depth, parent])
+    hits = None if q is None else pl.DataFrame([q["qid"], hit])
+    return tree, hits
 
 
 def _from_sweep(sw: pl.DataFrame, has_q: bool) -> tuple[pl.DataFrame, pl.DataFrame | None]:
@@ -169,17 +197,19 @@ def op_tree(ops: pl.DataFrame, points: pl.DataFrame | None = None) -> tuple[pl.D
         hits = None if points is None else points.select("qid").with_columns(pl.lit(None, pl.UInt32).alias("op_id"))
         return ops.with_columns(pl.lit(None, pl.Int64).alias("depth"),
                                 pl.lit(None, pl.UInt32).alias("parent_id")), 0, hits
-    st, q = _starts_and_queries(nestable, points)
-    hits = None
-    if points is not None:
-        hits = _query_hits(q, st.rename({"depth": "want"}), ops, points)
-    del q
-    left = st.with_columns((pl.col("depth") - 1).alias("want"))
-    right = st.select("thr", "seq", pl.col("depth").alias("want"), pl.col("op_id").alias("parent_id"))
-    linked = left.join_asof(right, on="seq", by=["thr", "want"], strategy="backward",
-                            allow_exact_matches=False, check_sortedness=False)
-    tree = linked.select(pl.col("op_id").cast(ops.schema["op_id"]), "depth",
-                         pl.col("parent_id").cast(pl.UInt32))
+    native = _native_tree(nestable, points) if fast_sweep.available() else None
+    if native is not None:
+        tree, hit = native
+    else:
+        st, q = _starts_and_queries(nestable, points)
+        hit = _asof_hits(q, st.rename({"depth": "want"})) if points is not None else None
+        del q
+        left = st.with_columns((pl.col("depth") - 1).alias("want"))
+        right = st.select("thr", "seq", pl.col("depth").alias("want"), pl.col("op_id").alias("parent_id"))
+        tree = left.join_asof(right, on="seq", by=["thr", "want"], strategy="backward",
+                              allow_exact_matches=False, check_sortedness=False)
+    hits = None if points is None else _verified(hit, ops, points)
+    tree = tree.select(pl.col("op_id").cast(ops.schema["op_id"]), "depth", pl.col("parent_id").cast(pl.UInt32))
     # aligned to the op table's rows and added as columns: joining the whole table would copy it
     out = add_columns(ops, tree, "op_id")
     # overlap without nesting: a child that ends after its parent
@@ -192,16 +222,21 @@ def op_tree(ops: pl.DataFrame, points: pl.DataFrame | None = None) -> tuple[pl.D
     return out, bad, hits
 
 
-def _query_hits(q: pl.DataFrame | None, st: pl.DataFrame, ops: pl.DataFrame, points: pl.DataFrame) -> pl.DataFrame:
-    """Innermost op containing each query (``q`` from :func:`_starts_and_queries`): the last op
-    started before the query on its thread whose depth is (ops open at the query) - 1; then
-    containment is verified."""
-    if points.height == 0 or q is None:
+def _asof_hits(q: pl.DataFrame | None, st: pl.DataFrame) -> pl.DataFrame | None:
+    """Innermost op around each query (``q`` from :func:`_starts_and_queries`), unverified: the
+    last op started before the query on its thread whose depth is (ops open at the query) - 1."""
+    if q is None:
+        return None
+    return q.join_asof(st.select("thr", "seq", "want", "op_id"), on="seq", by=["thr", "want"], strategy="backward",
+                       check_sortedness=False).select("qid", "op_id")
+
+
+def _verified(hit: pl.DataFrame | None, ops: pl.DataFrame, points: pl.DataFrame) -> pl.DataFrame:
+    """The hits whose op contains the query (guards against ops that overlap without nesting);
+    null for the others and for queries without a hit."""
+    if points.height == 0 or hit is None:
         return points.select("qid").with_columns(pl.lit(None, pl.UInt32).alias("op_id"))
-    hit = q.join_asof(st.select("thr", "seq", "want", "op_id"), on="seq", by=["thr", "want"], strategy="backward",
-                      check_sortedness=False)
     hit = hit.select(pl.col("qid").cast(points.schema["qid"]), pl.col("op_id").cast(pl.UInt32))
-    # verify containment (guards against ops that overlap without nesting)
     if is_row_index(ops["op_id"]) and is_row_index(points["qid"]):  # ids are rows: gather, no joins
         op = add_columns(points.select("qid"), hit, "qid")["op_id"]
         ok = (ops["ts_ns"].gather(op) <= points["ts_ns"]) & (points["end_ns"] <= ops["end_ns"].gather(op))
@@ -219,5 +254,8 @@ def innermost_containing(ops: pl.DataFrame, points: pl.DataFrame) -> pl.DataFram
     nestable = _nestable(ops)
     if nestable.height == 0 or points.height == 0:
         return points.select("qid").with_columns(pl.lit(None, pl.UInt32).alias("op_id"))
+    native = _native_tree(nestable, points) if fast_sweep.available() else None
+    if native is not None:
+        return _verified(native[1], ops, points)
     st, q = _starts_and_queries(nestable, points)
-    return _query_hits(q, st.rename({"depth": "want"}), ops, points)
+    return _verified(_asof_hits(q, st.rename({"depth": "want"})), ops, points)

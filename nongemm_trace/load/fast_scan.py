@@ -13,12 +13,13 @@ extension is optional (built at install time where a C compiler exists);
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 
+from .. import native
+from ..frames import ArrowCapsules
 from .events import decode_events
 from . import roles, tables
 from .tables import TABLES, Tally, chunk_tables
@@ -27,34 +28,12 @@ from .tables import TABLES, Tally, chunk_tables
 ABI = 5
 
 
-class _Columns:
-    """The scanner's result as an Arrow PyCapsule producer: polars takes the buffers without
-    copying them and without pyarrow (whose import alone costs 40-90 MB of memory)."""
-
-    __slots__ = ("_capsules",)
-
-    def __init__(self, schema: Any, array: Any) -> None:
-        self._capsules = (schema, array)
-
-    def __arrow_c_array__(self, requested_schema: Any = None) -> tuple[Any, Any]:
-        return self._capsules
-
-
-def _load_scanner() -> Any:
-    try:
-        import _nongemm_scan
-    except ImportError:
-        return None
-    return _nongemm_scan if getattr(_nongemm_scan, "ABI", None) == ABI else None
-
-
-_SCANNER = _load_scanner()
+_SCANNER = native.load("_nongemm_scan", ABI)
 
 
 def available() -> bool:
     """The C scanner is built, of this version, and not turned off."""
-    off = os.environ.get("NONGEMM_FAST_SCAN", "on").strip().lower() in ("0", "off", "false", "no")
-    return _SCANNER is not None and not off
+    return _SCANNER is not None and not native.turned_off("NONGEMM_FAST_SCAN")
 
 
 #: the scanner's tables, in its order: the Python path's TABLES, then other accelerators' events
@@ -73,7 +52,7 @@ _ROUTES = {keep: _routes(keep) for keep in (False, True)}
 
 
 def _frame(columns: tuple) -> pl.DataFrame:
-    return pl.DataFrame([pl.Series(name, _Columns(schema, array)) for name, schema, array in columns])
+    return pl.DataFrame([pl.Series(name, ArrowCapsules(schema, array)) for name, schema, array in columns])
 
 
 def scan(raw: Any, keep_python: bool, tally: Tally) -> tuple[int, dict[str, pl.DataFrame]] | str:
