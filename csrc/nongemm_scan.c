@@ -153,7 +153,6 @@ typedef struct { const char *s; size_t n; int esc; } Span; /* s == NULL: absent 
 
 typedef struct {
     Span str[N_STR];
-    char pid_txt[24], tid_txt[24];
     double f[N_F];
     unsigned char f_ok[N_F];
     int64_t i[N_I];
@@ -213,6 +212,8 @@ typedef struct {
 #define GIVE_UP(sc, reason) do { (sc)->why = (reason); return NULL; } while (0)
 
 static inline const char *ws(const char *p, const char *end) {
+    if (p < end && (unsigned char)*p > ' ') return p; /* most often: no whitespace at all */
+    if (p + 1 < end && *p == ' ' && (unsigned char)p[1] > ' ') return p + 1; /* or one space */
     while (p < end && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t')) p++;
     return p;
 }
@@ -330,10 +331,10 @@ static const char *scan_number(Scan *sc, const char *p, Num *num) {
     if (*p == '0') {
         p++;
     } else if (*p >= '1' && *p <= '9') {
-        while (p < end && *p >= '0' && *p <= '9') {
-            if (sig < 19) { m = m * 10 + (uint64_t)(*p - '0'); sig++; } else too_many = 1;
-            p++;
-        }
+        const char *stop = end - p > 19 ? p + 19 : end; /* 19 digits always fit 64 bits */
+        while (p < stop && *p >= '0' && *p <= '9') m = m * 10 + (uint64_t)(*p++ - '0');
+        sig = (int)(p - s) - neg;
+        while (p < end && *p >= '0' && *p <= '9') { too_many = 1; p++; }
     } else {
         GIVE_UP(sc, "bad number");
     }
@@ -469,19 +470,8 @@ static const char *text_field(Scan *sc, const char *p, Span *out) {
     GIVE_UP(sc, "text field of another type");
 }
 
-/* v as decimal text at out (at most 20 bytes); its length */
-static size_t decimal(int64_t v, char *out) {
-    char tmp[24];
-    size_t k = 0, n = 0;
-    uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
-    do { tmp[k++] = (char)('0' + u % 10); u /= 10; } while (u);
-    if (v < 0) out[n++] = '-';
-    while (k) out[n++] = tmp[--k];
-    return n;
-}
-
 /* pid / tid: a string, an int (kept as its decimal text) or null */
-static const char *id_field(Scan *sc, const char *p, Span *out, char *txt) {
+static const char *id_field(Scan *sc, const char *p, Span *out) {
     if (p < sc->end && *p == '"') return scan_string(sc, p, out);
     if (is_null(sc, p)) { out->s = NULL; return p + 4; }
     if (p < sc->end && (*p == '-' || (*p >= '0' && *p <= '9'))) {
@@ -489,8 +479,10 @@ static const char *id_field(Scan *sc, const char *p, Span *out, char *txt) {
         p = scan_number(sc, p, &num);
         if (!p) return NULL;
         if (!num.is_int) GIVE_UP(sc, "non-integer pid/tid");
-        out->n = decimal(num.ival, txt);
-        out->s = txt;
+        /* JSON writes an integer one way only (no leading zeros, no '+'), which is its decimal
+         * text, but for "-0" */
+        if (num.ival == 0) { out->s = "0"; out->n = 1; }
+        else { out->s = num.s; out->n = num.n; }
         out->esc = 0;
         return p;
     }
@@ -620,8 +612,8 @@ static const char *event_field(Scan *sc, const Span *key, const char *p, Ev *ev,
         break;
     case 3:
         if (KEY(k, 3, "cat")) { *bit = 1; return text_field(sc, p, &ev->str[S_CAT]); }
-        if (KEY(k, 3, "pid")) { *bit = 3; return id_field(sc, p, &ev->str[S_PID], ev->pid_txt); }
-        if (KEY(k, 3, "tid")) { *bit = 4; return id_field(sc, p, &ev->str[S_TID], ev->tid_txt); }
+        if (KEY(k, 3, "pid")) { *bit = 3; return id_field(sc, p, &ev->str[S_PID]); }
+        if (KEY(k, 3, "tid")) { *bit = 4; return id_field(sc, p, &ev->str[S_TID]); }
         if (KEY(k, 3, "dur")) { *bit = 6; return float_field(sc, p, ev, F_DUR); }
         break;
     case 4:
@@ -815,8 +807,10 @@ static int scan_array(Scan *sc) {
     }
     for (;;) {
         if (p >= sc->end || *p != '{') { sc->why = "an item is not an object"; return 1; }
-        Ev ev;
-        memset(&ev, 0, sizeof ev);
+        Ev ev; /* only the presence flags need clearing: values are read where present */
+        for (int c = 0; c < N_STR; c++) ev.str[c].s = NULL;
+        memset(ev.f_ok, 0, sizeof ev.f_ok);
+        memset(ev.i_ok, 0, sizeof ev.i_ok);
         p = scan_object(sc, p, &ev, event_field);
         if (!p) return 1;
         int rc = route_event(sc, &ev);
