@@ -11,8 +11,8 @@
  *
  * Input (Int64 columns, one chunk each, no nulls, as Arrow C streams): per op the packed
  * key of its start and of its end (thread * span + time - first time, computed by the
- * caller), minus its duration and its id; per query (launch call) the packed key of its
- * start; span and the number of threads (every key / span is below it). The sweep's order
+ * caller), minus its duration, its id and its thread; per query (launch call) the packed
+ * key of its start and its thread; the number of threads (each below it). The sweep's order
  * and tie rules are nesting.py's: by key, ends before starts before queries at equal keys,
  * longer ops first, then by id. Output (Int64 columns in input order): each op's depth and parent id (null for depth 0), each query's hit: the
  * last op started at or before it on its thread whose depth is (ops open at the query) - 1
@@ -25,7 +25,7 @@
 #include <string.h>
 #include "arrow_c.h"
 
-#define SWEEP_ABI 2
+#define SWEEP_ABI 3
 
 /* ---- input: one Int64 column from an Arrow C stream capsule ---- */
 
@@ -157,17 +157,17 @@ static int in_order(const KeyIdx *a, int64_t n) {
 }
 
 /* a stably sorted by key. Kineto writes each thread's events in start order, so the keys are
- * grouped by thread first (a counting sort: thread = key / span, fewer than n_thr) and a thread's
+ * grouped by thread first (a counting sort by thr[i], each below n_thr) and a thread's
  * run is radix-sorted only when it is not in order already. */
-static int sort_keys(KeyIdx *a, int64_t n, int64_t span, int64_t n_thr) {
+static int sort_keys(KeyIdx *a, int64_t n, const int64_t *thr, int64_t n_thr) {
     if (n < 2 || in_order(a, n)) return 0;
     if (n_thr <= 0 || n_thr > 2 * n + 65536) return radix_sort(a, n);
     int64_t *start = (int64_t *)calloc((size_t)n_thr + 1, sizeof *start);
     KeyIdx *tmp = (KeyIdx *)malloc((size_t)n * sizeof *tmp);
     if (!start || !tmp) { free(start); free(tmp); return -1; }
-    for (int64_t r = 0; r < n; r++) start[a[r].k / span + 1]++;
+    for (int64_t r = 0; r < n; r++) start[thr[a[r].i] + 1]++;
     for (int64_t t = 0; t < n_thr; t++) start[t + 1] += start[t];
-    for (int64_t r = 0; r < n; r++) tmp[start[a[r].k / span]++] = a[r]; /* start[t] ends as thread t's end */
+    for (int64_t r = 0; r < n; r++) tmp[start[thr[a[r].i]]++] = a[r]; /* start[t] ends as thread t's end */
     memcpy(a, tmp, (size_t)n * sizeof *a);
     free(tmp);
     int rc = 0;
@@ -266,8 +266,8 @@ static void heap_shed(Heap *h, int64_t k) {
 }
 
 typedef struct {
-    Column start, end, neg_dur, id, query;
-    int64_t span, n_thr;
+    Column start, end, neg_dur, id, thr, query, query_thr;
+    int64_t n_thr;
     KeyIdx *starts, *queries;
     int64_t *depth, *parent, *hit;
     uint8_t *parent_ok, *hit_ok;
@@ -276,7 +276,8 @@ typedef struct {
 } Sweep;
 
 static int sweep(Sweep *s) {
-    int64_t n = s->start.n, m = s->query.n, span = s->span;
+    int64_t n = s->start.n, m = s->query.n;
+    const int64_t *op_thr = s->thr.v, *q_thr = s->query_thr.v;
     size_t nn = (size_t)(n ? n : 1), mm = (size_t)(m ? m : 1);
     s->starts = (KeyIdx *)malloc(nn * sizeof(KeyIdx));
     s->queries = (KeyIdx *)malloc(mm * sizeof(KeyIdx));
@@ -289,15 +290,15 @@ static int sweep(Sweep *s) {
         return -1;
     for (int64_t r = 0; r < n; r++) s->starts[r] = (KeyIdx){s->start.v[r], r};
     for (int64_t r = 0; r < m; r++) s->queries[r] = (KeyIdx){s->query.v[r], r};
-    if (sort_keys(s->starts, n, span, s->n_thr) || order_ties(s->starts, n, s->neg_dur.v, s->id.v) ||
-        sort_keys(s->queries, m, span, s->n_thr))
+    if (sort_keys(s->starts, n, op_thr, s->n_thr) || order_ties(s->starts, n, s->neg_dur.v, s->id.v) ||
+        sort_keys(s->queries, m, q_thr, s->n_thr))
         return -1;
     int64_t j = 0;
     for (int64_t qn = 0; qn <= m; qn++) {
         /* the starts at or before this query (all of them after the last query) */
         int64_t limit_k = qn < m ? s->queries[qn].k : INT64_MAX;
         for (; j < n && s->starts[j].k <= limit_k; j++) {
-            int64_t k = s->starts[j].k, i = s->starts[j].i, thr = k / span;
+            int64_t k = s->starts[j].k, i = s->starts[j].i, thr = op_thr[i];
             heap_shed(&s->open, k); /* ends before starts at equal keys */
             int64_t depth = s->open.n;
             s->depth[i] = depth;
@@ -310,7 +311,7 @@ static int sweep(Sweep *s) {
             s->last.thr[depth] = thr;
         }
         if (qn == m) break;
-        int64_t k = s->queries[qn].k, i = s->queries[qn].i, thr = k / span;
+        int64_t k = s->queries[qn].k, i = s->queries[qn].i, thr = q_thr[i];
         heap_shed(&s->open, k);
         int64_t want = s->open.n - 1;
         if (want >= 0 && want < s->last.cap && s->last.thr[want] == thr) {
@@ -326,6 +327,8 @@ static void sweep_free(Sweep *s) {
     column_release(&s->end);
     column_release(&s->neg_dur);
     column_release(&s->id);
+    column_release(&s->thr);
+    column_release(&s->query_thr);
     column_release(&s->query);
     free(s->starts); free(s->queries); free(s->open.v);
     free(s->depth); free(s->parent); free(s->hit);
@@ -334,31 +337,33 @@ static void sweep_free(Sweep *s) {
 }
 
 static PyObject *op_tree(PyObject *self, PyObject *args) {
-    PyObject *start, *end, *neg_dur, *id, *query;
-    long long span, n_thr;
-    if (!PyArg_ParseTuple(args, "OOOOOLL", &start, &end, &neg_dur, &id, &query, &span, &n_thr)) return NULL;
+    PyObject *start, *end, *neg_dur, *id, *thr, *query, *query_thr;
+    long long n_thr;
+    if (!PyArg_ParseTuple(args, "OOOOOOOL", &start, &end, &neg_dur, &id, &thr, &query, &query_thr, &n_thr))
+        return NULL;
     Sweep s;
     memset(&s, 0, sizeof s);
     PyObject *out = NULL;
     if (column_read(start, &s.start, "start") || column_read(end, &s.end, "end") ||
         column_read(neg_dur, &s.neg_dur, "neg_dur") || column_read(id, &s.id, "id") ||
-        column_read(query, &s.query, "query"))
+        column_read(thr, &s.thr, "thr") || column_read(query, &s.query, "query") ||
+        column_read(query_thr, &s.query_thr, "query_thr"))
         goto done;
-    if (s.end.n != s.start.n || s.neg_dur.n != s.start.n || s.id.n != s.start.n || span <= 0) {
-        PyErr_SetString(PyExc_ValueError, "op columns of different lengths, or span <= 0");
+    if (s.end.n != s.start.n || s.neg_dur.n != s.start.n || s.id.n != s.start.n || s.thr.n != s.start.n ||
+        s.query_thr.n != s.query.n) {
+        PyErr_SetString(PyExc_ValueError, "columns of different lengths");
         goto done;
     }
     for (int64_t r = 0; r < s.start.n; r++)
-        if (s.start.v[r] < 0 || s.end.v[r] <= s.start.v[r] || s.start.v[r] / span >= n_thr) {
+        if (s.start.v[r] < 0 || s.end.v[r] <= s.start.v[r] || s.thr.v[r] < 0 || s.thr.v[r] >= n_thr) {
             PyErr_SetString(PyExc_ValueError, "a key is negative, beyond the threads, or an op does not end after it starts");
             goto done;
         }
     for (int64_t r = 0; r < s.query.n; r++)
-        if (s.query.v[r] < 0 || s.query.v[r] / span >= n_thr) {
+        if (s.query.v[r] < 0 || s.query_thr.v[r] < 0 || s.query_thr.v[r] >= n_thr) {
             PyErr_SetString(PyExc_ValueError, "a query key is negative or beyond the threads");
             goto done;
         }
-    s.span = (int64_t)span;
     s.n_thr = (int64_t)n_thr;
     int rc;
     Py_BEGIN_ALLOW_THREADS
@@ -382,7 +387,8 @@ done:
 
 static PyMethodDef methods[] = {
     {"op_tree", op_tree, METH_VARARGS,
-     "op_tree(start_key, end_key, neg_dur, op_id, query_key, span, threads) -> (depth, parent_id, hit)\n\n"
+     "op_tree(start_key, end_key, neg_dur, op_id, thread, query_key, query_thread, threads)\n"
+     "-> (depth, parent_id, hit)\n\n"
      "Arrow C stream capsules of Int64 columns in; (schema, array) capsule pairs out, in input order."},
     {NULL, NULL, 0, NULL},
 };

@@ -15,7 +15,7 @@ from .. import native
 from ..frames import ArrowCapsules
 
 #: the interface this module calls (the extension's ``ABI``)
-ABI = 2
+ABI = 3
 
 
 _SWEEP = native.load("_nongemm_sweep", ABI)
@@ -26,11 +26,12 @@ def available() -> bool:
     return _SWEEP is not None and not native.turned_off("NONGEMM_FAST_SWEEP")
 
 
-def op_tree(start_k: pl.Series, end_k: pl.Series, neg_dur: pl.Series, op_id: pl.Series, query_k: pl.Series,
-            span: int, threads: int) -> tuple[pl.Series, pl.Series, pl.Series]:
+def op_tree(start_k: pl.Series, end_k: pl.Series, neg_dur: pl.Series, op_id: pl.Series, thr: pl.Series,
+            query_k: pl.Series, query_thr: pl.Series, threads: int) -> tuple[pl.Series, pl.Series, pl.Series]:
     """(depth, parent_id, hit) in input order, from the packed Int64 keys (``thread * span +
-    time - first``, thread < ``threads``) of the ops' starts and ends, their minus-durations
-    and ids, and the queries' packed keys (see the C file)."""
-    columns = [s.cast(pl.Int64).rechunk().__arrow_c_stream__() for s in (start_k, end_k, neg_dur, op_id, query_k)]
-    out = _SWEEP.op_tree(*columns, span, threads)
+    time - first``) of the ops' starts and ends, their minus-durations, ids and thread numbers
+    (below ``threads``), and the queries' packed keys and thread numbers (see the C file)."""
+    columns = [s.cast(pl.Int64).rechunk().__arrow_c_stream__()
+               for s in (start_k, end_k, neg_dur, op_id, thr, query_k, query_thr)]
+    out = _SWEEP.op_tree(*columns, threads)
     return tuple(pl.Series(name, ArrowCapsules(*caps)) for name, caps in zip(("depth", "parent_id", "op_id"), out))

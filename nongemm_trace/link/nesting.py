@@ -166,10 +166,10 @@ def _native_tree(ops: pl.DataFrame, queries: pl.DataFrame | None) -> tuple[pl.Da
     packed = _packed(ops, queries)
     if packed is None:
         return None
-    keyed, q, span, threads = packed
-    query_k = q["k"] if q is not None else pl.Series("k", [], dtype=pl.Int64)
-    depth, parent, hit = fast_sweep.op_tree(keyed["k"], keyed["k_end"], keyed["k2"], keyed["op_id"].cast(pl.Int64),
-                                            query_k, span, threads)
+    keyed, q, _, threads = packed
+    none = pl.Series("k", [], dtype=pl.Int64)
+    depth, parent, hit = fast_sweep.op_tree(keyed["k"], keyed["k_end"], keyed["k2"], keyed["op_id"], keyed["thr"],
+                                            none if q is None else q["k"], none if q is None else q["thr"], threads)
     tree = pl.DataFrame([keyed["op_id"], depth, parent])
     hits = None if q is None else pl.DataFrame([q["qid"], hit])
     return tree, hits
