@@ -34,6 +34,18 @@ def add_columns(df: pl.DataFrame, right: pl.DataFrame, on: str | list[str], *, n
     return df.with_columns(got.drop(keys))
 
 
+def lookup_columns(df: pl.DataFrame, key: str, table: pl.DataFrame, table_key: str) -> pl.DataFrame:
+    """``df`` with the other columns of ``table`` for each row's ``key`` (a left join of ``df[key]``
+    on ``table[table_key]``, unique there; rows kept in order, null where no row matches). When
+    ``table_key`` is the row number (the loader numbers every table), the columns are gathered:
+    no hash table over a table of millions of rows for a few hundred thousand lookups."""
+    if is_row_index(table[table_key]):
+        idx = df[key].cast(pl.Int64)
+        idx = pl.select(pl.when((idx >= 0) & (idx < table.height)).then(idx)).to_series()
+        return df.with_columns(table[c].gather(idx) for c in table.columns if c != table_key)
+    return df.join(table.rename({table_key: key}), on=key, how="left", maintain_order="left")
+
+
 def is_row_index(s: pl.Series) -> bool:
     """``s`` is 0, 1, ..., n-1 (the id column the loader numbers every table with)."""
     n = s.len()

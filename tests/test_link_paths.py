@@ -166,3 +166,26 @@ def test_thread_codes_agree_between_ops_and_queries():
     _, _, hits = nesting.op_tree(ops, points)
     assert hits["op_id"].to_list() == [None, 0]
     assert nesting.innermost_containing(ops, points)["op_id"].to_list() == [None, 0]
+
+
+def test_lookup_by_position_equals_a_join(monkeypatch):
+    """Columns of a table looked up by row number (gathers) equal a left join: order kept, nulls and
+    ids beyond the table give nulls."""
+    table = pl.DataFrame({"id": pl.Series(range(4), dtype=pl.UInt32), "v": [10, 11, 12, 13], "s": list("abcd")})
+    df = pl.DataFrame({"k": pl.Series([3, None, 0, 3, 7], dtype=pl.UInt32), "x": [1, 2, 3, 4, 5]})
+    fast = frames.lookup_columns(df, "k", table, "id")
+    assert fast["v"].to_list() == [13, None, 10, 13, None]
+    monkeypatch.setattr(frames, "is_row_index", lambda s: False)
+    assert_frame_equal(fast, frames.lookup_columns(df, "k", table, "id"), check_exact=True)
+
+
+@pytest.mark.parametrize("name", ["bert_base_train_bs8_s128__eager", "llama_1b_fp8dyn_bs1_s2048__eager"])
+@pytest.mark.parametrize("level", ["launch", "top"])
+def test_classified_activities_by_position_equal_joins(name, level, monkeypatch):
+    from conftest import shared
+    from nongemm_trace.classify import classify, link_and_classify
+    tax = load_taxonomy("default")
+    linked = link_and_classify(load_trace(shared("h200", name + ".json.gz")), tax)
+    fast = classify(linked, tax, level)
+    monkeypatch.setattr(frames, "is_row_index", lambda s: False)
+    assert_frame_equal(fast, classify(linked, tax, level), check_exact=True)

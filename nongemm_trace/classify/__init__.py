@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from ..frames import add_columns
+from ..frames import add_columns, lookup_columns
 from ..link import Linked, link
 from ..trace import Trace
 from .calls import qdq_calls
@@ -81,12 +81,12 @@ def classify(linked: Linked, tax: Taxonomy, level: str = "launch") -> pl.DataFra
     kn = kernel_name_table(tax, acts)
     acts = acts.join(kn, on="name", how="left")
     # a call inside a quantize/dequantize dataflow is qdq whatever its name says
-    lop = ops.select(pl.col("op_id").alias("launch_op_id"), pl.col("name").alias("launch_op"),
+    lop = ops.select("op_id", pl.col("name").alias("launch_op"),
                      pl.when(pl.col("qdq_call")).then(pl.lit("qdq")).otherwise(pl.col("op_category")).alias("_lop_cat"),
                      pl.col("is_wrapper").alias("_lop_wrap"), pl.col("qdq_call").alias("_lop_qdq"))
-    top = ops.select(pl.col("op_id").alias("top_op_id"), pl.col("name").alias("top_op"),
-                     pl.col("op_category").alias("_top_cat"), pl.col("is_composite").alias("_top_comp"))
-    acts = acts.join(lop, on="launch_op_id", how="left").join(top, on="top_op_id", how="left")
+    top = ops.select("op_id", pl.col("name").alias("top_op"), pl.col("op_category").alias("_top_cat"),
+                     pl.col("is_composite").alias("_top_comp"))
+    acts = lookup_columns(lookup_columns(acts, "launch_op_id", lop, "op_id"), "top_op_id", top, "op_id")
     kinds = tax.activity_kinds
     kind_cat = pl.col("kind").replace_strict(kinds, default=None, return_dtype=pl.Utf8) if kinds else pl.lit(None, pl.Utf8)
     use_lop = pl.col("_lop_cat").is_not_null() & ~pl.col("_lop_wrap").fill_null(True)

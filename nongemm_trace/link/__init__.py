@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from ..frames import add_columns, is_row_index
+from ..frames import add_columns, is_row_index, lookup_columns
 from ..load import roles
 from ..trace import Trace
 from .nesting import op_tree
@@ -113,7 +113,7 @@ def _attach_ops(trace: Trace, ops: pl.DataFrame, acts: pl.DataFrame, launch_ops:
     need = cand.filter(pl.col("_ext_op").is_null()).select("activity_id")
     nest = launched.join(need, on="activity_id", how="semi").select("activity_id", "launch_id").join(
         launch_ops.rename({"qid": "launch_id", "op_id": "_nest_op"}), on="launch_id", how="left").drop("launch_id")
-    acts = acts.join(cand, on="activity_id", how="left").join(nest, on="activity_id", how="left")
+    acts = add_columns(add_columns(acts, cand, "activity_id"), nest, "activity_id")
     is_graph = pl.col("launch_name").is_in(list(roles.GRAPH_LAUNCH_NAMES))
     acts = acts.with_columns(
         pl.coalesce("_ext_op", "_nest_op").alias("launch_op_id"),
@@ -123,8 +123,7 @@ def _attach_ops(trace: Trace, ops: pl.DataFrame, acts: pl.DataFrame, launch_ops:
         .when(pl.col("_nest_op").is_not_null()).then(pl.lit("nesting"))
         .otherwise(pl.lit("launch_only")).alias("attribution"),
     ).drop("_ext_op", "_nest_op")
-    acts = acts.join(ops.select(pl.col("op_id").alias("launch_op_id"), pl.col("top_id").alias("top_op_id")),
-                     on="launch_op_id", how="left")
+    acts = lookup_columns(acts, "launch_op_id", ops.select("op_id", pl.col("top_id").alias("top_op_id")), "op_id")
     return acts.sort("activity_id")
 
 
