@@ -189,3 +189,30 @@ def test_classified_activities_by_position_equal_joins(name, level, monkeypatch)
     fast = classify(linked, tax, level)
     monkeypatch.setattr(frames, "is_row_index", lambda s: False)
     assert_frame_equal(fast, classify(linked, tax, level), check_exact=True)
+
+
+@pytest.mark.parametrize("name", ["bert_base_train_bs8_s128__eager", "llama_1b_fp8dyn_bs1_s2048__eager",
+                                  "fasterrcnn_resnet50_fpn_bs2__eager"])
+def test_op_table_by_position_equals_joins(name, monkeypatch):
+    """The per-op table from name codes, gathers and position marks equals the one from joins on
+    the names (each activity counted once per op name above it, however often the name recurs)."""
+    from conftest import shared
+    from nongemm_trace.classify import classify, link_and_classify
+    from nongemm_trace.metrics import breakdown
+    tax = load_taxonomy("default")
+    linked = link_and_classify(load_trace(shared("h200", name + ".json.gz")), tax)
+    acts = classify(linked, tax, "launch")
+    fast = breakdown.op_table(linked.ops, acts)
+    monkeypatch.setattr(breakdown, "is_row_index", lambda s: False)
+    assert_frame_equal(fast, breakdown.op_table(linked.ops, acts), check_exact=True)
+
+
+def test_op_table_counts_a_recurring_name_once():
+    from nongemm_trace.metrics import breakdown
+    ops = pl.DataFrame({"op_id": pl.Series([0, 1, 2], dtype=pl.UInt32), "name": ["f", "f", "g"],
+                        "parent_id": pl.Series([None, 0, 1], dtype=pl.UInt32), "op_category": ["a", "a", None]})
+    acts = pl.DataFrame({"activity_id": pl.Series([0, 1], dtype=pl.UInt32), "category": ["x", "x"],
+                         "dur_ns": [5, 7], "launch_op_id": pl.Series([2, 1], dtype=pl.UInt32)})
+    out = {r["op"]: r for r in breakdown.op_table(ops, acts).iter_rows(named=True)}
+    assert out["f"]["gpu_time_ns"] == 12 and out["f"]["calls"] == 2 and out["f"]["self_gpu_time_ns"] == 7
+    assert out["g"]["gpu_time_ns"] == 5 and out["g"]["calls"] == 1

@@ -80,20 +80,26 @@ def op_table(ops: pl.DataFrame, acts: pl.DataFrame) -> pl.DataFrame:
         chunks.append(frontier.select(base.columns))
     incl = named(pl.concat(chunks))
     calls = incl.group_by(["op", "category"]).agg(pl.col("op_id").n_unique().alias("calls"))
-    incl_t = incl.unique(subset=["activity_id", "op"]).group_by(["op", "category"]).agg(
-        pl.col("dur_ns").sum().alias("gpu_time_ns"))
+    # each activity once per op name above it (a name can recur on the way up)
+    once = ((pl.col("activity_id").cast(pl.Int64) * (int(code.max() or 0) + 1) + pl.col("op").cast(pl.Int64))
+            if by_row else pl.struct("activity_id", "op")).is_first_distinct()
+    incl_t = incl.filter(once).group_by(["op", "category"]).agg(pl.col("dur_ns").sum().alias("gpu_time_ns"))
     busy = calls.join(incl_t, on=["op", "category"], how="left").join(self_rows, on=["op", "category"], how="left")
     # calls that launched nothing, anywhere below them
-    touched = incl.select("op_id").unique()
-    idle = names.with_columns(ops["op_category"]).join(touched, on="op_id", how="anti").select(
-        "op", pl.col("op_category").fill_null("unclassified").alias("category"))
-    idle = idle.group_by(["op", "category"]).agg(pl.len().alias("calls"))
+    if by_row:  # ids are rows: the touched ones marked by position
+        touched = pl.repeat(False, ops.height, eager=True).scatter(incl["op_id"].unique(), True)
+        idle = names.with_columns(ops["op_category"]).filter(~touched)
+    else:
+        idle = names.with_columns(ops["op_category"]).join(incl.select("op_id").unique(), on="op_id", how="anti")
+    idle = idle.select("op", pl.col("op_category").fill_null("unclassified").alias("category")) \
+        .group_by(["op", "category"]).agg(pl.len().alias("calls"))
     out = pl.concat([busy, idle], how="diagonal_relaxed")
     out = out.group_by(["op", "category"]).agg(
         pl.col("calls").sum().cast(pl.Int64), pl.col("gpu_time_ns").sum().cast(pl.Int64),
         pl.col("self_gpu_time_ns").sum().cast(pl.Int64), pl.col("activities").sum().cast(pl.Int64))
-    if by_row:  # codes back to names
-        text = pl.DataFrame({"op": code, "_name": ops["name"]}).unique("op")
+    if by_row:  # codes back to names (the first op of each code: unique on ints, not on the names)
+        first = code.arg_unique()
+        text = pl.DataFrame({"op": code.gather(first), "_name": ops["name"].gather(first)})
         out = out.join(text, on="op", how="left").drop("op").rename({"_name": "op"}).select(
             "op", "category", "calls", "gpu_time_ns", "self_gpu_time_ns", "activities")
     return out.with_columns(pl.col(c).fill_null(0) for c in ("gpu_time_ns", "self_gpu_time_ns", "activities")) \
