@@ -90,11 +90,11 @@ def test_batch_workers_run_without_a_chunk_helper(monkeypatch):
     """Each batch worker already has a core of its own: it must not start a helper process per
     trace (the pool's initializer and the Ray task both turn it off), and it reports the same."""
     from nongemm_trace import batch
-    from nongemm_trace.load import kineto
+    from nongemm_trace.load import scanner
 
     path = str(shared("h200", "bert_base_train_bs8_s128__eager.json.gz"))
     monkeypatch.setenv("NONGEMM_CHUNK_HELPER", "on")
     plain = batch._work(path, {}, None, 0)
-    assert kineto.helper_mode() == "on"
+    assert scanner.helper_mode() == "on"
     assert batch._ray_work(path, {}, None, 0) == plain
-    assert kineto.helper_mode() == "off"
+    assert scanner.helper_mode() == "off"

@@ -12,7 +12,7 @@ import pytest
 from polars.testing import assert_frame_equal
 
 from conftest import kineto_traces, shared, trace_ids, tricky_names_trace
-from nongemm_trace.load import chunk_worker, kineto, load_trace
+from nongemm_trace.load import chunk_worker, cutting, kineto, load_trace
 from nongemm_trace.load.source import read_bytes
 
 pytestmark = pytest.mark.skipif(not chunk_worker.available(), reason="no memfd_create: no helper process here")
@@ -29,7 +29,7 @@ def helper(monkeypatch):
     """Helper on for every streamed trace, small chunks, and the main process waits until the
     helper is up (else a small trace is done before it starts); counts the chunks it was given."""
     monkeypatch.setenv("NONGEMM_CHUNK_HELPER", "on")
-    monkeypatch.setattr(kineto, "CHUNK_BYTES", 96 << 10)
+    monkeypatch.setattr(cutting, "CHUNK_BYTES", 96 << 10)
     sent = []
     real_can_take, real_send = chunk_worker.ChunkWorker.can_take, chunk_worker.ChunkWorker.send
 
@@ -146,7 +146,7 @@ def test_auto_mode_starts_the_helper_only_for_big_traces(monkeypatch, tmp_path):
     members = tmp_path / "multi.json.gz"
     members.write_bytes(gzip.compress(raw[:half], 1) + gzip.compress(raw[half:], 1))
     monkeypatch.delenv("NONGEMM_CHUNK_HELPER", raising=False)
-    monkeypatch.setattr(kineto, "CHUNK_BYTES", 64 << 10)
+    monkeypatch.setattr(cutting, "CHUNK_BYTES", 64 << 10)
     started = []
     real_init = chunk_worker.ChunkWorker.__init__
 

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from polars.testing import assert_frame_equal
 
 from conftest import kineto_traces, shared, trace_ids
-from nongemm_trace.load import fast_scan, kineto
+from nongemm_trace.load import cutting, fast_scan, kineto
 from nongemm_trace.load.events import TOP_DECODER, decode_events
 from nongemm_trace.load.source import read_bytes
 from nongemm_trace.load.tables import Tally, chunk_tables
@@ -235,7 +235,7 @@ def test_spare_column_buffers_are_returned_after_a_load(monkeypatch):
     assert fast_scan._SCANNER.cached() > 0
     fast_scan.trim()
     assert fast_scan._SCANNER.cached() == 0
-    monkeypatch.setattr(kineto, "CHUNK_BYTES", 64 << 10)
+    monkeypatch.setattr(cutting, "CHUNK_BYTES", 64 << 10)
     kept = []
     real = fast_scan.scan
     monkeypatch.setattr(fast_scan, "scan", lambda *a: kept.append(fast_scan._SCANNER.cached()) or real(*a))

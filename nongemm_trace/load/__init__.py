@@ -6,7 +6,7 @@ from pathlib import Path
 
 from ..errors import TraceError
 from ..trace import Trace
-from . import kineto
+from .cutting import read_block
 from .kineto import load_kineto
 from .nsys import load_nsys
 from .source import SQLITE_MAGIC, Progress, iter_blocks
@@ -21,7 +21,7 @@ def load_trace(path: str | Path, *, keep_python: bool = False, progress: Progres
     called with the bytes of the file read so far."""
     if str(path).endswith(".nsys-rep"):
         return load_nsys(path, _export_nsys_rep(path))
-    blocks = iter_blocks(path, block=kineto.read_block(), progress=progress)
+    blocks = iter_blocks(path, block=read_block(), progress=progress)
     try:
         first = next(blocks)
     except StopIteration:  # pragma: no cover - iter_blocks raises on an empty file

@@ -18,37 +18,16 @@ from typing import Any
 
 import polars as pl
 
-from .. import native
 from ..frames import ArrowCapsules
+from . import tables as _tables
 from .events import decode_events
-from . import roles, tables
+from .scanner import ROUTES, SCANNER as _SCANNER, available
 from .tables import TABLES, Tally, chunk_tables
 
-#: the result layout this module reads (the extension's ``ABI``)
-ABI = 5
+__all__ = ["available", "scan", "tables", "trim", "decode_chunk"]
 
-
-_SCANNER = native.load("_nongemm_scan", ABI)
-
-
-def available() -> bool:
-    """The C scanner is built, of this version, and not turned off."""
-    return _SCANNER is not None and not native.turned_off("NONGEMM_FAST_SCAN")
-
-
-#: the scanner's tables, in its order: the Python path's TABLES, then other accelerators' events
-_TABLE_CODES = {key: code for code, key in enumerate((*TABLES, "other"))}
 #: shapes, dtypes and scalar arguments repeat every step: categorical, as the Python path makes them
 _OP_TEXTS = ("input_dims", "input_type", "concrete_inputs")
-
-
-def _routes(keep_python: bool) -> tuple[tuple[str, int, str | None], ...]:
-    """The scanner's routing argument: (category, table, activity kind) for each tabled category."""
-    routes = tables.PY_ROUTES if keep_python else tables.ROUTES
-    return tuple((cat, _TABLE_CODES[key], roles.ACTIVITY_KIND.get(cat)) for cat, key in routes.items())
-
-
-_ROUTES = {keep: _routes(keep) for keep in (False, True)}
 
 
 def _frame(columns: tuple) -> pl.DataFrame:
@@ -59,11 +38,17 @@ def scan(raw: Any, keep_python: bool, tally: Tally) -> tuple[int, dict[str, pl.D
     """A JSON array of events (bytes-like) -> (number of events, the partial tables of
     :func:`.tables.chunk_tables`, with chunk-relative ``ev_idx``), what was set aside added to
     ``tally``; or the reason the scanner left the array to the Python decoder (tally untouched)."""
-    routes = _ROUTES[keep_python]
-    res = _SCANNER.scan(raw, routes)
+    res = _SCANNER.scan(raw, ROUTES[keep_python])
     if isinstance(res, str):
         return res
-    n, parts, no_cat, bad_phase, bad_time = res
+    return tables(res, keep_python, tally)
+
+
+def tables(scanned: tuple, keep_python: bool, tally: Tally) -> tuple[int, dict[str, pl.DataFrame]]:
+    """The scanner's result (its columns still as Arrow capsules) -> (number of events, tables),
+    what was set aside added to ``tally``."""
+    routes = ROUTES[keep_python]
+    n, parts, no_cat, bad_phase, bad_time = scanned
     frames = [_frame(columns) for columns in parts]
     out = dict(zip(TABLES, frames))
     out["ops"] = out["ops"].with_columns(pl.col(c).cast(pl.Categorical) for c in _OP_TEXTS)
@@ -74,7 +59,7 @@ def scan(raw: Any, keep_python: bool, tally: Tally) -> tuple[int, dict[str, pl.D
                 into[cat] = into.get(cat, 0) + k
     other = frames[len(TABLES)]
     if other.height:
-        tables.count_other(other, tally)
+        _tables.count_other(other, tally)
     return n, out
 
 

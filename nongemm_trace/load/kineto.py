@@ -1,8 +1,8 @@
 """Kineto / Chrome-trace JSON -> :class:`~nongemm_trace.trace.Trace`.
 
 A large trace is **streamed**: its (decompressed) bytes arrive in blocks, the
-``traceEvents`` array is cut at event boundaries into chunks of about
-``CHUNK_BYTES``, and each chunk is decoded (:mod:`.events`) and turned into partial
+``traceEvents`` array is cut at event boundaries (:mod:`.cutting`) into chunks of about
+``cutting.CHUNK_BYTES``, and each chunk is decoded (:mod:`.events`) and turned into partial
 columnar tables (:mod:`.tables`) before the next is read. Only one chunk's text and
 Python objects are alive at once, so peak memory is the tables plus a few chunks,
 not the file. A boundary is found by a byte pattern (``}, {``) that can also occur
@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import mmap
 import os
-import re
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -36,29 +35,19 @@ import polars as pl
 
 from ..errors import TraceError
 from ..trace import Trace
-from . import chunk_worker, fast_scan
+from . import chunk_worker, cutting, fast_scan, scanner
 from .chunk_worker import ChunkWorker, WorkerFailed
+from .cutting import EVENTS_KEY, Cutter, fill, read_block, release
 from .events import ANY_DECODER, ENCODER, TOP_DECODER, MalformedJSON, malformed_notes, short_error
 from .source import SQLITE_MAGIC, iter_blocks, read_bytes
 from .fast_scan import decode_chunk
 from .tables import TABLES, Tally
 
-#: events are decoded and turned into columns this many bytes of JSON at a time (with two
-#: threads scanning, three chunks are in flight: 8 MB keeps that under 100 MB and costs no time)
-CHUNK_BYTES = 8 << 20
 #: from this much JSON on, a helper process decodes chunks too (:mod:`.chunk_worker`): it costs
 #: about 130 MB, small beside such a trace; below it, one process keeps the peak memory lower
 HELPER_MIN_BYTES = 512 << 20
 #: threads that decode chunks side by side when the C scanner is built (it releases the GIL)
 SCAN_THREADS = 2
-_BOUNDARY = re.compile(rb"\}\s*,\s*\{")
-_EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
-
-
-def read_block() -> int:
-    """The file is read (and inflated) in blocks of a quarter chunk: the blocks queued
-    ahead and the partial event carried from one chunk to the next stay a few MB."""
-    return max(CHUNK_BYTES // 4, 4096)
 
 
 class _SplitFailed(Exception):
@@ -68,7 +57,7 @@ class _SplitFailed(Exception):
 def load_kineto(path: str | Path, *, keep_python: bool = False, blocks: Iterator[bytes] | None = None,
                 helper: bool = True) -> Trace:
     """Load a Kineto JSON trace from a stream of its decompressed blocks (read here when not given):
-    streamed when large (with a helper process when very large, see :func:`helper_mode`), else
+    streamed when large (with a helper process when very large, see :func:`.scanner.helper_mode`), else
     decoded whole."""
     if blocks is None:
         blocks = iter_blocks(path, block=read_block())
@@ -79,13 +68,13 @@ def load_kineto(path: str | Path, *, keep_python: bool = False, blocks: Iterator
 
 
 def _load(path: str | Path, keep_python: bool, blocks: Iterator[bytes], helper: bool) -> Trace:
-    buf, eof = _fill(blocks, CHUNK_BYTES)
+    buf, eof = fill(blocks, cutting.CHUNK_BYTES)
     if eof:
         return _load_whole(path, bytes(buf), keep_python)
     held = [buf]
     del buf  # _load_stream takes the only reference, so it can free the buffer
     try:
-        return _load_stream(str(path), held, blocks, keep_python, helper_mode() if helper else "off")
+        return _load_stream(str(path), held, blocks, keep_python, scanner.helper_mode() if helper else "off")
     except _SplitFailed:
         pass
     except WorkerFailed:  # the helper process died (killed, out of memory): the same work in this one
@@ -97,30 +86,6 @@ def _load(path: str | Path, keep_python: bool, blocks: Iterator[bytes], helper: 
             close()
     held.clear()
     return _load_whole(path, read_bytes(path), keep_python)
-
-
-def helper_mode() -> str:
-    """How chunks are decoded side by side, from ``NONGEMM_CHUNK_HELPER``: ``off`` (one thread),
-    ``auto`` (the default, on a machine with two or more cores: scanning threads where the C
-    scanner is built, else a helper process for traces of at least :data:`HELPER_MIN_BYTES` of
-    JSON) or ``on`` (a helper process for every streamed trace). The helper process needs
-    ``memfd`` (Linux); the threads need nothing."""
-    mode = os.environ.get("NONGEMM_CHUNK_HELPER", "auto").strip().lower()
-    if mode in ("0", "off", "false", "no"):
-        return "off"
-    if mode in ("1", "on", "true", "yes"):
-        return "on"
-    return "auto" if (os.cpu_count() or 1) >= 2 else "off"
-
-
-def _fill(blocks: Iterator[bytes], size: int) -> tuple[bytearray, bool]:
-    """Read blocks until more than ``size`` bytes are in; (the bytes, reached the end)."""
-    buf = bytearray()
-    for piece in blocks:
-        buf += piece
-        if len(buf) > size:
-            return buf, False
-    return buf, True
 
 
 def _meta(top: dict[str, msgspec.Raw]) -> dict[str, Any]:
@@ -141,7 +106,7 @@ def _load_stream(path: str, held: list[bytearray], blocks: Iterator[bytes], keep
     head = buf[:64].lstrip()
     if head[:1] != b"{":
         raise _SplitFailed
-    key = _EVENTS_KEY.search(buf)
+    key = EVENTS_KEY.search(buf)
     if key is None:
         raise _SplitFailed
     try:  # the text before the key, closed, must be an object: then the key is at the top level
@@ -158,8 +123,8 @@ def _load_stream(path: str, held: list[bytearray], blocks: Iterator[bytes], keep
     pool: ThreadPoolExecutor | None = None
     pending: deque[tuple[int, Future, Any]] = deque()  # chunks being decoded by the threads, in file order
     spare: list[mmap.mmap] = []  # buffers of decoded chunks, for the next ones
-    pos = key.end()  # buf[pos - 1] is the array's '['
-    end = len(buf)
+    cutter = Cutter(buf, key.end(), blocks, spare)  # buf[key.end() - 1] is the array's '['
+    del buf
 
     def local(raw) -> None:
         try:
@@ -188,18 +153,18 @@ def _load_stream(path: str, held: list[bytearray], blocks: Iterator[bytes], keep
         for cat, k in their_malformed.items():
             malformed[cat] = malformed.get(cat, 0) + k
 
-    def add(raw) -> None:
+    def add(raw, owner) -> None:
         nonlocal seq, streamed, worker, helper
         streamed += len(raw)
         if pool is not None:
             while len(pending) >= SCAN_THREADS + 1:
                 collect()
-            pending.append((seq, pool.submit(_decode_apart, path, raw, keep_python), held_by_chunk))
+            pending.append((seq, pool.submit(_decode_apart, path, raw, keep_python), owner))
             seq += 1
             return
         if worker is None and helper != "off" and (big or streamed >= HELPER_MIN_BYTES):
             try:
-                worker = ChunkWorker(path, keep_python, CHUNK_BYTES + 2)
+                worker = ChunkWorker(path, keep_python, cutting.CHUNK_BYTES + 2)
             except OSError:  # no process or shared memory to be had: this process does it all
                 helper = "off"
         if worker is not None and worker.can_take(len(raw)):
@@ -209,44 +174,21 @@ def _load_stream(path: str, held: list[bytearray], blocks: Iterator[bytes], keep
         seq += 1
 
     try:
-        while True:
-            while end - pos >= CHUNK_BYTES:
-                # the last event boundary within one chunk's length (beyond it only for a giant event)
-                found = _last_boundary(buf, pos, pos + CHUNK_BYTES) or _last_boundary(buf, pos, end)
-                if found is None:
-                    break  # one event longer than what is in: read more
-                cut, nxt = found  # buf[cut] follows a '}'; the next chunk starts at the '{' at nxt
-                # the rest goes to a new buffer (from the byte before the next event: it becomes that
-                # chunk's '['), so this one can be framed in place as a JSON array and handed over whole
-                rest = _next_buffer(buf, nxt - 1, end, spare)
-                buf[pos - 1], buf[cut] = 0x5B, 0x5D
-                view = memoryview(buf)[pos - 1:cut + 1]
-                held_by_chunk = buf
-                del buf
-                try:
-                    add(view)
-                finally:
-                    if pool is None:
-                        _release(view)  # raw fields of the events referenced it until add() returned
-                        spare.append(held_by_chunk)
-                    del view, held_by_chunk
-                buf, end, pos = rest, end - (nxt - 1), 1
-                del rest
-            piece = next(blocks, None)
-            if piece is None:
-                break
-            if end + len(piece) > len(buf):  # an event longer than a chunk: a larger buffer
-                buf = _next_buffer(buf, 0, end, [], 2 * (end + len(piece)))
-            buf[end:end + len(piece)] = piece
-            end += len(piece)
-            del piece
+        for view, owner in cutter:
+            try:
+                add(view, owner)
+            finally:
+                if pool is None:
+                    release(view)  # raw fields of the events referenced it until add() returned
+                    spare.append(owner)
+                del view, owner
         while pending:
             collect()
         try:  # the tail: the last events, the array's end and the keys after it
-            top = TOP_DECODER.decode(b'{"traceEvents":[' + buf[pos:end])
+            top = TOP_DECODER.decode(b'{"traceEvents":[' + cutter.buf[cutter.pos:cutter.end])
         except (msgspec.DecodeError, RecursionError):
             raise _SplitFailed from None
-        del buf
+        cutter.buf = None
         tail = top.pop("traceEvents", None)
         if tail is None:
             raise _SplitFailed
@@ -266,28 +208,13 @@ def _load_stream(path: str, held: list[bytearray], blocks: Iterator[bytes], keep
     return _build(path, meta, _in_file_order(chunks), tally, malformed_notes(malformed))
 
 
-def _next_buffer(buf, start: int, end: int, spare: list, size: int = 0) -> mmap.mmap:
-    """A buffer for the next chunk holding ``buf[start:end]``, with room for a chunk and the block
-    that crosses its end: an anonymous memory map (buffers from the C allocator that grow block
-    by block, or of one size after another, stay mapped in its heap: 100 MB more at 200 MB of
-    JSON), taken from ``spare`` (the buffers of chunks already decoded) when one is big enough:
-    writing into fresh pages costs a page fault per 4 KB, most of a second per GB."""
-    need = max(size, CHUNK_BYTES + 2 * read_block(), end - start)
-    while spare and len(spare[-1]) < need:
-        spare.pop()
-    rest = spare.pop() if spare else mmap.mmap(-1, need)
-    with memoryview(buf) as src:
-        rest[:end - start] = src[start:end]
-    return rest
-
-
 def _decode_apart(path: str, raw, keep_python: bool) -> tuple[int, dict[str, pl.DataFrame], Tally, dict[str, int]]:
     """One chunk on a scanning thread, with its own tally (merged in file order by the caller)."""
     tally, malformed = Tally(), {}
     try:
         count, tables = decode_chunk(path, raw, keep_python, tally, malformed)
     finally:
-        _release(raw)
+        release(raw)
     return count, tables, tally, malformed
 
 
@@ -332,28 +259,6 @@ def _json_size(path: str) -> int | None:
     except OSError:
         return None
     return isize if isize >= size else None  # modulo 4 GiB, and only the last member's
-
-
-def _last_boundary(buf: bytearray, pos: int, end: int) -> tuple[int, int] | None:
-    """The last ``}, {`` between two events in ``buf[pos:end]``: (index after the '}', index of the '{')."""
-    window = 1 << 16
-    while True:
-        lo = max(pos, end - window)
-        last = None
-        for last in _BOUNDARY.finditer(buf, lo, end):
-            pass
-        if last is not None:
-            return last.start() + 1, last.end() - 1
-        if lo == pos:
-            return None
-        window *= 16
-
-
-def _release(view: memoryview) -> None:
-    try:
-        view.release()
-    except BufferError:  # pragma: no cover - a decoded object still holds it (an error is on its way)
-        pass
 
 
 def _load_whole(path: str | Path, data: bytes, keep_python: bool) -> Trace:

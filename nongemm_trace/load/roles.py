@@ -32,3 +32,15 @@ OTHER_DEVICE_CATEGORIES = frozenset({"mtia_ccp_events"})
 
 #: Launch-call names that replay a whole CUDA/HIP graph: one call, many activities.
 GRAPH_LAUNCH_NAMES = frozenset({"cudaGraphLaunch", "cudaGraphLaunch_v10000", "cuGraphLaunch", "hipGraphLaunch"})
+
+#: the tables an event can go to, by category (the loader's routing)
+ROUTES: dict[str, str] = {
+    **{c: "acts" for c in ACTIVITY_KIND},
+    **{c: "ops" for c in OP_CATEGORIES},
+    **{c: "launches" for c in LAUNCH_CATEGORIES},
+    **{c: "other" for c in OTHER_DEVICE_CATEGORIES},
+}
+#: the same with Python stack events kept
+PY_ROUTES = {**ROUTES, **{c: "py" for c in PYTHON_CATEGORIES}}
+#: the loader's partial tables
+TABLES = ("ops", "launches", "acts", "py")

@@ -21,15 +21,7 @@ import polars as pl
 from . import roles
 from .events import EMPTY_ARGS, TIME_LIMIT_US, Event
 
-#: the tables an event can go to, by category
-ROUTES: dict[str, str] = {
-    **{c: "acts" for c in roles.ACTIVITY_KIND},
-    **{c: "ops" for c in roles.OP_CATEGORIES},
-    **{c: "launches" for c in roles.LAUNCH_CATEGORIES},
-    **{c: "other" for c in roles.OTHER_DEVICE_CATEGORIES},
-}
-PY_ROUTES = {**ROUTES, **{c: "py" for c in roles.PYTHON_CATEGORIES}}
-TABLES = ("ops", "launches", "acts", "py")
+from .roles import PY_ROUTES, ROUTES, TABLES  # noqa: E402  (the routing, as data)
 #: separates raw JSON texts joined into one string; a control byte never appears unescaped in JSON
 _SEP = "\x1f"
 

@@ -1,0 +1,118 @@
+"""Cut a stream of JSON bytes into chunks of whole trace events (no polars here).
+
+The ``traceEvents`` array is cut at event boundaries (``}, {``) into chunks of about
+:data:`CHUNK_BYTES`, each framed in place as a JSON array of its own, so that it can be
+handed to a decoder (:mod:`.kineto` decodes them on two threads) without a copy. The
+cuts depend only on the bytes (the last boundary within one chunk's length of the
+chunk's start), never on how the stream was split into blocks.
+
+A boundary pattern can also occur inside a string or a nested value; such a cut leaves
+a chunk that is not valid JSON, and the loader then decodes the file whole.
+"""
+
+from __future__ import annotations
+
+import mmap
+import re
+from typing import Iterator
+
+#: events are decoded and turned into columns this many bytes of JSON at a time (with two
+#: threads scanning, three chunks are in flight: 8 MB keeps that under 100 MB and costs no time)
+CHUNK_BYTES = 8 << 20
+_BOUNDARY = re.compile(rb"\}\s*,\s*\{")
+EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
+
+
+def read_block() -> int:
+    """The file is read (and inflated) in blocks of a quarter chunk: the blocks queued
+    ahead and the partial event carried from one chunk to the next stay a few MB."""
+    return max(CHUNK_BYTES // 4, 4096)
+
+
+def fill(blocks: Iterator[bytes], size: int) -> tuple[bytearray, bool]:
+    """Read blocks until more than ``size`` bytes are in; (the bytes, reached the end)."""
+    buf = bytearray()
+    for piece in blocks:
+        buf += piece
+        if len(buf) > size:
+            return buf, False
+    return buf, True
+
+
+class Cutter:
+    """Iterate over the chunks of the ``traceEvents`` array: ``(view, owner)``, where ``view``
+    is the chunk framed as a JSON array (``[`` … ``]``) inside the buffer ``owner``. ``buf`` holds the bytes read so far (from the
+    start of the stream) and ``pos`` the index just after the array's ``[``; ``spare`` holds
+    buffers of chunks already decoded, for reuse. When the iteration ends, ``buf[pos:end]``
+    is the tail: the last events, the array's end and whatever follows it."""
+
+    def __init__(self, buf: bytearray, pos: int, blocks: Iterator[bytes], spare: list) -> None:
+        self.buf, self.pos, self.end = buf, pos, len(buf)
+        self.blocks, self.spare = blocks, spare
+
+    def __iter__(self) -> Iterator[tuple[memoryview, object]]:
+        buf, pos, end = self.buf, self.pos, self.end
+        self.buf = None  # the iteration holds the buffers: a chunk's may be reused once decoded
+        while True:
+            while end - pos >= CHUNK_BYTES:
+                # the last event boundary within one chunk's length (beyond it only for a giant event)
+                found = last_boundary(buf, pos, pos + CHUNK_BYTES) or last_boundary(buf, pos, end)
+                if found is None:
+                    break  # one event longer than what is in: read more
+                cut, nxt = found  # buf[cut] follows a '}'; the next chunk starts at the '{' at nxt
+                # the rest goes to a new buffer (from the byte before the next event: it becomes that
+                # chunk's '['), so this one can be framed in place as a JSON array and handed over whole
+                rest = next_buffer(buf, nxt - 1, end, self.spare)
+                buf[pos - 1], buf[cut] = 0x5B, 0x5D
+                owner = buf
+                yield memoryview(owner)[pos - 1:cut + 1], owner
+                del owner
+                buf, end, pos = rest, end - (nxt - 1), 1
+                del rest
+            piece = next(self.blocks, None)
+            if piece is None:
+                break
+            if end + len(piece) > len(buf):  # an event longer than a chunk: a larger buffer
+                buf = next_buffer(buf, 0, end, [], 2 * (end + len(piece)))
+            buf[end:end + len(piece)] = piece
+            end += len(piece)
+            del piece
+        self.buf, self.pos, self.end = buf, pos, end
+
+
+def next_buffer(buf, start: int, end: int, spare: list, size: int = 0) -> mmap.mmap:
+    """A buffer for the next chunk holding ``buf[start:end]``, with room for a chunk and the block
+    that crosses its end: an anonymous memory map (buffers from the C allocator that grow block
+    by block, or of one size after another, stay mapped in its heap: 100 MB more at 200 MB of
+    JSON), taken from ``spare`` (the buffers of chunks already decoded) when one is big enough:
+    writing into fresh pages costs a page fault per 4 KB, most of a second per GB."""
+    need = max(size, CHUNK_BYTES + 2 * read_block(), end - start)
+    while spare and len(spare[-1]) < need:
+        spare.pop()
+    rest = spare.pop() if spare else mmap.mmap(-1, need)
+    with memoryview(buf) as src:
+        rest[:end - start] = src[start:end]
+    return rest
+
+
+def last_boundary(buf, pos: int, end: int) -> tuple[int, int] | None:
+    """The last ``}, {`` between two events in ``buf[pos:end]``: (index after the '}', index of the '{')."""
+    window = 1 << 16
+    while True:
+        lo = max(pos, end - window)
+        last = None
+        for last in _BOUNDARY.finditer(buf, lo, end):
+            pass
+        if last is not None:
+            return last.start() + 1, last.end() - 1
+        if lo == pos:
+            return None
+        window *= 16
+
+
+def release(view: memoryview) -> None:
+    """Release a chunk's view (its buffer can then be reused)."""
+    try:
+        view.release()
+    except BufferError:  # pragma: no cover - a decoded object still holds it (an error is on its way)
+        pass

@@ -1,0 +1,44 @@
+"""The C scanner extension (``_nongemm_scan``), the routing it is given, and how the loader
+may decode chunks side by side. Its results become tables in :mod:`.fast_scan`."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from .. import native
+from . import roles
+
+#: the result layout the loader reads (the extension's ``ABI``)
+ABI = 5
+SCANNER: Any = native.load("_nongemm_scan", ABI)
+#: the scanner's tables, in its order: the loader's TABLES, then other accelerators' events
+TABLE_CODES = {key: code for code, key in enumerate((*roles.TABLES, "other"))}
+
+
+def available() -> bool:
+    """The C scanner is built, of this version, and not turned off (``NONGEMM_FAST_SCAN=off``)."""
+    return SCANNER is not None and not native.turned_off("NONGEMM_FAST_SCAN")
+
+
+def _routes(keep_python: bool) -> tuple[tuple[str, int, str | None], ...]:
+    routes = roles.PY_ROUTES if keep_python else roles.ROUTES
+    return tuple((cat, TABLE_CODES[key], roles.ACTIVITY_KIND.get(cat)) for cat, key in routes.items())
+
+
+#: the scanner's routing argument: (category, table, activity kind) for each tabled category
+ROUTES = {keep: _routes(keep) for keep in (False, True)}
+
+
+def helper_mode() -> str:
+    """How chunks are decoded side by side, from ``NONGEMM_CHUNK_HELPER``: ``off`` (one thread),
+    ``auto`` (the default, on a machine with two or more cores: scanning threads where the C
+    scanner is built, else a helper process for traces of at least
+    :data:`.kineto.HELPER_MIN_BYTES` of JSON) or ``on`` (a helper process for every streamed
+    trace). The helper process needs ``memfd`` (Linux); the threads need nothing."""
+    mode = os.environ.get("NONGEMM_CHUNK_HELPER", "auto").strip().lower()
+    if mode in ("0", "off", "false", "no"):
+        return "off"
+    if mode in ("1", "on", "true", "yes"):
+        return "on"
+    return "auto" if (os.cpu_count() or 1) >= 2 else "off"
