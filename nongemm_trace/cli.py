@@ -158,10 +158,10 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     if args.command == "analyze":
-        from .batch import expand_inputs
         batch = len(args.traces) > 1 or any(Path(t).is_dir() or (any(ch in t for ch in "*?[") and not Path(t).exists())
                                             for t in args.traces)
         if batch:
+            from .batch import expand_inputs
             return _batch(args, expand_inputs(args.traces))
         args.trace = args.traces[0]
     if args.command == "explain":

@@ -8,7 +8,6 @@ from ..errors import TraceError
 from ..trace import Trace
 from .cutting import read_block
 from .kineto import load_kineto
-from .nsys import load_nsys
 from .source import SQLITE_MAGIC, Progress, iter_blocks
 
 __all__ = ["load_trace", "TraceError"]
@@ -20,6 +19,7 @@ def load_trace(path: str | Path, *, keep_python: bool = False, progress: Progres
     binary is on PATH). Bad input raises :class:`TraceError`. ``progress(done, total)`` is
     called with the bytes of the file read so far."""
     if str(path).endswith(".nsys-rep"):
+        from .nsys import load_nsys  # Nsight Systems exports only: not imported for Kineto traces
         return load_nsys(path, _export_nsys_rep(path))
     blocks = iter_blocks(path, block=read_block(), progress=progress)
     try:
@@ -27,6 +27,7 @@ def load_trace(path: str | Path, *, keep_python: bool = False, progress: Progres
     except StopIteration:  # pragma: no cover - iter_blocks raises on an empty file
         raise TraceError(path, "empty file") from None
     if first.startswith(SQLITE_MAGIC):
+        from .nsys import load_nsys
         return load_nsys(path, b"".join([first, *blocks]))
     return load_kineto(path, keep_python=keep_python, blocks=_chain(first, blocks))
 
