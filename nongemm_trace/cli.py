@@ -136,6 +136,26 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+#: set once a single-trace analysis has written its report: it started nothing (worker processes,
+#: Ray) that must be shut down at exit, so :func:`entry` may skip the interpreter's teardown
+_single_analysis_done = False
+
+
+def entry() -> None:
+    """The console command: :func:`main`; after a single-trace analysis, the process exits
+    without the interpreter's teardown (freeing a big trace's tables and modules one by one
+    takes 0.06-0.1 s, about 5 % of a 200 MB run), its output flushed first."""
+    code = main()
+    if _single_analysis_done:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        except OSError:  # a closed pipe: nothing more can be written anyway
+            pass
+        os._exit(code)
+    sys.exit(code)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
@@ -213,6 +233,8 @@ def _run(args: argparse.Namespace) -> int:
     else:
         from .report.table import render_table
         _render(args.output, lambda console: render_table(report, console, top=args.top))
+    global _single_analysis_done
+    _single_analysis_done = True
     return 0
 
 
@@ -449,4 +471,4 @@ def _emit(text: str, output: str | None) -> None:
 
 
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    entry()

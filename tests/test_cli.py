@@ -159,6 +159,30 @@ def test_console_script_runs_as_module():
     assert json.loads(r.stdout)["gpu_activities"] == 308
 
 
+@pytest.mark.parametrize("fmt", ["json", "table", "csv"])
+def test_the_command_exits_without_teardown_but_with_its_whole_output(fmt, tmp_path):
+    """After a single-trace analysis the command skips the interpreter's teardown (os._exit):
+    the report, piped to stdout or written to a file, must still be complete; a refusal keeps
+    its exit code 2 and its message."""
+    cmd = [sys.executable, "-m", "nongemm_trace", "analyze", str(BERT), "--format", fmt]
+    piped = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    out = tmp_path / f"report.{fmt}"
+    to_file = subprocess.run(cmd + ["-o", str(out)], capture_output=True, text=True, timeout=120)
+    assert piped.returncode == 0 and to_file.returncode == 0, piped.stderr + to_file.stderr
+    assert len(piped.stdout) > 500
+    if fmt == "table":  # the file is drawn 160 columns wide, a pipe 80: both drawn to their last line
+        assert piped.stdout.endswith("┘\n") and out.read_text().endswith("┘\n")
+    else:
+        assert out.read_text() == piped.stdout
+    if fmt == "json":
+        assert json.loads(piped.stdout)["gpu_activities"] == 308
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"traceEvents": [')
+    refused = subprocess.run([sys.executable, "-m", "nongemm_trace", "analyze", str(bad)], capture_output=True,
+                             text=True, timeout=120)
+    assert refused.returncode == 2 and "bad.json" in refused.stderr
+
+
 def test_report_to_pandas_on_a_real_trace():
     pytest.importorskip("pandas")
     import nongemm_trace
