@@ -148,7 +148,8 @@ def _load_stream(path: str, held: list[bytearray], blocks: Iterator[bytes], keep
         except MalformedJSON:
             raise _SplitFailed from None
         chunks[n] = (count, tables)
-        spare.append(used)  # the thread is done with its buffer: the next chunk can reuse it
+        if used is not None:
+            spare.append(used)  # the thread is done with its buffer: the next chunk can reuse it
         tally.add(their_tally.to_dict())
         for cat, k in their_malformed.items():
             malformed[cat] = malformed.get(cat, 0) + k
@@ -182,8 +183,6 @@ def _load_stream(path: str, held: list[bytearray], blocks: Iterator[bytes], keep
                     release(view)  # raw fields of the events referenced it until add() returned
                     spare.append(owner)
                 del view, owner
-        while pending:
-            collect()
         try:  # the tail: the last events, the array's end and the keys after it
             top = TOP_DECODER.decode(b'{"traceEvents":[' + cutter.buf[cutter.pos:cutter.end])
         except (msgspec.DecodeError, RecursionError):
@@ -192,8 +191,13 @@ def _load_stream(path: str, held: list[bytearray], blocks: Iterator[bytes], keep
         tail = top.pop("traceEvents", None)
         if tail is None:
             raise _SplitFailed
-        local(tail)
+        if pool is not None:  # beside the last chunks still being scanned, not after them
+            pending.append((seq, pool.submit(_decode_apart, path, tail, keep_python), None))
+        else:
+            local(tail)
         seq += 1
+        while pending:
+            collect()
         if worker is not None:
             for n, answer in worker.finish().items():
                 chunks[n] = _helper_chunk(path, answer, tally, malformed)
@@ -214,7 +218,8 @@ def _decode_apart(path: str, raw, keep_python: bool) -> tuple[int, dict[str, pl.
     try:
         count, tables = decode_chunk(path, raw, keep_python, tally, malformed)
     finally:
-        release(raw)
+        if isinstance(raw, memoryview):  # a chunk's view into its buffer (the tail is its own object)
+            release(raw)
     return count, tables, tally, malformed
 
 
