@@ -57,7 +57,7 @@ def main() -> int:
     wrap(chunk_worker.ChunkWorker, "finish", "load: waiting for the helper at the end")
     wrap(kineto, "_build", "load: tables assembled, duplicates checked")
     wrap(api, "link_and_classify", "link")
-    wrap(classify, "op_name_table", "link: op names to categories")
+    wrap(classify, "_with_name_columns", "link: op names to categories")
     wrap(nesting, "_packed", "link: op tree keys (thread, time) packed")
     wrap(fast_sweep, "op_tree", "link: op tree by the C sweep")
     wrap(nesting, "_starts_and_queries", "link: op tree in polars (starts sorted, ends searched)")
