@@ -37,7 +37,7 @@
 #endif
 
 /* bumped whenever the result layout changes; the Python side checks it */
-#define SCAN_ABI 5
+#define SCAN_ABI 6
 #define MAX_DEPTH 256
 
 typedef struct { char *p; size_t len, cap; } Buf;
@@ -194,15 +194,13 @@ typedef struct { size_t n; Col col[MAX_COLS]; } Table;
 #define MAX_ROUTES 64
 typedef struct { const char *cat; Py_ssize_t cat_n; int table; const char *kind; Py_ssize_t kind_n; } Route;
 
-/* a time must be below this many microseconds (events.TIME_LIMIT_US) */
-#define TIME_LIMIT_US 4e15
-
 typedef struct {
     const char *base, *end;
     const char *why; /* the reason for giving up */
     PyThreadState *gil; /* while the GIL is released: to take it back for a float CPython must parse */
     const Route *routes;
     int n_routes;
+    double time_limit; /* a time must be below this many microseconds (the caller's events.TIME_LIMIT_US) */
     Table t[N_T];
     size_t n;                 /* events */
     size_t no_cat;            /* complete events without a category */
@@ -782,13 +780,14 @@ static int route_event(Scan *sc, const Ev *ev) {
     if (r < 0) return 0;
     const Route *rt = &sc->routes[r];
     double ts = ev->f[F_TS], dur = ev->f[F_DUR];
-    int dur_ok = ev->f_ok[F_DUR] && dur >= 0 && dur < TIME_LIMIT_US;
+    double limit = sc->time_limit;
+    int dur_ok = ev->f_ok[F_DUR] && dur >= 0 && dur < limit;
     if (rt->table == T_OTHER) { /* counted and summed for a warning, not tabled */
         if (!(is_x && ev->f_ok[F_TS] && dur_ok)) return 0;
     } else if (!is_x) {
         sc->bad_phase[r]++;
         return 0;
-    } else if (!(dur_ok && ev->f_ok[F_TS] && ts > -TIME_LIMIT_US && ts < TIME_LIMIT_US)) {
+    } else if (!(dur_ok && ev->f_ok[F_TS] && ts > -limit && ts < limit)) {
         sc->bad_time[r]++;
         return 0;
     }
@@ -975,11 +974,13 @@ static int read_routes(PyObject *arg, Route *routes, int *n) {
 
 static PyObject *scan(PyObject *self, PyObject *args) {
     PyObject *buffer, *route_arg;
-    if (!PyArg_ParseTuple(args, "OO", &buffer, &route_arg)) return NULL;
+    double time_limit;
+    if (!PyArg_ParseTuple(args, "OOd", &buffer, &route_arg, &time_limit)) return NULL;
     Route routes[MAX_ROUTES];
     Scan sc;
     memset(&sc, 0, sizeof sc);
     if (read_routes(route_arg, routes, &sc.n_routes) < 0) return NULL;
+    sc.time_limit = time_limit;
     sc.routes = routes;
     Py_buffer view;
     if (PyObject_GetBuffer(buffer, &view, PyBUF_SIMPLE) < 0) return NULL;
@@ -1028,10 +1029,11 @@ static PyMethodDef methods[] = {
     {"cached", cached, METH_NOARGS, "cached() -> bytes of column maps kept for reuse"},
     {"trim", trim, METH_NOARGS, "trim()\n\nReturn the column maps kept for reuse to the system (after a load)."},
     {"scan", scan, METH_VARARGS,
-     "scan(buffer, routes) -> (events, tables, no_cat, bad_phase, bad_time) | str\n\n"
+     "scan(buffer, routes, time_limit) -> (events, tables, no_cat, bad_phase, bad_time) | str\n\n"
      "The tables of a JSON array of trace events (each a tuple of (column name, arrow_schema capsule,\n"
      "arrow_array capsule)), or the reason it was left to the Python decoder. routes: ((category,\n"
-     "table 0-4, activity kind or None), ...); bad_phase / bad_time: counts per route."},
+     "table 0-4, activity kind or None), ...); time_limit: the largest valid |time| in us (exclusive);\n"
+     "bad_phase / bad_time: counts per route."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -122,17 +122,17 @@ def _packed(ops: pl.DataFrame, queries: pl.DataFrame | None) -> tuple[pl.DataFra
     return starts, q, span, n_pid * n_tid
 
 
-def _starts_and_queries(ops: pl.DataFrame, queries: pl.DataFrame | None) -> tuple[pl.DataFrame, pl.DataFrame | None]:
+def _starts_and_queries(ops: pl.DataFrame, queries: pl.DataFrame | None,
+                        packed: tuple | None) -> tuple[pl.DataFrame, pl.DataFrame | None]:
     """The ops' starts in sweep order (``thr, seq, op_id, depth``) and the queries (``thr, seq,
     want, qid``: ``seq`` = the last start at or before the query, ``want`` = the depth of the op
     that must contain it), as the sweep defines them.
 
-    With packed keys (:func:`_packed`) only the starts are sorted (by key, longer first, op id)
-    and the ends sorted as plain integers, and an op's depth is its rank among the starts minus
-    the ends at or before its start (binary search) — the same numbers as the full sweep, for
-    a fraction of its sort.
+    With packed keys (``packed``, from :func:`_packed`) only the starts are sorted (by key, longer
+    first, op id) and the ends sorted as plain integers, and an op's depth is its rank among the
+    starts minus the ends at or before its start (binary search) — the same numbers as the full
+    sweep, for a fraction of its sort. Without them (None: the keys would overflow), the sweep.
     """
-    packed = _packed(ops, queries)
     if packed is None:
         return _from_sweep(_sweep(ops, queries), queries is not None and queries.height > 0)
     keyed, q, _, _ = packed
@@ -159,13 +159,10 @@ def _starts_and_queries(ops: pl.DataFrame, queries: pl.DataFrame | None) -> tupl
     return st, qs.sort("seq")
 
 
-def _native_tree(ops: pl.DataFrame, queries: pl.DataFrame | None) -> tuple[pl.DataFrame, pl.DataFrame | None] | None:
+def _native_tree(packed: tuple) -> tuple[pl.DataFrame, pl.DataFrame | None]:
     """The tree (``op_id, depth, parent_id``) and the queries' unverified hits (``qid, op_id``)
-    by the C sweep (:mod:`.fast_sweep`), the numbers of :func:`_starts_and_queries` and its
-    as-of joins; None when the keys do not pack."""
-    packed = _packed(ops, queries)
-    if packed is None:
-        return None
+    by the C sweep (:mod:`.fast_sweep`) from the packed keys: the numbers of
+    :func:`_starts_and_queries` and its as-of joins."""
     keyed, q, _, threads = packed
     none = pl.Series("k", [], dtype=pl.Int64)
     depth, parent, hit = fast_sweep.op_tree(keyed["k"], keyed["k_end"], keyed["k2"], keyed["op_id"], keyed["thr"],
@@ -173,6 +170,25 @@ def _native_tree(ops: pl.DataFrame, queries: pl.DataFrame | None) -> tuple[pl.Da
     tree = pl.DataFrame([keyed["op_id"], depth, parent])
     hits = None if q is None else pl.DataFrame([q["qid"], hit])
     return tree, hits
+
+
+def _tree_and_hits(nestable: pl.DataFrame, points: pl.DataFrame | None,
+                   tree: bool = True) -> tuple[pl.DataFrame | None, pl.DataFrame | None]:
+    """The tree (``op_id, depth, parent_id``; None when ``tree`` is false) and the points'
+    unverified hits (``qid, op_id``; None without points): by the C sweep where it is built and
+    the keys pack, else in polars."""
+    packed = _packed(nestable, points)
+    if packed is not None and fast_sweep.available():
+        return _native_tree(packed)
+    st, q = _starts_and_queries(nestable, points, packed)
+    hit = _asof_hits(q, st.rename({"depth": "want"})) if points is not None else None
+    if not tree:
+        return None, hit
+    del q
+    left = st.with_columns((pl.col("depth") - 1).alias("want"))
+    right = st.select("thr", "seq", pl.col("depth").alias("want"), pl.col("op_id").alias("parent_id"))
+    return left.join_asof(right, on="seq", by=["thr", "want"], strategy="backward",
+                          allow_exact_matches=False, check_sortedness=False), hit
 
 
 def _from_sweep(sw: pl.DataFrame, has_q: bool) -> tuple[pl.DataFrame, pl.DataFrame | None]:
@@ -197,17 +213,7 @@ def op_tree(ops: pl.DataFrame, points: pl.DataFrame | None = None) -> tuple[pl.D
         hits = None if points is None else points.select("qid").with_columns(pl.lit(None, pl.UInt32).alias("op_id"))
         return ops.with_columns(pl.lit(None, pl.Int64).alias("depth"),
                                 pl.lit(None, pl.UInt32).alias("parent_id")), 0, hits
-    native = _native_tree(nestable, points) if fast_sweep.available() else None
-    if native is not None:
-        tree, hit = native
-    else:
-        st, q = _starts_and_queries(nestable, points)
-        hit = _asof_hits(q, st.rename({"depth": "want"})) if points is not None else None
-        del q
-        left = st.with_columns((pl.col("depth") - 1).alias("want"))
-        right = st.select("thr", "seq", pl.col("depth").alias("want"), pl.col("op_id").alias("parent_id"))
-        tree = left.join_asof(right, on="seq", by=["thr", "want"], strategy="backward",
-                              allow_exact_matches=False, check_sortedness=False)
+    tree, hit = _tree_and_hits(nestable, points)
     hits = None if points is None else _verified(hit, ops, points)
     tree = tree.select(pl.col("op_id").cast(ops.schema["op_id"]), "depth", pl.col("parent_id").cast(pl.UInt32))
     # aligned to the op table's rows and added as columns: joining the whole table would copy it
@@ -254,8 +260,4 @@ def innermost_containing(ops: pl.DataFrame, points: pl.DataFrame) -> pl.DataFram
     nestable = _nestable(ops)
     if nestable.height == 0 or points.height == 0:
         return points.select("qid").with_columns(pl.lit(None, pl.UInt32).alias("op_id"))
-    native = _native_tree(nestable, points) if fast_sweep.available() else None
-    if native is not None:
-        return _verified(native[1], ops, points)
-    st, q = _starts_and_queries(nestable, points)
-    return _verified(_asof_hits(q, st.rename({"depth": "want"})), ops, points)
+    return _verified(_tree_and_hits(nestable, points, tree=False)[1], ops, points)

@@ -19,12 +19,11 @@ from typing import Any
 import polars as pl
 
 from ..frames import ArrowCapsules
-from . import tables as _tables
-from .events import decode_events
+from .events import TIME_LIMIT_US, decode_events
 from .scanner import ROUTES, SCANNER as _SCANNER, available
-from .tables import TABLES, Tally, chunk_tables
+from .tables import TABLES, Tally, chunk_tables, count_other
 
-__all__ = ["available", "scan", "tables", "trim", "decode_chunk"]
+__all__ = ["available", "scan", "trim", "decode_chunk"]
 
 #: shapes, dtypes and scalar arguments repeat every step: categorical, as the Python path makes them
 _OP_TEXTS = ("input_dims", "input_type", "concrete_inputs")
@@ -38,17 +37,11 @@ def scan(raw: Any, keep_python: bool, tally: Tally) -> tuple[int, dict[str, pl.D
     """A JSON array of events (bytes-like) -> (number of events, the partial tables of
     :func:`.tables.chunk_tables`, with chunk-relative ``ev_idx``), what was set aside added to
     ``tally``; or the reason the scanner left the array to the Python decoder (tally untouched)."""
-    res = _SCANNER.scan(raw, ROUTES[keep_python])
+    routes = ROUTES[keep_python]
+    res = _SCANNER.scan(raw, routes, TIME_LIMIT_US)
     if isinstance(res, str):
         return res
-    return tables(res, keep_python, tally)
-
-
-def tables(scanned: tuple, keep_python: bool, tally: Tally) -> tuple[int, dict[str, pl.DataFrame]]:
-    """The scanner's result (its columns still as Arrow capsules) -> (number of events, tables),
-    what was set aside added to ``tally``."""
-    routes = ROUTES[keep_python]
-    n, parts, no_cat, bad_phase, bad_time = scanned
+    n, parts, no_cat, bad_phase, bad_time = res
     frames = [_frame(columns) for columns in parts]
     out = dict(zip(TABLES, frames))
     out["ops"] = out["ops"].with_columns(pl.col(c).cast(pl.Categorical) for c in _OP_TEXTS)
@@ -59,7 +52,7 @@ def tables(scanned: tuple, keep_python: bool, tally: Tally) -> tuple[int, dict[s
                 into[cat] = into.get(cat, 0) + k
     other = frames[len(TABLES)]
     if other.height:
-        _tables.count_other(other, tally)
+        count_other(other, tally)
     return n, out
 
 

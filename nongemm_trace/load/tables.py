@@ -21,7 +21,7 @@ import polars as pl
 from . import roles
 from .events import EMPTY_ARGS, TIME_LIMIT_US, Event
 
-from .roles import PY_ROUTES, ROUTES, TABLES  # noqa: E402  (the routing, as data)
+from .roles import PY_ROUTES, ROUTES, TABLES  # the routing, as data
 #: separates raw JSON texts joined into one string; a control byte never appears unescaped in JSON
 _SEP = "\x1f"
 
