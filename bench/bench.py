@@ -9,7 +9,8 @@ its wall time and peak RSS (wait4). ``nongemm`` and ``floor`` run ``--repeat`` t
 interleaved, and the fastest wall time is kept (the machine is a shared VM: single runs
 vary by 20 %); peak RSS is the largest of the runs. Side by side, in the same run:
 
-* ``nongemm``: ``nongemm-trace analyze FILE --format json`` end to end;
+* ``nongemm``: ``nongemm-trace analyze FILE --format json`` end to end, this tree's code with its
+  bytecode compiled first (as ``pip install`` leaves an installed package);
 * ``floor``: ``msgspec.json.Decoder`` of a typed Struct holding only ph, cat, name, ts,
   dur, pid, tid per event (the least any decoder of this file must do);
 * ``hta``: HolisticTraceAnalysis ``TraceAnalysis`` construction + ``get_gpu_kernel_breakdown``.
@@ -21,6 +22,7 @@ Prints a Markdown table with MB/s, peak RSS / file size and the ratios.
 from __future__ import annotations
 
 import argparse
+import compileall
 import json
 import os
 import subprocess
@@ -106,12 +108,12 @@ def _tree_rss_kb(pid: int) -> int:
     return total
 
 
-def run(cmd: list[str]) -> tuple[float, float, str]:
+def run(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, float, str]:
     """(wall seconds, peak RSS MB, stdout) of a child process. Peak RSS is that of the whole process
     tree (a tool's helper processes count): the larger of the child's own peak (wait4) and the
     largest sum over the tree seen by sampling /proc every 5 ms."""
     t0 = time.perf_counter()
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
     peak = [0]
     done = threading.Event()
 
@@ -163,6 +165,11 @@ def main() -> int:
     work = Path(args.workdir)
     work.mkdir(parents=True, exist_ok=True)
     py = sys.executable
+    # the code measured is this tree's, with its bytecode compiled as `pip install` compiles an
+    # installed package's (where PYTHONDONTWRITEBYTECODE is set, as on this machine, a source tree
+    # is otherwise compiled again by every run: 0.05-0.06 s; HTA and msgspec are installed, compiled)
+    compileall.compile_dir(str(ROOT / "nongemm_trace"), quiet=1)
+    tree_env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(ROOT), os.environ.get("PYTHONPATH"))))}
     rows = []
     for mb in [float(x) for x in args.sizes.split(",")]:
         for label, src in (("no stack", Path(args.source)), ("with stack", Path(args.stack_source))):
@@ -178,7 +185,7 @@ def main() -> int:
                 ours = [py, "-m", "nongemm_trace", "analyze", str(f), "--format", "json", "-o", os.devnull, "--quiet"]
                 runs: dict[str, list] = {"nongemm": [], "floor": []}
                 for _ in range(max(1, args.repeat)):
-                    runs["nongemm"].append(run(ours))
+                    runs["nongemm"].append(run(ours, tree_env))
                     runs["floor"].append(run([py, "-c", FLOOR, str(f)]))
                 for tool, rs in runs.items():
                     res[tool] = (min(r[0] for r in rs), max(r[1] for r in rs), rs[0][2])

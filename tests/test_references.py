@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import polars as pl
 import pytest
@@ -16,10 +17,16 @@ from conftest import (LAUNCH_CATS, SHARED, ACTIVITY_CATS, kineto_traces, ns, raw
                       shared, trace_ids)
 
 H200 = sorted((SHARED / "h200").glob("*.json.gz")) if (SHARED / "h200").is_dir() else []
+#: the project's own H200 captures with their key_averages (sample_traces/collected/*.meta.json): an
+#: embedding bag + cuDNN LSTM training step (profile_memory, with_flops), a Mixtral-style MoE
+#: (grouped GEMMs, top-k routing) and a torch.compile'd GPT-2 training step (Inductor backward)
+SAMPLES = Path(__file__).resolve().parent.parent / "sample_traces"
+CAPTURED = sorted(p.with_name(p.name.replace(".meta.json", ".json.gz"))
+                  for p in (SAMPLES / "collected").glob("*.meta.json"))
 ALL = kineto_traces()
 
 
-@pytest.mark.parametrize("path", H200, ids=trace_ids(H200))
+@pytest.mark.parametrize("path", H200 + CAPTURED, ids=trace_ids(H200 + CAPTURED))
 def test_self_gpu_time_matches_profiler_key_averages(path):
     meta = json.loads(path.with_name(path.name.replace(".json.gz", ".meta.json")).read_text())
     cpu_op_names = {e["name"] for e in raw_events(str(path)) if e.get("ph") == "X" and e.get("cat") == "cpu_op"}
@@ -82,3 +89,19 @@ def test_drop_unlinked_removes_exactly_the_activities_without_launch_call(path):
     assert full.attribution.get("none", 0) == orphans
     if orphans:
         assert any(w.code == "no_launch_call" and w.count == orphans for w in full.warnings)
+
+
+def test_captured_samples_present():
+    assert len(CAPTURED) >= 3 and all(p.is_file() for p in CAPTURED)
+
+
+def test_embedding_bag_backward_is_embedding():
+    """ATen's embedding-bag backward (``_embedding_bag_dense_backward``: radix sorts, segment
+    scans, scatter kernels) is embedding time, not other/memory/arithmetic by its kernels' names."""
+    rep = nongemm_trace.analyze(SAMPLES / "collected" / "embbag_lstm_train_bs64__eager.json.gz")
+    # the rows of the GPU time each op launched itself (others hold what ops inside it launched)
+    got = rep.ops.filter(pl.col("op").str.contains("embedding_bag") & (pl.col("self_gpu_time_ns") > 0))
+    pairs = set(zip(got["op"], got["category"]))
+    assert pairs == {("aten::_embedding_bag", "embedding"), ("aten::_embedding_bag_dense_backward", "embedding")}, pairs
+    assert got["self_gpu_time_ns"].sum() == rep.kernels.filter(
+        pl.col("launch_op").str.contains("embedding_bag"))["dur_ns"].sum()
