@@ -37,7 +37,7 @@
 #endif
 
 /* bumped whenever the result layout changes; the Python side checks it */
-#define SCAN_ABI 6
+#define SCAN_ABI 7
 #define MAX_DEPTH 256
 
 typedef struct { char *p; size_t len, cap; } Buf;
@@ -201,6 +201,7 @@ typedef struct {
     const Route *routes;
     int n_routes;
     double time_limit; /* a time must be below this many microseconds (the caller's events.TIME_LIMIT_US) */
+    const int *abort; /* the read-ahead thread's stop flag: checked every 4096 events (NULL: none) */
     Table t[N_T];
     size_t n;                 /* events */
     size_t no_cat;            /* complete events without a category */
@@ -494,6 +495,7 @@ static int slow_float(Scan *sc, const char *s, size_t n, double *out) {
     if (n >= sizeof tmp) { sc->why = "number too long"; return -1; }
     memcpy(tmp, s, n);
     tmp[n] = 0;
+    if (!sc->gil) { sc->why = "a number for CPython's parser (read ahead without the GIL)"; return -1; }
     PyEval_RestoreThread(sc->gil);
     char *stop = NULL;
     double d = PyOS_string_to_double(tmp, &stop, NULL);
@@ -810,6 +812,10 @@ static int scan_array(Scan *sc) {
         for (int c = 0; c < N_STR; c++) ev.str[c].s = NULL;
         memset(ev.f_ok, 0, sizeof ev.f_ok);
         memset(ev.i_ok, 0, sizeof ev.i_ok);
+        if (sc->abort && (sc->n & 4095) == 4095 && __atomic_load_n(sc->abort, __ATOMIC_ACQUIRE)) {
+            sc->why = "taken";
+            return 1;
+        }
         p = scan_object(sc, p, &ev, event_field);
         if (!p) return 1;
         int rc = route_event(sc, &ev);
@@ -1025,6 +1031,258 @@ static PyObject *cached(PyObject *self, PyObject *unused) {
     return PyLong_FromSize_t(n);
 }
 
+/* ---- reading ahead: the first chunks of a plain JSON file scanned by a thread of this extension ----
+ *
+ * The command line starts it before it imports polars (0.15-0.3 s of Python on one core, holding
+ * the GIL): this thread needs no GIL, so the other core reads, cuts and scans meanwhile. It cuts
+ * exactly where the Python loader would (load/cutting.py: the last event boundary within one
+ * chunk's length of the chunk's start), scans each chunk like scan(), and stops at the first
+ * chunk it cannot cut or scan, near the end of the file (the last events and the tail stay with
+ * the loader), or when taken. The loader then takes the scanned chunks and reads on from there. */
+#ifdef SCAN_MMAP
+#define READ_AHEAD 1
+#include <fcntl.h>
+#include <unistd.h>
+#include <errno.h>
+
+typedef struct {
+    pthread_t thread;
+    int started, taken;
+    int stop; /* set by the taker (atomic) */
+    char *path;
+    PyObject *routes_arg; /* keeps the route texts alive */
+    Route routes[MAX_ROUTES];
+    int n_routes;
+    double time_limit;
+    size_t chunk, block, first_fill;
+    /* results */
+    const char *why;          /* why it stopped (informational) */
+    long long key_start, key_end; /* the "traceEvents" key and the index after its '[' (-1: not found) */
+    long long resume;         /* file offset of the next chunk's first event ('{'), -1 when no chunk was taken */
+    Scan *done;
+    size_t n_done, cap_done;
+} ReadAhead;
+
+static int is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
+
+/* the first `"traceEvents"\s*:\s*[` in b[0:n] (as cutting.EVENTS_KEY.search): its start, *after = after '[' */
+static long long find_key(const char *b, size_t n, long long *after) {
+    static const char KEY[] = "\"traceEvents\"";
+    size_t k = sizeof KEY - 1;
+    for (size_t i = 0; i + k <= n; i++) {
+        const char *q = memchr(b + i, '"', n - i);
+        if (!q) return -1;
+        i = (size_t)(q - b);
+        if (i + k > n) return -1;
+        if (memcmp(b + i, KEY, k) != 0) continue;
+        size_t j = i + k;
+        while (j < n && is_space(b[j])) j++;
+        if (j >= n || b[j] != ':') continue;
+        j++;
+        while (j < n && is_space(b[j])) j++;
+        if (j >= n || b[j] != '[') continue;
+        *after = (long long)j + 1;
+        return (long long)i;
+    }
+    return -1;
+}
+
+/* the last `}\s*,\s*{` inside b[pos:end] (as cutting.last_boundary): 0 and *cut = index after the
+ * '}', *nxt = index of the '{'; -1 when there is none */
+static int last_boundary(const char *b, size_t pos, size_t end, size_t *cut, size_t *nxt) {
+    size_t i = end;
+    while (i > pos) {
+        i--;
+        if (b[i] != '{') continue;
+        size_t j = i;
+        while (j > pos && is_space(b[j - 1])) j--;
+        if (j == pos || b[j - 1] != ',') continue;
+        j--;
+        while (j > pos && is_space(b[j - 1])) j--;
+        if (j == pos || b[j - 1] != '}') continue;
+        *cut = j; /* b[j - 1] is the '}' */
+        *nxt = i;
+        return 0;
+    }
+    return -1;
+}
+
+/* read until b holds `want` bytes or the file ends; -1 on a read error */
+static int read_more(int fd, char *b, size_t *len, size_t want, int *eof) {
+    while (*len < want && !*eof) {
+        ssize_t r = read(fd, b + *len, want - *len);
+        if (r < 0) { if (errno == EINTR) continue; return -1; }
+        if (r == 0) *eof = 1;
+        *len += (size_t)r;
+    }
+    return 0;
+}
+
+static void *read_ahead_main(void *arg) {
+    ReadAhead *ra = (ReadAhead *)arg;
+    int fd = open(ra->path, O_RDONLY);
+    if (fd < 0) { ra->why = "cannot open"; return NULL; }
+    /* the buffer holds the byte before the current chunk's first event, the chunk and a block */
+    size_t cap = ra->first_fill + ra->chunk + 2 * ra->block + 2;
+    char *b = (char *)malloc(cap);
+    if (!b) { close(fd); ra->why = "out of memory"; return NULL; }
+    size_t len = 0;
+    int eof = 0;
+    if (read_more(fd, b, &len, ra->first_fill, &eof) < 0) { ra->why = "read error"; goto done; }
+    if (len < 2 || ((unsigned char)b[0] == 0x1f && (unsigned char)b[1] == 0x8b)) { ra->why = "gzip or empty"; goto done; }
+    long long after;
+    ra->key_start = find_key(b, len, &after);
+    if (ra->key_start < 0) { ra->why = "no traceEvents key in the first block"; goto done; }
+    ra->key_end = after;
+    long long base = 0; /* file offset of b[0] */
+    size_t pos = (size_t)after; /* the current chunk's first byte; b[pos - 1] becomes its '[' */
+    for (;;) {
+        if (__atomic_load_n(&ra->stop, __ATOMIC_ACQUIRE)) { ra->why = "taken"; break; }
+        /* the loader cuts a chunk when a whole chunk's length is in; near the end it keeps the rest */
+        while (len - pos < ra->chunk && !eof) {
+            size_t want = len + ra->block;
+            if (want > cap) want = cap;
+            if (read_more(fd, b, &len, want, &eof) < 0) { ra->why = "read error"; goto done; }
+        }
+        if (len - pos < ra->chunk) { ra->why = "near the end"; break; }
+        size_t cut, nxt;
+        if (last_boundary(b, pos, pos + ra->chunk, &cut, &nxt) < 0) { ra->why = "an event longer than a chunk"; break; }
+        char keep_open = b[pos - 1], keep_close = b[cut];
+        b[pos - 1] = '[';
+        b[cut] = ']';
+        if (ra->n_done == ra->cap_done) {
+            size_t nc = ra->cap_done ? 2 * ra->cap_done : 16;
+            Scan *grown = (Scan *)realloc(ra->done, nc * sizeof *grown);
+            if (!grown) { ra->why = "out of memory"; break; }
+            ra->done = grown;
+            ra->cap_done = nc;
+        }
+        Scan *sc = &ra->done[ra->n_done];
+        memset(sc, 0, sizeof *sc);
+        sc->routes = ra->routes;
+        sc->n_routes = ra->n_routes;
+        sc->time_limit = ra->time_limit;
+        sc->base = b + pos - 1;
+        sc->end = b + cut + 1;
+        sc->gil = NULL;
+        sc->abort = &ra->stop; /* a chunk half scanned when the loader takes over is the loader's */
+        int rc = scan_array(sc);
+        b[pos - 1] = keep_open;
+        b[cut] = keep_close;
+        if (rc) { /* this chunk is the loader's (it decodes what the scanner leaves, or decodes the file whole) */
+            ra->why = rc < 0 ? "out of memory" : sc->why;
+            scan_free(sc);
+            break;
+        }
+        ra->n_done++;
+        ra->resume = base + (long long)nxt;
+        /* keep from the byte before the next event */
+        size_t from = nxt - 1;
+        memmove(b, b + from, len - from);
+        len -= from;
+        base += (long long)from;
+        pos = 1;
+    }
+done:
+    free(b);
+    close(fd);
+    return NULL;
+}
+
+static void read_ahead_join(ReadAhead *ra) {
+    if (ra->started) {
+        __atomic_store_n(&ra->stop, 1, __ATOMIC_RELEASE);
+        Py_BEGIN_ALLOW_THREADS
+        pthread_join(ra->thread, NULL);
+        Py_END_ALLOW_THREADS
+        ra->started = 0;
+    }
+}
+
+static void read_ahead_free(ReadAhead *ra) {
+    read_ahead_join(ra);
+    for (size_t k = 0; k < ra->n_done; k++) scan_free(&ra->done[k]);
+    free(ra->done);
+    free(ra->path);
+    Py_XDECREF(ra->routes_arg);
+    free(ra);
+}
+
+static void read_ahead_capsule_free(PyObject *cap) {
+    ReadAhead *ra = (ReadAhead *)PyCapsule_GetPointer(cap, "nongemm_read_ahead");
+    if (ra) read_ahead_free(ra);
+}
+
+static PyObject *read_ahead(PyObject *self, PyObject *args) {
+    const char *path;
+    PyObject *route_arg;
+    double time_limit;
+    Py_ssize_t chunk, block, first_fill;
+    if (!PyArg_ParseTuple(args, "yOdnnn", &path, &route_arg, &time_limit, &chunk, &block, &first_fill)) return NULL;
+    if (chunk < 16 || block < 1 || first_fill < 1) {
+        PyErr_SetString(PyExc_ValueError, "read_ahead: chunk, block and first_fill must be positive");
+        return NULL;
+    }
+    ReadAhead *ra = (ReadAhead *)calloc(1, sizeof *ra);
+    if (!ra) return PyErr_NoMemory();
+    ra->key_start = ra->key_end = ra->resume = -1;
+    ra->path = strdup(path);
+    if (!ra->path) { free(ra); return PyErr_NoMemory(); }
+    if (read_routes(route_arg, ra->routes, &ra->n_routes) < 0) { free(ra->path); free(ra); return NULL; }
+    Py_INCREF(route_arg);
+    ra->routes_arg = route_arg;
+    ra->time_limit = time_limit;
+    ra->chunk = (size_t)chunk;
+    ra->block = (size_t)block;
+    ra->first_fill = (size_t)first_fill;
+    PyObject *cap = PyCapsule_New(ra, "nongemm_read_ahead", read_ahead_capsule_free);
+    if (!cap) { read_ahead_free(ra); return NULL; }
+    pthread_mutex_lock(&cache_lock);
+    cache_on = 1;
+    pthread_mutex_unlock(&cache_lock);
+    if (pthread_create(&ra->thread, NULL, read_ahead_main, ra) != 0) {
+        ra->why = "no thread";
+        return cap;
+    }
+    ra->started = 1;
+    return cap;
+}
+
+/* wait(capsule): until the thread stops by itself (at the end of what it reads ahead, or at a chunk
+ * it leaves to the loader); for tests, which must know what was read ahead */
+static PyObject *read_ahead_wait(PyObject *self, PyObject *arg) {
+    ReadAhead *ra = (ReadAhead *)PyCapsule_GetPointer(arg, "nongemm_read_ahead");
+    if (!ra) return NULL;
+    if (ra->started) {
+        Py_BEGIN_ALLOW_THREADS
+        pthread_join(ra->thread, NULL);
+        Py_END_ALLOW_THREADS
+        ra->started = 0;
+    }
+    Py_RETURN_NONE;
+}
+
+/* take(capsule) -> (why, key_start, key_end, resume, (scan results, ...)): stops the thread (a chunk
+ * it is scanning is dropped: the loader scans it); the results are scan()'s, one per chunk, in file order */
+static PyObject *read_ahead_take(PyObject *self, PyObject *arg) {
+    ReadAhead *ra = (ReadAhead *)PyCapsule_GetPointer(arg, "nongemm_read_ahead");
+    if (!ra) return NULL;
+    if (ra->taken) { PyErr_SetString(PyExc_ValueError, "read_ahead: already taken"); return NULL; }
+    read_ahead_join(ra);
+    ra->taken = 1;
+    PyObject *parts = PyTuple_New((Py_ssize_t)ra->n_done);
+    if (!parts) return NULL;
+    for (size_t k = 0; k < ra->n_done; k++) {
+        PyObject *r = result(&ra->done[k]);
+        if (!r) { Py_DECREF(parts); return NULL; }
+        PyTuple_SET_ITEM(parts, (Py_ssize_t)k, r);
+    }
+    for (size_t k = 0; k < ra->n_done; k++) scan_free(&ra->done[k]);
+    ra->n_done = 0;
+    return Py_BuildValue("(sLLLN)", ra->why ? ra->why : "", ra->key_start, ra->key_end, ra->resume, parts);
+}
+#endif
+
 static PyMethodDef methods[] = {
     {"cached", cached, METH_NOARGS, "cached() -> bytes of column maps kept for reuse"},
     {"trim", trim, METH_NOARGS, "trim()\n\nReturn the column maps kept for reuse to the system (after a load)."},
@@ -1034,6 +1292,14 @@ static PyMethodDef methods[] = {
      "arrow_array capsule)), or the reason it was left to the Python decoder. routes: ((category,\n"
      "table 0-4, activity kind or None), ...); time_limit: the largest valid |time| in us (exclusive);\n"
      "bad_phase / bad_time: counts per route."},
+#ifdef READ_AHEAD
+    {"read_ahead", read_ahead, METH_VARARGS,
+     "read_ahead(path: bytes, routes, time_limit, chunk, block, first_fill) -> handle\n\n"
+     "Start a thread that reads, cuts and scans the first chunks of a plain JSON trace."},
+    {"read_ahead_wait", read_ahead_wait, METH_O, "read_ahead_wait(handle): until the thread stops by itself"},
+    {"read_ahead_take", read_ahead_take, METH_O,
+     "read_ahead_take(handle) -> (why, key_start, key_end, resume, (scan results, ...))"},
+#endif
     {NULL, NULL, 0, NULL},
 };
 

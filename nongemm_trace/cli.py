@@ -184,6 +184,13 @@ def _run(args: argparse.Namespace) -> int:
             from .batch import expand_inputs
             return _batch(args, expand_inputs(args.traces))
         args.trace = args.traces[0]
+        # the first chunks are read and scanned on the other core while polars imports
+        from .load import read_ahead
+        if read_ahead.start(args.trace, args.keep_python or args.level == "module"):
+            try:
+                return _analyze_one(args)
+            finally:
+                read_ahead.discard()  # not taken: the analysis stopped before loading
     if args.command == "explain":
         from .explain import explain, render_text
         d = explain(args.trace, args.name, taxonomy=args.taxonomy)
@@ -209,6 +216,11 @@ def _run(args: argparse.Namespace) -> int:
         print(f"wrote {args.output}: {counts['ops']:,} ops and {counts['activities']:,} GPU activities annotated",
               file=sys.stderr)
         return 0
+    return _analyze_one(args)
+
+
+def _analyze_one(args: argparse.Namespace) -> int:
+    """``analyze`` of one trace: the report in the chosen format."""
     from .api import analyze
 
     opts = dict(metric=args.metric, level=args.level, taxonomy=args.taxonomy, drop_unlinked=args.drop_unlinked,

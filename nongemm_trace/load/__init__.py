@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..errors import TraceError
-from ..trace import Trace
 from .cutting import read_block
-from .kineto import load_kineto
 from .source import SQLITE_MAGIC, Progress, iter_blocks
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..trace import Trace
+
+# the loaders (and polars) are imported on first use: the command line imports this package's
+# read_ahead before polars, to start reading the trace while polars imports
 
 __all__ = ["load_trace", "TraceError"]
 
@@ -21,6 +26,12 @@ def load_trace(path: str | Path, *, keep_python: bool = False, progress: Progres
     if str(path).endswith(".nsys-rep"):
         from .nsys import load_nsys  # Nsight Systems exports only: not imported for Kineto traces
         return load_nsys(path, _export_nsys_rep(path))
+    from .kineto import load_kineto, load_read_ahead
+    from .read_ahead import take
+
+    taken = take(path, keep_python)
+    if taken is not None:  # the first chunks were scanned while the command line imported
+        return load_read_ahead(path, keep_python, taken, progress)
     blocks = iter_blocks(path, block=read_block(), progress=progress)
     try:
         first = next(blocks)

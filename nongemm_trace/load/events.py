@@ -15,6 +15,7 @@ from typing import Any, Optional, Union
 import msgspec
 
 from ..errors import TraceError
+from . import roles
 
 Num = Union[int, float, None]
 Id = Union[int, str, None]
@@ -65,9 +66,7 @@ ANY_DECODER = msgspec.json.Decoder()
 
 EMPTY_ARGS = Args()
 SKIPPED = Event()
-#: |ts| and dur beyond this many microseconds (~127 years) cannot be real and would
-#: overflow int64 nanoseconds once added together
-TIME_LIMIT_US = 4e15
+TIME_LIMIT_US = roles.TIME_LIMIT_US
 
 
 class MalformedJSON(TraceError):

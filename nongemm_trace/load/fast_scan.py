@@ -23,7 +23,7 @@ from .events import TIME_LIMIT_US, decode_events
 from .scanner import ROUTES, SCANNER as _SCANNER, available
 from .tables import TABLES, Tally, chunk_tables, count_other
 
-__all__ = ["available", "scan", "trim", "decode_chunk"]
+__all__ = ["available", "scan", "tables_of", "trim", "decode_chunk"]
 
 #: shapes, dtypes and scalar arguments repeat every step: categorical, as the Python path makes them
 _OP_TEXTS = ("input_dims", "input_type", "concrete_inputs")
@@ -37,10 +37,16 @@ def scan(raw: Any, keep_python: bool, tally: Tally) -> tuple[int, dict[str, pl.D
     """A JSON array of events (bytes-like) -> (number of events, the partial tables of
     :func:`.tables.chunk_tables`, with chunk-relative ``ev_idx``), what was set aside added to
     ``tally``; or the reason the scanner left the array to the Python decoder (tally untouched)."""
-    routes = ROUTES[keep_python]
-    res = _SCANNER.scan(raw, routes, TIME_LIMIT_US)
+    res = _SCANNER.scan(raw, ROUTES[keep_python], TIME_LIMIT_US)
     if isinstance(res, str):
         return res
+    return tables_of(res, keep_python, tally)
+
+
+def tables_of(res: tuple, keep_python: bool, tally: Tally) -> tuple[int, dict[str, pl.DataFrame]]:
+    """The scanner's result for one chunk (of ``scan()`` or of the read-ahead thread) as
+    :func:`scan` returns it, what was set aside added to ``tally``."""
+    routes = ROUTES[keep_python]
     n, parts, no_cat, bad_phase, bad_time = res
     frames = [_frame(columns) for columns in parts]
     out = dict(zip(TABLES, frames))

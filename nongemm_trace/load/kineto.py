@@ -39,7 +39,8 @@ from . import chunk_worker, cutting, fast_scan, scanner
 from .chunk_worker import ChunkWorker, WorkerFailed
 from .cutting import EVENTS_KEY, Cutter, fill, read_block, release
 from .events import ANY_DECODER, ENCODER, TOP_DECODER, MalformedJSON, malformed_notes, short_error
-from .source import SQLITE_MAGIC, iter_blocks, read_bytes
+from .read_ahead import ReadAhead
+from .source import SQLITE_MAGIC, Progress, iter_blocks, read_bytes
 from .fast_scan import decode_chunk
 from .tables import TABLES, Tally
 
@@ -63,6 +64,31 @@ def load_kineto(path: str | Path, *, keep_python: bool = False, blocks: Iterator
         blocks = iter_blocks(path, block=read_block())
     try:
         return _load(path, keep_python, blocks, helper)
+    finally:
+        fast_scan.trim()
+
+
+def load_read_ahead(path: str | Path, keep_python: bool, ahead: ReadAhead,
+                    progress: Progress | None = None) -> Trace:
+    """Load a plain JSON trace whose first chunks a read-ahead thread has scanned
+    (:mod:`.read_ahead`): its tables are taken as they are and the file is streamed on from the
+    next chunk, with the fallbacks of :func:`load_kineto`."""
+    blocks = iter_blocks(path, block=read_block(), progress=progress, offset=ahead.resume - 1)
+    try:
+        try:
+            with open(path, "rb") as fh:
+                prefix = fh.read(ahead.key_start)
+            buf, _ = fill(blocks, cutting.CHUNK_BYTES)
+            held = [buf]
+            del buf
+            return _load_stream(str(path), held, blocks, keep_python, scanner.helper_mode(), ahead=(prefix, ahead))
+        except _SplitFailed:
+            pass
+        except OSError as exc:
+            raise TraceError(path, f"cannot read: {exc.strerror or exc}") from None
+        finally:
+            blocks.close()
+        return _load_whole(path, read_bytes(path), keep_python)
     finally:
         fast_scan.trim()
 
@@ -98,32 +124,53 @@ def _meta(top: dict[str, msgspec.Raw]) -> dict[str, Any]:
     return meta
 
 
-def _load_stream(path: str, held: list[bytearray], blocks: Iterator[bytes], keep_python: bool, helper: str) -> Trace:
+def _load_stream(path: str, held: list[bytearray], blocks: Iterator[bytes], keep_python: bool, helper: str,
+                 ahead: tuple[bytes, ReadAhead] | None = None) -> Trace:
     """Decode ``traceEvents`` chunk by chunk as the blocks arrive; the keys around it are metadata.
     ``held`` holds the bytes read so far (taken out, so that only this function references them).
-    ``helper``: ``on`` / ``auto`` / ``off``, whether chunks may go to a helper process."""
+    ``helper``: ``on`` / ``auto`` / ``off``, whether chunks may go to a helper process.
+    ``ahead``: (the bytes before the ``traceEvents`` key, the chunks a read-ahead scanned), the
+    blocks then starting at the byte before the next chunk's first event."""
     buf = held.pop()
-    head = buf[:64].lstrip()
+    prefix = buf if ahead is None else ahead[0]
+    head = prefix[:64].lstrip()
     if head[:1] != b"{":
         raise _SplitFailed
-    key = EVENTS_KEY.search(buf)
-    if key is None:
-        raise _SplitFailed
+    if ahead is None:
+        key = EVENTS_KEY.search(buf)
+        if key is None:
+            raise _SplitFailed
+        key_start, key_end = key.start(), key.end()
+    else:
+        key_start, key_end = ahead[1].key_start, 1
     try:  # the text before the key, closed, must be an object: then the key is at the top level
-        meta = _meta(TOP_DECODER.decode(bytes(buf[:key.start()]) + b'"traceEvents":[]}'))
+        meta = _meta(TOP_DECODER.decode(bytes(prefix[:key_start]) + b'"traceEvents":[]}'))
     except (msgspec.DecodeError, RecursionError):
         raise _SplitFailed from None
+    del prefix
     meta.pop("traceEvents", None)
     malformed: dict[str, int] = {}
     tally = Tally()
     chunks: dict[int, tuple[int, dict[str, pl.DataFrame]]] = {}  # by chunk number: (events, tables)
     seq = 0
     streamed = 0  # bytes of JSON cut into chunks so far
+    # chunks a read-ahead scanned: numbered first, wrapped into tables one at a time between
+    # the next chunks' hand-overs (the scanning threads start at once)
+    scanned: deque[tuple[int, tuple]] = deque()
+    if ahead is not None:
+        scanned.extend(enumerate(ahead[1].results))
+        seq = len(scanned)
+        streamed = ahead[1].resume
+        ahead = None
+
+    def wrap_scanned() -> None:
+        n, res = scanned.popleft()
+        chunks[n] = fast_scan.tables_of(res, keep_python, tally)
     worker: ChunkWorker | None = None
     pool: ThreadPoolExecutor | None = None
     pending: deque[tuple[int, Future, Any]] = deque()  # chunks being decoded by the threads, in file order
     spare: list[mmap.mmap] = []  # buffers of decoded chunks, for the next ones
-    cutter = Cutter(buf, key.end(), blocks, spare)  # buf[key.end() - 1] is the array's '['
+    cutter = Cutter(buf, key_end, blocks, spare)  # buf[key_end - 1] is the array's '[' (or a chunk's)
     del buf
 
     def local(raw) -> None:
@@ -159,7 +206,10 @@ def _load_stream(path: str, held: list[bytearray], blocks: Iterator[bytes], keep
         streamed += len(raw)
         if pool is not None:
             while len(pending) >= SCAN_THREADS + 1:
-                collect()
+                if scanned:
+                    wrap_scanned()
+                else:
+                    collect()
             pending.append((seq, pool.submit(_decode_apart, path, raw, keep_python), owner))
             seq += 1
             return
@@ -196,6 +246,8 @@ def _load_stream(path: str, held: list[bytearray], blocks: Iterator[bytes], keep
         else:
             local(tail)
         seq += 1
+        while scanned:
+            wrap_scanned()
         while pending:
             collect()
         if worker is not None:

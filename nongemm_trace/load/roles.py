@@ -6,6 +6,10 @@ Kineto spells categories differently across versions (``kernel``/``Kernel``,
 
 from __future__ import annotations
 
+#: |ts| and dur beyond this many microseconds (~127 years) cannot be real and would
+#: overflow int64 nanoseconds once added together (both decoding paths, and the C scanner, use it)
+TIME_LIMIT_US = 4e15
+
 #: GPU activities: work that ran on the device. Value: the activity ``kind``.
 ACTIVITY_KIND = {
     "kernel": "kernel",

@@ -90,8 +90,10 @@ def _open(p: Path, limit: int):
 Progress = Callable[[int, int], None]
 
 
-def iter_blocks(path: str | Path, block: int = _CHUNK, progress: Progress | None = None) -> Iterator[bytes]:
-    """Yield the decompressed bytes of ``path`` in blocks of about ``block`` bytes.
+def iter_blocks(path: str | Path, block: int = _CHUNK, progress: Progress | None = None,
+                offset: int = 0) -> Iterator[bytes]:
+    """Yield the decompressed bytes of ``path`` in blocks of about ``block`` bytes (of a plain
+    file: from byte ``offset`` on, where a read-ahead stopped).
 
     Only a few blocks are alive at once, so a trace never needs its whole text in memory.
     The file is read (and a gzip file inflated) by a background thread: file reads and zlib
@@ -104,15 +106,17 @@ def iter_blocks(path: str | Path, block: int = _CHUNK, progress: Progress | None
     fh, size = _open(p, limit)
     with fh:
         try:
+            if offset:
+                fh.seek(offset)
             head = fh.read(block)
         except OSError as exc:
             raise TraceError(p, f"cannot read: {exc.strerror or exc}") from None
         if not head:
             raise TraceError(p, "empty file")
-        gz = head[:2] == GZIP_MAGIC
-        if not gz and p.suffix == ".gz":
+        gz = not offset and head[:2] == GZIP_MAGIC
+        if not gz and not offset and p.suffix == ".gz":
             raise TraceError(p, "named .gz but is not gzip data")
-        consumed = [len(head)]
+        consumed = [offset + len(head)]
 
         def pieces(n: int) -> Iterator[bytes]:
             if gz:  # small inputs: zlib copies the unconsumed rest of its input after every output block
