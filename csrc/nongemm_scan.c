@@ -37,7 +37,7 @@
 #endif
 
 /* bumped whenever the result layout changes; the Python side checks it */
-#define SCAN_ABI 7
+#define SCAN_ABI 8
 #define MAX_DEPTH 256
 
 typedef struct { char *p; size_t len, cap; } Buf;
@@ -1044,6 +1044,9 @@ static PyObject *cached(PyObject *self, PyObject *unused) {
 #include <fcntl.h>
 #include <unistd.h>
 #include <errno.h>
+#ifdef NONGEMM_ZLIB
+#include <zlib.h>
+#endif
 
 typedef struct {
     pthread_t thread;
@@ -1057,6 +1060,7 @@ typedef struct {
     size_t chunk, block, first_fill;
     /* results */
     const char *why;          /* why it stopped (informational) */
+    char *prefix;             /* the bytes before the "traceEvents" key (the loader reads the metadata there) */
     long long key_start, key_end; /* the "traceEvents" key and the index after its '[' (-1: not found) */
     long long resume;         /* file offset of the next chunk's first event ('{'), -1 when no chunk was taken */
     Scan *done;
@@ -1107,12 +1111,44 @@ static int last_boundary(const char *b, size_t pos, size_t end, size_t *cut, siz
     return -1;
 }
 
-/* read until b holds `want` bytes or the file ends; -1 on a read error */
-static int read_more(int fd, char *b, size_t *len, size_t want, int *eof) {
-    while (*len < want && !*eof) {
-        ssize_t r = read(fd, b + *len, want - *len);
+/* the file's bytes, or with zlib a gzip file's inflated bytes (its first member: the loader
+ * reads any further members) */
+typedef struct {
+    int fd, gz, eof;
+#ifdef NONGEMM_ZLIB
+    z_stream zs;
+    int zs_on, file_eof;
+    unsigned char in[1 << 16];
+#endif
+} Source;
+
+/* read until b holds `want` bytes or the data ends; -1 on a read error or corrupt data (the
+ * loader reports those when it gets there) */
+static int read_more(Source *src, char *b, size_t *len, size_t want) {
+    while (*len < want && !src->eof) {
+#ifdef NONGEMM_ZLIB
+        if (src->gz) {
+            z_stream *zs = &src->zs;
+            if (zs->avail_in == 0 && !src->file_eof) {
+                ssize_t r = read(src->fd, src->in, sizeof src->in);
+                if (r < 0) { if (errno == EINTR) continue; return -1; }
+                if (r == 0) src->file_eof = 1;
+                zs->next_in = src->in;
+                zs->avail_in = (uInt)r;
+            }
+            zs->next_out = (unsigned char *)b + *len;
+            zs->avail_out = (uInt)(want - *len);
+            int rc = inflate(zs, Z_NO_FLUSH);
+            *len = want - zs->avail_out;
+            if (rc == Z_STREAM_END) src->eof = 1;
+            else if (rc == Z_BUF_ERROR && src->file_eof && zs->avail_in == 0) src->eof = 1; /* cut short */
+            else if (rc != Z_OK && rc != Z_BUF_ERROR) return -1;
+            continue;
+        }
+#endif
+        ssize_t r = read(src->fd, b + *len, want - *len);
         if (r < 0) { if (errno == EINTR) continue; return -1; }
-        if (r == 0) *eof = 1;
+        if (r == 0) src->eof = 1;
         *len += (size_t)r;
     }
     return 0;
@@ -1120,29 +1156,43 @@ static int read_more(int fd, char *b, size_t *len, size_t want, int *eof) {
 
 static void *read_ahead_main(void *arg) {
     ReadAhead *ra = (ReadAhead *)arg;
-    int fd = open(ra->path, O_RDONLY);
-    if (fd < 0) { ra->why = "cannot open"; return NULL; }
+    Source *src = (Source *)calloc(1, sizeof *src);
+    if (!src) { ra->why = "out of memory"; return NULL; }
+    src->fd = open(ra->path, O_RDONLY);
+    if (src->fd < 0) { free(src); ra->why = "cannot open"; return NULL; }
     /* the buffer holds the byte before the current chunk's first event, the chunk and a block */
     size_t cap = ra->first_fill + ra->chunk + 2 * ra->block + 2;
     char *b = (char *)malloc(cap);
-    if (!b) { close(fd); ra->why = "out of memory"; return NULL; }
+    if (!b) { close(src->fd); free(src); ra->why = "out of memory"; return NULL; }
     size_t len = 0;
-    int eof = 0;
-    if (read_more(fd, b, &len, ra->first_fill, &eof) < 0) { ra->why = "read error"; goto done; }
-    if (len < 2 || ((unsigned char)b[0] == 0x1f && (unsigned char)b[1] == 0x8b)) { ra->why = "gzip or empty"; goto done; }
+    unsigned char magic[2];
+    if (pread(src->fd, magic, 2, 0) == 2 && magic[0] == 0x1f && magic[1] == 0x8b) {
+#ifdef NONGEMM_ZLIB
+        src->gz = 1;
+        if (inflateInit2(&src->zs, 16 + MAX_WBITS) != Z_OK) { ra->why = "zlib"; goto done; }
+        src->zs_on = 1;
+#else
+        ra->why = "gzip (built without zlib)";
+        goto done;
+#endif
+    }
+    if (read_more(src, b, &len, ra->first_fill) < 0) { ra->why = "read error"; goto done; }
     long long after;
     ra->key_start = find_key(b, len, &after);
     if (ra->key_start < 0) { ra->why = "no traceEvents key in the first block"; goto done; }
     ra->key_end = after;
+    ra->prefix = (char *)malloc((size_t)ra->key_start + 1);
+    if (!ra->prefix) { ra->why = "out of memory"; goto done; }
+    memcpy(ra->prefix, b, (size_t)ra->key_start);
     long long base = 0; /* file offset of b[0] */
     size_t pos = (size_t)after; /* the current chunk's first byte; b[pos - 1] becomes its '[' */
     for (;;) {
         if (__atomic_load_n(&ra->stop, __ATOMIC_ACQUIRE)) { ra->why = "taken"; break; }
         /* the loader cuts a chunk when a whole chunk's length is in; near the end it keeps the rest */
-        while (len - pos < ra->chunk && !eof) {
+        while (len - pos < ra->chunk && !src->eof) {
             size_t want = len + ra->block;
             if (want > cap) want = cap;
-            if (read_more(fd, b, &len, want, &eof) < 0) { ra->why = "read error"; goto done; }
+            if (read_more(src, b, &len, want) < 0) { ra->why = "read error"; goto done; }
         }
         if (len - pos < ra->chunk) { ra->why = "near the end"; break; }
         size_t cut, nxt;
@@ -1184,8 +1234,12 @@ static void *read_ahead_main(void *arg) {
         pos = 1;
     }
 done:
+#ifdef NONGEMM_ZLIB
+    if (src->zs_on) inflateEnd(&src->zs);
+#endif
     free(b);
-    close(fd);
+    close(src->fd);
+    free(src);
     return NULL;
 }
 
@@ -1203,6 +1257,7 @@ static void read_ahead_free(ReadAhead *ra) {
     read_ahead_join(ra);
     for (size_t k = 0; k < ra->n_done; k++) scan_free(&ra->done[k]);
     free(ra->done);
+    free(ra->prefix);
     free(ra->path);
     Py_XDECREF(ra->routes_arg);
     free(ra);
@@ -1262,8 +1317,9 @@ static PyObject *read_ahead_wait(PyObject *self, PyObject *arg) {
     Py_RETURN_NONE;
 }
 
-/* take(capsule) -> (why, key_start, key_end, resume, (scan results, ...)): stops the thread (a chunk
- * it is scanning is dropped: the loader scans it); the results are scan()'s, one per chunk, in file order */
+/* take(capsule) -> (why, key_start, key_end, resume, (scan results, ...), prefix): stops the thread (a
+ * chunk it is scanning is dropped: the loader scans it); the results are scan()'s, one per chunk, in
+ * file order; prefix: the bytes before the key; offsets are of the (inflated) JSON text */
 static PyObject *read_ahead_take(PyObject *self, PyObject *arg) {
     ReadAhead *ra = (ReadAhead *)PyCapsule_GetPointer(arg, "nongemm_read_ahead");
     if (!ra) return NULL;
@@ -1279,7 +1335,8 @@ static PyObject *read_ahead_take(PyObject *self, PyObject *arg) {
     }
     for (size_t k = 0; k < ra->n_done; k++) scan_free(&ra->done[k]);
     ra->n_done = 0;
-    return Py_BuildValue("(sLLLN)", ra->why ? ra->why : "", ra->key_start, ra->key_end, ra->resume, parts);
+    return Py_BuildValue("(sLLLNy#)", ra->why ? ra->why : "", ra->key_start, ra->key_end, ra->resume, parts,
+                         ra->prefix ? ra->prefix : "", (Py_ssize_t)(ra->prefix ? ra->key_start : 0));
 }
 #endif
 
@@ -1295,10 +1352,10 @@ static PyMethodDef methods[] = {
 #ifdef READ_AHEAD
     {"read_ahead", read_ahead, METH_VARARGS,
      "read_ahead(path: bytes, routes, time_limit, chunk, block, first_fill) -> handle\n\n"
-     "Start a thread that reads, cuts and scans the first chunks of a plain JSON trace."},
+     "Start a thread that reads (inflates, READ_AHEAD_GZIP), cuts and scans the first chunks of a JSON trace."},
     {"read_ahead_wait", read_ahead_wait, METH_O, "read_ahead_wait(handle): until the thread stops by itself"},
     {"read_ahead_take", read_ahead_take, METH_O,
-     "read_ahead_take(handle) -> (why, key_start, key_end, resume, (scan results, ...))"},
+     "read_ahead_take(handle) -> (why, key_start, key_end, resume, (scan results, ...), prefix)"},
 #endif
     {NULL, NULL, 0, NULL},
 };
@@ -1309,5 +1366,10 @@ PyMODINIT_FUNC PyInit__nongemm_scan(void) {
     PyObject *m = PyModule_Create(&module);
     if (!m) return NULL;
     if (PyModule_AddIntConstant(m, "ABI", SCAN_ABI) < 0) { Py_DECREF(m); return NULL; }
+#ifdef NONGEMM_ZLIB
+    if (PyModule_AddIntConstant(m, "READ_AHEAD_GZIP", 1) < 0) { Py_DECREF(m); return NULL; }
+#else
+    if (PyModule_AddIntConstant(m, "READ_AHEAD_GZIP", 0) < 0) { Py_DECREF(m); return NULL; }
+#endif
     return m;
 }

@@ -98,6 +98,51 @@ def test_read_ahead_gives_the_same_trace(path, tmp_path, monkeypatch):
     assert why == "near the end" and p.stat().st_size - got[0].resume < 2 * CHUNK + cutting.read_block()
 
 
+GZ = [p for p in TRACES if "h200" in str(p.parent)]
+
+
+@pytest.mark.skipif(not getattr(scanner.SCANNER, "READ_AHEAD_GZIP", 0), reason="the scanner was built without zlib")
+@pytest.mark.parametrize("path", GZ, ids=trace_ids(GZ))
+def test_gzip_read_ahead_gives_the_same_trace(path, tmp_path, monkeypatch):
+    """The thread inflates with zlib; the loader inflates again from the start and skips what
+    was read ahead (a gzip stream cannot be taken over mid-way)."""
+    p = tmp_path / "t.json.gz"
+    p.write_bytes(path.read_bytes())
+    if not read_ahead.worth_it(p):
+        pytest.skip("too small to read ahead")
+    wholes = _wholes(monkeypatch)
+    plain = load_trace(p, keep_python=True)
+    fell_back = wholes[0]
+    got = _taken(monkeypatch)
+    assert read_ahead.start(p, True)
+    read_ahead.wait()
+    _same(plain, load_trace(p, keep_python=True))
+    assert wholes[0] == 2 * fell_back
+    assert got[0] is not None and got[0].results and read_ahead.stopped[0] == "near the end"
+
+
+@pytest.mark.skipif(not getattr(scanner.SCANNER, "READ_AHEAD_GZIP", 0), reason="the scanner was built without zlib")
+def test_gzip_members_and_truncation(tmp_path, monkeypatch):
+    """Several gzip members: the thread stops at the first one's end, the loader reads the rest.
+    A gzip file cut short: the thread stops where the data ends, the loader reports the file."""
+    raw = gzip.decompress((SAMPLES / "bert_base_fp32_bs8_s128__eager.json.gz").read_bytes())
+    members = tmp_path / "m.json.gz"
+    members.write_bytes(gzip.compress(raw[:len(raw) // 2]) + gzip.compress(raw[len(raw) // 2:]))
+    plain = load_trace(_plain(SAMPLES / "bert_base_fp32_bs8_s128__eager.json.gz", tmp_path))
+    got = _taken(monkeypatch)
+    wholes = _wholes(monkeypatch)
+    assert read_ahead.start(members, False)
+    read_ahead.wait()
+    _same(plain, load_trace(members))
+    assert got[0] is not None and got[0].results and wholes[0] == 0
+    cut = tmp_path / "cut.json.gz"
+    cut.write_bytes(gzip.compress(raw)[: len(gzip.compress(raw)) * 2 // 3])
+    assert read_ahead.start(cut, False)
+    read_ahead.wait()
+    with pytest.raises(TraceError, match="cut.json.gz.*truncated gzip"):
+        load_trace(cut)
+
+
 def test_taken_at_any_moment(tmp_path, monkeypatch):
     """Taken at once, between chunks or while the thread is mid-chunk (that chunk is dropped and
     the loader scans it): the same trace each time."""
@@ -171,9 +216,10 @@ def test_only_its_own_load_takes_it(tmp_path, monkeypatch):
     assert wholes[0] == 0
 
 
-def test_not_for_gzip_missing_or_small_files(tmp_path, monkeypatch):
+def test_not_for_missing_small_or_sqlite_files(tmp_path, monkeypatch):
     gz = SAMPLES / "bert_base_fp32_bs8_s128__eager.json.gz"
-    assert not read_ahead.worth_it(gz)
+    assert read_ahead.worth_it(gz) == bool(scanner.SCANNER.READ_AHEAD_GZIP)
+    assert not read_ahead.worth_it(SAMPLES / "collected" / "resnet50_bs8_nsys.sqlite.gz")
     assert not read_ahead.start(tmp_path / "missing.json", False)
     with pytest.raises(TraceError, match="missing.json"):
         load_trace(tmp_path / "missing.json")

@@ -76,16 +76,13 @@ def load_read_ahead(path: str | Path, keep_python: bool, ahead: ReadAhead,
     blocks = iter_blocks(path, block=read_block(), progress=progress, offset=ahead.resume - 1)
     try:
         try:
-            with open(path, "rb") as fh:
-                prefix = fh.read(ahead.key_start)
             buf, _ = fill(blocks, cutting.CHUNK_BYTES)
             held = [buf]
             del buf
-            return _load_stream(str(path), held, blocks, keep_python, scanner.helper_mode(), ahead=(prefix, ahead))
+            return _load_stream(str(path), held, blocks, keep_python, scanner.helper_mode(),
+                                ahead=(ahead.prefix, ahead))
         except _SplitFailed:
             pass
-        except OSError as exc:
-            raise TraceError(path, f"cannot read: {exc.strerror or exc}") from None
         finally:
             blocks.close()
         return _load_whole(path, read_bytes(path), keep_python)

@@ -92,8 +92,9 @@ Progress = Callable[[int, int], None]
 
 def iter_blocks(path: str | Path, block: int = _CHUNK, progress: Progress | None = None,
                 offset: int = 0) -> Iterator[bytes]:
-    """Yield the decompressed bytes of ``path`` in blocks of about ``block`` bytes (of a plain
-    file: from byte ``offset`` on, where a read-ahead stopped).
+    """Yield the decompressed bytes of ``path`` in blocks of about ``block`` bytes, from byte
+    ``offset`` of them on (where a read-ahead stopped: a gzip file is inflated from its start
+    and the bytes before are dropped).
 
     Only a few blocks are alive at once, so a trace never needs its whole text in memory.
     The file is read (and a gzip file inflated) by a background thread: file reads and zlib
@@ -106,17 +107,18 @@ def iter_blocks(path: str | Path, block: int = _CHUNK, progress: Progress | None
     fh, size = _open(p, limit)
     with fh:
         try:
-            if offset:
-                fh.seek(offset)
             head = fh.read(block)
+            gz = head[:2] == GZIP_MAGIC
+            if offset and not gz:
+                fh.seek(offset)
+                head = fh.read(block)
         except OSError as exc:
             raise TraceError(p, f"cannot read: {exc.strerror or exc}") from None
         if not head:
             raise TraceError(p, "empty file")
-        gz = not offset and head[:2] == GZIP_MAGIC
-        if not gz and not offset and p.suffix == ".gz":
+        if not gz and p.suffix == ".gz":
             raise TraceError(p, "named .gz but is not gzip data")
-        consumed = [offset + len(head)]
+        consumed = [len(head) + (0 if gz else offset)]
 
         def pieces(n: int) -> Iterator[bytes]:
             if gz:  # small inputs: zlib copies the unconsumed rest of its input after every output block
@@ -133,7 +135,19 @@ def iter_blocks(path: str | Path, block: int = _CHUNK, progress: Progress | None
                 yield piece
 
         source = _inflate(p, pieces(1 << 20), limit, block) if gz else pieces(block)
+        if gz and offset:
+            source = _skip(source, offset)
         yield from _in_background(p, source, consumed, size, progress)
+
+
+def _skip(blocks: Iterator[bytes], n: int) -> Iterator[bytes]:
+    """``blocks`` without their first ``n`` bytes."""
+    for piece in blocks:
+        if n >= len(piece):
+            n -= len(piece)
+            continue
+        yield piece[n:] if n else piece
+        n = 0
 
 
 _END = object()
