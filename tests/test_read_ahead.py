@@ -76,9 +76,10 @@ def _taken(monkeypatch, wait=False):
     return got
 
 
-@pytest.mark.parametrize("path", TRACES, ids=trace_ids(TRACES))
-def test_read_ahead_gives_the_same_trace(path, tmp_path, monkeypatch):
-    p = _plain(path, tmp_path)
+def _loads_the_same(p, monkeypatch):
+    """Load ``p`` (with Python events) without and after a read-ahead that ran to its end: the same
+    trace, streamed on from the read-ahead as without it (not a fallback to the whole file);
+    what the load took from the read-ahead."""
     if not read_ahead.worth_it(p):
         pytest.skip("too small to read ahead")
     wholes = _wholes(monkeypatch)
@@ -88,14 +89,21 @@ def test_read_ahead_gives_the_same_trace(path, tmp_path, monkeypatch):
     assert read_ahead.start(p, True)
     read_ahead.wait()
     _same(plain, load_trace(p, keep_python=True))
-    assert wholes[0] == 2 * fell_back  # streamed on from the read-ahead as without it
+    assert wholes[0] == 2 * fell_back
+    return got[0]
+
+
+@pytest.mark.parametrize("path", TRACES, ids=trace_ids(TRACES))
+def test_read_ahead_gives_the_same_trace(path, tmp_path, monkeypatch):
+    p = _plain(path, tmp_path)
+    taken = _loads_the_same(p, monkeypatch)
     why, chunks = read_ahead.stopped
     if "CPython" in why:  # nanosecond times written with more digits than a double holds: from the start
-        assert got == [None] and chunks == 0
+        assert taken is None and chunks == 0
         return
     # it read everything but the last chunk's length, which stays with the loader
-    assert got[0] is not None and len(got[0].results) == chunks >= 1
-    assert why == "near the end" and p.stat().st_size - got[0].resume < 2 * CHUNK + cutting.read_block()
+    assert taken is not None and len(taken.results) == chunks >= 1
+    assert why == "near the end" and p.stat().st_size - taken.resume < 2 * CHUNK + cutting.read_block()
 
 
 GZ = [p for p in TRACES if "h200" in str(p.parent)]
@@ -108,17 +116,8 @@ def test_gzip_read_ahead_gives_the_same_trace(path, tmp_path, monkeypatch):
     was read ahead (a gzip stream cannot be taken over mid-way)."""
     p = tmp_path / "t.json.gz"
     p.write_bytes(path.read_bytes())
-    if not read_ahead.worth_it(p):
-        pytest.skip("too small to read ahead")
-    wholes = _wholes(monkeypatch)
-    plain = load_trace(p, keep_python=True)
-    fell_back = wholes[0]
-    got = _taken(monkeypatch)
-    assert read_ahead.start(p, True)
-    read_ahead.wait()
-    _same(plain, load_trace(p, keep_python=True))
-    assert wholes[0] == 2 * fell_back
-    assert got[0] is not None and got[0].results and read_ahead.stopped[0] == "near the end"
+    taken = _loads_the_same(p, monkeypatch)
+    assert taken is not None and taken.results and read_ahead.stopped[0] == "near the end"
 
 
 @pytest.mark.skipif(not getattr(scanner.SCANNER, "READ_AHEAD_GZIP", 0), reason="the scanner was built without zlib")
