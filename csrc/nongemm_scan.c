@@ -1161,9 +1161,10 @@ static void *read_ahead_main(void *arg) {
     src->fd = open(ra->path, O_RDONLY);
     if (src->fd < 0) { free(src); ra->why = "cannot open"; return NULL; }
     /* the buffer holds the byte before the current chunk's first event, the chunk and a block */
+    /* a map of its own, unmapped at the end (from the C heap, a thread's arena may keep it) */
     size_t cap = ra->first_fill + ra->chunk + 2 * ra->block + 2;
-    char *b = (char *)malloc(cap);
-    if (!b) { close(src->fd); free(src); ra->why = "out of memory"; return NULL; }
+    char *b = (char *)mmap(NULL, cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (b == MAP_FAILED) { close(src->fd); free(src); ra->why = "out of memory"; return NULL; }
     size_t len = 0;
     unsigned char magic[2];
     if (pread(src->fd, magic, 2, 0) == 2 && magic[0] == 0x1f && magic[1] == 0x8b) {
@@ -1237,7 +1238,7 @@ done:
 #ifdef NONGEMM_ZLIB
     if (src->zs_on) inflateEnd(&src->zs);
 #endif
-    free(b);
+    munmap(b, cap);
     close(src->fd);
     free(src);
     return NULL;
