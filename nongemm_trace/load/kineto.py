@@ -18,7 +18,8 @@ decoded by msgspec, and from 512 MB of JSON on some of them by a helper process
 file order, so the result is the same.
 
 Small files, bare-array files and anything the stream cannot handle (broken JSON
-that a repair pass may fix) take the whole-document path.
+that a repair pass may fix) take the whole-document path. When the command line has
+read the start of the file ahead (:mod:`.read_ahead`), the stream begins after it.
 """
 
 from __future__ import annotations
@@ -70,8 +71,8 @@ def load_kineto(path: str | Path, *, keep_python: bool = False, blocks: Iterator
 
 def load_read_ahead(path: str | Path, keep_python: bool, ahead: ReadAhead,
                     progress: Progress | None = None) -> Trace:
-    """Load a plain JSON trace whose first chunks a read-ahead thread has scanned
-    (:mod:`.read_ahead`): its tables are taken as they are and the file is streamed on from the
+    """Load a JSON trace (``.gz`` too) whose first chunks a read-ahead thread has scanned
+    (:mod:`.read_ahead`): their tables are taken as they are and the file is streamed on from the
     next chunk, with the fallbacks of :func:`load_kineto`."""
     blocks = iter_blocks(path, block=read_block(), progress=progress, offset=ahead.resume - 1)
     try:
