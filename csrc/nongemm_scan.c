@@ -1244,9 +1244,10 @@ done:
     return NULL;
 }
 
-static void read_ahead_join(ReadAhead *ra) {
+/* wait for the thread (stop: told to stop first, else until it stops by itself) */
+static void read_ahead_join(ReadAhead *ra, int stop) {
     if (ra->started) {
-        __atomic_store_n(&ra->stop, 1, __ATOMIC_RELEASE);
+        if (stop) __atomic_store_n(&ra->stop, 1, __ATOMIC_RELEASE);
         Py_BEGIN_ALLOW_THREADS
         pthread_join(ra->thread, NULL);
         Py_END_ALLOW_THREADS
@@ -1255,7 +1256,7 @@ static void read_ahead_join(ReadAhead *ra) {
 }
 
 static void read_ahead_free(ReadAhead *ra) {
-    read_ahead_join(ra);
+    read_ahead_join(ra, 1);
     for (size_t k = 0; k < ra->n_done; k++) scan_free(&ra->done[k]);
     free(ra->done);
     free(ra->prefix);
@@ -1309,12 +1310,7 @@ static PyObject *read_ahead(PyObject *self, PyObject *args) {
 static PyObject *read_ahead_wait(PyObject *self, PyObject *arg) {
     ReadAhead *ra = (ReadAhead *)PyCapsule_GetPointer(arg, "nongemm_read_ahead");
     if (!ra) return NULL;
-    if (ra->started) {
-        Py_BEGIN_ALLOW_THREADS
-        pthread_join(ra->thread, NULL);
-        Py_END_ALLOW_THREADS
-        ra->started = 0;
-    }
+    read_ahead_join(ra, 0);
     Py_RETURN_NONE;
 }
 
@@ -1325,7 +1321,7 @@ static PyObject *read_ahead_take(PyObject *self, PyObject *arg) {
     ReadAhead *ra = (ReadAhead *)PyCapsule_GetPointer(arg, "nongemm_read_ahead");
     if (!ra) return NULL;
     if (ra->taken) { PyErr_SetString(PyExc_ValueError, "read_ahead: already taken"); return NULL; }
-    read_ahead_join(ra);
+    read_ahead_join(ra, 1);
     ra->taken = 1;
     PyObject *parts = PyTuple_New((Py_ssize_t)ra->n_done);
     if (!parts) return NULL;

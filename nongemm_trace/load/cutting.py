@@ -29,6 +29,14 @@ def read_block() -> int:
     return max(CHUNK_BYTES // 4, 4096)
 
 
+def first_fill() -> int:
+    """The bytes :func:`fill` holds when the loader looks for the ``traceEvents`` key (whole
+    blocks of :func:`read_block`, until more than a chunk is in): the read-ahead thread looks
+    in the same bytes."""
+    block = read_block()
+    return (CHUNK_BYTES // block + 1) * block
+
+
 def fill(blocks: Iterator[bytes], size: int) -> tuple[bytearray, bool]:
     """Read blocks until more than ``size`` bytes are in; (the bytes, reached the end)."""
     buf = bytearray()

@@ -80,8 +80,7 @@ def load_read_ahead(path: str | Path, keep_python: bool, ahead: ReadAhead,
             buf, _ = fill(blocks, cutting.CHUNK_BYTES)
             held = [buf]
             del buf
-            return _load_stream(str(path), held, blocks, keep_python, scanner.helper_mode(),
-                                ahead=(ahead.prefix, ahead))
+            return _load_stream(str(path), held, blocks, keep_python, scanner.helper_mode(), ahead=ahead)
         except _SplitFailed:
             pass
         finally:
@@ -123,14 +122,14 @@ def _meta(top: dict[str, msgspec.Raw]) -> dict[str, Any]:
 
 
 def _load_stream(path: str, held: list[bytearray], blocks: Iterator[bytes], keep_python: bool, helper: str,
-                 ahead: tuple[bytes, ReadAhead] | None = None) -> Trace:
+                 ahead: ReadAhead | None = None) -> Trace:
     """Decode ``traceEvents`` chunk by chunk as the blocks arrive; the keys around it are metadata.
     ``held`` holds the bytes read so far (taken out, so that only this function references them).
     ``helper``: ``on`` / ``auto`` / ``off``, whether chunks may go to a helper process.
-    ``ahead``: (the bytes before the ``traceEvents`` key, the chunks a read-ahead scanned), the
+    ``ahead``: what a read-ahead scanned (and the bytes before the ``traceEvents`` key), the
     blocks then starting at the byte before the next chunk's first event."""
     buf = held.pop()
-    prefix = buf if ahead is None else ahead[0]
+    prefix = buf if ahead is None else ahead.prefix
     head = prefix[:64].lstrip()
     if head[:1] != b"{":
         raise _SplitFailed
@@ -140,7 +139,7 @@ def _load_stream(path: str, held: list[bytearray], blocks: Iterator[bytes], keep
             raise _SplitFailed
         key_start, key_end = key.start(), key.end()
     else:
-        key_start, key_end = ahead[1].key_start, 1
+        key_start, key_end = ahead.key_start, 1
     try:  # the text before the key, closed, must be an object: then the key is at the top level
         meta = _meta(TOP_DECODER.decode(bytes(prefix[:key_start]) + b'"traceEvents":[]}'))
     except (msgspec.DecodeError, RecursionError):
@@ -156,9 +155,9 @@ def _load_stream(path: str, held: list[bytearray], blocks: Iterator[bytes], keep
     # the next chunks' hand-overs (the scanning threads start at once)
     scanned: deque[tuple[int, tuple]] = deque()
     if ahead is not None:
-        scanned.extend(enumerate(ahead[1].results))
+        scanned.extend(enumerate(ahead.results))
         seq = len(scanned)
-        streamed = ahead[1].resume
+        streamed = ahead.resume
         ahead = None
 
     def wrap_scanned() -> None:

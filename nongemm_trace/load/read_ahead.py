@@ -2,8 +2,7 @@
 
 Before it can analyse anything, the command spends 0.15-0.3 s importing polars and the
 pipeline: Python code on one core, holding the GIL. The C scanner can meanwhile read,
-cut and scan the first chunks of a plain JSON trace on the other core in a thread of its
-own, which needs no GIL (a Python thread doing the same was tried: contending for the GIL,
+cut and scan the first chunks of the trace on the other core in a thread of its own, which needs no GIL (a Python thread doing the same was tried: contending for the GIL,
 it slowed the imports as much as it saved). :func:`start` begins that; the loader
 :func:`take`\\s what was scanned, and reads on from where the thread stopped.
 
@@ -30,17 +29,18 @@ from .roles import TIME_LIMIT_US
 
 __all__ = ["ReadAhead", "discard", "start", "take", "wait", "worth_it"]
 
+
 @dataclass
 class ReadAhead:
     """What the thread did: the scanner's results of the chunks it scanned (file order), the
-    offset of the next chunk's first event, and where the ``traceEvents`` array starts."""
+    offset of the next chunk's first event in the (inflated) text, where the ``traceEvents``
+    key starts and the bytes before it (the metadata), and why it stopped."""
 
     results: tuple
     resume: int
     key_start: int
-    key_end: int
-    why: str
     prefix: bytes
+    why: str
 
 
 #: the one read-ahead in flight: (path, keep_python, handle)
@@ -49,15 +49,9 @@ _pending: list[tuple[str, bool, Any]] = []
 stopped: list = []
 
 
-def _first_fill() -> int:
-    """The bytes the loader holds when it looks for the ``traceEvents`` key: whole blocks,
-    until more than a chunk is in (:func:`.cutting.fill`)."""
-    block = cutting.read_block()
-    return (cutting.CHUNK_BYTES // block + 1) * block
-
-
 def worth_it(path: str | Path) -> bool:
-    """A plain (not gzip) regular file large enough, the scanner built, threads allowed."""
+    """A regular file large enough (``.gz`` only where the scanner links zlib; not an Nsight
+    Systems export), the scanner built, scanning threads allowed."""
     if not scanner.available() or native.turned_off("NONGEMM_READ_AHEAD") or scanner.helper_mode() != "auto":
         return False
     if not hasattr(scanner.SCANNER, "read_ahead"):  # a platform without the thread
@@ -74,7 +68,7 @@ def worth_it(path: str | Path) -> bool:
         return False
     # the first chunk is cut once the first fill is in, and the last chunk's length stays with the
     # loader: below this there is at most one chunk to read ahead (trace JSON inflates 8-15x)
-    need = _first_fill() + 2 * cutting.CHUNK_BYTES
+    need = cutting.first_fill() + 2 * cutting.CHUNK_BYTES
     return st.st_size >= (need // 8 if gz else need) and os.path.isfile(p)
 
 
@@ -85,7 +79,7 @@ def start(path: str | Path, keep_python: bool) -> bool:
         return False
     try:
         handle = scanner.SCANNER.read_ahead(os.fsencode(str(path)), scanner.ROUTES[keep_python], TIME_LIMIT_US,
-                                            cutting.CHUNK_BYTES, cutting.read_block(), _first_fill())
+                                            cutting.CHUNK_BYTES, cutting.read_block(), cutting.first_fill())
     except (OSError, ValueError, MemoryError):  # pragma: no cover - the loader reads it the usual way
         return False
     _pending.append((str(path), keep_python, handle))
@@ -94,16 +88,16 @@ def start(path: str | Path, keep_python: bool) -> bool:
 
 def take(path: str | Path, keep_python: bool) -> ReadAhead | None:
     """The chunks read ahead for ``path``, or None (none started, another file or table set,
-    nothing scanned). The thread stops after its current chunk; what it read is dropped
-    when it is not for this load."""
+    nothing scanned). The thread stops at once (a chunk it is half-way through is the
+    loader's); what it read is dropped when it is not for this load."""
     if not _pending:
         return None
     p, keep, handle = _pending.pop()
-    why, key_start, key_end, resume, results, prefix = scanner.SCANNER.read_ahead_take(handle)
+    why, key_start, _, resume, results, prefix = scanner.SCANNER.read_ahead_take(handle)
     stopped[:] = [why, len(results)]
     if p != str(path) or keep != keep_python or resume < 0 or not results:
         return None
-    return ReadAhead(results=results, resume=resume, key_start=key_start, key_end=key_end, why=why, prefix=prefix)
+    return ReadAhead(results=results, resume=resume, key_start=key_start, prefix=prefix, why=why)
 
 
 def wait() -> None:

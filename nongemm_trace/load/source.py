@@ -107,11 +107,12 @@ def iter_blocks(path: str | Path, block: int = _CHUNK, progress: Progress | None
     fh, size = _open(p, limit)
     with fh:
         try:
+            if offset:  # a plain file is read from there, a gzip file inflated from its start
+                gz = fh.read(2) == GZIP_MAGIC
+                fh.seek(0 if gz else offset)
             head = fh.read(block)
-            gz = head[:2] == GZIP_MAGIC
-            if offset and not gz:
-                fh.seek(offset)
-                head = fh.read(block)
+            if not offset:
+                gz = head[:2] == GZIP_MAGIC
         except OSError as exc:
             raise TraceError(p, f"cannot read: {exc.strerror or exc}") from None
         if not head:
