@@ -6,8 +6,8 @@
 Runs ``nongemm-trace analyze TRACE --format json -o /dev/null --quiet`` in this process
 under cProfile, from before the command's first import (so the read-ahead starts
 where the command starts it, and polars' import is in the profile), and prints where
-the main thread's time went: process start to the command, the imports, each step of
-the analysis, the report; then cProfile's own top entries by cumulative time. cProfile
+the main thread's time went: the imports, each step of the analysis, the report, and
+within the load its waits; then cProfile's own top entries by cumulative time. cProfile
 counts every Python call, so the Python-heavy parts (the imports above all) look
 slower than they are: `bench/stage_profile.py` times the analysis steps without it.
 Times of the C threads (the read-ahead, the scanning threads) are not in the main
@@ -25,18 +25,19 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-#: (label, file name, function): the steps reported, in the order they run
+#: (label, the end of the function's file path, the function): the steps reported, in the order they run
 STEPS = [
-    ("imports before the analysis (polars, the pipeline)", "cli.py", "_analyze_one", "imports"),
-    ("load (read-ahead taken, rest streamed)", "__init__.py", "load_trace", None),
-    ("link + op classification", "__init__.py", "link_and_classify", None),
-    ("classify (kernel categories)", "__init__.py", "classify", None),
-    ("per-op table", "breakdown.py", "op_table", None),
-    ("analyze() in all", "api.py", "analyze", None),
-    ("JSON report", "json_out.py", "render_json", None),
-    ("  of the load: waiting for the file's next block", "queue.py", "get", None),
-    ("  of the load: waiting for the scanning threads", "_base.py", "result", None),
+    ("load", "nongemm_trace/load/__init__.py", "load_trace"),
+    ("link + op classification", "nongemm_trace/classify/__init__.py", "link_and_classify"),
+    ("classify (kernel categories)", "nongemm_trace/classify/__init__.py", "classify"),
+    ("per-op table", "nongemm_trace/metrics/breakdown.py", "op_table"),
+    ("analyze() in all", "nongemm_trace/api.py", "analyze"),
+    ("JSON report", "nongemm_trace/report/json_out.py", "render_json"),
+    ("  of the load: waiting for the file's next block", "/queue.py", "get"),
+    ("  of the load: waiting for the scanning threads", "concurrent/futures/_base.py", "result"),
 ]
+#: the function whose imports are the command's (polars and the pipeline, before the analysis)
+IMPORTER = ("nongemm_trace/cli.py", "_analyze_one")
 
 
 def main() -> int:
@@ -57,24 +58,24 @@ def main() -> int:
     code = cli.main(["analyze", *args, "--format", "json", "-o", "/dev/null", "--quiet"])
     prof.disable()
     wall = time.perf_counter() - t
-    stats = pstats.Stats(prof)
-    cum: dict[tuple[str, str], float] = {}
-    imports_in: dict[str, float] = {}
-    for (fn, _, name), (_, _, _, ct, callers) in stats.stats.items():  # type: ignore[attr-defined]
-        key = (Path(fn).name, name)
-        cum[key] = max(ct, cum.get(key, 0.0))
-        if name == "_find_and_load":
-            for (cfn, _, cname), (_, _, _, cct) in callers.items():
-                imports_in[cname] = imports_in.get(cname, 0.0) + cct
-    print(f"{Path(args[0]).name}: exit code {code}, {wall:.3f} s under cProfile (the interpreter's own start, "
-          f"0.05-0.07 s here, before it)")
-    for label, fn, name, kind in STEPS:
-        secs = imports_in.get(name, 0.0) if kind == "imports" else cum.get((fn, name), float("nan"))
-        print(f"  {label:52s} {secs:7.3f} s")
+    stats = pstats.Stats(prof).stats  # type: ignore[attr-defined]
+
+    def cumulative(path_end: str, name: str) -> float:
+        return sum(ct for (fn, _, fname), (_, _, _, ct, _) in stats.items()
+                   if fname == name and fn.replace("\\", "/").endswith(path_end))
+
+    imports = sum(cct for (_, _, name), (_, _, _, _, callers) in stats.items() if name == "_find_and_load"
+                  for (cfn, _, cname), (_, _, _, cct) in callers.items()
+                  if cname == IMPORTER[1] and cfn.replace("\\", "/").endswith(IMPORTER[0]))
+    print(f"{Path(args[0]).name}: exit code {code}, {wall:.3f} s under cProfile (the interpreter's own start "
+          f"not included)")
+    print(f"  {'imports before the analysis (polars, the pipeline)':52s} {imports:7.3f} s")
+    for label, path_end, name in STEPS:
+        print(f"  {label:52s} {cumulative(path_end, name):7.3f} s")
     out = io.StringIO()
     pstats.Stats(prof, stream=out).sort_stats("cumulative").print_stats(top)
     print("\n".join(line for line in out.getvalue().splitlines() if line.strip()))
-    return 0
+    return code
 
 
 if __name__ == "__main__":

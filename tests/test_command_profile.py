@@ -1,5 +1,5 @@
 """bench/command_profile.py (the cProfile of the whole command in docs/benchmarks.md) runs
-on a real trace and reports every step it names with a time."""
+on real traces and reports every step it names with a time."""
 
 from __future__ import annotations
 
@@ -8,20 +8,28 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import SAMPLES
+import pytest
+
+from conftest import SAMPLES, shared
 
 ROOT = Path(__file__).resolve().parent.parent
+STEPS = ("imports before the analysis (polars, the pipeline)", "load", "link + op classification",
+         "classify (kernel categories)", "per-op table", "analyze() in all", "JSON report",
+         "of the load: waiting for the file's next block", "of the load: waiting for the scanning threads")
 
 
-def test_command_profile_reports_each_step():
-    trace = SAMPLES / "bert_base_fp32_bs8_s128__eager.json.gz"
+@pytest.mark.parametrize("where", ["sample", "shared"])
+def test_command_profile_reports_each_step(where):
+    trace = (SAMPLES / "bert_base_fp32_bs8_s128__eager.json.gz" if where == "sample"
+             else shared("h200", "bert_base_train_bs8_s128__eager.json.gz"))
     out = subprocess.run([sys.executable, str(ROOT / "bench" / "command_profile.py"), str(trace), "--top", "5"],
                          capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert out.returncode == 0, out.stderr
-    times = dict(re.findall(r"^  (\S.*?)\s+(\d+\.\d{3}) s$", out.stdout, re.M))
-    for step in ("imports before the analysis (polars, the pipeline)", "load (read-ahead taken, rest streamed)",
-                 "link + op classification", "classify (kernel categories)", "analyze() in all", "JSON report"):
-        assert step in times, (step, out.stdout)
-    assert float(times["imports before the analysis (polars, the pipeline)"]) > 0.01  # polars was imported here
-    assert 0 < float(times["load (read-ahead taken, rest streamed)"]) < float(times["analyze() in all"])
+    assert out.stdout.startswith(f"{trace.name}: exit code 0,")
+    times = {k: float(v) for k, v in re.findall(r"^ +(\S.*?)\s+(\d+\.\d{3}) s$", out.stdout, re.M)}
+    assert set(STEPS) <= set(times), out.stdout
+    assert times["imports before the analysis (polars, the pipeline)"] > 0.01  # polars was imported here
+    assert 0 < times["load"] < times["analyze() in all"]
+    assert times["load"] + times["link + op classification"] + times["classify (kernel categories)"] \
+        <= times["analyze() in all"] + 1e-3
     assert "cumulative" in out.stdout  # cProfile's own table follows
