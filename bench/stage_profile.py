@@ -1,13 +1,13 @@
 #!/usr/bin/env python3
 """Where the time of one analysis goes, function by function (the profile in docs/benchmarks.md).
 
-    python3 bench/stage_profile.py TRACE [--helper auto|on|off]
+    python3 bench/stage_profile.py TRACE [--threads auto|off]
 
 Times the pipeline's own steps by wrapping them (cProfile's per-call overhead would
 inflate the Python-heavy steps and hide the columnar ones): in the load, decoding,
-events to columns, handing chunks to the helper process, assembling the tables; in
+events to columns, assembling the tables; in
 the link, the op-tree sweep and each attaching step; then classify and the report.
-Times are summed over calls, in this process only (the helper's own work overlaps).
+Times are summed over calls, in this process only (the scanning threads' work overlaps).
 """
 
 from __future__ import annotations
@@ -24,15 +24,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("trace")
-    ap.add_argument("--helper", default="auto", choices=("auto", "on", "off"))
+    ap.add_argument("--threads", default="auto", choices=("auto", "off"))
     args = ap.parse_args()
-    os.environ["NONGEMM_CHUNK_HELPER"] = args.helper
+    os.environ["NONGEMM_SCAN_THREADS"] = args.threads
     import importlib
 
     importlib.import_module("nongemm_trace.cli")  # the command line's allocator settings, before polars
     from nongemm_trace import api, classify, link
     from nongemm_trace.link import fast_sweep, nesting
-    from nongemm_trace.load import chunk_worker, fast_scan, kineto
+    from nongemm_trace.load import fast_scan, kineto
 
     spent: dict[str, list[float]] = {}
 
@@ -53,8 +53,6 @@ def main() -> int:
     wrap(fast_scan, "scan", "load: C scanner, tables wrapped (this process)")
     wrap(fast_scan, "decode_events", "load: msgspec decode (this process)")
     wrap(fast_scan, "chunk_tables", "load: events to columns (this process)")
-    wrap(chunk_worker.ChunkWorker, "send", "load: chunks handed to the helper")
-    wrap(chunk_worker.ChunkWorker, "finish", "load: waiting for the helper at the end")
     wrap(kineto, "_build", "load: tables assembled, duplicates checked")
     wrap(api, "link_and_classify", "link")
     wrap(classify, "_with_name_columns", "link: op names to categories")
@@ -72,7 +70,7 @@ def main() -> int:
     t0 = time.perf_counter()
     api.analyze(args.trace)
     total = time.perf_counter() - t0
-    print(f"analyze {total:.2f} s ({Path(args.trace).name}, helper {args.helper})")
+    print(f"analyze {total:.2f} s ({Path(args.trace).name}, threads {args.threads})")
     for label, times in spent.items():
         print(f"  {label:58s} {sum(times):6.2f} s  ({len(times)} calls)")
     return 0

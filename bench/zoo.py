@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
 
-from collectors.torch_profiler import capture  # noqa: E402
+from nongemm_trace.collectors.torch_profiler import capture  # noqa: E402
 
 DEV = "cuda"
 F16 = torch.float16

@@ -5,13 +5,13 @@ Two halves:
 * the profiled program marks its steps with :func:`nvtx_steps` (warm-up outside the
   capture, then ``cudaProfilerStart``, the steps under
   ``torch.autograd.profiler.emit_nvtx(record_shapes=True)``, ``cudaProfilerStop``), or
-  runs ``python -m collectors.nsys steps MODULE:FUNCTION``;
+  runs ``python -m nongemm_trace.collectors.nsys steps MODULE:FUNCTION``;
 * :func:`profile` runs ``nsys profile -t cuda,nvtx --sample=none --cpuctxsw=none
   --capture-range=cudaProfilerApi`` around that command, exports SQLite, and converts it
   with nongemm-trace (``NAME.nsys-rep``, ``NAME.sqlite``, ``NAME.json.gz``)::
 
-    python -m collectors.nsys profile -o out/resnet50 -- \\
-        python -m collectors.nsys steps mypkg.models:make_resnet50 --steps 5
+    python -m nongemm_trace.collectors.nsys profile -o out/resnet50 -- \\
+        python -m nongemm_trace.collectors.nsys steps mypkg.models:make_resnet50 --steps 5
 
 ``--sample=none --cpuctxsw=none`` keep reports small (CPU sampling makes them gigabytes).
 """
@@ -33,7 +33,7 @@ NSYS_ARGS = ["-t", "cuda,nvtx", "--sample=none", "--cpuctxsw=none", "--capture-r
 def find_nsys(explicit: str | None = None) -> str:
     cand = explicit or os.environ.get("NSYS") or shutil.which("nsys")
     if not cand:
-        raise SystemExit("collectors.nsys: no nsys binary (put it on PATH, set NSYS=/path/to/nsys or pass --nsys)")
+        raise SystemExit("nongemm_trace.collectors.nsys: no nsys binary (put it on PATH, set NSYS=/path/to/nsys or pass --nsys)")
     return cand
 
 
@@ -50,12 +50,12 @@ def profile(command: list[str], out: str | os.PathLike, *, nsys: str | None = No
     r = subprocess.run(nsys_command(binary, out, command, extra), timeout=timeout)
     rep = out.with_name(out.name + ".nsys-rep")
     if r.returncode != 0 or not rep.exists():
-        raise SystemExit(f"collectors.nsys: nsys profile failed (exit {r.returncode}); no {rep}")
+        raise SystemExit(f"nongemm_trace.collectors.nsys: nsys profile failed (exit {r.returncode}); no {rep}")
     sqlite = out.with_name(out.name + ".sqlite")
     r = subprocess.run([binary, "export", "--type", "sqlite", "--force-overwrite", "true", "--output", str(sqlite),
                         str(rep)], timeout=timeout)
     if r.returncode != 0 or not sqlite.exists():
-        raise SystemExit(f"collectors.nsys: nsys export failed (exit {r.returncode})")
+        raise SystemExit(f"nongemm_trace.collectors.nsys: nsys export failed (exit {r.returncode})")
     trace = out.with_name(out.name + ".json.gz")
     convert(sqlite, trace)
     return {"report": rep, "sqlite": sqlite, "trace": trace}
@@ -92,7 +92,7 @@ def nvtx_steps(step: Callable[[], Any], steps: int = 5, warmup: int = 2, marker:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m collectors.nsys", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m nongemm_trace.collectors.nsys", description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
     p = sub.add_parser("profile", help="run a command under nsys and convert the report")
     p.add_argument("-o", "--out", required=True, help="output path without extension")

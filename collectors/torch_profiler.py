@@ -2,7 +2,7 @@
 
 In a loop you already have::
 
-    from collectors.torch_profiler import profile_steps
+    from nongemm_trace.collectors.torch_profiler import profile_steps
 
     with profile_steps("out", "resnet50_bs8", steps=5, metadata={"model": "resnet50", "batch": 8}) as step:
         for batch in loader:
@@ -16,7 +16,7 @@ Or hand over a step function::
 Or from the shell, with a factory ``pkg.module:make_step`` that returns a step
 callable (or ``(step, metadata)``)::
 
-    python -m collectors.torch_profiler pkg.module:make_step --steps 5 -o out/ --name resnet50
+    python -m nongemm_trace.collectors.torch_profiler pkg.module:make_step --steps 5 -o out/ --name resnet50
 
 Each capture writes ``NAME.json.gz`` (the Kineto trace, with the metadata under
 ``nongemm_run`` and as trace metadata) and, when nongemm-trace is importable,
@@ -164,7 +164,7 @@ def load_factory(spec: str) -> tuple[Callable[[], Any], dict[str, Any]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m collectors.torch_profiler", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m nongemm_trace.collectors.torch_profiler", description=__doc__.splitlines()[0])
     ap.add_argument("factory", help="MODULE:FUNCTION returning a step callable or (step, metadata)")
     ap.add_argument("-o", "--out", default=".", help="output folder")
     ap.add_argument("--name", help="trace name (default: the function's name)")

@@ -51,9 +51,9 @@ def expand_inputs(items: list[str]) -> list[str]:
 
 
 def _one_core_each() -> None:
-    """In a batch worker: no chunk-helper process per trace (the batch already runs one trace
-    per core; a helper each would only oversubscribe the cores and add memory)."""
-    os.environ["NONGEMM_CHUNK_HELPER"] = "off"
+    """In a batch worker: no scanning threads per trace (the batch already runs one trace per
+    core; threads each would only oversubscribe the cores and add memory)."""
+    os.environ["NONGEMM_SCAN_THREADS"] = "off"
 
 
 def _work(path: str, options: dict[str, Any], parquet_dir: str | None, index: int) -> dict[str, Any]:

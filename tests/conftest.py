@@ -2,7 +2,7 @@
 
 The shared traces live in ``../shared/traces`` next to the repository (override
 with NONGEMM_SHARED_TRACES). Tests that need them are skipped, loudly, when the
-folder is absent; tests on ``sample_traces/`` always run.
+folder is absent (and fail under ``CI=true``); tests on ``sample_traces/`` always run.
 """
 
 from __future__ import annotations
@@ -26,6 +26,8 @@ LAUNCH_CATS = {"cuda_runtime", "cuda_driver", "Runtime"}
 def shared(*parts: str) -> Path:
     p = SHARED.joinpath(*parts)
     if not p.exists():
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):  # CI must not pass by skipping
+            pytest.fail(f"shared traces not found at {p} (CI=true)")
         pytest.skip(f"shared traces not found at {p}")
     return p
 

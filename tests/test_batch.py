@@ -86,15 +86,15 @@ def test_empty_folder_is_an_error(tmp_path, capsys):
     assert code == 2 and "no trace files" in err
 
 
-def test_batch_workers_run_without_a_chunk_helper(monkeypatch):
-    """Each batch worker already has a core of its own: it must not start a helper process per
-    trace (the pool's initializer and the Ray task both turn it off), and it reports the same."""
+def test_batch_workers_run_without_scanning_threads(monkeypatch):
+    """Each batch worker already has a core of its own: it must not start scanning threads per
+    trace (the pool's initializer and the Ray task both turn them off), and it reports the same."""
     from nongemm_trace import batch
     from nongemm_trace.load import scanner
 
     path = str(shared("h200", "bert_base_train_bs8_s128__eager.json.gz"))
-    monkeypatch.setenv("NONGEMM_CHUNK_HELPER", "on")
+    monkeypatch.setenv("NONGEMM_SCAN_THREADS", "auto")
     plain = batch._work(path, {}, None, 0)
-    assert scanner.helper_mode() == "on"
+    assert scanner.threads_allowed()
     assert batch._ray_work(path, {}, None, 0) == plain
-    assert scanner.helper_mode() == "off"
+    assert not scanner.threads_allowed()

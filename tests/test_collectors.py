@@ -16,8 +16,8 @@ torch = pytest.importorskip("torch", reason="torch not installed (pip install to
 
 
 def test_capture_writes_trace_metadata_and_summary(tmp_path):
-    from collectors.examples import tiny_mlp
-    from collectors.torch_profiler import capture
+    from nongemm_trace.collectors.examples import tiny_mlp
+    from nongemm_trace.collectors.torch_profiler import capture
 
     step, meta = tiny_mlp()
     path = capture(step, tmp_path, "mlp", steps=3, wait=1, warmup=1, metadata=meta)
@@ -35,7 +35,7 @@ def test_capture_writes_trace_metadata_and_summary(tmp_path):
 
 
 def test_profile_steps_in_an_existing_loop(tmp_path):
-    from collectors.torch_profiler import profile_steps
+    from nongemm_trace.collectors.torch_profiler import profile_steps
 
     model = torch.nn.Linear(8, 8)
     x = torch.randn(4, 8)
@@ -49,7 +49,7 @@ def test_profile_steps_in_an_existing_loop(tmp_path):
 
 
 def test_command_line_entry_point(tmp_path):
-    r = subprocess.run([sys.executable, "-m", "collectors.torch_profiler", "collectors.examples:tiny_mlp",
+    r = subprocess.run([sys.executable, "-m", "nongemm_trace.collectors.torch_profiler", "nongemm_trace.collectors.examples:tiny_mlp",
                         "--steps", "2", "-o", str(tmp_path), "--name", "cli", "--meta", "batch=16"],
                        cwd=REPO, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
@@ -60,7 +60,7 @@ def test_command_line_entry_point(tmp_path):
 
 def test_nsys_collector_with_a_stand_in_binary(tmp_path):
     """The flow around nsys: profile args, export to SQLite, conversion to Kineto JSON."""
-    from collectors import nsys as col
+    from nongemm_trace.collectors import nsys as col
 
     sqlite = gzip.decompress(shared("h200_nsys", "bert_nvtx.sqlite.gz").read_bytes())
     real = tmp_path / "real.sqlite"
@@ -91,7 +91,7 @@ fi
 
 
 def test_nsys_collector_needs_a_binary(monkeypatch, tmp_path):
-    from collectors import nsys as col
+    from nongemm_trace.collectors import nsys as col
     monkeypatch.delenv("NSYS", raising=False)
     monkeypatch.setenv("PATH", str(tmp_path))
     with pytest.raises(SystemExit, match="no nsys binary"):

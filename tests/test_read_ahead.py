@@ -27,7 +27,7 @@ pytestmark = pytest.mark.skipif(not hasattr(scanner.SCANNER, "read_ahead"),
 def _small_chunks(monkeypatch):
     monkeypatch.setattr(cutting, "CHUNK_BYTES", CHUNK)
     monkeypatch.delenv("NONGEMM_READ_AHEAD", raising=False)
-    monkeypatch.setenv("NONGEMM_CHUNK_HELPER", "auto")
+    monkeypatch.setenv("NONGEMM_SCAN_THREADS", "auto")
     yield
     read_ahead.discard()
 

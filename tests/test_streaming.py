@@ -231,13 +231,13 @@ def test_both_inflaters_give_the_same_tables_and_errors(inflater, big_json, tmp_
 
 
 @pytest.mark.skipif(not fast_scan.available(), reason="the C scanner is not built here")
-def test_scanning_threads_need_no_memfd(monkeypatch):
-    """The helper process needs memfd (Linux); the scanning threads do not: where memfd is
-    missing (macOS, Windows) chunks are still decoded side by side, with the same tables."""
+def test_scanning_threads_give_the_one_thread_tables(monkeypatch):
+    """Chunks decoded side by side by the scanning threads give the tables of one thread."""
     path = shared("h200", "bert_base_train_bs8_s128__eager.json.gz")
     monkeypatch.setattr(cutting, "CHUNK_BYTES", 64 << 10)
+    monkeypatch.setenv("NONGEMM_SCAN_THREADS", "off")
     whole = load_trace(path)
-    monkeypatch.setattr(kineto.chunk_worker, "available", lambda: False)
+    monkeypatch.setenv("NONGEMM_SCAN_THREADS", "auto")
     on_threads = []
     real = kineto._decode_apart
     monkeypatch.setattr(kineto, "_decode_apart", lambda *a: on_threads.append(1) or real(*a))

@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING
 
 from ..errors import TraceError
 from .cutting import read_block
-from .source import SQLITE_MAGIC, Progress, iter_blocks
+from .formats import sniff
+from .source import Progress, iter_blocks
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..trace import Trace
@@ -37,7 +38,8 @@ def load_trace(path: str | Path, *, keep_python: bool = False, progress: Progres
         first = next(blocks)
     except StopIteration:  # pragma: no cover - iter_blocks raises on an empty file
         raise TraceError(path, "empty file") from None
-    if first.startswith(SQLITE_MAGIC):
+    fmt = sniff(first, str(path))
+    if fmt == "nsys-sqlite":
         from .nsys import load_nsys
         return load_nsys(path, b"".join([first, *blocks]))
     return load_kineto(path, keep_python=keep_python, blocks=_chain(first, blocks))

@@ -13,9 +13,8 @@ instead: the answer never depends on where the cuts fell.
 Chunks are decoded by the C scanner (:mod:`.fast_scan`) where it is built: it runs
 without the GIL, so two threads decode chunks side by side while this one reads and
 cuts. Without it (no C compiler at install, ``NONGEMM_FAST_SCAN=off``) chunks are
-decoded by msgspec, and from 512 MB of JSON on some of them by a helper process
-(:mod:`.chunk_worker`) on another core. Either way every chunk's tables are put in
-file order, so the result is the same.
+decoded by msgspec in this thread. Either way every chunk's tables are put in file
+order, so the result is the same.
 
 Small files, bare-array files and anything the stream cannot handle (broken JSON
 that a repair pass may fix) take the whole-document path. When the command line has
@@ -36,8 +35,7 @@ import polars as pl
 
 from ..errors import TraceError
 from ..trace import Trace
-from . import chunk_worker, cutting, fast_scan, scanner
-from .chunk_worker import ChunkWorker, WorkerFailed
+from . import cutting, fast_scan, scanner
 from .cutting import EVENTS_KEY, Cutter, fill, read_block, release
 from .events import ANY_DECODER, ENCODER, TOP_DECODER, MalformedJSON, malformed_notes, short_error
 from .read_ahead import ReadAhead
@@ -45,9 +43,6 @@ from .source import SQLITE_MAGIC, Progress, iter_blocks, read_bytes
 from .fast_scan import decode_chunk
 from .tables import TABLES, Tally
 
-#: from this much JSON on, a helper process decodes chunks too (:mod:`.chunk_worker`): it costs
-#: about 130 MB, small beside such a trace; below it, one process keeps the peak memory lower
-HELPER_MIN_BYTES = 512 << 20
 #: threads that decode chunks side by side when the C scanner is built (it releases the GIL)
 SCAN_THREADS = 2
 
@@ -56,15 +51,14 @@ class _SplitFailed(Exception):
     """The stream cannot be cut safely (a cut inside a string, an unusual layout): decode whole."""
 
 
-def load_kineto(path: str | Path, *, keep_python: bool = False, blocks: Iterator[bytes] | None = None,
-                helper: bool = True) -> Trace:
+def load_kineto(path: str | Path, *, keep_python: bool = False, blocks: Iterator[bytes] | None = None) -> Trace:
     """Load a Kineto JSON trace from a stream of its decompressed blocks (read here when not given):
-    streamed when large (with a helper process when very large, see :func:`.scanner.helper_mode`), else
+    streamed when large (chunks scanned side by side, see :func:`.scanner.threads_allowed`), else
     decoded whole."""
     if blocks is None:
         blocks = iter_blocks(path, block=read_block())
     try:
-        return _load(path, keep_python, blocks, helper)
+        return _load(path, keep_python, blocks)
     finally:
         fast_scan.trim()
 
@@ -80,7 +74,7 @@ def load_read_ahead(path: str | Path, keep_python: bool, ahead: ReadAhead,
             buf, _ = fill(blocks, cutting.CHUNK_BYTES)
             held = [buf]
             del buf
-            return _load_stream(str(path), held, blocks, keep_python, scanner.helper_mode(), ahead=ahead)
+            return _load_stream(str(path), held, blocks, keep_python, scanner.threads_allowed(), ahead=ahead)
         except _SplitFailed:
             pass
         finally:
@@ -90,19 +84,16 @@ def load_read_ahead(path: str | Path, keep_python: bool, ahead: ReadAhead,
         fast_scan.trim()
 
 
-def _load(path: str | Path, keep_python: bool, blocks: Iterator[bytes], helper: bool) -> Trace:
+def _load(path: str | Path, keep_python: bool, blocks: Iterator[bytes]) -> Trace:
     buf, eof = fill(blocks, cutting.CHUNK_BYTES)
     if eof:
         return _load_whole(path, bytes(buf), keep_python)
     held = [buf]
     del buf  # _load_stream takes the only reference, so it can free the buffer
     try:
-        return _load_stream(str(path), held, blocks, keep_python, scanner.helper_mode() if helper else "off")
+        return _load_stream(str(path), held, blocks, keep_python, scanner.threads_allowed())
     except _SplitFailed:
         pass
-    except WorkerFailed:  # the helper process died (killed, out of memory): the same work in this one
-        held.clear()
-        return _load(path, keep_python, iter_blocks(path, block=read_block()), False)
     finally:
         close = getattr(blocks, "close", None)
         if close:
@@ -121,11 +112,11 @@ def _meta(top: dict[str, msgspec.Raw]) -> dict[str, Any]:
     return meta
 
 
-def _load_stream(path: str, held: list[bytearray], blocks: Iterator[bytes], keep_python: bool, helper: str,
+def _load_stream(path: str, held: list[bytearray], blocks: Iterator[bytes], keep_python: bool, threads: bool,
                  ahead: ReadAhead | None = None) -> Trace:
     """Decode ``traceEvents`` chunk by chunk as the blocks arrive; the keys around it are metadata.
     ``held`` holds the bytes read so far (taken out, so that only this function references them).
-    ``helper``: ``on`` / ``auto`` / ``off``, whether chunks may go to a helper process.
+    ``threads``: whether C-scanned chunks may be decoded by threads side by side.
     ``ahead``: what a read-ahead scanned (and the bytes before the ``traceEvents`` key), the
     blocks then starting at the byte before the next chunk's first event."""
     buf = held.pop()
@@ -163,7 +154,6 @@ def _load_stream(path: str, held: list[bytearray], blocks: Iterator[bytes], keep
     def wrap_scanned() -> None:
         n, res = scanned.popleft()
         chunks[n] = fast_scan.tables_of(res, keep_python, tally)
-    worker: ChunkWorker | None = None
     pool: ThreadPoolExecutor | None = None
     pending: deque[tuple[int, Future, Any]] = deque()  # chunks being decoded by the threads, in file order
     spare: list[mmap.mmap] = []  # buffers of decoded chunks, for the next ones
@@ -176,14 +166,9 @@ def _load_stream(path: str, held: list[bytearray], blocks: Iterator[bytes], keep
         except MalformedJSON:
             raise _SplitFailed from None
 
-    if helper == "auto" and fast_scan.available():
+    if threads and fast_scan.available():
         # the C scanner runs without the GIL: threads of this process decode chunks side by side
         pool = ThreadPoolExecutor(max_workers=SCAN_THREADS, thread_name_prefix="nongemm-scan")
-        helper = "off"
-    elif not chunk_worker.available():  # no memfd (not Linux): no helper process
-        helper = "off"
-    # a helper process from the start when the trace is known to be large, else once it proves so
-    big = helper == "on" or (helper == "auto" and (_json_size(path) or 0) >= HELPER_MIN_BYTES)
 
     def collect() -> None:
         n, fut, used = pending.popleft()
@@ -199,7 +184,7 @@ def _load_stream(path: str, held: list[bytearray], blocks: Iterator[bytes], keep
             malformed[cat] = malformed.get(cat, 0) + k
 
     def add(raw, owner) -> None:
-        nonlocal seq, streamed, worker, helper
+        nonlocal seq, streamed
         streamed += len(raw)
         if pool is not None:
             while len(pending) >= SCAN_THREADS + 1:
@@ -210,15 +195,7 @@ def _load_stream(path: str, held: list[bytearray], blocks: Iterator[bytes], keep
             pending.append((seq, pool.submit(_decode_apart, path, raw, keep_python), owner))
             seq += 1
             return
-        if worker is None and helper != "off" and (big or streamed >= HELPER_MIN_BYTES):
-            try:
-                worker = ChunkWorker(path, keep_python, cutting.CHUNK_BYTES + 2)
-            except OSError:  # no process or shared memory to be had: this process does it all
-                helper = "off"
-        if worker is not None and worker.can_take(len(raw)):
-            worker.send(seq, raw)
-        else:
-            local(raw)
+        local(raw)
         seq += 1
 
     try:
@@ -247,12 +224,7 @@ def _load_stream(path: str, held: list[bytearray], blocks: Iterator[bytes], keep
             wrap_scanned()
         while pending:
             collect()
-        if worker is not None:
-            for n, answer in worker.finish().items():
-                chunks[n] = _helper_chunk(path, answer, tally, malformed)
     finally:
-        if worker is not None:
-            worker.close()
         if pool is not None:
             for _, fut, _ in pending:
                 fut.cancel()
@@ -272,22 +244,6 @@ def _decode_apart(path: str, raw, keep_python: bool) -> tuple[int, dict[str, pl.
     return count, tables, tally, malformed
 
 
-def _helper_chunk(path: str, answer: dict[str, Any], tally: Tally,
-                  malformed: dict[str, int]) -> tuple[int, dict[str, pl.DataFrame]]:
-    """One chunk decoded by the helper: its tables, its tally added to ours (or its error raised)."""
-    error = answer.get("error")
-    if error == "malformed":
-        raise _SplitFailed
-    if error == "trace":
-        raise TraceError(path, answer["message"])
-    if error:
-        raise WorkerFailed(answer.get("message", error))
-    tally.add(answer["tally"])
-    for cat, n in answer["malformed"].items():
-        malformed[cat] = malformed.get(cat, 0) + n
-    return answer["n"], answer["tables"]
-
-
 def _in_file_order(chunks: dict[int, tuple[int, dict[str, pl.DataFrame]]]) -> dict[str, list[pl.DataFrame]]:
     """The chunks' partial tables in file order, ``ev_idx`` shifted from chunk to file positions."""
     parts: dict[str, list[pl.DataFrame]] = {k: [] for k in TABLES}
@@ -298,21 +254,6 @@ def _in_file_order(chunks: dict[int, tuple[int, dict[str, pl.DataFrame]]]) -> di
             parts[k].append(df.with_columns(pl.col("ev_idx") + first) if first and df.height else df)
         first += count
     return parts
-
-
-def _json_size(path: str) -> int | None:
-    """The JSON size of a trace file if it can be known up front: a plain file's size, or the
-    size a single-member gzip file records in its trailer (None when that cannot be trusted)."""
-    try:
-        size = os.path.getsize(path)
-        with open(path, "rb") as fh:
-            if fh.read(2) != b"\x1f\x8b":
-                return size
-            fh.seek(-4, os.SEEK_END)
-            isize = int.from_bytes(fh.read(4), "little")
-    except OSError:
-        return None
-    return isize if isize >= size else None  # modulo 4 GiB, and only the last member's
 
 
 def _load_whole(path: str | Path, data: bytes, keep_python: bool) -> Trace:

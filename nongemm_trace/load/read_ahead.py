@@ -52,7 +52,7 @@ stopped: list = []
 def worth_it(path: str | Path) -> bool:
     """A regular file large enough (``.gz`` only where the scanner links zlib; not an Nsight
     Systems export), the scanner built, scanning threads allowed."""
-    if not scanner.available() or native.turned_off("NONGEMM_READ_AHEAD") or scanner.helper_mode() != "auto":
+    if not scanner.available() or native.turned_off("NONGEMM_READ_AHEAD") or not scanner.threads_allowed():
         return False
     if not hasattr(scanner.SCANNER, "read_ahead"):  # a platform without the thread
         return False

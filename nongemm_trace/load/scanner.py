@@ -30,15 +30,11 @@ def _routes(keep_python: bool) -> tuple[tuple[str, int, str | None], ...]:
 ROUTES = {keep: _routes(keep) for keep in (False, True)}
 
 
-def helper_mode() -> str:
-    """How chunks are decoded side by side, from ``NONGEMM_CHUNK_HELPER``: ``off`` (one thread),
-    ``auto`` (the default, on a machine with two or more cores: scanning threads where the C
-    scanner is built, else a helper process for traces of at least
-    :data:`.kineto.HELPER_MIN_BYTES` of JSON) or ``on`` (a helper process for every streamed
-    trace). The helper process needs ``memfd`` (Linux); the threads need nothing."""
-    mode = os.environ.get("NONGEMM_CHUNK_HELPER", "auto").strip().lower()
+def threads_allowed() -> bool:
+    """Whether chunks may be scanned by threads side by side: on a machine with two or more cores,
+    unless ``NONGEMM_SCAN_THREADS=off`` (a batch worker sets it: the batch already runs one trace
+    per core)."""
+    mode = os.environ.get("NONGEMM_SCAN_THREADS", "auto").strip().lower()
     if mode in ("0", "off", "false", "no"):
-        return "off"
-    if mode in ("1", "on", "true", "yes"):
-        return "on"
-    return "auto" if (os.cpu_count() or 1) >= 2 else "off"
+        return False
+    return (os.cpu_count() or 1) >= 2

@@ -1,0 +1,80 @@
+"""Which format a trace file is in, told from its first bytes: the loaders' registry.
+
+Every input format is one :class:`Format`: a name, a ``sniff`` that looks at the start of the
+(decompressed) file, and a ``load`` that turns the whole file into a
+:class:`~nongemm_trace.trace.Trace`. :func:`sniff` tries them in order; a JSON document that no
+registered loader reads but that is recognised (an ONNX Runtime or TensorRT profile, a TensorRT
+layer-information file) is refused with one line naming what it is, instead of loading as an
+empty Kineto trace. A new format is one entry appended to :data:`FORMATS` (or
+:data:`RECOGNISED` while it is not read).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Callable
+
+from ..errors import TraceError
+from .source import SQLITE_MAGIC
+
+
+#: how much of the file's start the sniffers look at
+SNIFF_BYTES = 64 << 10
+
+#: trtexec --exportProfile: ``[{"count": N}, {"name": …, "timeMs": …}, …]``
+_TRT_PROFILE = re.compile(rb'^\s*\[\s*\{\s*"count"\s*:\s*\d+\s*\}\s*,\s*\{\s*"name"')
+#: trtexec --exportLayerInfo / TREx ``*.engine.graph.json``: an object whose first key is "Layers"
+_TRT_LAYERS = re.compile(rb'^\s*\{\s*"Layers"\s*:')
+#: onnxruntime's profiler: Chrome-trace events whose categories are "Session" and "Node"
+_ORT_EVENT = re.compile(rb'^\s*\[\s*\{[^{}]*"cat"\s*:\s*"(Session|Node|Api)"')
+
+
+@dataclass(frozen=True)
+class Format:
+    """One input format: ``sniff(head, path)`` says whether the file is in it."""
+
+    name: str
+    description: str
+    sniff: Callable[[bytes, str], bool]
+
+
+def _is_sqlite(head: bytes, path: str) -> bool:
+    return head.startswith(SQLITE_MAGIC)
+
+
+def _is_kineto(head: bytes, path: str) -> bool:
+    """Whatever no other format claims: the Kineto loader checks the document itself (a JSON
+    object with a ``traceEvents`` key, or a bare array of events) and names what is wrong."""
+    return True
+
+
+#: formats that are read, in the order they are tried (the first that claims a file loads it)
+FORMATS: list[Format] = [
+    Format("nsys-sqlite", "Nsight Systems SQLite export", _is_sqlite),
+    Format("kineto", "Kineto / Chrome-trace JSON (torch.profiler)", _is_kineto),
+]
+
+#: formats that are recognised but not read: (name, what it is, how to spot it)
+RECOGNISED: list[Format] = [
+    Format("tensorrt-profile", "a TensorRT per-layer profile (trtexec --exportProfile)",
+           lambda head, path: bool(_TRT_PROFILE.match(head))),
+    Format("tensorrt-layers", "a TensorRT layer-information file (trtexec --exportLayerInfo or TREx engine graph)",
+           lambda head, path: bool(_TRT_LAYERS.match(head))),
+    Format("onnxruntime-profile", "an ONNX Runtime profile (SessionOptions.enable_profiling)",
+           lambda head, path: bool(_ORT_EVENT.match(head))),
+]
+
+
+def sniff(head: bytes, path: str) -> str:
+    """The name of the format ``head`` (the file's first bytes, decompressed) is in. A recognised
+    format that is not read raises :class:`TraceError` naming it."""
+    head = head[:SNIFF_BYTES]
+    for fmt in RECOGNISED:
+        if fmt.sniff(head, path):
+            raise TraceError(path, f"is {fmt.description}: this format is not read (formats read: "
+                                   f"{', '.join(f.description for f in FORMATS)})")
+    for fmt in FORMATS:
+        if fmt.sniff(head, path):
+            return fmt.name
+    raise TraceError(path, "is in no format this tool reads")  # pragma: no cover - kineto claims all

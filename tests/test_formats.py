@@ -1,0 +1,57 @@
+"""The format registry: each file is told by its first bytes; a recognised format that is not
+read (ONNX Runtime, TensorRT) is one exit-2 line naming it, never an empty Kineto report."""
+
+from __future__ import annotations
+
+import gzip
+
+import pytest
+
+from conftest import shared
+from nongemm_trace.errors import TraceError
+from nongemm_trace.load import formats, load_trace
+
+import mutants
+
+NOT_READ = [
+    ("onnxruntime", "ort__vscode-onnxvalidate__onnxruntime_profile__2019-06-28_04-56-43.json", "ONNX Runtime profile"),
+    ("tensorrt", "trex__notebooks__profile.json", "TensorRT per-layer profile"),
+    ("tensorrt", "trex__examples__pytorch__resnet__A100__fp16__resnet.onnx.engine.profile.json",
+     "TensorRT per-layer profile"),
+    ("tensorrt", "trex__notebooks__layer_info.json", "TensorRT layer-information"),
+    ("tensorrt", "trex__tests__inputs__mobilenet.qat.onnx.engine.graph.json", "TensorRT layer-information"),
+]
+
+
+@pytest.mark.parametrize("folder,name,what", NOT_READ)
+def test_profiles_of_other_stacks_are_named_not_half_read(folder, name, what, tmp_path):
+    path = shared("external2", folder, name)
+    with pytest.raises(TraceError, match=what):
+        load_trace(path)
+    packed = tmp_path / (name + ".gz")  # the same, compressed: told after inflating
+    packed.write_bytes(gzip.compress(path.read_bytes()))
+    code, out, err = mutants.run_cli(packed)
+    assert code == 2 and out == "" and what in err and len(err.strip().splitlines()) == 1
+
+
+def test_every_shared_kineto_and_nsys_trace_sniffs_as_its_format():
+    import glob
+
+    root = shared()
+    found = 0
+    for path in sorted(glob.glob(str(root / "**" / "*.*"), recursive=True)):
+        if not path.endswith((".json", ".json.gz", ".sqlite", ".sqlite.gz")) or "/onnxruntime/" in path \
+                or "/tensorrt/" in path or path.endswith((".meta.json", "README.md")) or "_perf_report_csvs" in path:
+            continue
+        opener = gzip.open if path.endswith(".gz") else open
+        with opener(path, "rb") as fh:
+            head = fh.read(formats.SNIFF_BYTES)
+        want = "nsys-sqlite" if ".sqlite" in path else "kineto"
+        assert formats.sniff(head, path) == want, path
+        found += 1
+    assert found >= 40
+
+
+def test_a_kineto_array_of_events_is_still_kineto():
+    head = b'[{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 1, "dur": 2, "pid": 1, "tid": 1}]'
+    assert formats.sniff(head, "t.json") == "kineto"
