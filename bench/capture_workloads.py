@@ -2,7 +2,7 @@
 key_averages() and the CUDA-event step latency beside it (NAME.meta.json), to check the
 analysis against on models, ops and capture modes it was not written on.
 
-    python3 bench/capture_workloads.py OUTDIR [vit convnext unet t5 moe maskrcnn lstm ctrain]
+    python3 bench/capture_workloads.py OUTDIR [vit convnext unet t5 moe maskrcnn lstm ctrain w8a8]
 
 Run on a CUDA machine with torch, torchvision, timm and transformers (random weights, no
 downloads). It made sample_traces/collected/{embbag_lstm,mixtral_tiny_moe,gpt2_small_*}
@@ -178,6 +178,57 @@ def jobs():
             loss.backward(); opt.step(); opt.zero_grad(set_to_none=True)
         profile("gpt2_small_bf16_train_bs8_s256__compiled", step, warm=3)
     j["ctrain"] = compiled_train
+
+    def w8a8():
+        """Llama-shaped decoder layers (hidden 2048, MLP 8192, 4 layers, 512 tokens) with W8A8 int8
+        linears: dynamic per-token activation quantization (abs, amax, div, round, clamp, to int8),
+        per-output-channel int8 weights, torch._int_mm, and the int32 accumulator dequantized (to
+        float, x activation scale, x weight scale, to fp16); RMSNorm and SiLU written out as HF does."""
+        torch.manual_seed(0)
+        H, I, L, S = 2048, 8192, 4, 512
+
+        def qweight(n_out, n_in):
+            w = torch.randn(n_out, n_in, device=DEV) * 0.02
+            scale = w.abs().amax(dim=1, keepdim=True) / 127
+            return (w / scale).round().clamp(-128, 127).to(torch.int8).t().contiguous(), scale.t().to(torch.float32)
+
+        def quant_act(x):
+            scale = x.abs().amax(dim=-1, keepdim=True).to(torch.float32) / 127
+            return (x / scale).round().clamp(-128, 127).to(torch.int8), scale
+
+        def linear(x, w):
+            wq, ws = w
+            xq, xs = quant_act(x)
+            acc = torch._int_mm(xq, wq)
+            return (acc.to(torch.float32) * xs * ws).to(torch.float16)
+
+        def rmsnorm(x, weight):
+            h = x.to(torch.float32)
+            var = h.pow(2).mean(-1, keepdim=True)
+            h = h * torch.rsqrt(var + 1e-6)
+            return weight * h.to(torch.float16)
+
+        layers = [dict(q=qweight(H, H), k=qweight(H, H), v=qweight(H, H), o=qweight(H, H), gate=qweight(I, H),
+                       up=qweight(I, H), down=qweight(H, I), n1=torch.ones(H, device=DEV, dtype=torch.float16),
+                       n2=torch.ones(H, device=DEV, dtype=torch.float16)) for _ in range(L)]
+        x0 = torch.randn(S, H, device=DEV, dtype=torch.float16)
+
+        def step():
+            with torch.inference_mode():
+                x = x0
+                for p in layers:
+                    h = rmsnorm(x, p["n1"])
+                    q, k, v = linear(h, p["q"]), linear(h, p["k"]), linear(h, p["v"])
+                    a = F.scaled_dot_product_attention(q.view(1, S, 16, 128).transpose(1, 2),
+                                                       k.view(1, S, 16, 128).transpose(1, 2),
+                                                       v.view(1, S, 16, 128).transpose(1, 2), is_causal=True)
+                    x = x + linear(a.transpose(1, 2).reshape(S, H), p["o"])
+                    h = rmsnorm(x, p["n2"])
+                    g = linear(h, p["gate"])
+                    x = x + linear(g * torch.sigmoid(g) * linear(h, p["up"]), p["down"])
+                return x
+        profile("llama_w8a8_int8_bs1_s512__eager", step)
+    j["w8a8"] = w8a8
     return j
 
 

@@ -123,7 +123,10 @@ def _parser() -> argparse.ArgumentParser:
 
     e = sub.add_parser("explain", help="which rule classified an op or kernel, in which taxonomy, at which level")
     e.add_argument("trace")
-    e.add_argument("name", help="an op or kernel name (exact, else every name containing it)")
+    e.add_argument("name", nargs="?", help="an op or kernel name (exact, else every name containing it)")
+    e.add_argument("--weak", action="store_true", help="instead of a name: the kernels with the most GPU time on "
+                                                       "weak evidence, each with a TOML rule that would classify it")
+    e.add_argument("--top", type=int, default=20, help="with --weak: how many kernels (default 20)")
     e.add_argument("--taxonomy", default="default")
     e.add_argument("--format", choices=("text", "json"), default="text")
 
@@ -192,8 +195,14 @@ def _run(args: argparse.Namespace) -> int:
             finally:
                 read_ahead.discard()  # not taken: the analysis stopped before loading
     if args.command == "explain":
-        from .explain import explain, render_text
-        d = explain(args.trace, args.name, taxonomy=args.taxonomy)
+        if args.weak == (args.name is not None):
+            raise TraceError(args.trace, "explain takes a NAME or --weak (one of them)")
+        if args.weak:
+            from .weak import render_text, weak_kernels
+            d = weak_kernels(args.trace, taxonomy=args.taxonomy, top=args.top)
+        else:
+            from .explain import explain, render_text
+            d = explain(args.trace, args.name, taxonomy=args.taxonomy)
         if args.format == "json":
             import json
             sys.stdout.write(json.dumps(d, indent=2, ensure_ascii=False) + "\n")

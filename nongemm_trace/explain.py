@@ -84,6 +84,9 @@ def _by_rule(a: pl.DataFrame) -> list[dict[str, Any]]:
 
 RULE_TEXT = {
     "launch_op": "the launching op's category",
+    "enclosing_op": "the category of the specific op around its generic launching op",
+    "op_pattern": "a written-out operation its launching op is part of (e.g. RMSNorm as pow/mean/rsqrt/mul)",
+    "qdq_dataflow": "a quantize/dequantize dataflow its launching op is part of",
     "top_op": "the top-level op's category",
     "module": "the enclosing nn.Module's category",
     "kernel_name": "the kernel-name rules",

@@ -32,7 +32,8 @@ def test_unclassified_at_most_one_percent(path, level):
     assert unc <= 0.01 * rep.gpu_time_ns, rep.kernels.filter(pl.col("category") == "unclassified")["name"].unique()
 
 
-GEMM_NAMED = re.compile(r"gemm|xmma|nvjet|cutlass|Cijk|fmha|flash_fwd|flash_bwd", re.IGNORECASE)
+# "gemm" but not the fbgemm library's namespace (its kernels are embeddings, permutes, quantization)
+GEMM_NAMED = re.compile(r"(^|[^b])gemm|xmma|nvjet|cutlass|Cijk|fmha|flash_fwd|flash_bwd", re.IGNORECASE)
 GPU_FAMILIES = [p for p in WITH_GPU if any(s in p.name for s in ("h100__", "h200", "bert_ddp"))
                 or p.parent.name == "h200"] + [
     p for p in WITH_GPU if p.name.startswith(("critical_path__alexnet", "nccl_parser", "negative_queue",
@@ -301,8 +302,10 @@ def test_module_level_counts_rmsnorm_written_as_pointwise_ops():
     path = shared("external", "tracelens", "h100__Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz")
     launch = nongemm_trace.analyze(path, level="launch")
     module = nongemm_trace.analyze(path, level="module")
-    assert launch.share("normalization") == 0.0  # pow/mean/rsqrt/mul: arithmetic at launch level
     assert module.share("normalization") > 0.05
+    # the launch level finds the same RMSNorm from the written-out op chain (pow/mean/add/rsqrt/mul),
+    # without the nn.Module events the module level reads
+    assert launch.share("normalization") == pytest.approx(module.share("normalization"), abs=0.02)
     norm = module.kernels.filter(pl.col("category") == "normalization")
     assert set(norm["module"].unique()) == {"Qwen2RMSNorm"}
     assert module.gpu_time_ns == launch.gpu_time_ns

@@ -4,7 +4,9 @@ Rules run once per unique op name and once per unique kernel name; the results
 are joined back onto the tables. An activity's category at level ``launch``:
 
 1. an *authoritative* kernel rule (communication kernels) wins;
-2. else the category of its launching op, when that op is a real operator a rule names;
+2. else the category of its launching op, when that op is a real operator a rule names —
+   taken from the op's dataflow (a quantize/dequantize chain, a written-out operation such
+   as RMSNorm) or the specific op around a generic one (:mod:`.semantics`) before its name;
 3. else the kernel-name rules;
 4. else its kind (memcpy / memset are memory);
 5. else ``unclassified``.
@@ -22,10 +24,11 @@ from ..link import Linked, link
 from ..trace import Trace
 from .calls import qdq_calls
 from .modules import module_of_activities, module_table
-from .rules import inductor_fused_ops, is_composite, is_wrapper, kernel_category, op_category
+from .rules import inductor_fused_ops, is_composite, is_wrapper, kernel_verdict, op_category
+from .semantics import chain_category, enclosing_category
 from .taxonomy import CATEGORIES, CLASSES, Taxonomy, load_taxonomy
 
-__all__ = ["classify", "link_and_classify", "load_taxonomy", "Taxonomy", "CATEGORIES", "CLASSES", "LEVELS"]
+__all__ = ["classify", "link_and_classify", "load_taxonomy", "Taxonomy", "CATEGORIES", "CLASSES", "LEVELS", "EVIDENCE"]
 
 LEVELS = ("launch", "top", "module")
 
@@ -36,21 +39,22 @@ def op_name_table(tax: Taxonomy, ops: pl.DataFrame) -> pl.DataFrame:
     uniq = ops.select("name", "cat").unique()
     rows = []
     for name, cat in uniq.iter_rows():
-        oc, _ = op_category(tax, name)
+        oc, _ = op_category(tax, name, use_tokens=cat not in tax.annotation_categories)
         rows.append((name, cat, oc, is_wrapper(tax, name, cat, oc), is_composite(tax, name)))
     return pl.DataFrame(rows, schema={"name": pl.Utf8, "cat": pl.Utf8, "op_category": pl.Utf8,
                                       "is_wrapper": pl.Boolean, "is_composite": pl.Boolean}, orient="row")
 
 
 def kernel_name_table(tax: Taxonomy, acts: pl.DataFrame) -> pl.DataFrame:
-    """One row per unique kernel name: its kernel-rule category, authority and Inductor fused ops."""
+    """One row per unique kernel name: its kernel-rule category, authority, evidence (``family`` or
+    ``generic``) and Inductor fused ops."""
     rows = []
     for (name,) in acts.select("name").unique().iter_rows():
-        kc, auth, _ = kernel_category(tax, name)
+        kc, auth, evidence, _ = kernel_verdict(tax, name)
         fused = inductor_fused_ops(tax, name)
-        rows.append((name, kc, auth, ",".join(fused) if fused else None))
+        rows.append((name, kc, auth, evidence, ",".join(fused) if fused else None))
     return pl.DataFrame(rows, schema={"name": pl.Utf8, "kernel_category": pl.Utf8, "kernel_authoritative": pl.Boolean,
-                                      "fused_ops": pl.Utf8}, orient="row")
+                                      "kernel_evidence": pl.Utf8, "fused_ops": pl.Utf8}, orient="row")
 
 
 def _with_name_columns(ops: pl.DataFrame, tax: Taxonomy) -> pl.DataFrame:
@@ -72,6 +76,8 @@ def link_and_classify(trace: Trace, tax: Taxonomy) -> Linked:
     linked = link(trace, ops)
     flags = qdq_calls(linked.ops, tax)
     linked.ops = add_columns(linked.ops, flags, "op_id").with_columns(pl.col("qdq_call").fill_null(False))
+    linked.ops = add_columns(linked.ops, chain_category(linked.ops, tax), "op_id")
+    linked.ops = add_columns(linked.ops, enclosing_category(linked.ops, tax), "op_id")
     return linked
 
 
@@ -84,9 +90,17 @@ def classify(linked: Linked, tax: Taxonomy, level: str = "launch") -> pl.DataFra
     acts = linked.activities
     kn = kernel_name_table(tax, acts)
     acts = acts.join(kn, on="name", how="left")
-    # a call inside a quantize/dequantize dataflow is qdq whatever its name says
+    # the evidence ladder for the launching op: a call inside a quantize/dequantize dataflow is qdq
+    # whatever its name says; a generic call in a written-out operation (RMSNorm as pow/mean/rsqrt/mul)
+    # or inside an op naming a specific operation takes that operation's category; else its name's
+    generic = pl.col("op_category").is_null() | pl.col("op_category").is_in(list(tax.semantics.generic_categories))
+    in_chain = pl.col("chain_category").is_not_null() & generic
+    enclosed = pl.col("enclosing_category").is_not_null() & generic & pl.col("op_category").is_not_null()
     lop = ops.select("op_id", pl.col("name").alias("launch_op"),
-                     pl.when(pl.col("qdq_call")).then(pl.lit("qdq")).otherwise(pl.col("op_category")).alias("_lop_cat"),
+                     pl.when(pl.col("qdq_call")).then(pl.lit("qdq")).when(in_chain).then(pl.col("chain_category"))
+                     .when(enclosed).then(pl.col("enclosing_category")).otherwise(pl.col("op_category")).alias("_lop_cat"),
+                     pl.when(pl.col("qdq_call")).then(pl.lit("qdq_dataflow")).when(in_chain).then(pl.lit("op_pattern"))
+                     .when(enclosed).then(pl.lit("enclosing_op")).otherwise(pl.lit("launch_op")).alias("_lop_rule"),
                      pl.col("is_wrapper").alias("_lop_wrap"), pl.col("qdq_call").alias("_lop_qdq"))
     top = ops.select("op_id", pl.col("name").alias("top_op"), pl.col("op_category").alias("_top_cat"),
                      pl.col("is_composite").alias("_top_comp"))
@@ -103,7 +117,7 @@ def classify(linked: Linked, tax: Taxonomy, level: str = "launch") -> pl.DataFra
     )
     launch_rule = (
         pl.when(pl.col("kernel_authoritative").fill_null(False)).then(pl.lit("kernel_name"))
-        .when(use_lop).then(pl.lit("launch_op"))
+        .when(use_lop).then(pl.col("_lop_rule"))
         .when(pl.col("kernel_category").is_not_null()).then(pl.lit("kernel_name"))
         .when(kind_cat.is_not_null()).then(pl.lit("activity_kind"))
         .otherwise(pl.lit("none"))
@@ -137,6 +151,19 @@ def classify(linked: Linked, tax: Taxonomy, level: str = "launch") -> pl.DataFra
     if "module" not in acts.columns:
         acts = acts.with_columns(pl.lit(None, pl.Utf8).alias("module"))
     acts = acts.with_columns(
-        pl.col("category").replace_strict(tax.classes, default="unclassified", return_dtype=pl.Utf8).alias("class")
+        pl.col("category").replace_strict(tax.classes, default="unclassified", return_dtype=pl.Utf8).alias("class"),
+        evidence_of(pl.col("rule"), pl.col("kernel_evidence")).alias("evidence"),
     )
-    return acts.drop("_lop_cat", "_lop_wrap", "_lop_qdq", "_top_cat", "_top_comp")
+    return acts.drop("_lop_cat", "_lop_rule", "_lop_wrap", "_lop_qdq", "_top_cat", "_top_comp")
+
+
+#: the rungs of the evidence ladder, strongest first (docs/taxonomy.md)
+EVIDENCE = ("semantics", "dataflow", "family", "generic", "none")
+_RULE_EVIDENCE = {"launch_op": "semantics", "enclosing_op": "semantics", "top_op": "semantics", "module": "semantics",
+                  "activity_kind": "semantics", "qdq_dataflow": "dataflow", "op_pattern": "dataflow", "none": "none"}
+
+
+def evidence_of(rule: pl.Expr, kernel_evidence: pl.Expr) -> pl.Expr:
+    """The rung an activity's category rests on, from the rule that gave it."""
+    return (pl.when(rule == "kernel_name").then(kernel_evidence.fill_null("generic"))
+            .otherwise(rule.replace_strict(_RULE_EVIDENCE, default="none", return_dtype=pl.Utf8)))

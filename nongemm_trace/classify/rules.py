@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 
 from .taxonomy import Taxonomy
+from .tokens import has_run, tokens
 
 _INDUCTOR = re.compile(r"^triton_(poi|red|per|tem)_fused_?(.*?)(?:_\d+)?$")
 _BACKWARD_SUFFIX = re.compile(r"_backward(?:_data|_input|_weight|_elemt)?$")
@@ -25,8 +26,9 @@ def _lookup(tax: Taxonomy, name: str) -> tuple[str | None, str]:
     return None, ""
 
 
-def op_category(tax: Taxonomy, name: str) -> tuple[str | None, str]:
-    """Category of an operator (or annotation) name, or None when no rule names it."""
+def op_category(tax: Taxonomy, name: str, use_tokens: bool = True) -> tuple[str | None, str]:
+    """Category of an operator (or annotation) name, or None when no rule names it. Token rules
+    (``use_tokens``) are for operator names: a user annotation (``MoE[topk=2, …]``) is free text."""
     cat, why = _lookup(tax, name)
     if cat:
         return cat, why
@@ -37,7 +39,7 @@ def op_category(tax: Taxonomy, name: str) -> tuple[str | None, str]:
             return cat, why
     base = name.rsplit("::", 1)[-1]
     if not tax.derive_backward:
-        return _patterns(tax, name)
+        return _patterns(tax, name, use_tokens)
     stripped = _BACKWARD_SUFFIX.sub("", base)
     if stripped != base:
         cat, why = _lookup(tax, stripped)
@@ -49,13 +51,18 @@ def op_category(tax: Taxonomy, name: str) -> tuple[str | None, str]:
         cat, why = _lookup(tax, snake)
         if cat:
             return cat, f"autograd node of {why}"
-    return _patterns(tax, name)
+    return _patterns(tax, name, use_tokens)
 
 
-def _patterns(tax: Taxonomy, name: str) -> tuple[str | None, str]:
+def _patterns(tax: Taxonomy, name: str, use_tokens: bool = True) -> tuple[str | None, str]:
     for pat, cat in tax.op_patterns:
         if pat.search(name):
             return cat, f"op pattern /{pat.pattern}/"
+    if use_tokens and tax.op_token_runs:
+        toks = tokens(name)
+        for run, cat in tax.op_token_runs:
+            if has_run(toks, run):
+                return cat, f"op tokens '{' '.join(run)}'"
     return None, "no op rule"
 
 
@@ -108,15 +115,24 @@ def fused_category(tax: Taxonomy, kind: str, body: str) -> tuple[str | None, str
 
 def kernel_category(tax: Taxonomy, name: str) -> tuple[str | None, bool, str]:
     """Category of a GPU activity from its kernel name: (category, authoritative, why)."""
+    cat, auth, _, why = kernel_verdict(tax, name)
+    return cat, auth, why
+
+
+def kernel_verdict(tax: Taxonomy, name: str) -> tuple[str | None, bool, str, str]:
+    """(category, authoritative, evidence, why) of a kernel name: the evidence is ``family``
+    (an Inductor kernel, a named kernel family), ``generic`` (a generic word) or ``none``."""
     m = _INDUCTOR.match(name) if tax.fusion_enabled else None
     if m:
         cat, why = fused_category(tax, m.group(1), m.group(2))
         if cat:
-            return cat, False, why
+            return cat, False, "family", why
+    toks = tokens(name)
     for rule in tax.kernel_rules:
-        if rule.pattern.search(name):
-            return rule.category, rule.authoritative, f"kernel rule /{rule.pattern.pattern}/ (priority {rule.priority})"
-    return None, False, "no kernel rule"
+        hit = rule.match(name, toks)
+        if hit is not None:
+            return rule.category, rule.authoritative, rule.evidence, f"kernel rule {hit} (priority {rule.priority})"
+    return None, False, "none", "no kernel rule"
 
 
 _MODULE = re.compile(r"^nn\.Module: (.*?)(?:_\d+)?$")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
@@ -23,6 +23,7 @@ else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
 
 from ..errors import TraceError
+from .tokens import has_run, parse_runs
 
 CLASSES = ("GEMM", "non-GEMM", "communication", "unclassified")
 CATEGORIES = (
@@ -31,13 +32,31 @@ CATEGORIES = (
 )
 
 
+#: how strong a kernel rule's evidence is: a named vendor/library kernel family, or a generic word
+KERNEL_EVIDENCE = ("family", "generic")
+
+
 @dataclass(frozen=True)
 class KernelRule:
-    pattern: re.Pattern
+    """A kernel-name rule: a regular expression (``pattern``) and/or identifier-token runs
+    (``tokens``, see :mod:`.tokens`); either matching is a hit."""
+
+    pattern: re.Pattern | None
     category: str
     priority: int
     authoritative: bool
     order: int
+    runs: tuple[tuple[str, ...], ...] = ()
+    evidence: str = "family"
+
+    def match(self, name: str, toks: tuple[str, ...]) -> str | None:
+        """What of this rule matched ``name`` (whose tokens are ``toks``), or None."""
+        if self.pattern is not None and self.pattern.search(name):
+            return f"/{self.pattern.pattern}/"
+        for run in self.runs:
+            if has_run(toks, run):
+                return f"token{'s' if len(run) > 1 else ''} '{' '.join(run)}'"
+        return None
 
 
 @dataclass(frozen=True)
@@ -61,8 +80,32 @@ class QdqRules:
     chain_ops: frozenset[str] = frozenset()
 
 
-@dataclass
+@dataclass(frozen=True)
+class Semantics:
+    """Which op categories are generic implementations, and which name a specific operation
+    whose generic callees take its category (see :mod:`.semantics`)."""
+
+    generic_categories: frozenset[str] = frozenset()
+    specific_categories: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True)
+class Chain:
+    """An operation written out as consecutive sibling calls (see :mod:`.semantics`): each step is
+    a set of alternative op base names."""
+
+    category: str
+    ops: tuple[tuple[str, ...], ...]
+    after: tuple[tuple[str, ...], ...] = ()
+    follows: tuple[str, ...] = ()
+    name: str = ""
+
+
+@dataclass(frozen=True)
 class Taxonomy:
+    """One taxonomy, as read and validated; frozen, since loaded taxonomies are cached and shared
+    (:func:`extend_taxonomy` makes a new one)."""
+
     name: str
     version: str
     description: str
@@ -87,6 +130,10 @@ class Taxonomy:
     fusion_enabled: bool = True
     source: str = ""
     vocabulary: tuple[str, ...] = field(default=())
+    #: (token run, category) of op names, tried after the op patterns (see :mod:`.tokens`)
+    op_token_runs: tuple[tuple[tuple[str, ...], str], ...] = ()
+    semantics: Semantics = field(default_factory=Semantics)
+    chains: tuple[Chain, ...] = ()
 
     def class_of(self, category: str) -> str:
         return self.classes.get(category, "unclassified")
@@ -177,6 +224,7 @@ def _build(raw: dict[str, Any], where: str) -> Taxonomy:
     op_full: dict[str, str] = {}
     op_base: dict[str, str] = {}
     op_patterns: list[tuple[re.Pattern, str]] = []
+    op_token_runs: list[tuple[tuple[str, ...], str]] = []
     for cat, spec in raw.get("ops", {}).items():
         _check_category(cat, where, "[ops]")
         for n in spec.get("names", []):
@@ -184,17 +232,25 @@ def _build(raw: dict[str, Any], where: str) -> Taxonomy:
             target.setdefault(n, cat)  # first (user) entry wins
         for pat in spec.get("patterns", []):
             op_patterns.append((_compile(pat, where, f"[ops.{cat}] patterns"), cat))
+        op_token_runs.extend((run, cat) for run in parse_runs(spec.get("tokens", [])))
 
     wr = raw.get("wrappers", {})
     comp = raw.get("composite", {})
     kernel_rules = []
     for i, k in enumerate(raw.get("kernels", [])):
-        if "pattern" not in k or "category" not in k:
-            raise TraceError(where, f"kernel rule #{i + 1} needs 'pattern' and 'category'")
+        if ("pattern" not in k and "tokens" not in k) or "category" not in k:
+            raise TraceError(where, f"kernel rule #{i + 1} needs 'pattern' or 'tokens', and 'category'")
+        toks = k.get("tokens", [])
+        if not isinstance(toks, list) or not all(isinstance(t, str) for t in toks):
+            raise TraceError(where, f"kernel rule #{i + 1}: 'tokens' must be a list of strings")
+        evidence = str(k.get("evidence", "family"))
+        if evidence not in KERNEL_EVIDENCE:
+            raise TraceError(where, f"kernel rule #{i + 1}: evidence must be one of {', '.join(KERNEL_EVIDENCE)}")
         kernel_rules.append(KernelRule(
-            pattern=_compile(k["pattern"], where, f"kernel rule #{i + 1}", re.IGNORECASE),
+            pattern=_compile(k["pattern"], where, f"kernel rule #{i + 1}", re.IGNORECASE) if "pattern" in k else None,
             category=_check_category(k["category"], where, f"kernel rule #{i + 1}"),
             priority=int(k.get("priority", 0)), authoritative=bool(k.get("authoritative", False)), order=i,
+            runs=parse_runs(toks), evidence=evidence,
         ))
     kernel_rules.sort(key=lambda r: (-r.priority, r.order))
 
@@ -236,6 +292,20 @@ def _build(raw: dict[str, Any], where: str) -> Taxonomy:
         chain_start_ops=frozenset(qd.get("chain_start_ops", [])),
         chain_ops=frozenset(qd.get("chain_ops", [])),
     )
+    sm = raw.get("semantics", {})
+    semantics = Semantics(
+        generic_categories=frozenset(_check_category(c, where, "[semantics]") for c in sm.get("generic_categories", [])),
+        specific_categories=frozenset(_check_category(c, where, "[semantics]")
+                                      for c in sm.get("specific_categories", [])),
+    )
+    chains = []
+    for i, c in enumerate(raw.get("chains", [])):
+        what = f"chain #{i + 1}"
+        if not c.get("ops") or "category" not in c:
+            raise TraceError(where, f"{what} needs 'ops' (a list of op names) and 'category'")
+        steps = lambda key: tuple(tuple(str(s).split("|")) for s in c.get(key, []))  # noqa: E731
+        chains.append(Chain(category=_check_category(c["category"], where, what), ops=steps("ops"),
+                            after=steps("after"), follows=tuple(c.get("follows", [])), name=str(c.get("name", what))))
     vocab = tuple(sorted(set(op_base) | {n.split("::")[-1] for n in op_full}, key=len, reverse=True))
     return Taxonomy(
         name=str(raw.get("name", Path(where).stem)),
@@ -262,6 +332,9 @@ def _build(raw: dict[str, Any], where: str) -> Taxonomy:
         fusion_enabled=bool(fz.get("enabled", True)),
         source=where,
         vocabulary=vocab,
+        op_token_runs=tuple(op_token_runs),
+        semantics=semantics,
+        chains=tuple(chains),
     )
 
 
@@ -282,23 +355,25 @@ def extend_taxonomy(
     ``(pattern, category, priority)`` tuples (case-insensitive); ``modules`` maps
     nn.Module class names to categories. ``base`` itself is not changed.
     """
-    import copy
-
     where = f"python rules on {base.name}"
-    tax = copy.copy(base)
-    tax.name = name or f"{base.name}+custom"
-    tax.op_full = dict(base.op_full)
-    tax.op_base = dict(base.op_base)
+    op_full, op_base = dict(base.op_full), dict(base.op_base)
     for n, cat in (ops or {}).items():
-        (tax.op_full if "::" in n else tax.op_base)[n] = _check_category(cat, where, f"op {n!r}")
-    tax.op_patterns = [(_compile(p, where, "op pattern"), _check_category(c, where, f"op pattern {p!r}"))
-                       for p, c in (op_patterns or [])] + list(base.op_patterns)
+        (op_full if "::" in n else op_base)[n] = _check_category(cat, where, f"op {n!r}")
     extra = [KernelRule(_compile(p, where, "kernel rule", re.IGNORECASE), _check_category(c, where, f"kernel rule {p!r}"),
                         int(prio), False, -1 - i) for i, (p, c, prio) in enumerate(kernels or [])]
-    tax.kernel_rules = sorted(extra + list(base.kernel_rules), key=lambda r: (-r.priority, r.order))
-    tax.module_names = dict(base.module_names)
+    module_names = dict(base.module_names)
     for n, cat in (modules or {}).items():
-        tax.module_names[n] = _check_category(cat, where, f"module {n!r}")
-    tax.wrapper_patterns = [_compile(p, where, "wrapper") for p in (wrappers or [])] + list(base.wrapper_patterns)
-    tax.vocabulary = tuple(sorted(set(tax.op_base) | {n.split("::")[-1] for n in tax.op_full}, key=len, reverse=True))
+        module_names[n] = _check_category(cat, where, f"module {n!r}")
+    tax = replace(
+        base,
+        name=name or f"{base.name}+custom",
+        op_full=op_full,
+        op_base=op_base,
+        op_patterns=[(_compile(p, where, "op pattern"), _check_category(c, where, f"op pattern {p!r}"))
+                     for p, c in (op_patterns or [])] + list(base.op_patterns),
+        kernel_rules=sorted(extra + list(base.kernel_rules), key=lambda r: (-r.priority, r.order)),
+        module_names=module_names,
+        wrapper_patterns=[_compile(p, where, "wrapper") for p in (wrappers or [])] + list(base.wrapper_patterns),
+        vocabulary=tuple(sorted(set(op_base) | {n.split("::")[-1] for n in op_full}, key=len, reverse=True)),
+    )
     return tax

@@ -35,7 +35,7 @@ import polars as pl
 
 from ..errors import TraceError
 from ..trace import Trace
-from . import cutting, fast_scan, scanner
+from . import cutting, fast_scan, roles, scanner
 from .cutting import EVENTS_KEY, Cutter, fill, read_block, release
 from .events import ANY_DECODER, ENCODER, TOP_DECODER, MalformedJSON, malformed_notes, short_error
 from .read_ahead import ReadAhead
@@ -361,8 +361,9 @@ def _build(path: str, meta: dict[str, Any], parts: dict[str, list[pl.DataFrame]]
     if tally.other_n:
         trace.note(
             "other_device_events", tally.other_n,
-            f"{tally.other_n} device events of a non-CUDA/ROCm accelerator ({', '.join(sorted(tally.other_cats))}; "
-            f"{tally.other_us:,.1f} us summed, overlapping) are not GPU activities and are not in the GPU totals",
+            f"{tally.other_n} device events are not GPU activities this tool reads ("
+            f"{'; '.join(f'{c}: {roles.OTHER_DEVICE_NOTES.get(c, c)}' for c in sorted(tally.other_cats))}; "
+            f"{tally.other_us:,.1f} us summed, overlapping) and are not in the GPU totals",
         )
     return trace
 

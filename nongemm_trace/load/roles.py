@@ -30,9 +30,17 @@ OP_CATEGORIES = frozenset({"cpu_op", "user_annotation", "Operator", "operator"})
 #: Python stack events, kept only on request (often most of a trace's events).
 PYTHON_CATEGORIES = frozenset({"python_function"})
 
-#: Device-side work of accelerators whose events are not CUDA/ROCm activities.
-#: They are counted and reported in a warning, never summed silently.
-OTHER_DEVICE_CATEGORIES = frozenset({"mtia_ccp_events"})
+#: Device-side events that are not GPU activities this tool reads (other accelerators, CUPTI's
+#: range profiler, other converters' GPU categories), with what they are. They are counted and
+#: reported in a warning, never summed silently.
+OTHER_DEVICE_NOTES = {
+    "mtia_ccp_events": "MTIA device work",
+    "cuda_profiler_range": "CUPTI range-profiler ranges: per-range GPU metrics, not kernel timings",
+    "cuda": "GPU events of another converter",
+    "gpu": "GPU events of another converter",
+    "GPU": "GPU events of another converter",
+}
+OTHER_DEVICE_CATEGORIES = frozenset(OTHER_DEVICE_NOTES)
 
 #: Launch-call names that replay a whole CUDA/HIP graph: one call, many activities.
 GRAPH_LAUNCH_NAMES = frozenset({"cudaGraphLaunch", "cudaGraphLaunch_v10000", "cuGraphLaunch", "hipGraphLaunch"})

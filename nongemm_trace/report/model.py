@@ -52,6 +52,9 @@ class Report:
     #: one row per op call after linking (op_id, name, depth, parent_id, top_id, op_category,
     #: qdq_call, input_dims, input_type, concrete_inputs, …): the per-call view for deeper analyses
     calls: pl.DataFrame = field(default_factory=pl.DataFrame)
+    #: GPU activity time (ns) per rung of the evidence ladder its category rests on
+    #: (semantics, dataflow, family, generic, none: docs/taxonomy.md)
+    evidence: dict[str, int] = field(default_factory=dict)
 
     # -- derived numbers -------------------------------------------------
     def share(self, name: str) -> float:
@@ -116,6 +119,8 @@ class Report:
             "step_marker": self.step_marker,
             "steps_skipped": self.steps_skipped,
             "attribution": dict(sorted(self.attribution.items())),
+            "evidence": {k: {"gpu_time_us": _us(v), "share": _share(v / self.gpu_time_ns if self.gpu_time_ns else 0.0)}
+                         for k, v in self.evidence.items()},
             "classes": classes,
             "categories": cats,
             "ops": ops,
