@@ -76,8 +76,8 @@ def link_and_classify(trace: Trace, tax: Taxonomy) -> Linked:
     linked = link(trace, ops)
     flags = qdq_calls(linked.ops, tax)
     linked.ops = add_columns(linked.ops, flags, "op_id").with_columns(pl.col("qdq_call").fill_null(False))
-    linked.ops = add_columns(linked.ops, chain_category(linked.ops, tax), "op_id")
-    linked.ops = add_columns(linked.ops, enclosing_category(linked.ops, tax), "op_id")
+    context = chain_category(linked.ops, tax).join(enclosing_category(linked.ops, tax), on="op_id", how="left")
+    linked.ops = add_columns(linked.ops, context, "op_id")
     return linked
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 
 from .taxonomy import Taxonomy
-from .tokens import has_run, tokens
+from .tokens import TokenIndex, tokens
 
 _INDUCTOR = re.compile(r"^triton_(poi|red|per|tem)_fused_?(.*?)(?:_\d+)?$")
 _BACKWARD_SUFFIX = re.compile(r"_backward(?:_data|_input|_weight|_elemt)?$")
@@ -59,9 +59,9 @@ def _patterns(tax: Taxonomy, name: str, use_tokens: bool = True) -> tuple[str | 
         if pat.search(name):
             return cat, f"op pattern /{pat.pattern}/"
     if use_tokens and tax.op_token_runs:
-        toks = tokens(name)
+        toks = TokenIndex(tokens(name))
         for run, cat in tax.op_token_runs:
-            if has_run(toks, run):
+            if toks.has(run):
                 return cat, f"op tokens '{' '.join(run)}'"
     return None, "no op rule"
 
@@ -127,7 +127,7 @@ def kernel_verdict(tax: Taxonomy, name: str) -> tuple[str | None, bool, str, str
         cat, why = fused_category(tax, m.group(1), m.group(2))
         if cat:
             return cat, False, "family", why
-    toks = tokens(name)
+    toks = TokenIndex(tokens(name))
     for rule in tax.kernel_rules:
         hit = rule.match(name, toks)
         if hit is not None:

@@ -11,8 +11,8 @@ Two rungs of the evidence ladder sit above kernel names (see docs/taxonomy.md):
 * **dataflow** — an operation written out as a run of sibling calls: RMSNorm as
   ``pow, mean, add, rsqrt, mul`` (Hugging Face Llama, Qwen, Mistral), GELU's tanh form,
   SiLU as ``sigmoid, mul``, the int32-accumulator dequantization after ``_int_mm``. The
-  patterns are data (``[[chains]]``); matching is a sort and a few shifted columns per
-  sibling group, never a loop per event.
+  patterns are data (``[[chains]]``); matching is one sort of the sibling calls and a few
+  shifted columns, never a loop per event.
 
 Both results hold for a call and every call nested in it (:func:`nearest_down`).
 """
@@ -26,21 +26,27 @@ from .taxonomy import Chain, Taxonomy
 
 def nearest_down(ops: pl.DataFrame, value: str) -> pl.DataFrame:
     """``op_id`` and, for each op, the ``value`` column of itself or its nearest ancestor where it
-    is not null (one join per tree level: the tree is shallow, the levels wide)."""
+    is not null. Level by level from the shallowest valued op, each level joined only with the
+    valued ops of the level above (the tree is shallow, the valued ops few)."""
     tree = ops.select("op_id", "parent_id", "depth", value)
-    if tree.height == 0 or tree[value].null_count() == tree.height:
+    has = tree.filter(pl.col(value).is_not_null())
+    if has.height == 0:
         return tree.select("op_id", value)
-    known = tree.filter(pl.col("depth").is_null() | (pl.col("depth") <= 0)).select("op_id", value)
+    top = int(has["depth"].min() or 0)
+    levels = tree.filter(pl.col("depth") > top).partition_by("depth", as_dict=True)
+    known = has.filter(pl.col("depth").is_null() | (pl.col("depth") <= top)).select("op_id", value)
     parts = [known]
-    max_depth = int(tree["depth"].max() or 0)
-    for d in range(1, max_depth + 1):
-        level = tree.filter(pl.col("depth") == d)
-        if level.height == 0:
+    for d in range(top + 1, int(tree["depth"].max() or 0) + 1):
+        level = levels.get((d,))
+        if level is None:
             break
-        level = level.join(known.rename({"op_id": "parent_id", value: "_p"}), on="parent_id", how="left")
-        known = level.select("op_id", pl.coalesce(value, "_p").alias(value))
+        own = level.filter(pl.col(value).is_not_null()).select("op_id", value)
+        kids = level.filter(pl.col(value).is_null()).select("op_id", "parent_id").join(
+            known.rename({"op_id": "parent_id"}), on="parent_id", how="inner").select("op_id", value)
+        known = pl.concat([own, kids])
         parts.append(known)
-    return pl.concat(parts)
+    got = pl.concat(parts)
+    return tree.select("op_id").join(got, on="op_id", how="left", maintain_order="left")
 
 
 def enclosing_category(ops: pl.DataFrame, tax: Taxonomy) -> pl.DataFrame:
@@ -64,54 +70,53 @@ def chain_category(ops: pl.DataFrame, tax: Taxonomy) -> pl.DataFrame:
     if not tax.chains or ops.height == 0:
         return ops.select("op_id", pl.lit(None, pl.Utf8).alias("chain_category"))
     base = pl.col("name").cast(pl.Utf8).str.replace(r"^.*::", "")
-    words = {w for c in tax.chains for step in (*c.ops, *c.after, *c.follows) for w in step}
     grp = ["pid", "tid", "parent_id"]
     sib = ops.select("op_id", "pid", "tid", "parent_id", "depth", "ts_ns", base.alias("_base"))
-    # only sibling groups holding every word of some chain can hold it
-    cand = sib.filter(pl.col("_base").is_in(list(words)))
-    if cand.height == 0:
-        return ops.select("op_id", pl.lit(None, pl.Utf8).alias("chain_category"))
-    groups = cand.select(grp).unique()
-    sib = sib.join(groups, on=grp, how="semi", nulls_equal=True).sort(grp + ["ts_ns", "op_id"], nulls_last=False)
+    counts = dict(sib.group_by("_base").len().iter_rows())
     hits = []
     for chain in tax.chains:
-        hits.append(_chain_hits(sib, chain, grp))
+        steps = (*chain.ops, chain.follows) if chain.follows else chain.ops
+        # a chain can only be in a sibling group that holds its rarest step: those groups alone
+        rarest = min(steps, key=lambda step: sum(counts.get(w, 0) for w in step))
+        if not any(counts.get(w, 0) for w in rarest):
+            continue
+        groups = sib.filter(pl.col("_base").is_in(list(rarest))).select(grp).unique()
+        part = sib.join(groups, on=grp, how="semi", nulls_equal=True).sort(grp + ["ts_ns", "op_id"], nulls_last=False)
+        # sorted by group: a group number lets plain shifts stand in for per-group windows
+        changed = pl.any_horizontal([pl.col(c).ne_missing(pl.col(c).shift(1)) for c in grp])
+        part = part.with_columns(changed.fill_null(True).cum_sum().alias("_g"))
+        hits.append(_chain_hits(part, chain))
+    if not hits:
+        return ops.select("op_id", pl.lit(None, pl.Utf8).alias("chain_category"))
     marked = pl.concat(hits).group_by("op_id").agg(pl.col("chain_category").first())
     flags = ops.select("op_id", "parent_id", "depth").join(marked, on="op_id", how="left")
     return nearest_down(flags, "chain_category")
 
 
-def _is(col: pl.Expr, step: tuple[str, ...]) -> pl.Expr:
-    return col.is_in(list(step)).fill_null(False)
+def _at(k: int, step: tuple[str, ...]) -> pl.Expr:
+    """The sibling ``k`` rows on (``k`` < 0: before) is in the same group and one of ``step``."""
+    same = pl.col("_g").shift(-k) == pl.col("_g")
+    return (same & pl.col("_base").shift(-k).is_in(list(step))).fill_null(False)
 
 
-def _chain_hits(sib: pl.DataFrame, chain: Chain, grp: list[str]) -> pl.DataFrame:
+def _chain_hits(sib: pl.DataFrame, chain: Chain) -> pl.DataFrame:
     """The calls of ``chain``'s occurrences in the sorted sibling table: ``op_id, chain_category``."""
-    name = pl.col("_base")
     n = len(chain.ops)
     start = pl.lit(True)
     for k, step in enumerate(chain.ops):
-        start = start & _is(name.shift(-k).over(grp), step)
+        start = start & _at(k, step)
     if chain.follows:  # the chain must come right after one of these calls (not itself part of it)
-        start = start & _is(name.shift(1).over(grp), chain.follows)
-    df = sib.with_columns(start.alias("_start"))
+        start = start & _at(-1, chain.follows)
+    df = sib.select("op_id", "_g", "_base", start.alias("_start"))
     if not df["_start"].any():
         return df.select("op_id", pl.lit(None, pl.Utf8).alias("chain_category")).head(0)
     member = pl.lit(False)
     for k in range(n):
-        member = member | pl.col("_start").shift(k).over(grp).fill_null(False)
+        member = member | pl.col("_start").shift(k).fill_null(False)
     # optional calls right after the chain, in order (each only when the ones before it are there)
     for j in range(len(chain.after)):
-        starts_here = pl.col("_start").shift(n + j).over(grp).fill_null(False)
-        member = member | (starts_here & _tail_ok(chain.after[:j + 1], grp))
+        ok = (pl.col("_start").shift(n + j) & (pl.col("_g").shift(n + j) == pl.col("_g"))).fill_null(False)
+        for i, step in enumerate(chain.after[:j + 1]):
+            ok = ok & _at(i - j, step)
+        member = member | ok
     return df.filter(member).select("op_id", pl.lit(chain.category).alias("chain_category"))
-
-
-def _tail_ok(steps: tuple[tuple[str, ...], ...], grp: list[str]) -> pl.Expr:
-    """The last ``len(steps)`` calls up to this row are ``steps`` in order."""
-    name = pl.col("_base")
-    ok = pl.lit(True)
-    last = len(steps) - 1
-    for j, step in enumerate(steps):
-        ok = ok & _is(name.shift(last - j).over(grp), step)
-    return ok

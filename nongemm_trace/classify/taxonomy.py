@@ -23,7 +23,7 @@ else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
 
 from ..errors import TraceError
-from .tokens import has_run, parse_runs
+from .tokens import TokenIndex, parse_runs
 
 CLASSES = ("GEMM", "non-GEMM", "communication", "unclassified")
 CATEGORIES = (
@@ -49,12 +49,12 @@ class KernelRule:
     runs: tuple[tuple[str, ...], ...] = ()
     evidence: str = "family"
 
-    def match(self, name: str, toks: tuple[str, ...]) -> str | None:
+    def match(self, name: str, toks: TokenIndex) -> str | None:
         """What of this rule matched ``name`` (whose tokens are ``toks``), or None."""
         if self.pattern is not None and self.pattern.search(name):
             return f"/{self.pattern.pattern}/"
         for run in self.runs:
-            if has_run(toks, run):
+            if toks.has(run):
                 return f"token{'s' if len(run) > 1 else ''} '{' '.join(run)}'"
         return None
 

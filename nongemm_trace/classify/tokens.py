@@ -63,17 +63,42 @@ def tokens(name: str) -> tuple[str, ...]:
     return tuple(out)
 
 
+class TokenIndex:
+    """A name's tokens with the positions of each, so that hundreds of rules test a long
+    (templated, mangled) name without scanning it once per rule."""
+
+    __slots__ = ("toks", "pos")
+
+    def __init__(self, toks: tuple[str, ...]):
+        self.toks = toks
+        pos: dict[str, list[int]] = {}
+        for i, t in enumerate(toks):
+            pos.setdefault(t, []).append(i)
+        self.pos = pos
+
+    def starts(self, want: str) -> list[int]:
+        """Positions of the tokens ``want`` matches (``gemm*``: every token beginning with gemm)."""
+        if not want.endswith("*"):
+            return self.pos.get(want, [])
+        head = want[:-1]
+        return sorted(i for t, at in self.pos.items() if t.startswith(head) for i in at)
+
+    def has(self, run: tuple[str, ...]) -> bool:
+        """``run`` occurs as consecutive tokens (see :func:`has_run`)."""
+        k = len(run)
+        if k == 0 or k > len(self.toks):
+            return False
+        toks = self.toks
+        for i in self.starts(run[0]):
+            if i + k <= len(toks) and all(_tok_eq(toks[i + j], run[j]) for j in range(1, k)):
+                return True
+        return False
+
+
 def has_run(toks: tuple[str, ...], run: tuple[str, ...]) -> bool:
     """``run`` occurs in ``toks`` as consecutive tokens; a token ending in ``*`` matches any token
     it begins (``gemm*`` matches ``gemmk``)."""
-    k = len(run)
-    if k == 0 or k > len(toks):
-        return False
-    first = run[0]
-    for i in range(len(toks) - k + 1):
-        if all(_tok_eq(toks[i + j], run[j]) for j in range(k)) if _tok_eq(toks[i], first) else False:
-            return True
-    return False
+    return TokenIndex(toks).has(run)
 
 
 def _tok_eq(tok: str, want: str) -> bool:

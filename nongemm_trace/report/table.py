@@ -26,6 +26,9 @@ def render_table(report: Report, console: Console, top: int = 15) -> None:
                   f"taxonomy: {report.taxonomy} v{report.taxonomy_version}")
     console.print(f"total: {_us(total or 0)} us over {report.gpu_activities:,} GPU activities"
                   + (f", {len(report.steps)} steps ({report.step_marker})" if report.steps.height else ""))
+    if report.gpu_time_ns and report.evidence:
+        rungs = " · ".join(f"{k} {100 * v / report.gpu_time_ns:.1f} %" for k, v in report.evidence.items() if v)
+        console.print(f"categories rest on: {rungs} (of GPU time; docs/taxonomy.md, the evidence ladder)")
 
     t = Table(title=f"Classes — share of {metric}", title_justify="left")
     for c in ("class", "time (us)", "share", "op calls" if report.metric == "cpu" else "activities"):
