@@ -99,8 +99,7 @@ def classify(linked: Linked, tax: Taxonomy, level: str = "launch") -> pl.DataFra
     lop = ops.select("op_id", pl.col("name").alias("launch_op"),
                      pl.when(pl.col("qdq_call")).then(pl.lit("qdq")).when(in_chain).then(pl.col("chain_category"))
                      .when(enclosed).then(pl.col("enclosing_category")).otherwise(pl.col("op_category")).alias("_lop_cat"),
-                     pl.when(pl.col("qdq_call")).then(pl.lit("qdq_dataflow")).when(in_chain).then(pl.lit("op_pattern"))
-                     .when(enclosed).then(pl.lit("enclosing_op")).otherwise(pl.lit("launch_op")).alias("_lop_rule"),
+                     in_chain.alias("_lop_chain"), enclosed.alias("_lop_enc"),
                      pl.col("is_wrapper").alias("_lop_wrap"), pl.col("qdq_call").alias("_lop_qdq"))
     top = ops.select("op_id", pl.col("name").alias("top_op"), pl.col("op_category").alias("_top_cat"),
                      pl.col("is_composite").alias("_top_comp"))
@@ -117,7 +116,10 @@ def classify(linked: Linked, tax: Taxonomy, level: str = "launch") -> pl.DataFra
     )
     launch_rule = (
         pl.when(pl.col("kernel_authoritative").fill_null(False)).then(pl.lit("kernel_name"))
-        .when(use_lop).then(pl.col("_lop_rule"))
+        .when(use_lop & pl.col("_lop_qdq").fill_null(False)).then(pl.lit("qdq_dataflow"))
+        .when(use_lop & pl.col("_lop_chain").fill_null(False)).then(pl.lit("op_pattern"))
+        .when(use_lop & pl.col("_lop_enc").fill_null(False)).then(pl.lit("enclosing_op"))
+        .when(use_lop).then(pl.lit("launch_op"))
         .when(pl.col("kernel_category").is_not_null()).then(pl.lit("kernel_name"))
         .when(kind_cat.is_not_null()).then(pl.lit("activity_kind"))
         .otherwise(pl.lit("none"))
@@ -154,7 +156,7 @@ def classify(linked: Linked, tax: Taxonomy, level: str = "launch") -> pl.DataFra
         pl.col("category").replace_strict(tax.classes, default="unclassified", return_dtype=pl.Utf8).alias("class"),
         evidence_of(pl.col("rule"), pl.col("kernel_evidence")).alias("evidence"),
     )
-    return acts.drop("_lop_cat", "_lop_rule", "_lop_wrap", "_lop_qdq", "_top_cat", "_top_comp")
+    return acts.drop("_lop_cat", "_lop_chain", "_lop_enc", "_lop_wrap", "_lop_qdq", "_top_cat", "_top_comp")
 
 
 #: the rungs of the evidence ladder, strongest first (docs/taxonomy.md)

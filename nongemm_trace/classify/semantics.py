@@ -58,7 +58,7 @@ def enclosing_category(ops: pl.DataFrame, tax: Taxonomy) -> pl.DataFrame:
     # an operator, not a user annotation (free text that happens to name an operation)
     specific = (pl.col("op_category").is_in(list(sem.specific_categories)) & ~pl.col("is_wrapper").fill_null(False)
                 & ~pl.col("is_composite").fill_null(False)
-                & ~pl.col("cat").cast(pl.Utf8).is_in(list(tax.annotation_categories)).fill_null(False))
+                & ~pl.col("cat").is_in(list(tax.annotation_categories)).fill_null(False))
     marked = ops.select("op_id", "parent_id", "depth",
                         pl.when(specific).then(pl.col("op_category")).otherwise(None).alias("enclosing_category"))
     return nearest_down(marked, "enclosing_category")
@@ -69,25 +69,29 @@ def chain_category(ops: pl.DataFrame, tax: Taxonomy) -> pl.DataFrame:
     (itself or an ancestor being one of the chain's calls), null elsewhere."""
     if not tax.chains or ops.height == 0:
         return ops.select("op_id", pl.lit(None, pl.Utf8).alias("chain_category"))
-    base = pl.col("name").cast(pl.Utf8).str.replace(r"^.*::", "")
     grp = ["pid", "tid", "parent_id"]
+    # base names (the part after the last ::) worked out once per distinct name, not per call
+    names = ops.group_by("name").len().with_columns(pl.col("name").cast(pl.Utf8)).with_columns(
+        pl.col("name").str.replace(r"^.*::", "").alias("_base"))
+    counts = dict(names.group_by("_base").agg(pl.col("len").sum()).iter_rows())
+    viable = [c for c in tax.chains if all(any(counts.get(w, 0) for w in step)
+                                           for step in (*c.ops, *((c.follows,) if c.follows else ())))]
+    if not viable:  # some step of every chain never occurs: no chain can
+        return ops.select("op_id", pl.lit(None, pl.Utf8).alias("chain_category"))
+    base = pl.col("name").cast(pl.Utf8).replace_strict(dict(names.select("name", "_base").iter_rows()),
+                                                       return_dtype=pl.Utf8)
     sib = ops.select("op_id", "pid", "tid", "parent_id", "depth", "ts_ns", base.alias("_base"))
-    counts = dict(sib.group_by("_base").len().iter_rows())
     hits = []
-    for chain in tax.chains:
+    for chain in viable:
         steps = (*chain.ops, chain.follows) if chain.follows else chain.ops
         # a chain can only be in a sibling group that holds its rarest step: those groups alone
         rarest = min(steps, key=lambda step: sum(counts.get(w, 0) for w in step))
-        if not any(counts.get(w, 0) for w in rarest):
-            continue
         groups = sib.filter(pl.col("_base").is_in(list(rarest))).select(grp).unique()
         part = sib.join(groups, on=grp, how="semi", nulls_equal=True).sort(grp + ["ts_ns", "op_id"], nulls_last=False)
         # sorted by group: a group number lets plain shifts stand in for per-group windows
         changed = pl.any_horizontal([pl.col(c).ne_missing(pl.col(c).shift(1)) for c in grp])
         part = part.with_columns(changed.fill_null(True).cum_sum().alias("_g"))
         hits.append(_chain_hits(part, chain))
-    if not hits:
-        return ops.select("op_id", pl.lit(None, pl.Utf8).alias("chain_category"))
     marked = pl.concat(hits).group_by("op_id").agg(pl.col("chain_category").first())
     flags = ops.select("op_id", "parent_id", "depth").join(marked, on="op_id", how="left")
     return nearest_down(flags, "chain_category")
