@@ -15,6 +15,7 @@ from typing import Any
 import polars as pl
 
 from .api import analyze
+from .classify.taxonomy import CATEGORIES, CLASSES
 from .errors import TraceError
 from .report.model import Report
 
@@ -46,6 +47,14 @@ def parse_named(items: list[str] | None, where: str) -> dict[str, float]:
     return out
 
 
+def _validate(limits: dict[str, float] | None, known: tuple[str, ...], what: str, share: bool) -> None:
+    for name, value in (limits or {}).items():
+        if name not in known:
+            raise TraceError(None, f"{what}: unknown name {name!r} (known: {', '.join(known)})")
+        if share and not 0.0 <= value <= 1.0:
+            raise TraceError(None, f"{what}: the limit for {name} is {value:g}, not a share between 0 and 1")
+
+
 def _per_step(rep: Report, ns: float) -> float:
     return ns / rep.steps.height if rep.steps.height else ns
 
@@ -64,7 +73,15 @@ def check(
     max_category_regression: dict[str, float] | None = None,
     **options: Any,
 ) -> tuple[list[Violation], Report]:
-    """Check ``trace`` against the limits; ``options`` go to :func:`nongemm_trace.analyze`."""
+    """Check ``trace`` against the limits; ``options`` go to :func:`nongemm_trace.analyze`. A limit
+    that names no class or category, a share limit outside 0..1, or no limit at all is refused:
+    a typo must never turn a gate off."""
+    _validate(max_share, CLASSES + CATEGORIES, "max_share", share=True)
+    _validate(max_category_share, CATEGORIES, "max_category_share", share=True)
+    _validate(max_category_regression, CATEGORIES, "max_category_regression", share=False)
+    if not (max_share or max_category_share or max_regression is not None or max_category_regression):
+        raise TraceError(trace, "no limit to check (give max_share, max_category_share, max_regression or "
+                                "max_category_regression)")
     options.setdefault("metric", "gpu")
     rep = analyze(trace, **options)
     of = {"gpu": "GPU time", "cpu": "CPU time", "paper": "CPU + GPU time"}.get(rep.metric, rep.metric)

@@ -7,6 +7,8 @@ import re
 
 import pytest
 
+import nongemm_trace
+
 from conftest import SAMPLES, raw_activity_total_ns, raw_events, shared
 from nongemm_trace import testing
 from nongemm_trace.cli import main
@@ -138,6 +140,35 @@ def test_check_passes_and_fails(capsys):
     assert not d["ok"] and d["violations"][0]["limit"] == "max-category-regression qdq"
     assert main(["check", str(fp8), "--max-regression", "10%"]) == 2  # needs --baseline
     assert main(["check", str(fp8), "--max-share", "non-GEMM=lots"]) == 2
+
+
+@pytest.mark.parametrize("args,says", [
+    (["--max-share", "nonGEMM=0.1"], "unknown name 'nonGEMM'"),
+    (["--max-category-share", "memroy=0.2"], "unknown name 'memroy'"),
+    (["--max-category-share", "non-GEMM=0.2"], "unknown name 'non-GEMM'"),  # a class, not a category
+    (["--max-share", "non-GEMM=45"], "not a share between 0 and 1"),
+    ([], "no limit to check"),
+])
+def test_a_typo_never_turns_a_gate_off(args, says, capsys):
+    """A 47 % non-GEMM trace: a misspelt name, a share limit above 1 or no limit at all is exit 2
+    with one line, never 'ok'."""
+    fp8 = shared("h200", "llama_1b_fp8dyn_bs1_s2048__eager.json.gz")
+    assert main(["check", str(fp8), *args]) == 2
+    cap = capsys.readouterr()
+    assert says in cap.err and "ok" not in cap.out and len(cap.err.strip().splitlines()) == 1
+
+
+def test_share_of_an_unknown_name_raises():
+    from nongemm_trace import TraceError
+    from nongemm_trace.testing import assert_share_at_most
+
+    path = shared("h200", "llama_1b_fp8dyn_bs1_s2048__eager.json.gz")
+    rep = nongemm_trace.analyze(path)
+    assert rep.share("roi") == 0.0  # a category with no time in this trace
+    with pytest.raises(TraceError, match="unknown class or category 'nonGEMM'"):
+        rep.share("nonGEMM")
+    with pytest.raises(TraceError, match="unknown name"):
+        assert_share_at_most(path, "nonGEMM", 0.1)
 
 
 def test_testing_helpers():

@@ -159,3 +159,33 @@ def test_both_collectors_agree_on_the_same_workload():
         dict(b.categories.select("category", "activities").iter_rows())
     for cat, share in a.categories.select("category", "share").iter_rows():
         assert abs(share - b.share(cat)) < 0.01, cat
+
+
+def test_exports_load_without_deserialize(monkeypatch):
+    """Python 3.10's sqlite3 has no Connection.deserialize: the export is restored from a temporary
+    file instead, with the same tables."""
+    import sqlite3
+
+    from nongemm_trace.load import nsys
+
+    path = shared("h200_nsys", "bert_nvtx.sqlite.gz")
+    want = nongemm_trace.analyze(path)
+
+    real_connect = sqlite3.connect
+
+    class NoDeserialize:  # a 3.10 connection: everything but deserialize
+        def __init__(self, *a, **k):
+            self._con = real_connect(*a, **k)
+
+        def __getattr__(self, name):
+            if name == "deserialize":
+                raise AttributeError(name)
+            return getattr(self._con, name)
+
+    made = []
+    real_restore = nsys._restore
+    monkeypatch.setattr(nsys.sqlite3, "connect", lambda *a, **k: made.append(1) or NoDeserialize(*a, **k))
+    restored = []
+    monkeypatch.setattr(nsys, "_restore", lambda con, data: restored.append(1) or real_restore(con._con, data))
+    got = nongemm_trace.analyze(path)
+    assert made and restored and got.to_dict()["categories"] == want.to_dict()["categories"]

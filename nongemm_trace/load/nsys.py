@@ -50,13 +50,35 @@ def normalize_kernel_name(name: str) -> str:
 
 
 def _connect(path: str | Path, data: bytes) -> sqlite3.Connection:
+    """The export as an in-memory database: ``deserialize`` (Python 3.11+), else copied from a
+    temporary file with the backup API (3.10, which ``requires-python`` admits)."""
     try:
         con = sqlite3.connect(":memory:")
-        con.deserialize(data)
+        if hasattr(con, "deserialize"):
+            con.deserialize(data)
+        else:
+            _restore(con, data)
         con.execute("select count(*) from sqlite_master").fetchone()
         return con
     except sqlite3.DatabaseError as exc:
         raise TraceError(path, f"unreadable SQLite database ({exc})") from None
+
+
+def _restore(con: sqlite3.Connection, data: bytes) -> None:
+    import os
+    import tempfile
+
+    fd, tmp = tempfile.mkstemp(suffix=".sqlite")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        src = sqlite3.connect(f"file:{tmp}?mode=ro", uri=True)
+        try:
+            src.backup(con)
+        finally:
+            src.close()
+    finally:
+        os.unlink(tmp)
 
 
 def _tables(con: sqlite3.Connection) -> dict[str, list[str]]:

@@ -12,6 +12,7 @@ from typing import Any
 import polars as pl
 
 from .._version import __version__
+from ..errors import TraceError
 from ..trace import Anomaly
 
 SCHEMA_VERSION = "1.0"
@@ -58,7 +59,13 @@ class Report:
 
     # -- derived numbers -------------------------------------------------
     def share(self, name: str) -> float:
-        """Share of the metric's total for a class (``GEMM``, ``non-GEMM`` …) or a category."""
+        """Share of the metric's total for a class (``GEMM``, ``non-GEMM`` …) or a category; 0.0 for
+        one with no time in this trace. A name that is neither raises :class:`TraceError`."""
+        from ..classify.taxonomy import CATEGORIES, CLASSES
+
+        if name not in CLASSES and name not in CATEGORIES:
+            raise TraceError(self.trace, f"unknown class or category {name!r} (classes: {', '.join(CLASSES)}; "
+                                         f"categories: {', '.join(CATEGORIES)})")
         for table, key in ((self.classes, "class"), (self.categories, "category")):
             row = table.filter(pl.col(key) == name)
             if row.height:
