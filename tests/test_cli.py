@@ -212,3 +212,14 @@ def test_public_names_load_on_first_use():
     assert {"analyze", "Report", "TraceError", "load_taxonomy"} <= set(dir(nongemm_trace))
     with pytest.raises(AttributeError):
         nongemm_trace.no_such_name  # noqa: B018
+
+
+def test_top_zero_prints_no_top_tables_and_one_step_is_singular(capsys):
+    from conftest import SAMPLES, shared
+
+    assert main(["analyze", str(SAMPLES / "bert_base_fp32_bs8_s128__eager.json.gz"), "--top", "0"]) == 0
+    out = capsys.readouterr().out
+    assert "Top 0" not in out and "Categories" in out
+    assert main(["analyze", str(shared("external", "tracelens", "h100__Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz"))]) == 0
+    out = capsys.readouterr().out
+    assert "1 step (" in out and "1 steps" not in out

@@ -25,7 +25,8 @@ def render_table(report: Report, console: Console, top: int = 15) -> None:
     console.print(f"device: {dev} | metric: {report.metric} ({metric}) | level: {report.level} | "
                   f"taxonomy: {report.taxonomy} v{report.taxonomy_version}")
     console.print(f"total: {_us(total or 0)} us over {report.gpu_activities:,} GPU activities"
-                  + (f", {len(report.steps)} steps ({report.step_marker})" if report.steps.height else ""))
+                  + (f", {len(report.steps)} step{'s' if len(report.steps) != 1 else ''} ({report.step_marker})"
+                     if report.steps.height else ""))
     if report.gpu_time_ns and report.evidence:
         rungs = " · ".join(f"{k} {100 * v / report.gpu_time_ns:.1f} %" for k, v in report.evidence.items() if v)
         console.print(f"categories rest on: {rungs} (of GPU time; docs/taxonomy.md, the evidence ladder)")
@@ -44,7 +45,7 @@ def render_table(report: Report, console: Console, top: int = 15) -> None:
         t.add_row(r["category"], r["class"], _us(r["time_ns"]), f"{100 * r['share']:.1f} %", f"{r['activities']:,}")
     console.print(t)
 
-    if report.ops.height:
+    if report.ops.height and top > 0:  # --top 0: no top tables at all, not empty ones
         t = Table(title=f"Top {top} ops by self GPU time", title_justify="left")
         for c in ("op", "category", "calls", "GPU time (us)", "self GPU (us)", "activities"):
             t.add_column(c, justify="left" if c in ("op", "category") else "right", overflow="ellipsis",
@@ -54,7 +55,7 @@ def render_table(report: Report, console: Console, top: int = 15) -> None:
                       f"{r['activities']:,}")
         console.print(t)
 
-    if report.kernel_summary.height:
+    if report.kernel_summary.height and top > 0:
         t = Table(title=f"Top {top} kernels by GPU time", title_justify="left")
         for c in ("kernel", "category", "count", "GPU time (us)", "mean (us)"):
             t.add_column(c, justify="left" if c in ("kernel", "category") else "right", overflow="ellipsis",
