@@ -10,20 +10,19 @@ from typing import Any, Callable
 
 import polars as pl
 
-from .classify import EVIDENCE, LEVELS, classify, link_and_classify
+from .classify import LEVELS, classify, link_and_classify
 from .classify.taxonomy import Taxonomy, load_taxonomy
 from .errors import TraceError
 from .load import load_trace
-from .metrics.breakdown import category_table, class_table, cpu_op_times, kernel_summary, op_table, step_table
-from .metrics.steps import PROFILER_STEP, assign_steps, find_steps
+from .metrics.breakdown import (category_table, class_table, cpu_op_times, evidence_time, kernel_summary, op_table,
+                                step_table)
+from .metrics.steps import assign_steps, find_steps, guessed_steps_hold_work
 from .report.model import Report
 from .trace import Anomaly
 
 METRICS = ("gpu", "cpu", "paper")
 #: above this share of GPU time on generic words or no rule at all, the report warns
 WEAK_EVIDENCE_SHARE = 0.05
-#: a step marker guessed from repeated annotations must hold at least this share of the GPU time
-STEP_MIN_COVERAGE = 0.5
 
 #: columns of ``Report.kernels`` (one row per GPU activity), in this order
 KERNEL_COLUMNS = [
@@ -82,17 +81,11 @@ def analyze(
     if step_marker and steps.height == 0:
         raise TraceError(path, f"no ranges named '{step_marker}' to use as steps")
     acts = assign_steps(acts, steps)
-    if steps.height and not step_marker and used_marker != PROFILER_STEP.rstrip("#"):
-        # a guessed marker (a repeated annotation) must hold most of the GPU work to be the step
-        inside = int(acts.filter(pl.col("step").is_not_null())["dur_ns"].sum() or 0)
-        total = int(acts["dur_ns"].sum() or 0)
-        if total and inside < STEP_MIN_COVERAGE * total:
-            warnings_extra.append(Anomaly(
-                "steps_not_found", 1,
-                f"the repeated range '{used_marker}' holds only {inside / total:.1%} of the GPU time: not used as "
-                f"steps (name the step range with --step-marker NAME)"))
-            steps, used_marker = steps.head(0), None
-            acts = acts.with_columns(pl.lit(None, pl.Int64).alias("step"))
+    not_steps = None if step_marker else guessed_steps_hold_work(acts, used_marker)
+    if not_steps:
+        warnings_extra.append(Anomaly("steps_not_found", 1, not_steps))
+        steps, used_marker = steps.head(0), None
+        acts = acts.with_columns(pl.lit(None, pl.Int64).alias("step"))
 
     file_total = int(acts["dur_ns"].sum() or 0)
     file_count = acts.height
@@ -148,13 +141,13 @@ def analyze(
         cats = gpu_cats
 
     kernels = acts.select([c for c in KERNEL_COLUMNS if c in acts.columns])
+    gpu_ns = int(acts["dur_ns"].sum() or 0)
     evidence = evidence_time(acts)
-    weak = evidence.get("generic", 0) + evidence.get("none", 0)
-    total_ns = int(acts["dur_ns"].sum() or 0)
-    if total_ns and weak > WEAK_EVIDENCE_SHARE * total_ns:
+    weak = evidence["generic"] + evidence["none"]
+    if gpu_ns and weak > WEAK_EVIDENCE_SHARE * gpu_ns:
         warnings.append(Anomaly(
             "weak_evidence", 1,
-            f"{weak / total_ns:.1%} of the GPU time ({weak / 1000:,.1f} us) is classified by generic name words or "
+            f"{weak / gpu_ns:.1%} of the GPU time ({weak / 1000:,.1f} us) is classified by generic name words or "
             f"not at all: run 'nongemm-trace explain TRACE --weak' for the kernels and rules to add"))
     attribution = dict(acts.group_by("attribution").len().iter_rows()) if acts.height else {}
     return Report(
@@ -169,7 +162,7 @@ def analyze(
         kernels=kernels,
         kernel_summary=kernel_summary(acts),
         steps=step_table(acts, steps),
-        gpu_time_ns=int(acts["dur_ns"].sum() or 0),
+        gpu_time_ns=gpu_ns,
         gpu_activities=acts.height,
         cpu_time_ns=cpu_total,
         total_gpu_time_in_file_ns=file_total,
@@ -183,12 +176,6 @@ def analyze(
         calls=linked.ops,
         evidence=evidence,
     )
-
-
-def evidence_time(acts: pl.DataFrame) -> dict[str, int]:
-    """GPU time (ns) per rung of the evidence ladder, every rung listed, strongest first."""
-    got = dict(acts.group_by("evidence").agg(pl.col("dur_ns").sum()).iter_rows()) if acts.height else {}
-    return {rung: int(got.get(rung, 0) or 0) for rung in EVIDENCE}
 
 
 def _paper_table(cpu_cats: pl.DataFrame, gpu_cats: pl.DataFrame, tax: Taxonomy) -> pl.DataFrame:

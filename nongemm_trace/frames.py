@@ -72,3 +72,28 @@ def _scatter_columns(df: pl.DataFrame, right: pl.DataFrame, key: str) -> pl.Data
         base = pl.repeat(None, df.height, dtype=dtype, eager=True).alias(name)
         cols.append(base.scatter(idx.cast(pl.Int64), right[name]) if idx.len() else base)
     return df.with_columns(cols)
+
+
+def nearest_down(ops: pl.DataFrame, value: str) -> pl.DataFrame:
+    """``op_id`` and, for each op of an op tree (``op_id, parent_id, depth``), the ``value`` column
+    of itself or its nearest ancestor where it is not null. Level by level from the shallowest valued op, each level joined only with the
+    valued ops of the level above (the tree is shallow, the valued ops few)."""
+    tree = ops.select("op_id", "parent_id", "depth", value)
+    has = tree.filter(pl.col(value).is_not_null())
+    if has.height == 0:
+        return tree.select("op_id", value)
+    top = int(has["depth"].min() or 0)
+    levels = tree.filter(pl.col("depth") > top).partition_by("depth", as_dict=True)
+    known = has.filter(pl.col("depth").is_null() | (pl.col("depth") <= top)).select("op_id", value)
+    parts = [known]
+    for d in range(top + 1, int(tree["depth"].max() or 0) + 1):
+        level = levels.get((d,))
+        if level is None:
+            break
+        own = level.filter(pl.col(value).is_not_null()).select("op_id", value)
+        kids = level.filter(pl.col(value).is_null()).select("op_id", "parent_id").join(
+            known.rename({"op_id": "parent_id"}), on="parent_id", how="inner").select("op_id", value)
+        known = pl.concat([own, kids])
+        parts.append(known)
+    got = pl.concat(parts)
+    return tree.select("op_id").join(got, on="op_id", how="left", maintain_order="left")

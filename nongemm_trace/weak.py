@@ -15,11 +15,10 @@ from typing import Any
 
 import polars as pl
 
-from .classify import classify, link_and_classify
+from .api import analyze
 from .classify.rules import kernel_verdict
 from .classify.taxonomy import Taxonomy, load_taxonomy
 from .classify.tokens import tokens
-from .load import load_trace
 
 WEAK_RUNGS = ("generic", "none")
 #: the priority suggested rules get: above every generic rule, below the communication rule
@@ -33,9 +32,9 @@ def weak_kernels(path: str | Path, taxonomy: str | Path | Taxonomy = "default", 
     """The ``top`` kernel names with the most GPU time on weak evidence, each with its rule, its
     launching ops and a snippet that would classify it."""
     tax = taxonomy if isinstance(taxonomy, Taxonomy) else load_taxonomy(taxonomy)
-    linked = link_and_classify(load_trace(path), tax)
-    acts = classify(linked, tax, "launch")
-    total = int(acts["dur_ns"].sum() or 0)
+    rep = analyze(path, taxonomy=tax, level="launch", metric="gpu")
+    acts = rep.kernels
+    total = rep.gpu_time_ns
     weak = acts.filter(pl.col("evidence").is_in(list(WEAK_RUNGS)))
     g = (weak.group_by("name").agg(pl.col("dur_ns").sum().alias("gpu_time_ns"), pl.len().alias("activities"),
                                    pl.col("category").first(), pl.col("evidence").first(),

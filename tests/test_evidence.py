@@ -309,3 +309,12 @@ def test_gpu_events_of_another_converter_are_named(tmp_path):
     rep = nongemm_trace.analyze(path)
     w = [w for w in rep.warnings if w.code == "other_device_events"]
     assert w and w[0].count == 3 and "another converter" in w[0].message
+
+
+def test_rmsnorm_written_out_is_normalization_at_the_top_level_too():
+    """RMSNorm's calls are top-level ops of their own (below module wrappers): at level top the
+    chain decides too, so both levels agree."""
+    path = shared("h200", "llama_1b_bf16_bs1_s2048__eager.json.gz")
+    launch, top = nongemm_trace.analyze(path), nongemm_trace.analyze(path, level="top")
+    assert launch.share("normalization") > 0.03
+    assert top.share("normalization") == pytest.approx(launch.share("normalization"), abs=0.01)

@@ -101,7 +101,9 @@ def classify(linked: Linked, tax: Taxonomy, level: str = "launch") -> pl.DataFra
                      .when(enclosed).then(pl.col("enclosing_category")).otherwise(pl.col("op_category")).alias("_lop_cat"),
                      in_chain.alias("_lop_chain"), enclosed.alias("_lop_enc"),
                      pl.col("is_wrapper").alias("_lop_wrap"), pl.col("qdq_call").alias("_lop_qdq"))
-    top = ops.select("op_id", pl.col("name").alias("top_op"), pl.col("op_category").alias("_top_cat"),
+    # a top-level op that is one call of a written-out operation counts as that operation too
+    top = ops.select("op_id", pl.col("name").alias("top_op"),
+                     pl.when(in_chain).then(pl.col("chain_category")).otherwise(pl.col("op_category")).alias("_top_cat"),
                      pl.col("is_composite").alias("_top_comp"))
     acts = lookup_columns(lookup_columns(acts, "launch_op_id", lop, "op_id"), "top_op_id", top, "op_id")
     kinds = tax.activity_kinds

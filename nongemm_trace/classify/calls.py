@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from ..frames import nearest_down
 from .taxonomy import Taxonomy
 
 
@@ -70,22 +71,7 @@ def qdq_calls(ops: pl.DataFrame, tax: Taxonomy) -> pl.DataFrame:
     )
     df = df.with_columns((pl.col("_cast") | in_chain).alias("qdq_self"))
     flags = pl.concat([df.select("op_id", "parent_id", "depth", "qdq_self"), rest])
-    return _inherit(flags, ops)
-
-
-def _inherit(df: pl.DataFrame, ops: pl.DataFrame) -> pl.DataFrame:
-    """A call inside a qdq call is qdq: propagate the flag down the tree, one depth at a time."""
-    flags = df.select("op_id", "parent_id", "depth", pl.col("qdq_self").alias("qdq_call"))
-    if flags["depth"].drop_nulls().len() == 0:
-        return flags.select("op_id", "qdq_call")
-    max_depth = int(flags["depth"].max())
-    known = flags.filter(pl.col("depth") == 0).select("op_id", "qdq_call")
-    parts = [known, flags.filter(pl.col("depth").is_null()).select("op_id", "qdq_call")]
-    for d in range(1, max_depth + 1):
-        level = flags.filter(pl.col("depth") == d)
-        if level.height == 0:
-            break
-        level = level.join(known.rename({"op_id": "parent_id", "qdq_call": "_p"}), on="parent_id", how="left")
-        known = level.select("op_id", (pl.col("qdq_call") | pl.col("_p").fill_null(False)).alias("qdq_call"))
-        parts.append(known)
-    return pl.concat(parts)
+    # a call inside a qdq call is qdq: the flag goes down the tree
+    marked = flags.select("op_id", "parent_id", "depth",
+                          pl.when(pl.col("qdq_self")).then(True).otherwise(None).alias("qdq_call"))
+    return nearest_down(marked, "qdq_call").with_columns(pl.col("qdq_call").fill_null(False))

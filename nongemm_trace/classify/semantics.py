@@ -14,39 +14,15 @@ Two rungs of the evidence ladder sit above kernel names (see docs/taxonomy.md):
   patterns are data (``[[chains]]``); matching is one sort of the sibling calls and a few
   shifted columns, never a loop per event.
 
-Both results hold for a call and every call nested in it (:func:`nearest_down`).
+Both results hold for a call and every call nested in it (:func:`~nongemm_trace.frames.nearest_down`).
 """
 
 from __future__ import annotations
 
 import polars as pl
 
+from ..frames import nearest_down
 from .taxonomy import Chain, Taxonomy
-
-
-def nearest_down(ops: pl.DataFrame, value: str) -> pl.DataFrame:
-    """``op_id`` and, for each op, the ``value`` column of itself or its nearest ancestor where it
-    is not null. Level by level from the shallowest valued op, each level joined only with the
-    valued ops of the level above (the tree is shallow, the valued ops few)."""
-    tree = ops.select("op_id", "parent_id", "depth", value)
-    has = tree.filter(pl.col(value).is_not_null())
-    if has.height == 0:
-        return tree.select("op_id", value)
-    top = int(has["depth"].min() or 0)
-    levels = tree.filter(pl.col("depth") > top).partition_by("depth", as_dict=True)
-    known = has.filter(pl.col("depth").is_null() | (pl.col("depth") <= top)).select("op_id", value)
-    parts = [known]
-    for d in range(top + 1, int(tree["depth"].max() or 0) + 1):
-        level = levels.get((d,))
-        if level is None:
-            break
-        own = level.filter(pl.col(value).is_not_null()).select("op_id", value)
-        kids = level.filter(pl.col(value).is_null()).select("op_id", "parent_id").join(
-            known.rename({"op_id": "parent_id"}), on="parent_id", how="inner").select("op_id", value)
-        known = pl.concat([own, kids])
-        parts.append(known)
-    got = pl.concat(parts)
-    return tree.select("op_id").join(got, on="op_id", how="left", maintain_order="left")
 
 
 def enclosing_category(ops: pl.DataFrame, tax: Taxonomy) -> pl.DataFrame:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from ..classify import EVIDENCE
 from ..classify.taxonomy import Taxonomy
 from ..frames import is_row_index
 
@@ -140,3 +141,9 @@ def cpu_op_times(ops: pl.DataFrame, level: str) -> pl.DataFrame:
     sel = real.join(child, on="op_id", how="left")
     return sel.select("op_id", pl.col("op_category").fill_null("unclassified").alias("category"),
                       (pl.col("dur_ns") - pl.col("_kids").fill_null(0)).clip(lower_bound=0).alias("cpu_ns"))
+
+
+def evidence_time(acts: pl.DataFrame) -> dict[str, int]:
+    """GPU time (ns) per rung of the evidence ladder, every rung listed, strongest first."""
+    got = dict(acts.group_by("evidence").agg(pl.col("dur_ns").sum()).iter_rows()) if acts.height else {}
+    return {rung: int(got.get(rung, 0) or 0) for rung in EVIDENCE}

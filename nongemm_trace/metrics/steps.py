@@ -13,6 +13,8 @@ from __future__ import annotations
 import polars as pl
 
 PROFILER_STEP = "ProfilerStep#"
+#: a step marker guessed from repeated annotations must hold at least this share of the GPU time
+STEP_MIN_COVERAGE = 0.5
 
 
 def find_steps(ops: pl.DataFrame, marker: str | None = None) -> tuple[pl.DataFrame, str | None]:
@@ -65,3 +67,17 @@ def assign_steps(acts: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
     inside = (~pl.col("_launched")) | (pl.col("_t") <= pl.col("_send"))
     hit = hit.select("activity_id", pl.when(inside).then(pl.col("step")).otherwise(None).alias("step"))
     return acts.join(hit, on="activity_id", how="left").sort("activity_id")
+
+
+def guessed_steps_hold_work(acts: pl.DataFrame, used_marker: str | None) -> str | None:
+    """Why the steps found by guessing (a repeated annotation, not ``ProfilerStep#N``) are not
+    steps: they hold less than :data:`STEP_MIN_COVERAGE` of the GPU time (``Optimizer.zero_grad``
+    ranges repeat too). None when they are fine. ``acts`` has the ``step`` column."""
+    if used_marker is None or used_marker == PROFILER_STEP.rstrip("#"):
+        return None
+    total = int(acts["dur_ns"].sum() or 0)
+    inside = int(acts.filter(pl.col("step").is_not_null())["dur_ns"].sum() or 0)
+    if not total or inside >= STEP_MIN_COVERAGE * total:
+        return None
+    return (f"the repeated range '{used_marker}' holds only {inside / total:.1%} of the GPU time: not used as "
+            f"steps (name the step range with --step-marker NAME)")
