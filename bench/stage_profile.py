@@ -30,7 +30,7 @@ def main() -> int:
     import importlib
 
     importlib.import_module("nongemm_trace.cli")  # the command line's allocator settings, before polars
-    from nongemm_trace import api, classify, link
+    from nongemm_trace import api, classify, link, load, measure
     from nongemm_trace.link import fast_sweep, nesting
     from nongemm_trace.load import fast_scan, kineto
 
@@ -48,24 +48,24 @@ def main() -> int:
 
         setattr(owner, name, timed)
 
-    wrap(api, "load_trace", "load")
+    wrap(load, "load_trace", "load")
     wrap(kineto, "decode_chunk", "load: chunks decoded (this process)")
     wrap(fast_scan, "scan", "load: C scanner, tables wrapped (this process)")
     wrap(fast_scan, "decode_events", "load: msgspec decode (this process)")
     wrap(fast_scan, "chunk_tables", "load: events to columns (this process)")
     wrap(kineto, "_build", "load: tables assembled, duplicates checked")
-    wrap(api, "link_and_classify", "link")
+    wrap(classify, "link_and_classify", "link")
     wrap(classify, "_with_name_columns", "link: op names to categories")
     wrap(nesting, "_packed", "link: op tree keys (thread, time) packed")
     wrap(fast_sweep, "op_tree", "link: op tree by the C sweep")
     wrap(nesting, "_starts_and_queries", "link: op tree in polars (starts sorted, ends searched)")
     wrap(nesting, "_verified", "link: launch calls' ops checked")
-    wrap(link, "_top_ids", "link: top-level ops")
+    wrap(classify, "outermost_up", "link: top-level ops")
     wrap(link, "_attach_launches", "link: activities to launch calls")
     wrap(link, "_attach_ops", "link: activities to ops")
-    wrap(api, "classify", "classify")
+    wrap(classify, "classify", "classify")
     for name in ("op_table", "category_table", "kernel_summary", "step_table"):
-        wrap(api, name, "report tables")
+        wrap(measure, name, "report tables")
 
     t0 = time.perf_counter()
     api.analyze(args.trace)

@@ -17,6 +17,7 @@ from ._version import __version__
 # load polars before the command line has set the allocator up (see cli.py)
 _PUBLIC = {
     "analyze": ".api",
+    "Analysis": ".analysis",
     "launch_analysis": ".launch",
     "LaunchReport": ".launch",
     "Report": ".report.model",
@@ -29,6 +30,7 @@ _PUBLIC = {
 __all__ = [*_PUBLIC, "__version__"]
 
 if TYPE_CHECKING:  # pragma: no cover
+    from .analysis import Analysis
     from .api import analyze
     from .classify.taxonomy import Taxonomy, extend_taxonomy, load_taxonomy
     from .errors import TraceError

@@ -14,24 +14,25 @@ from pathlib import Path
 import msgspec
 import polars as pl
 
-from .classify import classify, link_and_classify
-from .classify.taxonomy import Taxonomy, load_taxonomy
+from .analysis import Analysis, needs_python
+from .classify.taxonomy import Taxonomy
 from .errors import TraceError
-from .load import load_trace
 from .load.source import read_bytes
 
 
-def annotate(path: str | Path, output: str | Path, *, taxonomy: str | Path | Taxonomy = "default",
+def annotate(source: str | Path | Analysis, output: str | Path, *, taxonomy: str | Path | Taxonomy | None = None,
              level: str | None = None) -> dict[str, int]:
-    """Write the annotated trace to ``output`` (gzip when it ends in .gz); returns counts."""
-    tax = taxonomy if isinstance(taxonomy, Taxonomy) else load_taxonomy(taxonomy)
+    """Write the annotated trace of ``source`` (a path or an :class:`Analysis`) to ``output`` (gzip when it
+    ends in .gz); returns counts."""
+    analysis = Analysis.of(source, taxonomy=taxonomy)
+    tax, path = analysis.taxonomy, analysis.path
     level = level or tax.default_level
-    trace = load_trace(path, keep_python=level == "module")
+    trace = analysis.trace(python=needs_python(level))
     if trace.source_format != "kineto":
         raise TraceError(path, "annotate writes a Kineto JSON trace: convert this Nsight Systems export first "
                                "(nongemm-trace convert REPORT -o TRACE.json.gz) and annotate that")
-    linked = link_and_classify(trace, tax)
-    acts = classify(linked, tax, level)
+    linked = analysis.linked()
+    acts = analysis.activities(level)
     data = read_bytes(path)
     try:
         doc = msgspec.json.decode(data)

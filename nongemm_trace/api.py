@@ -1,4 +1,4 @@
-"""``analyze``: the one function behind the CLI and the Python API.
+"""``analyze``: the one-call entry of the Python API, a thin wrapper over :class:`~nongemm_trace.analysis.Analysis`.
 
 load -> link -> classify -> measure; returns a :class:`~nongemm_trace.report.model.Report`.
 """
@@ -6,47 +6,32 @@ load -> link -> classify -> measure; returns a :class:`~nongemm_trace.report.mod
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Callable
 
-import polars as pl
+from . import measure  # noqa: F401  (the pipeline and polars, imported with the entry point as before)
+from .analysis import Analysis, needs_python
 
-from .classify import LEVELS, classify, link_and_classify
-from .classify.taxonomy import Taxonomy, load_taxonomy
-from .errors import TraceError
-from .load import load_trace
-from .metrics.breakdown import (category_table, class_table, cpu_op_times, evidence_time, kernel_summary, op_table,
-                                step_table)
-from .metrics.steps import assign_steps, find_steps, guessed_steps_hold_work
-from .report.model import Report
-from .trace import Anomaly
-
-METRICS = ("gpu", "cpu", "paper")
-#: above this share of GPU time on generic words or no rule at all, the report warns
-WEAK_EVIDENCE_SHARE = 0.05
-
-#: columns of ``Report.kernels`` (one row per GPU activity), in this order
-KERNEL_COLUMNS = [
-    "activity_id", "name", "kind", "category", "class", "dur_ns", "ts_ns", "device", "stream", "correlation",
-    "op", "launch_op", "top_op", "module", "launch_op_id", "top_op_id", "attribution", "rule", "evidence", "fused_ops", "launch_id",
-    "launch_name", "launch_ts_ns", "launch_dur_ns", "step",
-]
-
-_DEVICE_KEYS = ("name", "computeMajor", "computeMinor", "totalGlobalMem", "numSms")
+if TYPE_CHECKING:  # pragma: no cover
+    from .classify.taxonomy import Taxonomy
+    from .report.model import Report
 
 
 def analyze(
-    path: str | Path,
+    path: str | Path | Analysis,
     *,
     metric: str | None = None,
     level: str | None = None,
-    taxonomy: str | Path | Taxonomy = "default",
+    taxonomy: str | Path | Taxonomy | None = None,
     drop_unlinked: bool = False,
     step_marker: str | None = None,
     skip_steps: int = 0,
     keep_python: bool = False,
     progress: Callable[[int, int], None] | None = None,
+    layer_info: str | Path | None = None,
 ) -> Report:
-    """Analyse one trace file.
+    """Analyse one trace file (or an :class:`Analysis` already open).
+
+    taxonomy: a built-in name, a TOML file or a :class:`Taxonomy` (default: ``default``, or the analysis' own).
 
     metric: ``gpu`` (GPU activity time), ``cpu`` (operator CPU time) or ``paper`` (cpu + gpu,
         the NonGEMM artifact's metric); default: the taxonomy's (``gpu`` for ``default``).
@@ -54,156 +39,11 @@ def analyze(
         ``module`` (innermost named nn.Module); default: the taxonomy's (``launch`` for ``default``).
     drop_unlinked: leave out activities with no launch call in the file.
     step_marker / skip_steps: choose the step ranges, drop the first N steps (warm-up).
+    keep_python: keep ``python_function`` events in the loaded tables (the module level does anyway).
     progress: called as ``progress(bytes_read, file_size)`` while the file is read.
+    layer_info: a TensorRT profile's layer-information file (default: the one next to it by name).
     """
-    tax = taxonomy if isinstance(taxonomy, Taxonomy) else load_taxonomy(taxonomy)
-    metric = metric or tax.default_metric
-    level = level or tax.default_level
-    if metric not in METRICS:
-        raise TraceError(path, f"unknown metric '{metric}' (choose from {', '.join(METRICS)})")
-    if level not in LEVELS:
-        raise TraceError(path, f"unknown level '{level}' (choose from {', '.join(LEVELS)})")
-    if skip_steps < 0:
-        raise TraceError(path, "--skip-steps must be >= 0")
-
-    trace = load_trace(path, keep_python=keep_python or level == "module", progress=progress)
-    linked = link_and_classify(trace, tax)
-    acts = classify(linked, tax, level)
-    warnings_extra = []
-    if level == "module" and acts["module"].null_count() == acts.height and acts.height:
-        warnings_extra.append(Anomaly("no_modules", 1, "no GPU activity was launched inside an nn.Module a rule names "
-                                      "(record with with_stack=True / with_modules=True); module level = launch level"))
-    if acts.height and linked.ops.height == 0:
-        warnings_extra.append(Anomaly(
-            "no_cpu_ops", 1, "the trace has GPU activities but no CPU operator events (a GPU-only capture?): "
-                             "every activity is classified by its kernel name alone"))
-    steps, used_marker = find_steps(linked.ops, step_marker)
-    if step_marker and steps.height == 0:
-        raise TraceError(path, f"no ranges named '{step_marker}' to use as steps")
-    acts = assign_steps(acts, steps)
-    not_steps = None if step_marker else guessed_steps_hold_work(acts, used_marker)
-    if not_steps:
-        warnings_extra.append(Anomaly("steps_not_found", 1, not_steps))
-        steps, used_marker = steps.head(0), None
-        acts = acts.with_columns(pl.lit(None, pl.Int64).alias("step"))
-
-    file_total = int(acts["dur_ns"].sum() or 0)
-    file_count = acts.height
-    warnings = list(trace.anomalies) + warnings_extra
-    unlinked = acts.filter(pl.col("attribution") == "none")
-    if unlinked.height:
-        verb = "excluded (--drop-unlinked)" if drop_unlinked else "classified by kernel name"
-        warnings.append(Anomaly(
-            "no_launch_call", unlinked.height,
-            f"{unlinked.height} GPU activities ({unlinked['dur_ns'].sum() / 1000:,.1f} us) have no launch call in the "
-            f"file (launched before profiling began?); {verb}"))
-    graph = acts.filter(pl.col("attribution") == "graph_launch").height
-    if graph:
-        warnings.append(Anomaly("graph_replay", graph,
-                                f"{graph} GPU activities were replayed from CUDA graphs: no per-op link, classified by kernel name"))
-    if drop_unlinked:
-        acts = acts.filter(pl.col("attribution") != "none")
-
-    if skip_steps:
-        if steps.height == 0:
-            raise TraceError(path, "--skip-steps given but the trace has no steps (use --step-marker NAME)")
-        if skip_steps >= steps.height:
-            raise TraceError(path, f"--skip-steps {skip_steps} leaves nothing: the trace has {steps.height} steps")
-        outside = acts.filter(pl.col("step").is_null() | (pl.col("step") < skip_steps))
-        warnings.append(Anomaly(
-            "steps_skipped", outside.height,
-            f"{outside.height} GPU activities ({outside['dur_ns'].sum() / 1000:,.1f} us) in the first {skip_steps} "
-            f"steps or outside every step were excluded (--skip-steps {skip_steps})"))
-        acts = acts.filter(pl.col("step") >= skip_steps)
-
-    gpu_cats = category_table(acts, tax)
-    cpu_total = None
-    effective_metric = metric
-    if metric == "gpu" and acts.height == 0 and linked.ops.height:
-        effective_metric = "cpu"
-        warnings.append(Anomaly("no_gpu_activities", 1,
-                                "the trace has no GPU activities: reporting the cpu metric (operator CPU time)"))
-    if effective_metric in ("cpu", "paper"):
-        cpu_rows = cpu_op_times(linked.ops, "top" if level == "top" else "launch")
-        if skip_steps:
-            keep = steps.filter(pl.col("step") >= skip_steps)
-            lo, hi = keep["ts_ns"].min(), keep["end_ns"].max()
-            in_win = linked.ops.filter((pl.col("ts_ns") >= lo) & (pl.col("end_ns") <= hi)).select("op_id")
-            cpu_rows = cpu_rows.join(in_win, on="op_id", how="semi")
-        cpu_cats = category_table(cpu_rows.rename({"cpu_ns": "dur_ns"}), tax)
-        cpu_total = int(cpu_cats["time_ns"].sum())
-        if effective_metric == "cpu":
-            cats = cpu_cats.join(gpu_cats.select("category", pl.col("time_ns").alias("gpu_time_ns")), on="category",
-                                 how="left").with_columns(pl.col("gpu_time_ns").fill_null(0))
-        else:  # paper: CPU time of the ops + GPU time of their activities, per category
-            cats = _paper_table(cpu_cats, gpu_cats, tax)
-    else:
-        cats = gpu_cats
-
-    kernels = acts.select([c for c in KERNEL_COLUMNS if c in acts.columns])
-    gpu_ns = int(acts["dur_ns"].sum() or 0)
-    evidence = evidence_time(acts)
-    weak = evidence["generic"] + evidence["none"]
-    if gpu_ns and weak > WEAK_EVIDENCE_SHARE * gpu_ns:
-        warnings.append(Anomaly(
-            "weak_evidence", 1,
-            f"{weak / gpu_ns:.1%} of the GPU time ({weak / 1000:,.1f} us) is classified by generic name words or "
-            f"not at all: run 'nongemm-trace explain TRACE --weak' for the kernels and rules to add"))
-    attribution = dict(acts.group_by("attribution").len().iter_rows()) if acts.height else {}
-    return Report(
-        trace=str(path),
-        metric=effective_metric,
-        level=level,
-        taxonomy=tax.name,
-        taxonomy_version=tax.version,
-        categories=cats,
-        classes=class_table(cats),
-        ops=op_table(linked.ops, acts),
-        kernels=kernels,
-        kernel_summary=kernel_summary(acts),
-        steps=step_table(acts, steps),
-        gpu_time_ns=gpu_ns,
-        gpu_activities=acts.height,
-        cpu_time_ns=cpu_total,
-        total_gpu_time_in_file_ns=file_total,
-        total_activities_in_file=file_count,
-        step_marker=used_marker,
-        steps_skipped=skip_steps,
-        drop_unlinked=drop_unlinked,
-        attribution={k: int(v) for k, v in attribution.items()},
-        metadata=_metadata(trace.metadata),
-        warnings=warnings,
-        calls=linked.ops,
-        evidence=evidence,
-    )
-
-
-def _paper_table(cpu_cats: pl.DataFrame, gpu_cats: pl.DataFrame, tax: Taxonomy) -> pl.DataFrame:
-    both = pl.concat([
-        cpu_cats.select("category", pl.col("time_ns").alias("cpu_time_ns"), pl.lit(0, pl.Int64).alias("gpu_time_ns"),
-                        pl.lit(0, pl.Int64).alias("activities")),
-        gpu_cats.select("category", pl.lit(0, pl.Int64).alias("cpu_time_ns"), pl.col("time_ns").alias("gpu_time_ns"),
-                        "activities"),
-    ]).group_by("category").agg(pl.all().sum())
-    both = both.with_columns((pl.col("cpu_time_ns") + pl.col("gpu_time_ns")).alias("time_ns"))
-    total = both["time_ns"].sum()
-    both = both.with_columns(
-        pl.col("category").replace_strict(tax.classes, default="unclassified", return_dtype=pl.Utf8).alias("class"),
-        (pl.col("time_ns") / total if total else pl.lit(0.0)).alias("share"))
-    return both.select("category", "class", "time_ns", "activities", "share", "cpu_time_ns", "gpu_time_ns") \
-        .sort(["time_ns", "category"], descending=[True, False])
-
-
-def _metadata(meta: dict[str, Any]) -> dict[str, Any]:
-    devices = meta.get("deviceProperties")
-    dev = None
-    if isinstance(devices, list) and devices and isinstance(devices[0], dict):
-        dev = {"count": len(devices), **{k: devices[0].get(k) for k in _DEVICE_KEYS if k in devices[0]}}
-    keep = {}
-    for k in ("schemaVersion", "distributedInfo", "cuda_runtime_version", "cuda_driver_version", "cupti_version",
-              "hip_runtime_version", "hip_driver_version", "roctracer_version", "record_shapes", "with_stack",
-              "with_modules", "with_flops", "profile_memory", "trace_id", "displayTimeUnit", "baseTimeNanoseconds",
-              "nongemm_run", "nsys_version"):
-        if k in meta and isinstance(meta[k], (str, int, float, bool, dict, list)):
-            keep[k] = meta[k]
-    return {"device": dev, "devices": devices if isinstance(devices, list) else [], "trace": keep}
+    analysis = Analysis.of(path, taxonomy=taxonomy, keep_python=keep_python or needs_python(level), progress=progress,
+                           layer_info=layer_info)
+    return analysis.report(metric=metric, level=level, drop_unlinked=drop_unlinked, step_marker=step_marker,
+                           skip_steps=skip_steps)

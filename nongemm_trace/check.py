@@ -14,10 +14,11 @@ from typing import Any
 
 import polars as pl
 
-from .api import analyze
-from .classify.taxonomy import CATEGORIES, CLASSES
+from .analysis import Analysis, open_analysis
+from .errors import OptionError
 from .errors import TraceError
 from .report.model import Report
+from .vocabulary import CLASSES
 
 
 @dataclass(frozen=True)
@@ -50,23 +51,70 @@ def parse_named(items: list[str] | None, where: str) -> dict[str, float]:
 def _validate(limits: dict[str, float] | None, known: tuple[str, ...], what: str, share: bool) -> None:
     for name, value in (limits or {}).items():
         if name not in known:
-            raise TraceError(None, f"{what}: unknown name {name!r} (known: {', '.join(known)})")
+            raise OptionError(None, f"{what}: unknown name {name!r} (known: {', '.join(known)})", what)
         if share and not 0.0 <= value <= 1.0:
-            raise TraceError(None, f"{what}: the limit for {name} is {value:g}, not a share between 0 and 1")
+            raise OptionError(None, f"{what}: the limit for {name} is {value:g}, not a share between 0 and 1", what)
 
 
-def _per_step(rep: Report, ns: float) -> float:
-    return ns / rep.steps.height if rep.steps.height else ns
+@dataclass(frozen=True)
+class Baseline:
+    """What a regression gate reads of a trace: GPU time, step count and GPU time per category.
+    Made from a report, or from a report's JSON (``analyze --format json``) stored earlier."""
+
+    gpu_time_ns: int
+    steps: int
+    category_ns: dict[str, int]
+
+    @classmethod
+    def of_report(cls, rep: Report) -> Baseline:
+        got = rep.kernels.group_by("category").agg(pl.col("dur_ns").sum()) if rep.kernels.height else None
+        return cls(int(rep.gpu_time_ns), rep.steps.height,
+                   {c: int(t) for c, t in got.iter_rows()} if got is not None else {})
+
+    @classmethod
+    def of_json(cls, path: str | Path) -> Baseline:
+        import json
+
+        try:
+            d = json.loads(Path(path).read_text(encoding="utf-8"))
+            cats = {c["category"]: int(round(c["gpu_time_us"] * 1000)) for c in d["categories"]}
+            return cls(int(round(d["gpu_time_us"] * 1000)), len(d["steps"]), cats)
+        except OSError as exc:
+            raise TraceError(path, f"cannot read the baseline: {exc.strerror or exc}") from None
+        except (ValueError, KeyError, TypeError) as exc:
+            raise TraceError(path, f"not a report JSON of 'analyze --format json' ({type(exc).__name__}: {exc})") from None
+
+    def per_step(self, ns: float) -> float:
+        return ns / self.steps if self.steps else ns
 
 
-def _cat_ns(rep: Report, cat: str) -> int:
-    return int(rep.kernels.filter(pl.col("category") == cat)["dur_ns"].sum())
+def _baseline(source: str | Path | Analysis | Report, options: dict[str, Any]) -> Baseline:
+    if isinstance(source, Report):
+        return Baseline.of_report(source)
+    if not isinstance(source, Analysis) and str(source).endswith(".json") and _is_report_json(source):
+        return Baseline.of_json(source)
+    return Baseline.of_report(_report(source, options))
+
+
+def _is_report_json(path: str | Path) -> bool:
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4096)
+    except OSError:
+        return False
+    return b'"schema_version"' in head and b'"tool_version"' in head and b'"traceEvents"' not in head
+
+
+def _report(source: str | Path | Analysis, options: dict[str, Any]) -> Report:
+    analysis, report_opts = open_analysis(source, options)
+    report_opts.setdefault("metric", "gpu")
+    return analysis.report(**report_opts)
 
 
 def check(
-    trace: str | Path,
+    trace: str | Path | Analysis,
     *,
-    baseline: str | Path | None = None,
+    baseline: str | Path | Analysis | Report | None = None,
     max_share: dict[str, float] | None = None,
     max_category_share: dict[str, float] | None = None,
     max_regression: float | None = None,
@@ -76,14 +124,19 @@ def check(
     """Check ``trace`` against the limits; ``options`` go to :func:`nongemm_trace.analyze`. A limit
     that names no class or category, a share limit outside 0..1, or no limit at all is refused:
     a typo must never turn a gate off."""
-    _validate(max_share, CLASSES + CATEGORIES, "max_share", share=True)
-    _validate(max_category_share, CATEGORIES, "max_category_share", share=True)
-    _validate(max_category_regression, CATEGORIES, "max_category_regression", share=False)
+    analysis, report_opts = open_analysis(trace, options)
+    declared = analysis.taxonomy.categories
+    _validate(max_share, CLASSES + declared, "max_share", share=True)
+    _validate(max_category_share, declared, "max_category_share", share=True)
+    _validate(max_category_regression, declared, "max_category_regression", share=False)
     if not (max_share or max_category_share or max_regression is not None or max_category_regression):
-        raise TraceError(trace, "no limit to check (give max_share, max_category_share, max_regression or "
-                                "max_category_regression)")
-    options.setdefault("metric", "gpu")
-    rep = analyze(trace, **options)
+        raise OptionError(analysis.path, "no limit to check (give max_share, max_category_share, max_regression or "
+                                         "max_category_regression)",
+                          "max_share", "max_category_share", "max_regression", "max_category_regression")
+    if (max_regression is not None or max_category_regression) and baseline is None:
+        raise OptionError(analysis.path, "max_regression needs baseline BASE", "max_regression", "baseline")
+    report_opts.setdefault("metric", "gpu")
+    rep = analysis.report(**report_opts)
     of = {"gpu": "GPU time", "cpu": "CPU time", "paper": "CPU + GPU time"}.get(rep.metric, rep.metric)
     out: list[Violation] = []
     for name, allowed in (max_share or {}).items():
@@ -97,19 +150,18 @@ def check(
             out.append(Violation(f"max-category-share {name}", value, allowed,
                                  f"category {name} is {100 * value:.1f} % of {of}, above the limit of "
                                  f"{100 * allowed:.1f} %"))
-    if (max_regression is not None or max_category_regression) and baseline is None:
-        raise TraceError(trace, "--max-regression needs --baseline BASE")
     if baseline is not None:
-        base = analyze(baseline, **options)
+        base = _baseline(baseline, {"taxonomy": analysis.taxonomy, **report_opts})
+        mine = Baseline.of_report(rep)
         if max_regression is not None:
-            b, n = _per_step(base, base.gpu_time_ns), _per_step(rep, rep.gpu_time_ns)
+            b, n = base.per_step(base.gpu_time_ns), mine.per_step(mine.gpu_time_ns)
             change = (n - b) / b if b else 0.0
             if change > max_regression:
                 out.append(Violation("max-regression", change, max_regression,
                                      f"GPU time per step rose {100 * change:.1f} % ({b / 1000:,.1f} -> {n / 1000:,.1f} us), "
                                      f"above the limit of {100 * max_regression:.1f} %"))
         for cat, allowed in (max_category_regression or {}).items():
-            b, n = _per_step(base, _cat_ns(base, cat)), _per_step(rep, _cat_ns(rep, cat))
+            b, n = base.per_step(base.category_ns.get(cat, 0)), mine.per_step(mine.category_ns.get(cat, 0))
             if b == 0:
                 change = float("inf") if n > 0 else 0.0
             else:

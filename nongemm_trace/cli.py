@@ -21,126 +21,12 @@ from pathlib import Path
 ALLOCATOR = "narenas:1,background_thread:true,dirty_decay_ms:100,muzzy_decay_ms:0"
 os.environ.setdefault("_RJEM_MALLOC_CONF", ALLOCATOR)
 
-from ._version import __version__  # noqa: E402
-from .errors import TraceError
+from .errors import OptionError, TraceError  # noqa: E402
+from .cli_args import parser  # noqa: E402  (no polars: the allocator is set above)
 
 EXIT_BAD_INPUT = 2
 
 
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="nongemm-trace",
-        description="Where GPU time goes in a profiler trace: GEMM vs non-GEMM operators.",
-    )
-    p.add_argument("--version", action="version", version=f"nongemm-trace {__version__}")
-    sub = p.add_subparsers(dest="command", required=True)
-    a = sub.add_parser("analyze", help="GEMM / non-GEMM breakdown of traces (Kineto .json[.gz], nsys .sqlite[.gz])")
-    a.add_argument("traces", nargs="+", metavar="TRACE",
-                   help="trace file(s), folders (every trace inside) or globs; several are analysed in parallel")
-    a.add_argument("--engine", choices=("process", "ray"), default="process",
-                   help="several traces: worker processes on this machine (default) or Ray tasks")
-    a.add_argument("--workers", type=int, default=None, help="parallel workers (default: the CPU count)")
-    a.add_argument("-q", "--quiet", action="store_true", help="no progress display on stderr")
-    a.add_argument("--metric", choices=("gpu", "cpu", "paper"), default=None,
-                   help="gpu: summed GPU activity time (default); cpu: operator CPU time; paper: cpu + gpu "
-                        "(the NonGEMM artifact's metric). Default: the taxonomy's")
-    a.add_argument("--level", choices=("launch", "top", "module"), default=None,
-                   help="launch: the op that launched each activity (default); top: the outermost real operator; "
-                        "module: the innermost named nn.Module (with_stack traces). Default: the taxonomy's")
-    a.add_argument("--taxonomy", default="default", help="built-in taxonomy name or a .toml file (default: default)")
-    a.add_argument("--format", choices=("table", "json", "csv", "parquet", "markdown"), default="table")
-    a.add_argument("--table", choices=("categories", "ops", "kernels"), default="categories",
-                   help="which table csv/parquet write (default: categories)")
-    a.add_argument("-o", "--output", help="write the report to PATH instead of stdout")
-    a.add_argument("--drop-unlinked", action="store_true",
-                   help="leave out GPU activities with no launch call in the file (launched before profiling)")
-    a.add_argument("--step-marker", metavar="NAME", help="name of the ranges that mark steps (default: ProfilerStep#N, "
-                   "else the most repeated top-level annotation)")
-    a.add_argument("--skip-steps", type=int, default=0, metavar="N", help="drop the first N steps (warm-up)")
-    a.add_argument("--keep-python", action="store_true", help="keep python_function events (with_stack traces)")
-    a.add_argument("--top", type=int, default=15, metavar="N", help="rows of ops and kernels in the table view")
-    a.add_argument("--max-ops", type=int, default=None, metavar="N", help="limit the ops list in JSON to N rows")
-
-    def common(p_):
-        p_.add_argument("--taxonomy", default="default")
-        p_.add_argument("--level", choices=("launch", "top", "module"), default=None)
-        p_.add_argument("--drop-unlinked", action="store_true")
-        p_.add_argument("--step-marker", metavar="NAME")
-        p_.add_argument("--skip-steps", type=int, default=0, metavar="N")
-
-    cp = sub.add_parser("compare", help="what changed between traces: per category, fusion and quantization views")
-    cp.add_argument("traces", nargs="+", metavar="TRACE", help="BASE first, then one or more traces to compare with it")
-    cp.add_argument("--per-step", action="store_true", help="divide times and counts by each trace's step count")
-    cp.add_argument("--format", choices=("table", "json", "markdown"), default="table")
-    cp.add_argument("-o", "--output")
-    common(cp)
-
-    pp = sub.add_parser("plot", help="stacked bars of GPU time per category, one bar per trace")
-    pp.add_argument("traces", nargs="+", metavar="TRACE")
-    pp.add_argument("-o", "--output", required=True, help="figure file (.png or .svg)")
-    pp.add_argument("--absolute", action="store_true", help="bars in microseconds instead of shares")
-    pp.add_argument("--per-step", action="store_true")
-    pp.add_argument("--title")
-    common(pp)
-
-    ck = sub.add_parser("check", help="regression gates: exit 1 when a limit is broken")
-    ck.add_argument("trace")
-    ck.add_argument("--baseline", metavar="BASE")
-    ck.add_argument("--max-share", action="append", metavar="CLASS=FRACTION",
-                    help="e.g. non-GEMM=0.45 or non-GEMM=45%% (repeatable; a category name works too)")
-    ck.add_argument("--max-category-share", action="append", metavar="CATEGORY=FRACTION")
-    ck.add_argument("--max-regression", metavar="PCT", help="GPU time per step against --baseline, e.g. 10%%")
-    ck.add_argument("--max-category-regression", action="append", metavar="CATEGORY=PCT")
-    ck.add_argument("--format", choices=("text", "json"), default="text")
-    common(ck)
-
-    fp = sub.add_parser("flops", help="FLOPs, bytes and the roofline per op; where FLOPs misjudge time")
-    fp.add_argument("trace")
-    fp.add_argument("--format", choices=("table", "json", "csv"), default="table")
-    fp.add_argument("--table", choices=("ops", "categories", "calls"), default="ops", help="which table csv writes")
-    fp.add_argument("-o", "--output")
-    fp.add_argument("--device-spec", metavar="NAME|FILE.toml", help="peak specs to use instead of the detected device")
-    fp.add_argument("--roofline", metavar="FILE", help="draw the roofline scatter to FILE (.png/.svg)")
-    fp.add_argument("--shares-plot", metavar="FILE", help="draw FLOP share vs time share per class to FILE")
-    fp.add_argument("--top", type=int, default=15)
-    common(fp)
-
-    la = sub.add_parser("launch", help="launch overhead, GPU idle gaps and communication overlap of one trace")
-    la.add_argument("trace")
-    la.add_argument("--format", choices=("table", "json", "csv"), default="table")
-    la.add_argument("--table", choices=("streams", "steps", "devices", "categories", "activities"), default="streams",
-                    help="which table csv writes (default: streams)")
-    la.add_argument("-o", "--output", help="write the report to PATH instead of stdout")
-    la.add_argument("--short-us", type=float, default=10.0, help="activities shorter than this are short (default 10)")
-    la.add_argument("--plot", metavar="FILE", help="draw the timeline to FILE (.png or .svg)")
-    la.add_argument("--window", metavar="START:END", help="plot only this window, in us from the first activity")
-    common(la)
-
-    cv = sub.add_parser("convert", help="an Nsight Systems SQLite export (.sqlite[.gz], or .nsys-rep with nsys on "
-                                        "PATH) to a Kineto-compatible trace (.json or .json.gz)")
-    cv.add_argument("report")
-    cv.add_argument("-o", "--output", required=True)
-
-    e = sub.add_parser("explain", help="which rule classified an op or kernel, in which taxonomy, at which level")
-    e.add_argument("trace")
-    e.add_argument("name", nargs="?", help="an op or kernel name (exact, else every name containing it)")
-    e.add_argument("--weak", action="store_true", help="instead of a name: the kernels with the most GPU time on "
-                                                       "weak evidence, each with a TOML rule that would classify it")
-    e.add_argument("--top", type=int, default=20, help="with --weak: how many kernels (default 20)")
-    e.add_argument("--taxonomy", default="default")
-    e.add_argument("--format", choices=("text", "json"), default="text")
-
-    n = sub.add_parser("annotate", help="write the trace with args.nongemm_category / nongemm_class on every op and "
-                                        "GPU activity (for Perfetto / chrome://tracing)")
-    n.add_argument("trace")
-    n.add_argument("-o", "--output", required=True, help="output trace (.json or .json.gz)")
-    n.add_argument("--taxonomy", default="default")
-    n.add_argument("--level", choices=("launch", "top", "module"), default=None)
-    return p
-
-
-#: set once a single-trace analysis has written its report: it started nothing (worker processes,
-#: Ray) that must be shut down at exit, so :func:`entry` may skip the interpreter's teardown
 _single_analysis_done = False
 
 
@@ -160,9 +46,12 @@ def entry() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    args = parser().parse_args(argv)
     try:
         return _run(args)
+    except OptionError as exc:  # the library names parameters; the user typed flags
+        print(f"nongemm-trace: error: {_as_flags(exc)}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     except TraceError as exc:
         print(f"nongemm-trace: error: {exc.one_line()}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -177,6 +66,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"nongemm-trace: error: {getattr(args, 'trace', '')}: unexpected failure "
               f"({type(exc).__name__}: {msg}); please report it", file=sys.stderr)
         return EXIT_BAD_INPUT
+
+
+def _as_flags(exc: OptionError) -> str:
+    import re
+
+    text = exc.one_line()
+    for name in exc.parameters:
+        text = re.sub(rf"(?<![-\w]){re.escape(name)}(?!\w)", "--" + name.replace("_", "-"), text)
+    return text
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -233,7 +131,8 @@ def _analyze_one(args: argparse.Namespace) -> int:
     from .api import analyze
 
     opts = dict(metric=args.metric, level=args.level, taxonomy=args.taxonomy, drop_unlinked=args.drop_unlinked,
-                step_marker=args.step_marker, skip_steps=args.skip_steps, keep_python=args.keep_python)
+                step_marker=args.step_marker, skip_steps=args.skip_steps, keep_python=args.keep_python,
+                layer_info=args.layer_info)
     size = Path(args.trace).stat().st_size if Path(args.trace).is_file() else 0
     big = size > (4 << 20 if args.trace.endswith(".gz") else 32 << 20)  # gzip: ~10x that much JSON
     if big and not args.quiet and sys.stderr.isatty():
@@ -282,7 +181,8 @@ def _batch(args: argparse.Namespace, paths: list[str]) -> int:
     from .batch import run_batch
 
     opts = dict(metric=args.metric, level=args.level, taxonomy=args.taxonomy, drop_unlinked=args.drop_unlinked,
-                step_marker=args.step_marker, skip_steps=args.skip_steps, keep_python=args.keep_python)
+                step_marker=args.step_marker, skip_steps=args.skip_steps, keep_python=args.keep_python,
+                layer_info=args.layer_info)
     parquet_dir = None
     if args.format == "parquet":
         if not args.output:
@@ -316,60 +216,19 @@ def _batch(args: argparse.Namespace, paths: list[str]) -> int:
         print(f"wrote the Parquet dataset {parquet_dir} (table=categories|ops|kernels, one part per trace)",
               file=sys.stderr)
     elif args.format in ("csv", "markdown"):
-        _emit(_batch_rows(d, args.format), args.output)
+        from .report.batch_table import batch_rows
+        _emit(batch_rows(d, args.format), args.output)
     else:
         from .report.batch_table import render_batch
         _render(args.output, lambda console: render_batch(d, console))
     return EXIT_BAD_INPUT if result.failed else 0
 
 
-def _batch_rows(d: dict, fmt: str) -> str:
-    head = ["trace", "rank", "metric", "gpu_time_us", "gpu_activities", "GEMM_share", "non_GEMM_share",
-            "top_non_GEMM_category"]
-    rows = []
-    for r in d["traces"]:
-        cls = {c["class"]: c["share"] for c in r["classes"]}
-        non = [c for c in r["categories"] if c["class"] == "non-GEMM" and c["share"] > 0]
-        rows.append([r["trace"], "" if r.get("rank") is None else r["rank"], r["metric"], r["gpu_time_us"],
-                     r["gpu_activities"], round(cls.get("GEMM", 0.0), 6), round(cls.get("non-GEMM", 0.0), 6),
-                     non[0]["category"] if non else ""])
-    if fmt == "csv":
-        import csv
-        import io
-        buf = io.StringIO()
-        w = csv.writer(buf)
-        w.writerow(head)
-        w.writerows(rows)
-        return buf.getvalue()
-    out = ["| trace | GPU time (us) | activities | GEMM | non-GEMM | top non-GEMM |", "|---|---:|---:|---:|---:|---|"]
-    for r in rows:
-        out.append(f"| {Path(r[0]).name} | {r[3]:,.1f} | {r[4]:,} | {100 * r[5]:.1f} % | {100 * r[6]:.1f} % | {r[7]} |")
-    c = d["combined"]
-    out.append(f"| **all {c['traces']} traces** | {c['gpu_time_us']:,.1f} | {c['gpu_activities']:,} | "
-               + " | ".join(f"{100 * next((x['share'] for x in c['classes'] if x['class'] == k), 0.0):.1f} %"
-                            for k in ("GEMM", "non-GEMM")) + " | |")
-    return "\n".join(out) + "\n"
-
-
 def _convert(args: argparse.Namespace) -> int:
-    import gzip
+    from .load.nsys import convert
 
-    import msgspec
-
-    from .load import load_trace
-    from .load.nsys import to_kineto
-
-    trace = load_trace(args.report)
-    if trace.source_format != "nsys":
-        raise TraceError(args.report, "is not an Nsight Systems export (convert reads .sqlite[.gz] / .nsys-rep)")
-    blob = msgspec.json.encode(to_kineto(trace))
-    out = Path(args.output)
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_bytes(gzip.compress(blob, 6) if out.name.endswith(".gz") else blob)
-    except OSError as exc:
-        raise TraceError(out, f"cannot write: {exc.strerror or exc}") from None
-    print(f"wrote {out}: {trace.activities.height:,} GPU activities, {trace.launches.height:,} launch calls, "
+    trace = convert(args.report, args.output)
+    print(f"wrote {args.output}: {trace.activities.height:,} GPU activities, {trace.launches.height:,} launch calls, "
           f"{trace.ops.height:,} NVTX ranges" + "".join(f"; {a.message}" for a in trace.anomalies), file=sys.stderr)
     return 0
 

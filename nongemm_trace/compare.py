@@ -15,12 +15,12 @@ from typing import Any
 import polars as pl
 
 from ._version import __version__
-from .api import analyze
-from .classify.taxonomy import CATEGORIES
+from .analysis import Analysis, open_analysis
 from .report.model import Report
 from .trace import Anomaly
+from .vocabulary import METRICS, SCHEMA_VERSION, TIME_BASES
+from .vocabulary import us as _us
 
-SCHEMA_VERSION = "1.0"
 CLASS_ORDER = ("GEMM", "non-GEMM", "communication", "unclassified")
 #: metadata keys that must agree for a fair comparison
 _ENV_KEYS = ("cuda_runtime_version", "cuda_driver_version", "hip_runtime_version", "schemaVersion")
@@ -36,6 +36,7 @@ class Comparison:
     fusion: dict[str, Any] | None
     quantization: dict[str, Any] | None
     warnings: list[Anomaly] = field(default_factory=list)
+    engine_fusion: list[dict[str, Any]] | None = None
 
     @property
     def traces(self) -> list[str]:
@@ -65,12 +66,12 @@ class Comparison:
             out["fusion"] = self.fusion
         if self.quantization:
             out["quantization"] = self.quantization
+        if self.engine_fusion:
+            out["engine_fusion"] = self.engine_fusion
         out["warnings"] = [w.as_dict() for w in self.warnings]
         return out
 
 
-def _us(ns: float) -> float:
-    return round(float(ns) / 1000.0, 3)
 
 
 def _num(x: float) -> float | int:
@@ -101,10 +102,10 @@ def _series(g: dict[str, Any], n: int) -> dict[str, Any]:
     }
 
 
-def compare(paths: list[str | Path], *, per_step: bool = False, **options: Any) -> Comparison:
-    """Compare ``paths[0]`` (BASE) with the others; ``options`` go to :func:`analyze`."""
-    options.setdefault("metric", "gpu")
-    reports = [analyze(p, **options) for p in paths]
+def compare(sources: list[str | Path | Analysis | Report], *, per_step: bool = False, **options: Any) -> Comparison:
+    """Compare ``sources[0]`` (BASE) with the others: paths, :class:`Analysis` objects or reports
+    (a report is taken as it is; ``options`` are :func:`nongemm_trace.analyze`'s for the others)."""
+    reports = [src if isinstance(src, Report) else _report(src, options) for src in sources]
     warnings: list[Anomaly] = []
     divisors = [1.0] * len(reports)
     if per_step:
@@ -114,6 +115,11 @@ def compare(paths: list[str | Path], *, per_step: bool = False, **options: Any) 
             else:
                 warnings.append(Anomaly("no_steps", 1, f"{r.trace} has no steps: its totals are not divided"))
     warnings += _environment_warnings(reports)
+    metrics = list(dict.fromkeys(r.metric for r in reports))
+    if len(metrics) > 1:
+        warnings.append(Anomaly("metrics_differ", len(metrics), "the traces measure different times ("
+                                + "; ".join(f"{m}: {_METRIC_TEXT.get(m, m)}" for m in metrics)
+                                + "): compare shares, not absolute times"))
     rows = []
     for i, r in enumerate(reports):
         k = r.kernels
@@ -134,7 +140,8 @@ def compare(paths: list[str | Path], *, per_step: bool = False, **options: Any) 
     long = long.with_columns(pl.col("category").replace_strict(class_of, default="unclassified").alias("class"))
     long = long.with_columns((pl.col("time_ns") / pl.col("time_ns").sum().over("trace_index")).fill_nan(0.0)
                              .alias("share"))
-    order = {c: i for i, c in enumerate(CATEGORIES)}
+    declared = [c for r in reports for c in r.category_names]
+    order = {c: i for i, c in enumerate(dict.fromkeys(declared))}
     long = long.with_columns(pl.col("category").replace_strict(order, default=99).alias("_o")).sort(
         ["_o", "trace_index"]).drop("_o")
     classes = long.group_by(["trace_index", "class"]).agg(pl.col("time_ns").sum(), pl.col("activities").sum(),
@@ -143,8 +150,18 @@ def compare(paths: list[str | Path], *, per_step: bool = False, **options: Any) 
     classes = classes.with_columns(pl.col("class").replace_strict(corder, default=9).alias("_o")).sort(
         ["_o", "trace_index"]).drop("_o")
     fusion = _fusion_view(reports, divisors)
+    engine_fusion = _engine_fusion_view(reports, divisors)
     quant = _quantization_view(reports, divisors, classes)
-    return Comparison(reports, per_step, divisors, long, classes, fusion, quant, warnings)
+    return Comparison(reports, per_step, divisors, long, classes, fusion, quant, warnings, engine_fusion)
+
+
+_METRIC_TEXT = {**METRICS, **TIME_BASES}
+
+
+def _report(source: str | Path | Analysis, options: dict[str, Any]) -> Report:
+    analysis, report_opts = open_analysis(source, options)
+    report_opts.setdefault("metric", "gpu")
+    return analysis.report(**report_opts)
 
 
 def _complete(long: pl.DataFrame, n: int) -> pl.DataFrame:
@@ -176,6 +193,34 @@ def _environment_warnings(reports: list[Report]) -> list[Anomaly]:
     return out
 
 
+def _engine_fusion_view(reports: list[Report], div: list[float]) -> list[dict[str, Any]] | None:
+    """For deployment-stack profiles (ONNX op types on their activities): nodes and time per op type,
+    BASE against each other profile, so what a higher optimization level fused away shows."""
+    if "onnx_ops" not in reports[0].kernels.columns:
+        return None
+
+    def per_op(r: Report) -> dict[str, tuple[int, int, str]]:
+        g = r.kernels.group_by(pl.col("onnx_ops").fill_null("(none)")).agg(
+            pl.len(), pl.col("dur_ns").sum(), pl.col("category").mode().sort().first())
+        return {op: (n, t, cat) for op, n, t, cat in g.iter_rows()}
+
+    base = per_op(reports[0])
+    out = []
+    for i, r in enumerate(reports[1:], start=1):
+        if "onnx_ops" not in r.kernels.columns:
+            continue
+        mine = per_op(r)
+        rows = []
+        for op in sorted(set(base) | set(mine)):
+            bn, bt, bc = base.get(op, (0, 0, None))
+            n, t, c = mine.get(op, (0, 0, None))
+            rows.append({"op": op, "category": c or bc, "base_nodes": _num(bn / div[0]), "base_time_us": _us(bt / div[0]),
+                         "nodes": _num(n / div[i]), "time_us": _us(t / div[i])})
+        rows.sort(key=lambda x: (-x["base_time_us"], x["op"]))
+        out.append({"trace": r.trace, "op_types": rows})
+    return out or None
+
+
 def _base(name: str | None) -> str | None:
     return None if name is None else name.rsplit("::", 1)[-1]
 
@@ -190,18 +235,18 @@ def _fusion_view(reports: list[Report], div: list[float]) -> dict[str, Any] | No
         if fused.height == 0 or bk.filter(pl.col("fused_ops").is_not_null()).height >= fused.height:
             continue
         eager_ops = (bk.filter(pl.col("class") == "non-GEMM").group_by("launch_op").agg(
-            pl.len().alias("activities"), pl.col("dur_ns").sum().alias("time_ns"), pl.col("category").mode().first())
+            pl.len().alias("activities"), pl.col("dur_ns").sum().alias("time_ns"), pl.col("category").mode().sort().first())
             .filter(pl.col("launch_op").is_not_null()))
         new_ops = r.kernels.group_by("launch_op").agg(pl.len().alias("n"), pl.col("dur_ns").sum().alias("t"))
         new_by_op = {o: (n, t) for o, n, t in new_ops.iter_rows()}
-        kern = fused.group_by("name").agg(pl.len().alias("activities"), pl.col("dur_ns").sum().alias("time_ns"),
+        kern = fused.group_by("name", maintain_order=True).agg(pl.len().alias("activities"), pl.col("dur_ns").sum().alias("time_ns"),
                                           pl.col("fused_ops").first(), pl.col("category").first())
         by_token: dict[str, list[str]] = {}
         for name, _, _, ops, _ in kern.iter_rows():
             for tok in (ops or "").split(","):
                 by_token.setdefault(tok, []).append(name)
         ops_rows = []
-        for op, n, t, cat in eager_ops.sort("time_ns", descending=True).iter_rows():
+        for op, n, t, cat in eager_ops.sort(["time_ns", "launch_op"], descending=[True, False]).iter_rows():
             b = _base(op)
             left = new_by_op.get(op, (0, 0))
             ops_rows.append({
@@ -211,7 +256,7 @@ def _fusion_view(reports: list[Report], div: list[float]) -> dict[str, Any] | No
             })
         kernels = []
         eager_bases = {_base(o) for o in eager_ops["launch_op"].to_list()}
-        for name, n, t, ops, cat in kern.sort("time_ns", descending=True).iter_rows():
+        for name, n, t, ops, cat in kern.sort(["time_ns", "name"], descending=[True, False]).iter_rows():
             toks = (ops or "").split(",")
             kernels.append({"kernel": name, "category": cat, "activities": _num(n / div[i]), "time_us": _us(t / div[i]),
                             "fused_ops": toks, "replaces_eager_ops": sorted({x for x in toks if x in eager_bases})})

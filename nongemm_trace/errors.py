@@ -19,3 +19,12 @@ class TraceError(Exception):
 
     def one_line(self) -> str:
         return f"{self.path}: {self.problem}" if self.path else self.problem
+
+
+class OptionError(TraceError):
+    """An option's value is refused. ``parameters`` are the option names the message uses, so the
+    command line can say ``--skip-steps`` where the library says ``skip_steps``."""
+
+    def __init__(self, path: str | Path | None, problem: str, *parameters: str):
+        self.parameters = parameters
+        super().__init__(path, problem)

@@ -12,19 +12,20 @@ from typing import Any
 
 import polars as pl
 
-from .classify import LEVELS, classify, link_and_classify
+from .analysis import Analysis
+from .vocabulary import LEVELS
 from .classify.rules import is_composite, is_wrapper, kernel_category, op_category
-from .classify.taxonomy import Taxonomy, load_taxonomy
+from .classify.taxonomy import Taxonomy
 from .errors import TraceError
-from .load import load_trace
 
 
-def explain(path: str | Path, name: str, taxonomy: str | Path | Taxonomy = "default") -> dict[str, Any]:
-    """Explain how ``name`` (an op or a kernel name; exact, else the unique names containing it) is classified."""
-    tax = taxonomy if isinstance(taxonomy, Taxonomy) else load_taxonomy(taxonomy)
-    trace = load_trace(path, keep_python=True)
-    linked = link_and_classify(trace, tax)
-    per_level = {lvl: classify(linked, tax, lvl) for lvl in LEVELS}
+def explain(source: str | Path | Analysis, name: str, taxonomy: str | Path | Taxonomy | None = None) -> dict[str, Any]:
+    """Explain how ``name`` (an op or a kernel name; exact, else the unique names containing it) is classified
+    in ``source`` (a path or an :class:`Analysis`)."""
+    analysis = Analysis.of(source, taxonomy=taxonomy, keep_python=True)
+    tax, path = analysis.taxonomy, analysis.path
+    linked = analysis.linked()
+    per_level = {lvl: analysis.activities(lvl) for lvl in LEVELS}
     ops = linked.ops
     acts = per_level["launch"]
 

@@ -97,3 +97,48 @@ def nearest_down(ops: pl.DataFrame, value: str) -> pl.DataFrame:
         parts.append(known)
     got = pl.concat(parts)
     return tree.select("op_id").join(got, on="op_id", how="left", maintain_order="left")
+
+
+def outermost_up(ops: pl.DataFrame, skip: str, out: str) -> pl.DataFrame:
+    """``ops`` (an op tree: ``op_id, parent_id, depth``) with ``out``: the outermost op on the path from
+    the root to each op (the op itself included) whose boolean ``skip`` column is false; null when
+    the whole path is skipped (a zero-length op, outside the tree, is
+    its own). Resolved one depth level at a time, top-down, with joins; by pointer jumping when op
+    ids are row numbers."""
+    if ops.height and is_row_index(ops["op_id"]):
+        return ops.with_columns(_outermost_by_jumping(ops, skip).alias(out))
+    ops = ops.with_columns(pl.lit(None, pl.UInt32).alias(out))
+    if ops.height == 0 or ops["depth"].drop_nulls().len() == 0:
+        return ops.with_columns(pl.when(~pl.col(skip)).then(pl.col("op_id")).alias(out))
+    max_depth = int(ops["depth"].max())
+    known = ops.filter(pl.col("depth") == 0).select(
+        "op_id", pl.when(~pl.col(skip)).then(pl.col("op_id")).otherwise(None).alias(out))
+    resolved = [known]
+    for d in range(1, max_depth + 1):
+        level = ops.filter(pl.col("depth") == d).select("op_id", "parent_id", skip)
+        if level.height == 0:
+            break
+        level = level.join(known.rename({"op_id": "parent_id", out: "_ptop"}), on="parent_id", how="left")
+        known = level.select(
+            "op_id",
+            pl.coalesce("_ptop", pl.when(~pl.col(skip)).then(pl.col("op_id"))).alias(out),
+        )
+        resolved.append(known)
+    ops = add_columns(ops.drop(out), pl.concat(resolved), "op_id")
+    # zero-length ops are outside the tree: they are their own top if real
+    return ops.with_columns(
+        pl.when(pl.col("depth").is_null() & ~pl.col(skip)).then(pl.col("op_id"))
+        .otherwise(pl.col(out)).alias(out)
+    )
+
+
+def _outermost_by_jumping(ops: pl.DataFrame, skip: str) -> pl.Series:
+    """:func:`outermost_up` when op ids are row numbers, by pointer jumping: each op holds the
+    outermost real op between itself and an ancestor, and the ancestor pointer doubles its
+    reach each round (log2 of the depth rounds of two gathers, instead of a join per level)."""
+    anc = ops["parent_id"].cast(pl.Int64)
+    best = pl.select(pl.when(~ops[skip]).then(ops["op_id"])).to_series()
+    while anc.null_count() < anc.len():
+        best = pl.select(pl.coalesce(best.gather(anc), best)).to_series()
+        anc = anc.gather(anc)
+    return best.cast(pl.UInt32)

@@ -14,11 +14,12 @@ from typing import Any
 import polars as pl
 
 from ._version import __version__
-from .api import analyze
+from .analysis import Analysis, open_analysis
 from .metrics.launch import activity_gaps, category_overhead, exposed_communication, timeline_stats
 from .trace import Anomaly
+from .vocabulary import SCHEMA_VERSION
+from .vocabulary import us
 
-SCHEMA_VERSION = "1.0"
 FIELDS = ("span", "busy", "idle", "host_bound_idle")
 
 
@@ -57,8 +58,11 @@ class LaunchReport:
         return out
 
 
+
+
 def _us(ns: Any) -> float:
-    return round(int(ns or 0) / 1000.0, 3)
+    """Whole nanoseconds (a median's fraction dropped) in microseconds."""
+    return us(int(ns or 0))
 
 
 def _row(r: dict[str, Any]) -> dict[str, Any]:
@@ -73,11 +77,13 @@ def _row(r: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def launch_analysis(path: str | Path, *, short_us: float = 10.0, **options: Any) -> LaunchReport:
-    """Launch overhead and idle analysis of one trace. ``options`` are those of
-    :func:`nongemm_trace.analyze` (taxonomy, level, drop_unlinked, step_marker, skip_steps)."""
-    options.setdefault("metric", "gpu")
-    rep = analyze(path, **options)
+def launch_analysis(source: str | Path | Analysis, *, short_us: float = 10.0, **options: Any) -> LaunchReport:
+    """Launch overhead and idle analysis of one trace (a path or an :class:`Analysis`). ``options`` are
+    those of :func:`nongemm_trace.analyze` (taxonomy, level, drop_unlinked, step_marker, skip_steps)."""
+    analysis, report_opts = open_analysis(source, options)
+    report_opts.setdefault("metric", "gpu")
+    rep = analysis.report(**report_opts)
+    path = rep.trace
     short_ns = int(round(short_us * 1000))
     acts = rep.kernels.with_columns((pl.col("ts_ns") + pl.col("dur_ns")).alias("end_ns"))
     warnings = list(rep.warnings)

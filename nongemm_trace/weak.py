@@ -15,9 +15,9 @@ from typing import Any
 
 import polars as pl
 
-from .api import analyze
+from .analysis import Analysis
 from .classify.rules import kernel_verdict
-from .classify.taxonomy import Taxonomy, load_taxonomy
+from .classify.taxonomy import Taxonomy
 from .classify.tokens import tokens
 
 WEAK_RUNGS = ("generic", "none")
@@ -28,11 +28,14 @@ _HEAD = re.compile(r"^(?:void\s+)?([^<(]*)")
 _ANON = re.compile(r"\((?:anonymous|unnamed) namespace\)::")
 
 
-def weak_kernels(path: str | Path, taxonomy: str | Path | Taxonomy = "default", top: int = 20) -> dict[str, Any]:
+def weak_kernels(source: str | Path | Analysis, taxonomy: str | Path | Taxonomy | None = None,
+                 top: int = 20) -> dict[str, Any]:
     """The ``top`` kernel names with the most GPU time on weak evidence, each with its rule, its
     launching ops and a snippet that would classify it."""
-    tax = taxonomy if isinstance(taxonomy, Taxonomy) else load_taxonomy(taxonomy)
-    rep = analyze(path, taxonomy=tax, level="launch", metric="gpu")
+    analysis = Analysis.of(source, taxonomy=taxonomy)
+    tax = analysis.taxonomy
+    rep = analysis.report(level="launch", metric="gpu")
+    path = rep.trace
     acts = rep.kernels
     total = rep.gpu_time_ns
     weak = acts.filter(pl.col("evidence").is_in(list(WEAK_RUNGS)))

@@ -1,5 +1,6 @@
-"""The format registry: each file is told by its first bytes; a recognised format that is not
-read (ONNX Runtime, TensorRT) is one exit-2 line naming it, never an empty Kineto report."""
+"""The format registry: each file is told by its first bytes; ONNX Runtime and TensorRT profiles
+go to their readers, and a recognised document that is not read (a TensorRT layer-information
+file on its own, a rocprofiler-sdk trace) is one exit-2 line naming it, never an empty report."""
 
 from __future__ import annotations
 
@@ -14,13 +15,30 @@ from nongemm_trace.load import formats, load_trace
 import mutants
 
 NOT_READ = [
-    ("onnxruntime", "ort__vscode-onnxvalidate__onnxruntime_profile__2019-06-28_04-56-43.json", "ONNX Runtime profile"),
-    ("tensorrt", "trex__notebooks__profile.json", "TensorRT per-layer profile"),
-    ("tensorrt", "trex__examples__pytorch__resnet__A100__fp16__resnet.onnx.engine.profile.json",
-     "TensorRT per-layer profile"),
     ("tensorrt", "trex__notebooks__layer_info.json", "TensorRT layer-information"),
     ("tensorrt", "trex__tests__inputs__mobilenet.qat.onnx.engine.graph.json", "TensorRT layer-information"),
 ]
+READ = [
+    ("onnxruntime", "ort__vscode-onnxvalidate__onnxruntime_profile__2019-06-28_04-56-43.json", "onnxruntime-profile"),
+    ("tensorrt", "trex__notebooks__profile.json", "tensorrt-profile"),
+    ("tensorrt", "trex__examples__pytorch__resnet__A100__fp16__resnet.onnx.engine.profile.json", "tensorrt-profile"),
+]
+
+
+@pytest.mark.parametrize("folder,name,fmt", READ)
+def test_profiles_of_other_stacks_go_to_their_readers(folder, name, fmt, tmp_path):
+    path = shared("external2", folder, name)
+    assert formats.sniff(path.read_bytes()[: formats.SNIFF_BYTES], str(path)) == fmt
+    assert load_trace(path).source_format == fmt.split("-")[0]
+    packed = tmp_path / (name + ".gz")  # compressed: told after inflating, and read
+    packed.write_bytes(gzip.compress(path.read_bytes()))
+    assert load_trace(packed).activities.height == load_trace(path).activities.height
+
+
+def test_a_rocprofiler_trace_is_named():
+    head = b'{"rocprofiler-sdk-tool": [{"metadata": {"pid": 1}}]}'
+    with pytest.raises(TraceError, match="rocprofiler-sdk JSON trace"):
+        formats.sniff(head, "run.json")
 
 
 @pytest.mark.parametrize("folder,name,what", NOT_READ)

@@ -19,7 +19,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import nongemm_trace.frames as frames
-import nongemm_trace.link as link
 from conftest import kineto_traces, trace_ids
 from nongemm_trace.classify import op_name_table
 from nongemm_trace.classify.taxonomy import load_taxonomy
@@ -44,7 +43,7 @@ def test_the_sweep_is_built():
 def _general(monkeypatch):
     """Turn every fast path off: the full sweep and joins everywhere."""
     monkeypatch.setattr(nesting, "_INT64_MAX", 0)
-    for mod in (nesting, link, frames):
+    for mod in (nesting, frames):
         monkeypatch.setattr(mod, "is_row_index", lambda s: False)
 
 
@@ -57,12 +56,12 @@ def test_fast_link_equals_general_link(path, sweep, monkeypatch):
                       nulls_equal=True).with_columns(pl.col("is_wrapper").fill_null(False))
     points = trace.launches.select(pl.col("launch_id").alias("qid"), "pid", "tid", "ts_ns", "end_ns")
     tree, bad, hits = nesting.op_tree(ops, points)
-    top = link._top_ids(tree)
+    top = frames.outermost_up(tree, "is_wrapper", "top_id")
     inner = nesting.innermost_containing(tree, points)
     with monkeypatch.context() as m:
         _general(m)
         tree2, bad2, hits2 = nesting.op_tree(ops, points)
-        top2 = link._top_ids(tree2)
+        top2 = frames.outermost_up(tree2, "is_wrapper", "top_id")
         inner2 = nesting.innermost_containing(tree2, points)
     assert bad == bad2
     assert_frame_equal(tree, tree2, check_exact=True)

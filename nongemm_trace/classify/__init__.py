@@ -19,18 +19,19 @@ from __future__ import annotations
 
 import polars as pl
 
-from ..frames import add_columns, lookup_columns
+from ..frames import add_columns, lookup_columns, outermost_up
 from ..link import Linked, link
 from ..trace import Trace
 from .calls import qdq_calls
+from .engines import is_engine, with_engine_columns
 from .modules import module_of_activities, module_table
 from .rules import inductor_fused_ops, is_composite, is_wrapper, kernel_verdict, op_category
 from .semantics import chain_category, enclosing_category
-from .taxonomy import CATEGORIES, CLASSES, Taxonomy, load_taxonomy
+from .taxonomy import Taxonomy, load_taxonomy
 
-__all__ = ["classify", "link_and_classify", "load_taxonomy", "Taxonomy", "CATEGORIES", "CLASSES", "LEVELS", "EVIDENCE"]
+__all__ = ["classify", "link_and_classify", "load_taxonomy", "Taxonomy", "LEVELS", "EVIDENCE"]
 
-LEVELS = ("launch", "top", "module")
+from ..vocabulary import EVIDENCE, LEVELS  # noqa: E402  (re-exported)
 
 
 def op_name_table(tax: Taxonomy, ops: pl.DataFrame) -> pl.DataFrame:
@@ -72,8 +73,12 @@ def _with_name_columns(ops: pl.DataFrame, tax: Taxonomy) -> pl.DataFrame:
 
 def link_and_classify(trace: Trace, tax: Taxonomy) -> Linked:
     """Link the trace with this taxonomy's wrapper rules and attach op categories."""
-    ops = _with_name_columns(trace.ops, tax)
+    ops = _with_name_columns(trace.ops, tax).with_columns(pl.col("is_wrapper").fill_null(False))
     linked = link(trace, ops)
+    # the top-level op: the outermost real operator above (or at) the launching op
+    linked.ops = outermost_up(linked.ops, "is_wrapper", "top_id")
+    linked.activities = lookup_columns(linked.activities, "launch_op_id",
+                                       linked.ops.select("op_id", pl.col("top_id").alias("top_op_id")), "op_id")
     flags = qdq_calls(linked.ops, tax)
     linked.ops = add_columns(linked.ops, flags, "op_id").with_columns(pl.col("qdq_call").fill_null(False))
     context = chain_category(linked.ops, tax).join(enclosing_category(linked.ops, tax), on="op_id", how="left")
@@ -88,6 +93,9 @@ def classify(linked: Linked, tax: Taxonomy, level: str = "launch") -> pl.DataFra
         raise ValueError(f"level must be one of {LEVELS}")
     ops = linked.ops
     acts = linked.activities
+    engine = is_engine(acts)
+    if engine:  # a deployment stack's layers or nodes: their ONNX nodes and layer types decide first
+        acts = with_engine_columns(tax, acts)
     kn = kernel_name_table(tax, acts)
     acts = acts.join(kn, on="name", how="left")
     # the evidence ladder for the launching op: a call inside a quantize/dequantize dataflow is qdq
@@ -126,6 +134,10 @@ def classify(linked: Linked, tax: Taxonomy, level: str = "launch") -> pl.DataFra
         .when(kind_cat.is_not_null()).then(pl.lit("activity_kind"))
         .otherwise(pl.lit("none"))
     )
+    if engine:
+        named = pl.col("engine_category").is_not_null()
+        launch_cat = pl.when(named).then(pl.col("engine_category")).otherwise(launch_cat)
+        launch_rule = pl.when(named).then(pl.col("engine_rule")).otherwise(launch_rule)
     acts = acts.with_columns(launch_cat.alias("launch_category"), launch_rule.alias("rule"))
     if level == "top":
         keep = ~pl.col("kernel_authoritative").fill_null(False) & ~pl.col("_lop_qdq").fill_null(False)
@@ -158,12 +170,13 @@ def classify(linked: Linked, tax: Taxonomy, level: str = "launch") -> pl.DataFra
         pl.col("category").replace_strict(tax.classes, default="unclassified", return_dtype=pl.Utf8).alias("class"),
         evidence_of(pl.col("rule"), pl.col("kernel_evidence")).alias("evidence"),
     )
+    if engine:
+        acts = acts.with_columns(pl.coalesce("engine_fused", "fused_ops").alias("fused_ops")).drop(
+            "engine_category", "engine_rule", "engine_fused")
     return acts.drop("_lop_cat", "_lop_chain", "_lop_enc", "_lop_wrap", "_lop_qdq", "_top_cat", "_top_comp")
 
 
-#: the rungs of the evidence ladder, strongest first (docs/taxonomy.md)
-EVIDENCE = ("semantics", "dataflow", "family", "generic", "none")
-_RULE_EVIDENCE = {"launch_op": "semantics", "enclosing_op": "semantics", "top_op": "semantics", "module": "semantics",
+_RULE_EVIDENCE = {"onnx_nodes": "semantics", "layer_type": "semantics", "region_endpoints": "generic", "launch_op": "semantics", "enclosing_op": "semantics", "top_op": "semantics", "module": "semantics",
                   "activity_kind": "semantics", "qdq_dataflow": "dataflow", "op_pattern": "dataflow", "none": "none"}
 
 

@@ -25,15 +25,10 @@ else:  # pragma: no cover - exercised on 3.10 only
 from ..errors import TraceError
 from .tokens import TokenIndex, parse_runs
 
-CLASSES = ("GEMM", "non-GEMM", "communication", "unclassified")
-CATEGORIES = (
-    "gemm", "attention", "normalization", "activation", "arithmetic", "memory", "logit", "pooling",
-    "interpolation", "embedding", "roi", "qdq", "other", "communication", "unclassified",
-)
+from ..vocabulary import CLASSES, KERNEL_EVIDENCE  # noqa: E402
+from ..vocabulary import BUILTIN_CATEGORIES  # noqa: E402
 
 
-#: how strong a kernel rule's evidence is: a named vendor/library kernel family, or a generic word
-KERNEL_EVIDENCE = ("family", "generic")
 
 
 @dataclass(frozen=True)
@@ -102,6 +97,20 @@ class Chain:
 
 
 @dataclass(frozen=True)
+class EngineRules:
+    """How engine layers and ONNX nodes are classified (``[onnx]`` and ``[tensorrt]`` of a taxonomy):
+    ONNX op types (and ONNX Runtime's fused ops) and TensorRT layer types to categories, the order in
+    which a fused layer's non-GEMM ops decide its category, ORT's own fused op types, and which of
+    a TensorRT profile's times is a layer's (``mean`` or ``median`` per inference)."""
+
+    onnx_ops: dict[str, str] = field(default_factory=dict)
+    layer_types: dict[str, str] = field(default_factory=dict)
+    priority: tuple[str, ...] = ()
+    fused_ops: frozenset[str] = frozenset()
+    layer_time: str = "mean"
+
+
+@dataclass(frozen=True)
 class Taxonomy:
     """One taxonomy, as read and validated; frozen, since loaded taxonomies are cached and shared
     (:func:`extend_taxonomy` makes a new one)."""
@@ -134,6 +143,13 @@ class Taxonomy:
     op_token_runs: tuple[tuple[tuple[str, ...], str], ...] = ()
     semantics: Semantics = field(default_factory=Semantics)
     chains: tuple[Chain, ...] = ()
+    #: deployment stacks (TensorRT layers, ONNX Runtime nodes): see :class:`EngineRules`
+    engines: EngineRules = field(default_factory=lambda: EngineRules())
+
+    @property
+    def categories(self) -> tuple[str, ...]:
+        """The categories this taxonomy declares (its ``[classes]`` table), in its order."""
+        return tuple(self.classes)
 
     def class_of(self, category: str) -> str:
         return self.classes.get(category, "unclassified")
@@ -205,28 +221,31 @@ def _compile(pattern: str, where: str, what: str, flags: int = 0) -> re.Pattern:
         raise TraceError(where, f"bad regular expression in {what}: {pattern!r} ({exc})") from None
 
 
-def _check_category(cat: Any, where: str, what: str) -> str:
-    if cat not in CATEGORIES:
-        raise TraceError(where, f"unknown category {cat!r} in {what} (known: {', '.join(CATEGORIES)})")
+def _check_category(known: tuple[str, ...], cat: Any, where: str, what: str) -> str:
+    if cat not in known:
+        raise TraceError(where, f"unknown category {cat!r} in {what} (declared in [classes]: {', '.join(known)})")
     return cat
 
 
 def _build(raw: dict[str, Any], where: str) -> Taxonomy:
+    # [classes] declares the categories: every other table may name only these
     classes = dict(raw.get("classes", {}))
     for cat, cls in classes.items():
-        _check_category(cat, where, "[classes]")
+        if not isinstance(cat, str) or not cat.strip():
+            raise TraceError(where, f"[classes]: a category name must be a non-empty string, not {cat!r}")
         if cls not in CLASSES:
             raise TraceError(where, f"unknown class {cls!r} for category {cat!r} (known: {', '.join(CLASSES)})")
-    missing = [c for c in CATEGORIES if c not in classes]
+    missing = [c for c in BUILTIN_CATEGORIES if c not in classes]
     if missing:
-        raise TraceError(where, f"[classes] lacks categories: {', '.join(missing)}")
+        raise TraceError(where, f"[classes] lacks categories the classifier itself names: {', '.join(missing)}")
+    known = tuple(classes)
 
     op_full: dict[str, str] = {}
     op_base: dict[str, str] = {}
     op_patterns: list[tuple[re.Pattern, str]] = []
     op_token_runs: list[tuple[tuple[str, ...], str]] = []
     for cat, spec in raw.get("ops", {}).items():
-        _check_category(cat, where, "[ops]")
+        _check_category(known, cat, where, "[ops]")
         for n in spec.get("names", []):
             target = op_full if "::" in n else op_base
             target.setdefault(n, cat)  # first (user) entry wins
@@ -248,7 +267,7 @@ def _build(raw: dict[str, Any], where: str) -> Taxonomy:
             raise TraceError(where, f"kernel rule #{i + 1}: evidence must be one of {', '.join(KERNEL_EVIDENCE)}")
         kernel_rules.append(KernelRule(
             pattern=_compile(k["pattern"], where, f"kernel rule #{i + 1}", re.IGNORECASE) if "pattern" in k else None,
-            category=_check_category(k["category"], where, f"kernel rule #{i + 1}"),
+            category=_check_category(known, k["category"], where, f"kernel rule #{i + 1}"),
             priority=int(k.get("priority", 0)), authoritative=bool(k.get("authoritative", False)), order=i,
             runs=parse_runs(toks), evidence=evidence,
         ))
@@ -257,22 +276,22 @@ def _build(raw: dict[str, Any], where: str) -> Taxonomy:
     fz = raw.get("fusion", {})
     prio = tuple(fz.get("priority", []))
     for c in prio:
-        _check_category(c, where, "[fusion] priority")
+        _check_category(known, c, where, "[fusion] priority")
     sigs = []
     for s in fz.get("signatures", []):
-        sigs.append((frozenset(s.get("ops", [])), _check_category(s.get("category"), where, "[fusion] signature")))
+        sigs.append((frozenset(s.get("ops", [])), _check_category(known, s.get("category"), where, "[fusion] signature")))
     fusion = FusionRules(
         priority=prio,
-        template_category=_check_category(fz.get("template_category", "gemm"), where, "[fusion]"),
+        template_category=_check_category(known, fz.get("template_category", "gemm"), where, "[fusion]"),
         epilogue_ops=frozenset(fz.get("epilogue_ops", [])),
-        epilogue_category=_check_category(fz.get("epilogue_category", "arithmetic"), where, "[fusion]"),
+        epilogue_category=_check_category(known, fz.get("epilogue_category", "arithmetic"), where, "[fusion]"),
         signatures=tuple(sigs),
     )
-    kinds = {k: _check_category(v, where, "[activity_kinds]") for k, v in raw.get("activity_kinds", {}).items()}
+    kinds = {k: _check_category(known, v, where, "[activity_kinds]") for k, v in raw.get("activity_kinds", {}).items()}
     module_names: dict[str, str] = {}
     module_patterns: list[tuple[re.Pattern, str]] = []
     for cat, spec in raw.get("modules", {}).items():
-        _check_category(cat, where, "[modules]")
+        _check_category(known, cat, where, "[modules]")
         for n in spec.get("names", []):
             module_names.setdefault(n, cat)
         for pat in spec.get("patterns", []):
@@ -294,8 +313,8 @@ def _build(raw: dict[str, Any], where: str) -> Taxonomy:
     )
     sm = raw.get("semantics", {})
     semantics = Semantics(
-        generic_categories=frozenset(_check_category(c, where, "[semantics]") for c in sm.get("generic_categories", [])),
-        specific_categories=frozenset(_check_category(c, where, "[semantics]")
+        generic_categories=frozenset(_check_category(known, c, where, "[semantics]") for c in sm.get("generic_categories", [])),
+        specific_categories=frozenset(_check_category(known, c, where, "[semantics]")
                                       for c in sm.get("specific_categories", [])),
     )
     chains = []
@@ -304,9 +323,10 @@ def _build(raw: dict[str, Any], where: str) -> Taxonomy:
         if not c.get("ops") or "category" not in c:
             raise TraceError(where, f"{what} needs 'ops' (a list of op names) and 'category'")
         steps = lambda key: tuple(tuple(str(s).split("|")) for s in c.get(key, []))  # noqa: E731
-        chains.append(Chain(category=_check_category(c["category"], where, what), ops=steps("ops"),
+        chains.append(Chain(category=_check_category(known, c["category"], where, what), ops=steps("ops"),
                             after=steps("after"), follows=tuple(c.get("follows", [])), name=str(c.get("name", what))))
     vocab = tuple(sorted(set(op_base) | {n.split("::")[-1] for n in op_full}, key=len, reverse=True))
+    engines = _engine_rules(raw, known, where)
     return Taxonomy(
         name=str(raw.get("name", Path(where).stem)),
         version=str(raw.get("version", "0")),
@@ -335,7 +355,27 @@ def _build(raw: dict[str, Any], where: str) -> Taxonomy:
         op_token_runs=tuple(op_token_runs),
         semantics=semantics,
         chains=tuple(chains),
+        engines=engines,
     )
+
+
+def _engine_rules(raw: dict[str, Any], known: tuple[str, ...], where: str) -> EngineRules:
+    onnx, trt = raw.get("onnx", {}), raw.get("tensorrt", {})
+    onnx_ops: dict[str, str] = {}
+    for cat, names in onnx.get("ops", {}).items():
+        _check_category(known, cat, where, "[onnx.ops]")
+        for n in names:
+            onnx_ops.setdefault(str(n), cat)
+    layer_types: dict[str, str] = {}
+    for cat, names in trt.get("layer_types", {}).items():
+        _check_category(known, cat, where, "[tensorrt.layer_types]")
+        for n in names:
+            layer_types.setdefault(str(n), cat)
+    priority = tuple(_check_category(known, c, where, "[onnx] priority") for c in onnx.get("priority", []))
+    layer_time = str(trt.get("layer_time", "mean"))
+    if layer_time not in ("mean", "median"):
+        raise TraceError(where, f"[tensorrt] layer_time must be mean or median, not {layer_time!r}")
+    return EngineRules(onnx_ops, layer_types, priority, frozenset(onnx.get("fused_ops", [])), layer_time)
 
 
 def extend_taxonomy(
@@ -356,20 +396,21 @@ def extend_taxonomy(
     nn.Module class names to categories. ``base`` itself is not changed.
     """
     where = f"python rules on {base.name}"
+    known = base.categories
     op_full, op_base = dict(base.op_full), dict(base.op_base)
     for n, cat in (ops or {}).items():
-        (op_full if "::" in n else op_base)[n] = _check_category(cat, where, f"op {n!r}")
-    extra = [KernelRule(_compile(p, where, "kernel rule", re.IGNORECASE), _check_category(c, where, f"kernel rule {p!r}"),
+        (op_full if "::" in n else op_base)[n] = _check_category(known, cat, where, f"op {n!r}")
+    extra = [KernelRule(_compile(p, where, "kernel rule", re.IGNORECASE), _check_category(known, c, where, f"kernel rule {p!r}"),
                         int(prio), False, -1 - i) for i, (p, c, prio) in enumerate(kernels or [])]
     module_names = dict(base.module_names)
     for n, cat in (modules or {}).items():
-        module_names[n] = _check_category(cat, where, f"module {n!r}")
+        module_names[n] = _check_category(known, cat, where, f"module {n!r}")
     tax = replace(
         base,
         name=name or f"{base.name}+custom",
         op_full=op_full,
         op_base=op_base,
-        op_patterns=[(_compile(p, where, "op pattern"), _check_category(c, where, f"op pattern {p!r}"))
+        op_patterns=[(_compile(p, where, "op pattern"), _check_category(known, c, where, f"op pattern {p!r}"))
                      for p, c in (op_patterns or [])] + list(base.op_patterns),
         kernel_rules=sorted(extra + list(base.kernel_rules), key=lambda r: (-r.priority, r.order)),
         module_names=module_names,

@@ -21,13 +21,13 @@ from typing import Any
 import polars as pl
 
 from .._version import __version__
-from ..api import analyze
+from ..analysis import Analysis, open_analysis
 from ..devices import DeviceSpec, match_device
 from ..trace import Anomaly
 from .fits import fit_models
 from .formulas import OpCall, category_estimate, is_composite, lookup
+from ..vocabulary import SCHEMA_VERSION
 
-SCHEMA_VERSION = "1.0"
 _PRECISION = {"float": "fp32", "double": "fp32", "c10::Half": "fp16", "c10::BFloat16": "bf16",
               "c10::Float8_e4m3fn": "fp8", "c10::Float8_e5m2": "fp8", "c10::Float8_e4m3fnuz": "fp8",
               "c10::Float8_e5m2fnuz": "fp8", "signed char": "int8", "c10::qint8": "int8"}
@@ -88,10 +88,13 @@ def _owners(calls: pl.DataFrame, acts: pl.DataFrame) -> pl.DataFrame:
         "activity_id", pl.coalesce("owner", "launch_op_id").alias("owner"))
 
 
-def flops_analysis(path: str | Path, *, device_spec: str | None = None, **options: Any) -> FlopsReport:
-    """FLOPs, bytes, achieved rates and the roofline per op; ``options`` go to :func:`analyze`."""
-    options.setdefault("metric", "gpu")
-    rep = analyze(path, **options)
+def flops_analysis(source: str | Path | Analysis, *, device_spec: str | None = None, **options: Any) -> FlopsReport:
+    """FLOPs, bytes, achieved rates and the roofline per op of a path or an :class:`Analysis`;
+    ``options`` are :func:`nongemm_trace.analyze`'s."""
+    analysis, report_opts = open_analysis(source, options)
+    report_opts.setdefault("metric", "gpu")
+    rep = analysis.report(**report_opts)
+    path = rep.trace
     warnings = list(rep.warnings)
     dev_props = (rep.metadata.get("devices") or [None])[0]
     device = match_device(dev_props, device_spec)
@@ -160,14 +163,14 @@ def flops_analysis(path: str | Path, *, device_spec: str | None = None, **option
     tax_class = dict(acts.select("category", "class").unique().iter_rows())
     have = per_call.filter(pl.col("flops").is_not_null())
     no_formula = per_call.filter(pl.col("flops").is_null()).group_by("op").agg(
-        pl.len().alias("calls"), pl.col("time_ns").sum()).sort("time_ns", descending=True)
+        pl.len().alias("calls"), pl.col("time_ns").sum()).sort(["time_ns", "op"], descending=[True, False])
     if no_formula.height:
         warnings.append(Anomaly("no_formula", int(no_formula["calls"].sum()),
                                 f"{int(no_formula['calls'].sum())} op calls ({no_formula['time_ns'].sum() / 1000:,.1f} us of "
                                 f"GPU time) have no FLOP/byte formula and no shapes to estimate: listed in no_formula"))
     ops = have.group_by(["op", "category"]).agg(
         pl.len().alias("calls"), pl.col("flops").sum(), pl.col("bytes").sum(), pl.col("time_ns").sum(),
-        pl.col("precision").mode().first(), pl.col("formula").mode().first(), pl.col("roofline_ns").sum(),
+        pl.col("precision").mode().sort().first(), pl.col("formula").mode().sort().first(), pl.col("roofline_ns").sum(),
         (pl.col("compute_bound").cast(pl.Float64) * pl.col("time_ns")).sum().alias("_cb_time"))
     ops = _rates(ops).sort(["time_ns", "op"], descending=[True, False])
     cats = have.group_by("category").agg(pl.col("flops").sum(), pl.col("bytes").sum())

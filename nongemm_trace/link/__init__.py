@@ -11,8 +11,10 @@
   the per-kernel op is not. A launch call with no op around it gives
   ``launch_only``; no launch call in the file (launched before profiling began)
   gives ``none``.
-* top-level op: the outermost real operator among the launching op and its
-  ancestors, skipping wrappers (see :func:`is_wrapper`).
+
+The top-level op (the outermost real operator above the launching op) needs to know
+which ranges are wrappers, which is the taxonomy's word: :mod:`nongemm_trace.classify`
+resolves it on the tree built here.
 """
 
 from __future__ import annotations
@@ -21,50 +23,52 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from ..frames import add_columns, is_row_index, lookup_columns
-from ..load import roles
-from ..trace import Trace
+from ..frames import add_columns
+from ..trace import Anomaly, Trace
 from .nesting import op_tree
 
-ATTRIBUTIONS = ("external_id", "nesting", "graph_launch", "launch_only", "none")
+from ..vocabulary import ATTRIBUTIONS  # noqa: E402,F401  (re-exported)
 
 
 @dataclass
 class Linked:
     """The trace's tables after linking.
 
-    ``ops`` gains ``depth``, ``parent_id``, ``is_wrapper`` and ``top_id``;
-    ``activities`` gains ``launch_id``, ``launch_name``, ``launch_ts_ns``,
-    ``launch_pid``, ``launch_tid``, ``launch_op_id``, ``top_op_id`` and ``attribution``.
+    ``ops`` gains ``depth`` and ``parent_id``; ``activities`` gains ``launch_id``, ``launch_name``,
+    ``launch_ts_ns``, ``launch_pid``, ``launch_tid``, ``launch_op_id`` and ``attribution``.
     """
 
     trace: Trace
     ops: pl.DataFrame
     activities: pl.DataFrame
+    #: what linking found odd, in the order found (the trace itself is not changed)
+    anomalies: tuple[Anomaly, ...] = ()
 
 
 def link(trace: Trace, ops: pl.DataFrame | None = None) -> Linked:
-    """Link ``trace``. ``ops`` is the trace's op table with a boolean ``is_wrapper``
-    column (true for ranges that are not operators); without it no op is a wrapper."""
+    """Link ``trace`` (reads only the contract's columns: :mod:`nongemm_trace.schema`). ``ops`` is the
+    trace's op table with any columns of the caller's added (kept as they are); default the trace's."""
     if ops is None:
         ops = trace.ops
-    if "is_wrapper" not in ops.columns:
-        ops = ops.with_columns(pl.lit(False).alias("is_wrapper"))
-    ops = ops.with_columns(pl.col("is_wrapper").fill_null(False))
     # every launch call is a query of the same sweep that builds the op tree: its innermost op
     launch_points = trace.launches.select(
         pl.col("launch_id").alias("qid"), "pid", "tid", "ts_ns", "end_ns")
     ops, bad_nesting, launch_ops = op_tree(ops, launch_points)
-    trace.note("ops_overlap", bad_nesting,
-               f"{bad_nesting} ops overlap their enclosing op on the same thread without nesting in it")
-    ops = _top_ids(ops)
+    found: list[Anomaly] = []
+    _note(found, "ops_overlap", bad_nesting,
+          f"{bad_nesting} ops overlap their enclosing op on the same thread without nesting in it")
 
-    acts = _attach_launches(trace)
-    acts = _attach_ops(trace, ops, acts, launch_ops)
-    return Linked(trace=trace, ops=ops, activities=acts)
+    acts = _attach_launches(trace, found)
+    acts = _attach_ops(ops, acts, launch_ops, found)
+    return Linked(trace=trace, ops=ops, activities=acts, anomalies=tuple(found))
 
 
-def _attach_launches(trace: Trace) -> pl.DataFrame:
+def _note(found: list[Anomaly], code: str, count: int, message: str) -> None:
+    if count:
+        found.append(Anomaly(code, int(count), message))
+
+
+def _attach_launches(trace: Trace, found: list[Anomaly]) -> pl.DataFrame:
     acts = trace.activities.with_columns(
         pl.coalesce(pl.col("device"), pl.col("pid").cast(pl.Int64, strict=False)).alias("device"),
         pl.coalesce(pl.col("stream"), pl.col("tid").cast(pl.Int64, strict=False)).alias("stream"),
@@ -73,19 +77,19 @@ def _attach_launches(trace: Trace) -> pl.DataFrame:
     wanted = acts.select(pl.col("correlation").drop_nulls().unique())
     la = la.join(wanted, on="correlation", how="semi")
     dup = la.height - la.select(pl.col("correlation").n_unique()).item() if la.height else 0
-    trace.note("duplicate_correlation", dup,
-               f"{dup} launch calls reuse a correlation id already taken; the earliest one was used")
+    _note(found, "duplicate_correlation", dup,
+          f"{dup} launch calls reuse a correlation id already taken; the earliest one was used")
     la = la.sort(["correlation", "ts_ns", "tid", "name"]).unique(subset=["correlation"], keep="first")
     la = la.select(
         "correlation", "launch_id", pl.col("name").alias("launch_name"), pl.col("pid").alias("launch_pid"),
         pl.col("tid").alias("launch_tid"), pl.col("ts_ns").alias("launch_ts_ns"),
         pl.col("end_ns").alias("launch_end_ns"), pl.col("dur_ns").alias("launch_dur_ns"),
-        pl.col("external_id").alias("launch_external_id"),
+        pl.col("external_id").alias("launch_external_id"), pl.col("graph_launch").alias("_graph_launch"),
     )
     return acts.join(la, on="correlation", how="left")
 
 
-def _attach_ops(trace: Trace, ops: pl.DataFrame, acts: pl.DataFrame, launch_ops: pl.DataFrame) -> pl.DataFrame:
+def _attach_ops(ops: pl.DataFrame, acts: pl.DataFrame, launch_ops: pl.DataFrame, found: list[Anomaly]) -> pl.DataFrame:
     launched = acts.filter(pl.col("launch_id").is_not_null())
     # 1. External id, accepted only when that op contains the launch call on its thread
     # (only ops whose id some launched activity names: most ops launch nothing, and sorting
@@ -105,8 +109,8 @@ def _attach_ops(trace: Trace, ops: pl.DataFrame, acts: pl.DataFrame, launch_ops:
     rejected = cand.join(launched.select("activity_id", pl.coalesce("external_id", "launch_external_id").alias("e")),
                          on="activity_id").filter(pl.col("_ext_op").is_null() & pl.col("e").is_not_null()
                                                   & (pl.col("e") > 0)).height
-    trace.note("external_id_rejected", rejected,
-               f"{rejected} activities carry an External id that names no op containing their launch call "
+    _note(found, "external_id_rejected", rejected,
+          f"{rejected} activities carry an External id that names no op containing their launch call "
                f"(old traces reuse the correlation id there); linked by nesting instead")
 
     # 2. nesting: the innermost op containing the launch call on its thread
@@ -114,7 +118,7 @@ def _attach_ops(trace: Trace, ops: pl.DataFrame, acts: pl.DataFrame, launch_ops:
     nest = launched.join(need, on="activity_id", how="semi").select("activity_id", "launch_id").join(
         launch_ops.rename({"qid": "launch_id", "op_id": "_nest_op"}), on="launch_id", how="left").drop("launch_id")
     acts = add_columns(add_columns(acts, cand, "activity_id"), nest, "activity_id")
-    is_graph = pl.col("launch_name").is_in(list(roles.GRAPH_LAUNCH_NAMES))
+    is_graph = pl.col("_graph_launch").fill_null(False)
     acts = acts.with_columns(
         pl.coalesce("_ext_op", "_nest_op").alias("launch_op_id"),
         pl.when(pl.col("launch_id").is_null()).then(pl.lit("none"))
@@ -122,49 +126,5 @@ def _attach_ops(trace: Trace, ops: pl.DataFrame, acts: pl.DataFrame, launch_ops:
         .when(pl.col("_ext_op").is_not_null()).then(pl.lit("external_id"))
         .when(pl.col("_nest_op").is_not_null()).then(pl.lit("nesting"))
         .otherwise(pl.lit("launch_only")).alias("attribution"),
-    ).drop("_ext_op", "_nest_op")
-    acts = lookup_columns(acts, "launch_op_id", ops.select("op_id", pl.col("top_id").alias("top_op_id")), "op_id")
+    ).drop("_ext_op", "_nest_op", "_graph_launch")
     return acts.sort("activity_id")
-
-
-def _top_ids(ops: pl.DataFrame) -> pl.DataFrame:
-    """``top_id``: the outermost non-wrapper op on the path from the root to each op
-    (the op itself included); null when the whole path is wrappers. Resolved one depth
-    level at a time, top-down, with joins."""
-    if ops.height and is_row_index(ops["op_id"]):
-        return ops.with_columns(_top_ids_by_jumping(ops).alias("top_id"))
-    ops = ops.with_columns(pl.lit(None, pl.UInt32).alias("top_id"))
-    if ops.height == 0 or ops["depth"].drop_nulls().len() == 0:
-        return ops.with_columns(pl.when(~pl.col("is_wrapper")).then(pl.col("op_id")).alias("top_id"))
-    max_depth = int(ops["depth"].max())
-    known = ops.filter(pl.col("depth") == 0).select(
-        "op_id", pl.when(~pl.col("is_wrapper")).then(pl.col("op_id")).otherwise(None).alias("top_id"))
-    resolved = [known]
-    for d in range(1, max_depth + 1):
-        level = ops.filter(pl.col("depth") == d).select("op_id", "parent_id", "is_wrapper")
-        if level.height == 0:
-            break
-        level = level.join(known.rename({"op_id": "parent_id", "top_id": "_ptop"}), on="parent_id", how="left")
-        known = level.select(
-            "op_id",
-            pl.coalesce("_ptop", pl.when(~pl.col("is_wrapper")).then(pl.col("op_id"))).alias("top_id"),
-        )
-        resolved.append(known)
-    ops = add_columns(ops.drop("top_id"), pl.concat(resolved), "op_id")
-    # zero-length ops are outside the tree: they are their own top if real
-    return ops.with_columns(
-        pl.when(pl.col("depth").is_null() & ~pl.col("is_wrapper")).then(pl.col("op_id"))
-        .otherwise(pl.col("top_id")).alias("top_id")
-    )
-
-
-def _top_ids_by_jumping(ops: pl.DataFrame) -> pl.Series:
-    """:func:`_top_ids` when op ids are row numbers, by pointer jumping: each op holds the
-    outermost real op between itself and an ancestor, and the ancestor pointer doubles its
-    reach each round (log2 of the depth rounds of two gathers, instead of a join per level)."""
-    anc = ops["parent_id"].cast(pl.Int64)
-    best = pl.select(pl.when(~ops["is_wrapper"]).then(ops["op_id"])).to_series()
-    while anc.null_count() < anc.len():
-        best = pl.select(pl.coalesce(best.gather(anc), best)).to_series()
-        anc = anc.gather(anc)
-    return best.cast(pl.UInt32)

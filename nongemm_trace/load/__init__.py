@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import TraceError
 from .cutting import read_block
-from .formats import sniff
+from .formats import by_name, sniff
 from .source import Progress, iter_blocks
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -19,11 +19,13 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["load_trace", "TraceError"]
 
 
-def load_trace(path: str | Path, *, keep_python: bool = False, progress: Progress | None = None) -> Trace:
+def load_trace(path: str | Path, *, keep_python: bool = False, progress: Progress | None = None,
+               layer_info: str | Path | None = None) -> Trace:
     """Load ``path``: a Kineto ``.json``/``.json.gz`` trace, an Nsight Systems SQLite export
     (``.sqlite``/``.sqlite.gz``), or an ``.nsys-rep`` report (exported first when an ``nsys``
-    binary is on PATH). Bad input raises :class:`TraceError`. ``progress(done, total)`` is
-    called with the bytes of the file read so far."""
+    binary is on PATH), a TensorRT profile (``layer_info``: its layer-information file, else the one
+    next to it by name) or an ONNX Runtime profile. Bad input raises :class:`TraceError`.
+    ``progress(done, total)`` is called with the bytes of the file read so far."""
     if str(path).endswith(".nsys-rep"):
         from .nsys import load_nsys  # Nsight Systems exports only: not imported for Kineto traces
         return load_nsys(path, _export_nsys_rep(path))
@@ -42,6 +44,16 @@ def load_trace(path: str | Path, *, keep_python: bool = False, progress: Progres
     if fmt == "nsys-sqlite":
         from .nsys import load_nsys
         return load_nsys(path, b"".join([first, *blocks]))
+    reader = by_name(fmt).load
+    if reader is not None:  # a profile of a deployment stack: small, read as one document
+        import msgspec
+
+        data = b"".join([first, *blocks])
+        try:
+            doc = msgspec.json.decode(data)
+        except (msgspec.DecodeError, RecursionError) as exc:
+            raise TraceError(path, f"invalid or truncated JSON ({' '.join(str(exc).split())[:120]})") from None
+        return reader(str(path), doc, {"layer_info": layer_info})
     return load_kineto(path, keep_python=keep_python, blocks=_chain(first, blocks))
 
 

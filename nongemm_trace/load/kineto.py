@@ -37,9 +37,10 @@ from ..errors import TraceError
 from ..trace import Trace
 from . import cutting, fast_scan, roles, scanner
 from .cutting import EVENTS_KEY, Cutter, fill, read_block, release
-from .events import ANY_DECODER, ENCODER, TOP_DECODER, MalformedJSON, malformed_notes, short_error
+from .document import decode_document, meta_of as _meta, repair as _repair
+from .events import TOP_DECODER, MalformedJSON, malformed_notes
 from .read_ahead import ReadAhead
-from .source import SQLITE_MAGIC, Progress, iter_blocks, read_bytes
+from .source import Progress, iter_blocks, read_bytes
 from .fast_scan import decode_chunk
 from .tables import TABLES, Tally
 
@@ -100,16 +101,6 @@ def _load(path: str | Path, keep_python: bool, blocks: Iterator[bytes]) -> Trace
             close()
     held.clear()
     return _load_whole(path, read_bytes(path), keep_python)
-
-
-def _meta(top: dict[str, msgspec.Raw]) -> dict[str, Any]:
-    meta: dict[str, Any] = {}
-    for key, raw in top.items():
-        try:
-            meta[key] = ANY_DECODER.decode(raw)
-        except (msgspec.DecodeError, RecursionError):
-            meta[key] = None
-    return meta
 
 
 def _load_stream(path: str, held: list[bytearray], blocks: Iterator[bytes], keep_python: bool, threads: bool,
@@ -280,55 +271,6 @@ def _load_whole(path: str | Path, data: bytes, keep_python: bool) -> Trace:
                   pending + malformed_notes(malformed))
 
 
-def decode_document(path: str | Path, data: bytes) -> tuple[dict[str, Any], msgspec.Raw | None, bool]:
-    """Split the document into metadata and the raw ``traceEvents`` array.
-
-    Returns (metadata, raw events, is_bare_array). A bare JSON array of events
-    (the Chrome trace "array format") is accepted too.
-    """
-    head = data[:64].lstrip()
-    if data.startswith(SQLITE_MAGIC):
-        raise TraceError(path, "is an SQLite database, not a Kineto JSON trace")
-    if not head:
-        raise TraceError(path, "empty file")
-    if head[:1] == b"[":
-        return {}, msgspec.Raw(data), True
-    if head[:1] != b"{":
-        raise TraceError(path, "not a JSON trace (does not start with '{' or '[')")
-    try:
-        top = TOP_DECODER.decode(data)
-    except msgspec.DecodeError as exc:
-        raise MalformedJSON(path, f"invalid or truncated JSON ({short_error(exc)})") from None
-    except RecursionError:
-        raise TraceError(path, "JSON nested too deeply") from None
-    events = top.pop("traceEvents", None)
-    meta = _meta(top)
-    if events is None:
-        raise TraceError(path, "no 'traceEvents' key: not a Kineto/Chrome trace")
-    return meta, events, False
-
-
-def _repair(data: bytes) -> tuple[bytes, str] | None:
-    """Fix what Python's own JSON writer and broken writers leave behind, or None.
-
-    * invalid UTF-8 bytes become U+FFFD (names may be mangled; times are not);
-    * ``NaN`` / ``Infinity`` literals (``json.dumps`` writes them) become null,
-      so the events that carry them are counted as missing a valid time.
-    """
-    try:
-        data.decode("utf-8")
-    except UnicodeDecodeError:
-        return data.decode("utf-8", "replace").encode("utf-8"), "invalid UTF-8 bytes were replaced by U+FFFD"
-    if b"NaN" in data or b"Infinity" in data:
-        import json
-        try:
-            doc = json.loads(data)
-        except (ValueError, RecursionError):
-            return None
-        return ENCODER.encode(doc), "NaN / Infinity numbers (not JSON) were read as null"
-    return None
-
-
 def _build(path: str, meta: dict[str, Any], parts: dict[str, list[pl.DataFrame]], tally: Tally,
            pending: list[tuple[str, int, str]]) -> Trace:
     """Concatenate the chunks' partial tables, number the rows, and record what was set aside."""
@@ -358,6 +300,7 @@ def _build(path: str, meta: dict[str, Any], parts: dict[str, list[pl.DataFrame]]
         trace.note("unsupported_phase", n, f"{n} '{cat}' events are not complete ('X') events (e.g. B/E pairs); skipped")
     trace.note("missing_category", tally.no_cat, f"{tally.no_cat} complete events had no 'cat'; ignored")
     _dedupe(trace)
+    trace.launches = roles.mark_graph_launches(trace.launches)
     if tally.other_n:
         trace.note(
             "other_device_events", tally.other_n,

@@ -28,6 +28,7 @@ import polars as pl
 
 from ..errors import TraceError
 from ..trace import Trace
+from . import roles
 
 NVTX_PUSH_POP = 59
 NVTX_START_END = 60
@@ -111,7 +112,7 @@ def _load(path: str | Path, con: sqlite3.Connection) -> Trace:
         return strings.get(i) if i is not None else None
 
     acts = _activities(path, con, tables, s, notes)
-    launches = _launches(path, con, tables, s, notes)
+    launches = roles.mark_graph_launches(_launches(path, con, tables, s, notes))
     ops = _ops(path, con, tables, s, notes)
     meta = _metadata(con, tables)
     trace = Trace(path=str(path), source_format="nsys", metadata=meta, ops=ops, launches=launches,
@@ -313,3 +314,25 @@ def to_kineto(trace: Trace) -> dict[str, Any]:
            "deviceProperties": trace.metadata.get("deviceProperties", []),
            "nsys_version": trace.metadata.get("nsys_version"), "traceEvents": events}
     return doc
+
+
+def convert(report: str | Path, output: str | Path) -> Trace:
+    """Write the Nsight Systems export ``report`` as a Kineto JSON trace to ``output`` (gzip when it
+    ends in .gz); returns the loaded trace (for its counts and anomalies)."""
+    import gzip
+
+    import msgspec
+
+    from . import load_trace
+
+    trace = load_trace(report)
+    if trace.source_format != "nsys":
+        raise TraceError(report, "is not an Nsight Systems export (convert reads .sqlite[.gz] / .nsys-rep)")
+    blob = msgspec.json.encode(to_kineto(trace))
+    out = Path(output)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_bytes(gzip.compress(blob, 6) if out.name.endswith(".gz") else blob)
+    except OSError as exc:
+        raise TraceError(out, f"cannot write: {exc.strerror or exc}") from None
+    return trace

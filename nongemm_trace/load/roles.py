@@ -6,6 +6,8 @@ Kineto spells categories differently across versions (``kernel``/``Kernel``,
 
 from __future__ import annotations
 
+from typing import Any
+
 #: |ts| and dur beyond this many microseconds (~127 years) cannot be real and would
 #: overflow int64 nanoseconds once added together (both decoding paths, and the C scanner, use it)
 TIME_LIMIT_US = 4e15
@@ -53,6 +55,14 @@ ROUTES: dict[str, str] = {
     **{c: "other" for c in OTHER_DEVICE_CATEGORIES},
 }
 #: the same with Python stack events kept
+def mark_graph_launches(launches: Any) -> Any:
+    """The launch table with ``graph_launch``: the call replays a CUDA/HIP graph (the contract's
+    column, so the linker needs no runtime API names)."""
+    import polars as pl
+
+    return launches.with_columns(pl.col("name").is_in(list(GRAPH_LAUNCH_NAMES)).alias("graph_launch"))
+
+
 PY_ROUTES = {**ROUTES, **{c: "py" for c in PYTHON_CATEGORIES}}
 #: the loader's partial tables
 TABLES = ("ops", "launches", "acts", "py")

@@ -14,12 +14,11 @@ import polars as pl
 from .._version import __version__
 from ..errors import TraceError
 from ..trace import Anomaly
+from ..vocabulary import CLASSES, SCHEMA_VERSION, TIME_BASES
+from ..vocabulary import us as _us
 
-SCHEMA_VERSION = "1.0"
 
 
-def _us(ns: Any) -> float:
-    return round(int(ns or 0) / 1000.0, 3)
 
 
 def _share(x: Any) -> float:
@@ -56,16 +55,19 @@ class Report:
     #: GPU activity time (ns) per rung of the evidence ladder its category rests on
     #: (semantics, dataflow, family, generic, none: docs/taxonomy.md)
     evidence: dict[str, int] = field(default_factory=dict)
+    #: the categories the report's taxonomy declares (the names ``share`` accepts)
+    category_names: tuple[str, ...] = ()
+    #: a deployment stack's fusion view (TensorRT, ONNX Runtime profiles), else None
+    engine: dict[str, Any] | None = None
 
     # -- derived numbers -------------------------------------------------
     def share(self, name: str) -> float:
         """Share of the metric's total for a class (``GEMM``, ``non-GEMM`` …) or a category; 0.0 for
         one with no time in this trace. A name that is neither raises :class:`TraceError`."""
-        from ..classify.taxonomy import CATEGORIES, CLASSES
-
-        if name not in CLASSES and name not in CATEGORIES:
+        known = self.category_names or tuple(self.categories["category"].to_list())
+        if name not in CLASSES and name not in known:
             raise TraceError(self.trace, f"unknown class or category {name!r} (classes: {', '.join(CLASSES)}; "
-                                         f"categories: {', '.join(CATEGORIES)})")
+                                         f"categories: {', '.join(known)})")
         for table, key in ((self.classes, "class"), (self.categories, "category")):
             row = table.filter(pl.col(key) == name)
             if row.height:
@@ -83,6 +85,8 @@ class Report:
             row = {"category": r["category"], "class": r["class"]}
             if self.metric == "gpu":
                 row["gpu_time_us"] = _us(r["time_ns"])
+            elif self.metric in TIME_BASES:
+                row[f"{self.metric}_time_us"] = _us(r["time_ns"])
             else:
                 row[f"{self.metric}_time_us"] = _us(r["time_ns"])
                 if "cpu_time_ns" in r:
@@ -119,6 +123,8 @@ class Report:
             out["cpu_time_us"] = _us(self.cpu_time_ns)
         if self.metric == "paper":
             out["paper_time_us"] = _us(int(self.categories["time_ns"].sum()))
+        if self.metric in TIME_BASES:
+            out[f"{self.metric}_time_us"] = _us(self.gpu_time_ns)
         out.update({
             "file_gpu_time_us": _us(self.total_gpu_time_in_file_ns),
             "file_gpu_activities": self.total_activities_in_file,
@@ -139,4 +145,6 @@ class Report:
             "trace_metadata": self.metadata.get("trace"),
             "warnings": [w.as_dict() for w in self.warnings],
         })
+        if self.engine is not None:
+            out["engine"] = self.engine
         return out

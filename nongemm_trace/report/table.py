@@ -9,11 +9,17 @@ from rich.table import Table
 
 from .model import Report
 
-METRIC_TEXT = {"gpu": "GPU activity time", "cpu": "operator CPU time", "paper": "op CPU time + GPU time"}
+from ..vocabulary import METRICS, TIME_BASES
+
+METRIC_TEXT = {**METRICS, **TIME_BASES}
 
 
 def _us(ns: int) -> str:
     return f"{ns / 1000:,.1f}"
+
+
+#: what a deployment stack's activities are (the total line and the top table name them)
+_UNITS = {"layer": ("engine layers", "layers"), "node": ("ONNX nodes", "nodes")}
 
 
 def render_table(report: Report, console: Console, top: int = 15) -> None:
@@ -24,7 +30,8 @@ def render_table(report: Report, console: Console, top: int = 15) -> None:
     total = int(report.categories["time_ns"].sum())
     console.print(f"device: {dev} | metric: {report.metric} ({metric}) | level: {report.level} | "
                   f"taxonomy: {report.taxonomy} v{report.taxonomy_version}")
-    console.print(f"total: {_us(total or 0)} us over {report.gpu_activities:,} GPU activities"
+    unit, kernels = _UNITS.get(report.metric, ("GPU activities", "kernels"))
+    console.print(f"total: {_us(total or 0)} us over {report.gpu_activities:,} {unit}"
                   + (f", {len(report.steps)} step{'s' if len(report.steps) != 1 else ''} ({report.step_marker})"
                      if report.steps.height else ""))
     if report.gpu_time_ns and report.evidence:
@@ -44,8 +51,10 @@ def render_table(report: Report, console: Console, top: int = 15) -> None:
     for r in report.categories.iter_rows(named=True):
         t.add_row(r["category"], r["class"], _us(r["time_ns"]), f"{100 * r['share']:.1f} %", f"{r['activities']:,}")
     console.print(t)
+    if report.engine is not None:
+        _engine_tables(report.engine, console, top)
 
-    if report.ops.height and top > 0:  # --top 0: no top tables at all, not empty ones
+    if report.ops.height and top > 0 and report.engine is None:  # --top 0: no top tables, not empty ones
         t = Table(title=f"Top {top} ops by self GPU time", title_justify="left")
         for c in ("op", "category", "calls", "GPU time (us)", "self GPU (us)", "activities"):
             t.add_column(c, justify="left" if c in ("op", "category") else "right", overflow="ellipsis",
@@ -56,8 +65,10 @@ def render_table(report: Report, console: Console, top: int = 15) -> None:
         console.print(t)
 
     if report.kernel_summary.height and top > 0:
-        t = Table(title=f"Top {top} kernels by GPU time", title_justify="left")
-        for c in ("kernel", "category", "count", "GPU time (us)", "mean (us)"):
+        t = Table(title=f"Top {top} {kernels} by {'GPU time' if kernels == 'kernels' else 'time'}",
+                  title_justify="left")
+        for c in (kernels.rstrip("s"), "category", "count",
+                  "GPU time (us)" if kernels == "kernels" else "time (us)", "mean (us)"):
             t.add_column(c, justify="left" if c in ("kernel", "category") else "right", overflow="ellipsis",
                          max_width=max(16, console.width - 55) if c == "kernel" else None, no_wrap=c == "kernel")
         for r in report.kernel_summary.head(top).iter_rows(named=True):
@@ -76,3 +87,29 @@ def render_table(report: Report, console: Console, top: int = 15) -> None:
         console.print("[bold yellow]warnings[/bold yellow]")
         for w in report.warnings:
             console.print(f"  [yellow]{w.code}[/yellow] ({w.count:,}): {escape(w.message)}", highlight=False)
+
+
+def _engine_tables(view: dict, console: Console, top: int) -> None:
+    """A deployment stack's fusion view: what GEMM layers folded, what runs on its own."""
+    if view.get("format") == "tensorrt":
+        t = Table(title=f"Fusion: non-GEMM ONNX ops folded into GEMM layers (paper's rule: GEMM "
+                        f"{100 * view['gemm_share_paper_rule']:.1f} %)", title_justify="left")
+        for c in ("ONNX op", "category", "GEMM layers", "their time (us)"):
+            t.add_column(c, justify="left" if c in ("ONNX op", "category") else "right")
+        for r in view["folded_into_gemm_layers"][: max(top, 0)]:
+            t.add_row(escape(r["op"]), r["category"] or "-", f"{r['gemm_layers']:,}", f"{r['gemm_layer_time_us']:,.1f}")
+        console.print(t)
+        t = Table(title="Standalone non-GEMM layers by layer type", title_justify="left")
+        for c in ("layer type", "layers", "time (us)", "share"):
+            t.add_column(c, justify="left" if c == "layer type" else "right")
+        for r in view["standalone_by_layer_type"][: max(top, 0)]:
+            t.add_row(escape(r["layer_type"]), f"{r['layers']:,}", f"{r['time_us']:,.1f}", f"{100 * r['share']:.1f} %")
+        console.print(t)
+    elif view.get("fused_ops"):
+        t = Table(title="ONNX Runtime's own fused ops", title_justify="left")
+        for c in ("op", "category", "nodes", "time (us)", "share"):
+            t.add_column(c, justify="left" if c in ("op", "category") else "right")
+        for r in view["fused_ops"][: max(top, 0)]:
+            t.add_row(escape(r["op"]), r["category"], f"{r['activities']:,}", f"{r['time_us']:,.1f}",
+                      f"{100 * r['share']:.1f} %")
+        console.print(t)

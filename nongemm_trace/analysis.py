@@ -1,0 +1,187 @@
+"""One trace, loaded, linked and classified once; every analysis reads it.
+
+:class:`Analysis` is the object the CLI, the Python API and the integrations share:
+the file is read once, linked and classified once per taxonomy, and the per-level
+activity tables are kept, so a report, the launch view, the FLOP view, ``explain``
+and ``annotate`` of the same trace cost one load. :class:`Options` owns every
+option of the measure stage and the rule for what the loader must keep.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
+
+from .errors import OptionError
+from .vocabulary import LEVELS, METRICS
+
+if TYPE_CHECKING:  # pragma: no cover
+    import polars as pl
+
+    from .classify.taxonomy import Taxonomy
+    from .flops import FlopsReport
+    from .launch import LaunchReport
+    from .link import Linked
+    from .report.model import Report
+    from .trace import Trace
+
+
+@dataclass(frozen=True)
+class Options:
+    """The options of one report. ``None`` means the taxonomy's default."""
+
+    metric: str | None = None
+    level: str | None = None
+    drop_unlinked: bool = False
+    step_marker: str | None = None
+    skip_steps: int = 0
+
+    @classmethod
+    def names(cls) -> tuple[str, ...]:
+        return tuple(f.name for f in fields(cls))
+
+    def resolved(self, tax: Taxonomy, path: str | Path | None = None) -> Options:
+        """These options with the taxonomy's defaults filled in, each value checked."""
+        metric = self.metric or tax.default_metric
+        level = self.level or tax.default_level
+        if metric not in METRICS:
+            raise OptionError(path, f"unknown metric '{metric}' (choose from {', '.join(METRICS)})", "metric")
+        if level not in LEVELS:
+            raise OptionError(path, f"unknown level '{level}' (choose from {', '.join(LEVELS)})", "level")
+        if not isinstance(self.skip_steps, int) or self.skip_steps < 0:
+            raise OptionError(path, "skip_steps must be >= 0", "skip_steps")
+        return Options(metric, level, bool(self.drop_unlinked), self.step_marker, self.skip_steps)
+
+
+def needs_python(level: str | None) -> bool:
+    """Whether the loader must keep ``python_function`` events: the module level reads them."""
+    return level == "module"
+
+
+def split_options(options: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``(analysis options, report options)`` of a keyword set such as :func:`nongemm_trace.analyze` takes."""
+    opened = {k: options.pop(k) for k in ("taxonomy", "keep_python", "progress", "layer_info") if k in options}
+    unknown = [k for k in options if k not in Options.names()]
+    if unknown:
+        raise TypeError(f"unknown option(s): {', '.join(unknown)} (known: {', '.join(Options.names())}, "
+                        f"taxonomy, keep_python, progress, layer_info)")
+    return opened, options
+
+
+class Analysis:
+    """A trace and everything derived from it, computed on first use and kept.
+
+    ``taxonomy``: a built-in name, a TOML path or a :class:`Taxonomy`; ``keep_python``: keep
+    ``python_function`` events (needed by the module level and ``explain``; asked for later, the
+    file is read again once); ``progress(bytes_read, file_size)`` is called while it is read;
+    ``layer_info``: a TensorRT profile's layer-information file (else the one next to it by name).
+    """
+
+    def __init__(self, path: str | Path, *, taxonomy: str | Path | Taxonomy | None = None, keep_python: bool = False,
+                 progress: Callable[[int, int], None] | None = None, layer_info: str | Path | None = None):
+        from .classify.taxonomy import Taxonomy, load_taxonomy
+
+        self.path = path
+        self.taxonomy = taxonomy if isinstance(taxonomy, Taxonomy) else load_taxonomy(taxonomy or "default")
+        # the loader keeps python_function events when the taxonomy's default level reads them
+        self._keep_python = keep_python or needs_python(self.taxonomy.default_level)
+        self._progress = progress
+        self._layer_info = layer_info
+        self._trace: Trace | None = None
+        self._linked: Linked | None = None
+        self._levels: dict[str, pl.DataFrame] = {}
+        self._reports: dict[Options, Report] = {}
+
+    @classmethod
+    def of(cls, source: str | Path | Analysis, **options: Any) -> Analysis:
+        """``source`` itself when it is an analysis (its taxonomy must be the one asked for), else a new one."""
+        if isinstance(source, Analysis):
+            tax = options.get("taxonomy")
+            if tax is not None and not _same_taxonomy(source.taxonomy, tax):
+                return cls(source.path, **options)
+            if options.get("keep_python"):
+                source.trace(python=True)
+            return source
+        return cls(source, **options)
+
+    # -- the stages, each once ---------------------------------------------
+    def trace(self, python: bool = False) -> Trace:
+        """The loaded tables (read again with ``python_function`` events when those are asked for)."""
+        if self._trace is None or (python and not self._keep_python):
+            from .load import load_trace
+
+            self._keep_python = self._keep_python or python
+            self._trace = load_trace(self.path, keep_python=self._keep_python, progress=self._progress,
+                                     layer_info=self._layer_info)
+            self._linked, self._levels = None, {}
+        return self._trace
+
+    def linked(self) -> Linked:
+        """The linked trace with its ops classified (categories, qdq dataflow, chains)."""
+        if self._linked is None:
+            from .classify import link_and_classify
+
+            self._linked = link_and_classify(self.trace(), self.taxonomy)
+        return self._linked
+
+    def activities(self, level: str) -> pl.DataFrame:
+        """Every GPU activity with its category at ``level``."""
+        if needs_python(level):
+            self.trace(python=True)
+        if level not in self._levels:
+            from .classify import classify
+
+            self._levels[level] = classify(self.linked(), self.taxonomy, level)
+        return self._levels[level]
+
+    # -- analyses over it ----------------------------------------------------
+    def report(self, **options: Any) -> Report:
+        """The GEMM / non-GEMM report (options: those of :class:`Options`)."""
+        opts = Options(**options).resolved(self.taxonomy, self.path)
+        if opts not in self._reports:
+            from .measure import measure
+
+            self._reports[opts] = measure(self, opts)
+        return self._reports[opts]
+
+    def launch(self, *, short_us: float = 10.0, **options: Any) -> LaunchReport:
+        from .launch import launch_analysis
+
+        return launch_analysis(self, short_us=short_us, **options)
+
+    def flops(self, *, device_spec: str | None = None, **options: Any) -> FlopsReport:
+        from .flops import flops_analysis
+
+        return flops_analysis(self, device_spec=device_spec, **options)
+
+    def explain(self, name: str) -> dict[str, Any]:
+        from .explain import explain
+
+        return explain(self, name)
+
+    def weak(self, top: int = 20) -> dict[str, Any]:
+        from .weak import weak_kernels
+
+        return weak_kernels(self, top=top)
+
+    def annotate(self, output: str | Path, *, level: str | None = None) -> dict[str, int]:
+        from .annotate import annotate
+
+        return annotate(self, output, level=level)
+
+
+def _same_taxonomy(tax: Taxonomy, asked: Any) -> bool:
+    from .classify.taxonomy import Taxonomy
+
+    if isinstance(asked, Taxonomy):
+        return asked is tax
+    return str(asked) in (tax.name, tax.source)
+
+
+def open_analysis(source: str | Path | Analysis, options: dict[str, Any]) -> tuple[Analysis, dict[str, Any]]:
+    """The analysis behind a function that takes a path or an analysis plus :func:`analyze`'s keywords;
+    returns it and the report options left over."""
+    opened, report_opts = split_options(dict(options))
+    opened.setdefault("keep_python", needs_python(report_opts.get("level")))
+    return Analysis.of(source, **opened), report_opts

@@ -1,0 +1,74 @@
+"""A Kineto JSON document decoded whole: its metadata, its raw events array, and the repair
+of what broken writers leave behind. The streaming loader (:mod:`.kineto`) falls back to
+this path for small files, bare arrays and anything its chunks cannot hold."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from ..errors import TraceError
+from .events import ANY_DECODER, ENCODER, TOP_DECODER, MalformedJSON, short_error
+from .source import SQLITE_MAGIC
+
+
+def meta_of(top: dict[str, msgspec.Raw]) -> dict[str, Any]:
+    """The top-level keys other than ``traceEvents``, decoded one by one (an undecodable one is None)."""
+    meta: dict[str, Any] = {}
+    for key, raw in top.items():
+        try:
+            meta[key] = ANY_DECODER.decode(raw)
+        except (msgspec.DecodeError, RecursionError):
+            meta[key] = None
+    return meta
+
+
+def decode_document(path: str | Path, data: bytes) -> tuple[dict[str, Any], msgspec.Raw | None, bool]:
+    """Split the document into metadata and the raw ``traceEvents`` array.
+
+    Returns (metadata, raw events, is_bare_array). A bare JSON array of events
+    (the Chrome trace "array format") is accepted too.
+    """
+    head = data[:64].lstrip()
+    if data.startswith(SQLITE_MAGIC):
+        raise TraceError(path, "is an SQLite database, not a Kineto JSON trace")
+    if not head:
+        raise TraceError(path, "empty file")
+    if head[:1] == b"[":
+        return {}, msgspec.Raw(data), True
+    if head[:1] != b"{":
+        raise TraceError(path, "not a JSON trace (does not start with '{' or '[')")
+    try:
+        top = TOP_DECODER.decode(data)
+    except msgspec.DecodeError as exc:
+        raise MalformedJSON(path, f"invalid or truncated JSON ({short_error(exc)})") from None
+    except RecursionError:
+        raise TraceError(path, "JSON nested too deeply") from None
+    events = top.pop("traceEvents", None)
+    meta = meta_of(top)
+    if events is None:
+        raise TraceError(path, "no 'traceEvents' key: not a Kineto/Chrome trace")
+    return meta, events, False
+
+
+def repair(data: bytes) -> tuple[bytes, str] | None:
+    """Fix what Python's own JSON writer and broken writers leave behind, or None.
+
+    * invalid UTF-8 bytes become U+FFFD (names may be mangled; times are not);
+    * ``NaN`` / ``Infinity`` literals (``json.dumps`` writes them) become null,
+      so the events that carry them are counted as missing a valid time.
+    """
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return data.decode("utf-8", "replace").encode("utf-8"), "invalid UTF-8 bytes were replaced by U+FFFD"
+    if b"NaN" in data or b"Infinity" in data:
+        import json
+        try:
+            doc = json.loads(data)
+        except (ValueError, RecursionError):
+            return None
+        return ENCODER.encode(doc), "NaN / Infinity numbers (not JSON) were read as null"
+    return None

@@ -1,0 +1,87 @@
+"""The contract between the loaders and every later stage: the trace tables' columns.
+
+Every loader (Kineto's Python and C paths, Nsight Systems, and any format added to the
+registry) produces these columns with these types; later stages read nothing else of
+the file. A loader may add columns of its own (Nsight Systems adds ``short_name``).
+:func:`validate` checks a loaded trace against the declaration and the invariants the
+linker relies on; every loader's tests call it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import polars as pl
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .trace import Trace
+
+#: a text column: plain, or categorical where values repeat (shapes, dtypes)
+TEXT = (pl.String, pl.Categorical)
+
+_EVENT = {
+    "name": pl.String, "cat": pl.String, "pid": pl.String, "tid": pl.String,
+    "ts_ns": pl.Int64, "dur_ns": pl.Int64, "end_ns": pl.Int64, "external_id": pl.Int64,
+    "ev_idx": pl.Int64,  # the event's index in the file (null where the format has none)
+}
+
+#: table -> column -> dtype (or a tuple of accepted dtypes)
+TABLES: dict[str, dict[str, object]] = {
+    # host ranges that can launch work (cpu_op, user_annotation, NVTX ranges)
+    "ops": {"op_id": pl.UInt32, **_EVENT, "input_dims": TEXT, "input_type": TEXT, "concrete_inputs": TEXT},
+    # host launch calls; graph_launch: the call replays a CUDA/HIP graph (one call, many activities)
+    "launches": {"launch_id": pl.UInt32, **_EVENT, "correlation": pl.Int64, "graph_launch": pl.Boolean},
+    # device activities: kernels, memcpys, memsets
+    "activities": {"activity_id": pl.UInt32, **_EVENT, "kind": pl.String, "correlation": pl.Int64,
+                   "device": pl.Int64, "stream": pl.Int64, "bytes": pl.Int64},
+    # python_function events, when the loader was asked to keep them (else empty)
+    "python": {"op_id": pl.UInt32, **_EVENT},
+}
+
+#: each table's id column: unique, the row number where the loader can make it so
+IDS = {"ops": "op_id", "launches": "launch_id", "activities": "activity_id", "python": "op_id"}
+
+
+class SchemaError(AssertionError):
+    """A loader broke the contract: a bug in the loader, never bad input."""
+
+
+def problems(trace: Trace) -> list[str]:
+    """Every way ``trace`` departs from the contract (empty when it holds)."""
+    out = []
+    for table, columns in TABLES.items():
+        df = getattr(trace, table, None)
+        if not isinstance(df, pl.DataFrame):
+            out.append(f"{table}: not a polars DataFrame")
+            continue
+        for col, want in columns.items():
+            if col not in df.columns:
+                out.append(f"{table}.{col}: missing")
+                continue
+            accepted = want if isinstance(want, tuple) else (want,)
+            got = df.schema[col]
+            if not any(got == a for a in accepted):  # a dtype equals its class, whatever its parameters
+                out.append(f"{table}.{col}: {got}, not {' or '.join(str(a) for a in accepted)}")
+        if any(p.startswith(f"{table}.") for p in out) or df.height == 0:
+            continue
+        key = IDS[table]
+        if df[key].null_count() or df[key].n_unique() != df.height:
+            out.append(f"{table}.{key}: not unique and non-null")
+        bad = df.filter(pl.col("dur_ns") < 0).height
+        if bad:
+            out.append(f"{table}: {bad} rows with a negative dur_ns")
+        if df.filter(pl.col("ts_ns").is_null() | pl.col("dur_ns").is_null()).height:
+            out.append(f"{table}: rows without ts_ns or dur_ns")
+        if df.filter(pl.col("end_ns") != pl.col("ts_ns") + pl.col("dur_ns")).height:
+            out.append(f"{table}: end_ns is not ts_ns + dur_ns")
+    if not isinstance(trace.metadata, dict):
+        out.append("metadata: not a dict")
+    return out
+
+
+def validate(trace: Trace) -> Trace:
+    """``trace`` itself when it holds the contract; else :class:`SchemaError` listing every problem."""
+    found = problems(trace)
+    if found:
+        raise SchemaError(f"{trace.path} ({trace.source_format}): " + "; ".join(found))
+    return trace

@@ -1,0 +1,58 @@
+"""The words every stage and renderer shares, spelled once.
+
+Argparse choices, option validation, renderers and sort orders import these names;
+a new metric, level or evidence rung is added here and nowhere else. Categories are
+not here: each taxonomy declares its own in its ``[classes]`` table (data, not code).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+#: version of every JSON document the tool writes (report, launch, flops, compare)
+SCHEMA_VERSION = "1.0"
+
+#: what a share is a share of
+METRICS = {
+    "gpu": "GPU activity time",
+    "cpu": "operator CPU time",
+    "paper": "op CPU time + GPU time",
+}
+
+#: what the activities of a deployment stack's profile measure (the metric of its report)
+TIME_BASES = {
+    "layer": "TensorRT layer time (GPU, per inference)",
+    "node": "ONNX Runtime node time",
+}
+
+#: which op an activity is charged to
+LEVELS = {
+    "launch": "the op that launched the activity",
+    "top": "the outermost real operator around it",
+    "module": "the innermost named nn.Module around it",
+}
+
+#: the classes of the paper's taxonomy, in report order
+CLASSES = ("GEMM", "non-GEMM", "communication", "unclassified")
+
+#: categories the classifier itself names (a taxonomy must declare them)
+BUILTIN_CATEGORIES = ("qdq", "communication", "unclassified")
+
+#: the rungs of the evidence ladder, strongest first (docs/taxonomy.md)
+EVIDENCE = ("semantics", "dataflow", "family", "generic", "none")
+
+#: how strong a kernel rule's evidence is: a named vendor/library kernel family, or a generic word
+KERNEL_EVIDENCE = ("family", "generic")
+
+#: how an activity found its launching op (docs/architecture.md)
+ATTRIBUTIONS = ("external_id", "nesting", "graph_launch", "launch_only", "none")
+
+
+def us(ns: Any, digits: int = 3) -> float:
+    """Nanoseconds (int, float or None) as microseconds rounded for a JSON document."""
+    return round(float(ns or 0) / 1000.0, digits)
+
+
+def us_text(ns: Any) -> str:
+    """Nanoseconds as microseconds for a table cell: thousands separated, one decimal."""
+    return f"{float(ns or 0) / 1000:,.1f}"

@@ -1,0 +1,89 @@
+"""Golden outputs: a digest of every command's output on every shared trace.
+
+``python3 tests/golden.py record`` writes ``tests/data/golden.json`` from the code as it is;
+``tests/test_golden.py`` recomputes the digests and names each (command, trace) that differs.
+A change of output is then a decision (re-record in the same commit, say why), never an accident.
+Only the tool's version is masked: every number, name and order is part of the digest.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import hashlib
+import io
+import json
+import re
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARED = ROOT.parent / "shared" / "traces"
+GOLDEN = ROOT / "tests" / "data" / "golden.json"
+
+#: formats outside the two we read (their profiles are read by later work, not frozen here)
+_NOT_TRACES = re.compile(r"(\.csv$|\.meta\.json$|golden\.json|/tensorrt/|/onnxruntime/)")
+_VERSION = re.compile(rb'"tool_version": ?"[^"]*"')
+
+
+def shared_traces() -> list[Path]:
+    files = [p for p in sorted(SHARED.rglob("*")) if p.is_file() and p.name != "README.md"]
+    return [p for p in files if not _NOT_TRACES.search(p.as_posix()) and p.suffix in (".gz", ".json")]
+
+
+def _cli(argv: list[str]) -> bytes:
+    from nongemm_trace import cli
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        rc = cli.main(argv)
+    return f"rc={rc}\n".encode() + out.getvalue().encode() + b"\n--stderr--\n" + err.getvalue().encode()
+
+
+def _digest(data: bytes) -> str:
+    return hashlib.sha256(_VERSION.sub(b'"tool_version": ""', data)).hexdigest()[:20]
+
+
+def commands(trace: Path, partner: Path) -> dict[str, bytes]:
+    """Every command's output on one trace (``compare`` against the next trace in the list)."""
+    t = str(trace.relative_to(ROOT.parent))
+    p = str(partner.relative_to(ROOT.parent))
+    outs = {
+        "analyze": _cli(["analyze", t, "--format", "json"]),
+        "launch": _cli(["launch", t, "--format", "json"]),
+        "flops": _cli(["flops", t, "--format", "json"]),
+        "explain": _cli(["explain", t, "--weak", "--format", "json"]),
+        "explain_name": _cli(["explain", t, "aten::add", "--format", "json"]),
+        "compare": _cli(["compare", t, p, "--format", "json"]),
+    }
+    with tempfile.TemporaryDirectory() as tmp:
+        dest = Path(tmp) / "annotated.json"
+        rc = _cli(["annotate", t, "-o", str(dest)]).replace(tmp.encode(), b"TMP")
+        body = dest.read_bytes() if dest.exists() else b""
+        outs["annotate"] = rc + body
+    return outs
+
+
+def digests() -> dict[str, dict[str, str]]:
+    import os
+
+    here = os.getcwd()
+    os.chdir(ROOT.parent)  # relative paths in outputs: the same on every machine
+    try:
+        traces = shared_traces()
+        result = {}
+        for i, trace in enumerate(traces):
+            partner = traces[(i + 1) % len(traces)]
+            key = trace.relative_to(SHARED).as_posix()
+            result[key] = {name: _digest(data) for name, data in commands(trace, partner).items()}
+        return result
+    finally:
+        os.chdir(here)
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] != ["record"]:
+        sys.exit("usage: python3 tests/golden.py record")
+    GOLDEN.write_text(json.dumps(digests(), indent=1, sort_keys=True) + "\n")
+    print(f"wrote {GOLDEN}")
