@@ -3,7 +3,10 @@
 :class:`Analysis` is the object the CLI, the Python API and the integrations share:
 the file is read once, linked and classified once per taxonomy, and the per-level
 activity tables are kept, so a report, the launch view, the FLOP view, ``explain``
-and ``annotate`` of the same trace cost one load. :class:`Options` owns every
+and ``annotate`` of the same trace cost one load. Those analyses are functions that
+take an analysis (or a path): ``launch_analysis(a)``, ``flops_analysis(a)``,
+``explain(a, name)``, ``weak_kernels(a)``, ``annotate(a, out)``, ``compare([a, b])``,
+``check(a, …)``; they build on this module, never the other way round. :class:`Options` owns every
 option of the measure stage and the rule for what the loader must keep.
 """
 
@@ -20,8 +23,6 @@ if TYPE_CHECKING:  # pragma: no cover
     import polars as pl
 
     from .classify.taxonomy import Taxonomy
-    from .flops import FlopsReport
-    from .launch import LaunchReport
     from .link import Linked
     from .report.model import Report
     from .trace import Trace
@@ -144,31 +145,6 @@ class Analysis:
 
             self._reports[opts] = measure(self, opts)
         return self._reports[opts]
-
-    def launch(self, *, short_us: float = 10.0, **options: Any) -> LaunchReport:
-        from .launch import launch_analysis
-
-        return launch_analysis(self, short_us=short_us, **options)
-
-    def flops(self, *, device_spec: str | None = None, **options: Any) -> FlopsReport:
-        from .flops import flops_analysis
-
-        return flops_analysis(self, device_spec=device_spec, **options)
-
-    def explain(self, name: str) -> dict[str, Any]:
-        from .explain import explain
-
-        return explain(self, name)
-
-    def weak(self, top: int = 20) -> dict[str, Any]:
-        from .weak import weak_kernels
-
-        return weak_kernels(self, top=top)
-
-    def annotate(self, output: str | Path, *, level: str | None = None) -> dict[str, int]:
-        from .annotate import annotate
-
-        return annotate(self, output, level=level)
 
 
 def _same_taxonomy(tax: Taxonomy, asked: Any) -> bool:

@@ -225,7 +225,7 @@ def _batch(args: argparse.Namespace, paths: list[str]) -> int:
 
 
 def _convert(args: argparse.Namespace) -> int:
-    from .load.nsys import convert
+    from .convert import convert
 
     trace = convert(args.report, args.output)
     print(f"wrote {args.output}: {trace.activities.height:,} GPU activities, {trace.launches.height:,} launch calls, "
@@ -324,14 +324,24 @@ def _launch(args: argparse.Namespace) -> int:
     return 0
 
 
+#: the width of output that is not a terminal (a pipe, a CI log, a file): wide enough that every
+#: table is sized to its content and no number or name is cut; ``COLUMNS`` sets another
+UNBOUNDED_WIDTH = 100_000
+
+
 def _render(output: str | None, draw) -> None:
-    """Draw a rich report to the terminal, or to ``output`` as plain 160-column text."""
+    """Draw a rich report to the terminal (its width), or whole to a pipe or to ``output`` as plain text."""
     from rich.console import Console
+
+    columns = os.environ.get("COLUMNS", "").strip()
+    width = int(columns) if columns.isdigit() and int(columns) > 0 else UNBOUNDED_WIDTH
     if output:
         with _open_out(output) as fh:
-            draw(Console(file=fh, width=160, color_system=None))
-    else:
+            draw(Console(file=fh, width=width, color_system=None))
+    elif sys.stdout.isatty():
         draw(Console())
+    else:
+        draw(Console(width=width, color_system=None))
 
 
 def _open_out(path: str):

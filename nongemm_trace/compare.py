@@ -149,7 +149,7 @@ def compare(sources: list[str | Path | Analysis | Report], *, per_step: bool = F
     corder = {c: i for i, c in enumerate(CLASS_ORDER)}
     classes = classes.with_columns(pl.col("class").replace_strict(corder, default=9).alias("_o")).sort(
         ["_o", "trace_index"]).drop("_o")
-    fusion = _fusion_view(reports, divisors)
+    fusion = None if all(r.engine is not None for r in reports) else _fusion_view(reports, divisors)
     engine_fusion = _engine_fusion_view(reports, divisors)
     quant = _quantization_view(reports, divisors, classes)
     return Comparison(reports, per_step, divisors, long, classes, fusion, quant, warnings, engine_fusion)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import polars as pl
@@ -47,7 +48,11 @@ def lookup_columns(df: pl.DataFrame, key: str, table: pl.DataFrame, table_key: s
 
 
 def is_row_index(s: pl.Series) -> bool:
-    """``s`` is 0, 1, ..., n-1 (the id column the loader numbers every table with)."""
+    """``s`` is 0, 1, ..., n-1 (the id column the loader numbers every table with). Every fast path
+    that gathers by row number asks here; ``NONGEMM_ROW_INDEX=off`` sends them all down their
+    general paths (joins), to compare the two."""
+    if os.environ.get("NONGEMM_ROW_INDEX", "on").strip().lower() in ("0", "off", "false", "no"):
+        return False
     n = s.len()
     if n == 0 or s.null_count() or not s.dtype.is_integer():
         return False

@@ -22,5 +22,7 @@ def load(module: str, abi: int) -> Any:
 
 
 def turned_off(variable: str) -> bool:
-    """The environment says not to use an extension (``VAR=off``, ``0``, ``false``, ``no``)."""
-    return os.environ.get(variable, "on").strip().lower() in ("0", "off", "false", "no")
+    """The environment says not to use an extension (``VAR=off``, ``0``, ``false``, ``no``), or not to
+    use any (``NONGEMM_NATIVE=off``: every C path off, the pure-Python reference paths only)."""
+    return any(os.environ.get(v, "on").strip().lower() in ("0", "off", "false", "no")
+               for v in ("NONGEMM_NATIVE", variable))

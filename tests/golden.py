@@ -65,18 +65,47 @@ def commands(trace: Path, partner: Path) -> dict[str, bytes]:
     return outs
 
 
-def digests() -> dict[str, dict[str, str]]:
+@contextlib.contextmanager
+def one_load_per_trace():
+    """``Analysis.of`` memoised by (path, taxonomy) while inside: the commands of a trace (and the
+    next trace, its compare partner) share one load, as a pipeline holding an analysis does."""
+    import nongemm_trace.analysis as analysis_mod
+
+    kept: dict[tuple[str, str], analysis_mod.Analysis] = {}
+    real = analysis_mod.Analysis.of
+
+    def of(cls, source, **options):
+        if isinstance(source, analysis_mod.Analysis) or options.get("progress"):
+            return real.__func__(cls, source, **options)
+        key = (str(source), str(options.get("taxonomy") or "default"))
+        if key not in kept:
+            while len(kept) >= 3:
+                kept.pop(next(iter(kept)))
+            kept[key] = real.__func__(cls, source, **{**options, "keep_python": True})
+        return real.__func__(cls, kept[key], **options)
+
+    analysis_mod.Analysis.of = classmethod(of)
+    try:
+        yield
+    finally:
+        analysis_mod.Analysis.of = real
+
+
+def digests(indices: list[int] | None = None, shared_loads: bool = False) -> dict[str, dict[str, str]]:
+    """The digests of the traces at ``indices`` (default: all), computed from the repository's parent
+    folder (relative paths in the outputs: the same on every machine)."""
     import os
 
     here = os.getcwd()
-    os.chdir(ROOT.parent)  # relative paths in outputs: the same on every machine
+    os.chdir(ROOT.parent)
     try:
         traces = shared_traces()
         result = {}
-        for i, trace in enumerate(traces):
-            partner = traces[(i + 1) % len(traces)]
-            key = trace.relative_to(SHARED).as_posix()
-            result[key] = {name: _digest(data) for name, data in commands(trace, partner).items()}
+        with one_load_per_trace() if shared_loads else contextlib.nullcontext():
+            for i in range(len(traces)) if indices is None else indices:
+                trace, partner = traces[i], traces[(i + 1) % len(traces)]
+                key = trace.relative_to(SHARED).as_posix()
+                result[key] = {name: _digest(data) for name, data in commands(trace, partner).items()}
         return result
     finally:
         os.chdir(here)

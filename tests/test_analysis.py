@@ -12,7 +12,12 @@ import pytest
 import nongemm_trace
 import nongemm_trace.load as load_mod
 from nongemm_trace import Analysis, TraceError, cli
+from nongemm_trace.annotate import annotate
 from nongemm_trace.check import check
+from nongemm_trace.explain import explain
+from nongemm_trace.flops import flops_analysis
+from nongemm_trace.launch import launch_analysis
+from nongemm_trace.weak import weak_kernels
 from nongemm_trace.classify.taxonomy import load_taxonomy
 from nongemm_trace.compare import compare
 from nongemm_trace.errors import OptionError
@@ -41,11 +46,11 @@ def test_one_load_serves_every_analysis(loads, tmp_path):
     rep = a.report()
     a.report(level="top")
     a.report(level="module")
-    a.launch()
-    a.flops()
-    a.explain("aten::addmm")
-    a.weak()
-    a.annotate(tmp_path / "out.json")
+    launch_analysis(a)
+    flops_analysis(a)
+    explain(a, "aten::addmm")
+    weak_kernels(a)
+    annotate(a, tmp_path / "out.json")
     compare([a, a])
     check(a, max_share={"non-GEMM": 0.5})
     assert len(loads) == 1

@@ -13,7 +13,7 @@ from nongemm_trace.load import cutting
 def test_chunks_equal_whole(name, monkeypatch):
     path = shared("h200", name + ".json.gz")
     whole = nongemm_trace.analyze(path).to_dict()
-    monkeypatch.setattr(cutting, "CHUNK_BYTES", 64 << 10)  # many chunks
+    monkeypatch.setenv("NONGEMM_CHUNK_BYTES", str(64 << 10))  # many chunks
     chunked = nongemm_trace.analyze(path).to_dict()
     assert chunked == whole
 
@@ -23,5 +23,5 @@ def test_split_inside_a_string_falls_back(tmp_path, monkeypatch):
     array is decoded whole instead: same answer."""
     p = tricky_names_trace(tmp_path, 7)
     whole = nongemm_trace.analyze(p).to_dict()
-    monkeypatch.setattr(cutting, "CHUNK_BYTES", 4 << 10)
+    monkeypatch.setenv("NONGEMM_CHUNK_BYTES", str(4 << 10))
     assert nongemm_trace.analyze(p).to_dict() == whole

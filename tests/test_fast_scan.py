@@ -235,7 +235,7 @@ def test_spare_column_buffers_are_returned_after_a_load(monkeypatch):
     assert fast_scan._SCANNER.cached() > 0
     fast_scan.trim()
     assert fast_scan._SCANNER.cached() == 0
-    monkeypatch.setattr(cutting, "CHUNK_BYTES", 64 << 10)
+    monkeypatch.setenv("NONGEMM_CHUNK_BYTES", str(64 << 10))
     kept = []
     real = fast_scan.scan
     monkeypatch.setattr(fast_scan, "scan", lambda *a: kept.append(fast_scan._SCANNER.cached()) or real(*a))

@@ -43,8 +43,7 @@ def test_the_sweep_is_built():
 def _general(monkeypatch):
     """Turn every fast path off: the full sweep and joins everywhere."""
     monkeypatch.setattr(nesting, "_INT64_MAX", 0)
-    for mod in (nesting, frames):
-        monkeypatch.setattr(mod, "is_row_index", lambda s: False)
+    monkeypatch.setenv("NONGEMM_ROW_INDEX", "off")
 
 
 @pytest.mark.parametrize("sweep", SWEEPS)
@@ -145,7 +144,7 @@ def test_columns_by_position_equal_a_join(monkeypatch):
     right = pl.DataFrame({"id": pl.Series([4, 0, 2, None, 9], dtype=pl.UInt32), "v": [40, 0, 20, -1, 90],
                           "s": ["e", "a", "c", "?", "z"]})
     fast = add_columns(df, right, "id")
-    monkeypatch.setattr(frames, "is_row_index", lambda s: False)
+    monkeypatch.setenv("NONGEMM_ROW_INDEX", "off")
     assert_frame_equal(fast, add_columns(df, right, "id"), check_exact=True)
     with pytest.raises(ValueError):
         add_columns(df, pl.DataFrame({"id": pl.Series([1, 1], dtype=pl.UInt32), "v": [1, 2]}), "id")
@@ -174,7 +173,7 @@ def test_lookup_by_position_equals_a_join(monkeypatch):
     df = pl.DataFrame({"k": pl.Series([3, None, 0, 3, 7], dtype=pl.UInt32), "x": [1, 2, 3, 4, 5]})
     fast = frames.lookup_columns(df, "k", table, "id")
     assert fast["v"].to_list() == [13, None, 10, 13, None]
-    monkeypatch.setattr(frames, "is_row_index", lambda s: False)
+    monkeypatch.setenv("NONGEMM_ROW_INDEX", "off")
     assert_frame_equal(fast, frames.lookup_columns(df, "k", table, "id"), check_exact=True)
 
 
@@ -186,7 +185,7 @@ def test_classified_activities_by_position_equal_joins(name, level, monkeypatch)
     tax = load_taxonomy("default")
     linked = link_and_classify(load_trace(shared("h200", name + ".json.gz")), tax)
     fast = classify(linked, tax, level)
-    monkeypatch.setattr(frames, "is_row_index", lambda s: False)
+    monkeypatch.setenv("NONGEMM_ROW_INDEX", "off")
     assert_frame_equal(fast, classify(linked, tax, level), check_exact=True)
 
 
@@ -202,7 +201,7 @@ def test_op_table_by_position_equals_joins(name, monkeypatch):
     linked = link_and_classify(load_trace(shared("h200", name + ".json.gz")), tax)
     acts = classify(linked, tax, "launch")
     fast = breakdown.op_table(linked.ops, acts)
-    monkeypatch.setattr(breakdown, "is_row_index", lambda s: False)
+    monkeypatch.setenv("NONGEMM_ROW_INDEX", "off")
     assert_frame_equal(fast, breakdown.op_table(linked.ops, acts), check_exact=True)
 
 

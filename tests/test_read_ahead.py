@@ -25,7 +25,7 @@ pytestmark = pytest.mark.skipif(not hasattr(scanner.SCANNER, "read_ahead"),
 
 @pytest.fixture(autouse=True)
 def _small_chunks(monkeypatch):
-    monkeypatch.setattr(cutting, "CHUNK_BYTES", CHUNK)
+    monkeypatch.setenv("NONGEMM_CHUNK_BYTES", str(CHUNK))
     monkeypatch.delenv("NONGEMM_READ_AHEAD", raising=False)
     monkeypatch.setenv("NONGEMM_SCAN_THREADS", "auto")
     yield
@@ -149,7 +149,7 @@ def test_taken_at_any_moment(tmp_path, monkeypatch):
     doc = json.loads(gzip.decompress((SAMPLES / "bert_base_fp32_bs8_s128__eager.json.gz").read_bytes()))
     doc["traceEvents"] = doc["traceEvents"] * 12
     big.write_bytes(json.dumps(doc).encode())
-    monkeypatch.setattr(cutting, "CHUNK_BYTES", 256 << 10)
+    monkeypatch.setenv("NONGEMM_CHUNK_BYTES", str(256 << 10))
     plain = load_trace(big)
     got = _taken(monkeypatch)
     wholes = _wholes(monkeypatch)

@@ -23,7 +23,7 @@ def _tables(trace):
 @pytest.mark.parametrize("path", TRACES, ids=trace_ids(TRACES))
 def test_stream_equals_whole(path, monkeypatch):
     whole = kineto._load_whole(path, read_bytes(path), keep_python=True)
-    monkeypatch.setattr(cutting, "CHUNK_BYTES", 96 << 10)
+    monkeypatch.setenv("NONGEMM_CHUNK_BYTES", str(96 << 10))
     streamed = load_trace(path, keep_python=True)
     assert streamed.metadata == whole.metadata
     assert [(a.code, a.count) for a in streamed.anomalies] == [(a.code, a.count) for a in whole.anomalies]
@@ -34,7 +34,7 @@ def test_stream_equals_whole(path, monkeypatch):
 def test_streaming_really_streams(monkeypatch):
     """The big path is taken (not a silent fallback to the whole document) and cuts many chunks."""
     path = shared("h200", "bert_base_train_bs8_s128__eager.json.gz")
-    monkeypatch.setattr(cutting, "CHUNK_BYTES", 64 << 10)
+    monkeypatch.setenv("NONGEMM_CHUNK_BYTES", str(64 << 10))
     calls = []
     real = kineto.decode_chunk
     monkeypatch.setattr(kineto, "decode_chunk", lambda *a, **k: calls.append(1) or real(*a, **k))
@@ -45,7 +45,7 @@ def test_streaming_really_streams(monkeypatch):
 
 def test_progress_reaches_the_file_size(monkeypatch):
     path = shared("h200", "bert_base_train_bs8_s128__eager.json.gz")
-    monkeypatch.setattr(cutting, "CHUNK_BYTES", 64 << 10)
+    monkeypatch.setenv("NONGEMM_CHUNK_BYTES", str(64 << 10))
     seen = []
     load_trace(path, progress=lambda done, total: seen.append((done, total)))
     assert len(seen) > 5
@@ -77,7 +77,7 @@ def _corrupted(gz, tmp_path):
 
 def test_truncated_gzip_mid_stream(big_json, tmp_path, monkeypatch):
     _, gz, _ = big_json
-    monkeypatch.setattr(cutting, "CHUNK_BYTES", 16 << 10)
+    monkeypatch.setenv("NONGEMM_CHUNK_BYTES", str(16 << 10))
     cut = tmp_path / "cut.json.gz"
     cut.write_bytes(gz.read_bytes()[: gz.stat().st_size * 2 // 3])
     with pytest.raises(TraceError, match="truncated gzip stream"):
@@ -86,7 +86,7 @@ def test_truncated_gzip_mid_stream(big_json, tmp_path, monkeypatch):
 
 def test_corrupt_gzip_mid_stream(big_json, tmp_path, monkeypatch):
     _, gz, _ = big_json
-    monkeypatch.setattr(cutting, "CHUNK_BYTES", 16 << 10)
+    monkeypatch.setenv("NONGEMM_CHUNK_BYTES", str(16 << 10))
     bad = _corrupted(gz, tmp_path)
     with pytest.raises(TraceError, match="corrupt gzip data|invalid|truncated"):
         load_trace(bad)
@@ -94,7 +94,7 @@ def test_corrupt_gzip_mid_stream(big_json, tmp_path, monkeypatch):
 
 def test_gzip_bomb_stops_mid_stream(big_json, monkeypatch):
     _, gz, raw = big_json
-    monkeypatch.setattr(cutting, "CHUNK_BYTES", 16 << 10)
+    monkeypatch.setenv("NONGEMM_CHUNK_BYTES", str(16 << 10))
     monkeypatch.setenv("NONGEMM_MAX_TRACE_BYTES", str(len(raw) // 3))
     with pytest.raises(TraceError, match="decompresses to more than"):
         load_trace(gz)
@@ -106,14 +106,14 @@ def test_concatenated_gzip_members_stream(big_json, tmp_path, monkeypatch):
     half = len(raw) // 2
     multi = tmp_path / "multi.json.gz"
     multi.write_bytes(gzip.compress(raw[:half]) + gzip.compress(raw[half:]))
-    monkeypatch.setattr(cutting, "CHUNK_BYTES", 16 << 10)
+    monkeypatch.setenv("NONGEMM_CHUNK_BYTES", str(16 << 10))
     a, b = load_trace(multi), load_trace(plain)
     assert_frame_equal(a.activities, b.activities)
 
 
 def test_truncated_json_mid_stream_is_one_line_error(big_json, tmp_path, monkeypatch):
     plain, _, raw = big_json
-    monkeypatch.setattr(cutting, "CHUNK_BYTES", 16 << 10)
+    monkeypatch.setenv("NONGEMM_CHUNK_BYTES", str(16 << 10))
     cut = tmp_path / "cut.json"
     cut.write_bytes(raw[: len(raw) * 3 // 4])
     with pytest.raises(TraceError, match="invalid or truncated JSON"):
@@ -130,7 +130,7 @@ def test_bare_array_and_keys_after_events(big_json, tmp_path, monkeypatch):
     after = tmp_path / "after.json"
     events = doc.pop("traceEvents")
     after.write_text(json.dumps({"traceEvents": events, **doc}))
-    monkeypatch.setattr(cutting, "CHUNK_BYTES", 16 << 10)
+    monkeypatch.setenv("NONGEMM_CHUNK_BYTES", str(16 << 10))
     ref = load_trace(plain)
     for p in (bare, after):
         t = load_trace(p)
@@ -175,7 +175,7 @@ def test_mutants_streamed_equal_whole(name, mutate, kind, tmp_path, monkeypatch)
             path.write_bytes(mutate(json.dumps(doc).encode(), rng))
         whole = mutants.run_cli(path)
         with monkeypatch.context() as m:
-            m.setattr(cutting, "CHUNK_BYTES", 64 << 10)
+            m.setenv("NONGEMM_CHUNK_BYTES", str(64 << 10))
             streamed = mutants.run_cli(path)
         assert streamed == whole
         mutants.check_outcome(*streamed, path)
@@ -199,7 +199,7 @@ def test_chunks_never_exceed_the_chunk_size(monkeypatch):
     it once spanned everything read ahead, three times the size), so the decoded objects of one
     chunk bound the memory."""
     path = shared("h200", "bert_base_train_bs8_s128__eager.json.gz")
-    monkeypatch.setattr(cutting, "CHUNK_BYTES", 64 << 10)
+    monkeypatch.setenv("NONGEMM_CHUNK_BYTES", str(64 << 10))
     sizes = []
     real = kineto.decode_chunk
     monkeypatch.setattr(kineto, "decode_chunk", lambda p, raw, *a: sizes.append(len(raw)) or real(p, raw, *a))
@@ -223,7 +223,7 @@ def test_both_inflaters_give_the_same_tables_and_errors(inflater, big_json, tmp_
         isal_zlib = pytest.importorskip("isal.isal_zlib")
         assert source._inflater is isal_zlib
     plain, gz, _ = big_json
-    monkeypatch.setattr(cutting, "CHUNK_BYTES", 64 << 10)
+    monkeypatch.setenv("NONGEMM_CHUNK_BYTES", str(64 << 10))
     assert_frame_equal(load_trace(gz).ops, load_trace(plain).ops, check_exact=True)
     bad = _corrupted(gz, tmp_path)
     with pytest.raises(TraceError, match="corrupt gzip data|invalid|truncated"):
@@ -234,7 +234,7 @@ def test_both_inflaters_give_the_same_tables_and_errors(inflater, big_json, tmp_
 def test_scanning_threads_give_the_one_thread_tables(monkeypatch):
     """Chunks decoded side by side by the scanning threads give the tables of one thread."""
     path = shared("h200", "bert_base_train_bs8_s128__eager.json.gz")
-    monkeypatch.setattr(cutting, "CHUNK_BYTES", 64 << 10)
+    monkeypatch.setenv("NONGEMM_CHUNK_BYTES", str(64 << 10))
     monkeypatch.setenv("NONGEMM_SCAN_THREADS", "off")
     whole = load_trace(path)
     monkeypatch.setenv("NONGEMM_SCAN_THREADS", "auto")

@@ -23,6 +23,7 @@ else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
 
 from ..errors import TraceError
+from .engine_rules import EngineRules, engine_rules
 from .tokens import TokenIndex, parse_runs
 
 from ..vocabulary import CLASSES, KERNEL_EVIDENCE  # noqa: E402
@@ -94,20 +95,6 @@ class Chain:
     after: tuple[tuple[str, ...], ...] = ()
     follows: tuple[str, ...] = ()
     name: str = ""
-
-
-@dataclass(frozen=True)
-class EngineRules:
-    """How engine layers and ONNX nodes are classified (``[onnx]`` and ``[tensorrt]`` of a taxonomy):
-    ONNX op types (and ONNX Runtime's fused ops) and TensorRT layer types to categories, the order in
-    which a fused layer's non-GEMM ops decide its category, ORT's own fused op types, and which of
-    a TensorRT profile's times is a layer's (``mean`` or ``median`` per inference)."""
-
-    onnx_ops: dict[str, str] = field(default_factory=dict)
-    layer_types: dict[str, str] = field(default_factory=dict)
-    priority: tuple[str, ...] = ()
-    fused_ops: frozenset[str] = frozenset()
-    layer_time: str = "mean"
 
 
 @dataclass(frozen=True)
@@ -326,7 +313,7 @@ def _build(raw: dict[str, Any], where: str) -> Taxonomy:
         chains.append(Chain(category=_check_category(known, c["category"], where, what), ops=steps("ops"),
                             after=steps("after"), follows=tuple(c.get("follows", [])), name=str(c.get("name", what))))
     vocab = tuple(sorted(set(op_base) | {n.split("::")[-1] for n in op_full}, key=len, reverse=True))
-    engines = _engine_rules(raw, known, where)
+    engines = engine_rules(raw, lambda cat, what: _check_category(known, cat, where, what), where)
     return Taxonomy(
         name=str(raw.get("name", Path(where).stem)),
         version=str(raw.get("version", "0")),
@@ -357,25 +344,6 @@ def _build(raw: dict[str, Any], where: str) -> Taxonomy:
         chains=tuple(chains),
         engines=engines,
     )
-
-
-def _engine_rules(raw: dict[str, Any], known: tuple[str, ...], where: str) -> EngineRules:
-    onnx, trt = raw.get("onnx", {}), raw.get("tensorrt", {})
-    onnx_ops: dict[str, str] = {}
-    for cat, names in onnx.get("ops", {}).items():
-        _check_category(known, cat, where, "[onnx.ops]")
-        for n in names:
-            onnx_ops.setdefault(str(n), cat)
-    layer_types: dict[str, str] = {}
-    for cat, names in trt.get("layer_types", {}).items():
-        _check_category(known, cat, where, "[tensorrt.layer_types]")
-        for n in names:
-            layer_types.setdefault(str(n), cat)
-    priority = tuple(_check_category(known, c, where, "[onnx] priority") for c in onnx.get("priority", []))
-    layer_time = str(trt.get("layer_time", "mean"))
-    if layer_time not in ("mean", "median"):
-        raise TraceError(where, f"[tensorrt] layer_time must be mean or median, not {layer_time!r}")
-    return EngineRules(onnx_ops, layer_types, priority, frozenset(onnx.get("fused_ops", [])), layer_time)
 
 
 def extend_taxonomy(

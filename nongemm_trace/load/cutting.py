@@ -1,7 +1,7 @@
 """Cut a stream of JSON bytes into chunks of whole trace events (no polars here).
 
 The ``traceEvents`` array is cut at event boundaries (``}, {``) into chunks of about
-:data:`CHUNK_BYTES`, each framed in place as a JSON array of its own, so that it can be
+:func:`chunk_bytes`, each framed in place as a JSON array of its own, so that it can be
 handed to a decoder (:mod:`.kineto` decodes them on two threads) without a copy. The
 cuts depend only on the bytes (the last boundary within one chunk's length of the
 chunk's start), never on how the stream was split into blocks.
@@ -13,12 +13,30 @@ a chunk that is not valid JSON, and the loader then decodes the file whole.
 from __future__ import annotations
 
 import mmap
+import os
 import re
 from typing import Iterator
+
+from ..errors import TraceError
 
 #: events are decoded and turned into columns this many bytes of JSON at a time (with two
 #: threads scanning, three chunks are in flight: 8 MB keeps that under 100 MB and costs no time)
 CHUNK_BYTES = 8 << 20
+#: ``NONGEMM_CHUNK_BYTES=N`` sets the chunk size (bytes, at least this), so that chunk boundaries
+#: can be made to fall inside small files: the answer must not depend on where they fall
+MIN_CHUNK_BYTES = 256
+
+
+def chunk_bytes() -> int:
+    """The chunk size: ``NONGEMM_CHUNK_BYTES`` when set (a whole number of bytes), else :data:`CHUNK_BYTES`."""
+    text = os.environ.get("NONGEMM_CHUNK_BYTES", "").strip()
+    if not text:
+        return CHUNK_BYTES
+    try:
+        value = int(text)
+    except ValueError:
+        raise TraceError(None, f"NONGEMM_CHUNK_BYTES must be a whole number of bytes, not {text!r}") from None
+    return max(value, MIN_CHUNK_BYTES)
 _BOUNDARY = re.compile(rb"\}\s*,\s*\{")
 EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 
@@ -26,7 +44,7 @@ EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 def read_block() -> int:
     """The file is read (and inflated) in blocks of a quarter chunk: the blocks queued
     ahead and the partial event carried from one chunk to the next stay a few MB."""
-    return max(CHUNK_BYTES // 4, 4096)
+    return max(chunk_bytes() // 4, 4096)
 
 
 def first_fill() -> int:
@@ -34,7 +52,7 @@ def first_fill() -> int:
     blocks of :func:`read_block`, until more than a chunk is in): the read-ahead thread looks
     in the same bytes."""
     block = read_block()
-    return (CHUNK_BYTES // block + 1) * block
+    return (chunk_bytes() // block + 1) * block
 
 
 def fill(blocks: Iterator[bytes], size: int) -> tuple[bytearray, bool]:
@@ -62,9 +80,9 @@ class Cutter:
         buf, pos, end = self.buf, self.pos, self.end
         self.buf = None  # the iteration holds the buffers: a chunk's may be reused once decoded
         while True:
-            while end - pos >= CHUNK_BYTES:
+            while end - pos >= chunk_bytes():
                 # the last event boundary within one chunk's length (beyond it only for a giant event)
-                found = last_boundary(buf, pos, pos + CHUNK_BYTES) or last_boundary(buf, pos, end)
+                found = last_boundary(buf, pos, pos + chunk_bytes()) or last_boundary(buf, pos, end)
                 if found is None:
                     break  # one event longer than what is in: read more
                 cut, nxt = found  # buf[cut] follows a '}'; the next chunk starts at the '{' at nxt
@@ -94,7 +112,7 @@ def next_buffer(buf, start: int, end: int, spare: list, size: int = 0) -> mmap.m
     by block, or of one size after another, stay mapped in its heap: 100 MB more at 200 MB of
     JSON), taken from ``spare`` (the buffers of chunks already decoded) when one is big enough:
     writing into fresh pages costs a page fault per 4 KB, most of a second per GB."""
-    need = max(size, CHUNK_BYTES + 2 * read_block(), end - start)
+    need = max(size, chunk_bytes() + 2 * read_block(), end - start)
     while spare and len(spare[-1]) < need:
         spare.pop()
     rest = spare.pop() if spare else mmap.mmap(-1, need)

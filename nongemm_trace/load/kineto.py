@@ -2,7 +2,7 @@
 
 A large trace is **streamed**: its (decompressed) bytes arrive in blocks, the
 ``traceEvents`` array is cut at event boundaries (:mod:`.cutting`) into chunks of about
-``cutting.CHUNK_BYTES``, and each chunk is decoded (:mod:`.events`) and turned into partial
+``cutting.chunk_bytes()`` (``NONGEMM_CHUNK_BYTES``), and each chunk is decoded (:mod:`.events`) and turned into partial
 columnar tables (:mod:`.tables`) before the next is read. Only one chunk's text and
 Python objects are alive at once, so peak memory is the tables plus a few chunks,
 not the file. A boundary is found by a byte pattern (``}, {``) that can also occur
@@ -72,7 +72,7 @@ def load_read_ahead(path: str | Path, keep_python: bool, ahead: ReadAhead,
     blocks = iter_blocks(path, block=read_block(), progress=progress, offset=ahead.resume - 1)
     try:
         try:
-            buf, _ = fill(blocks, cutting.CHUNK_BYTES)
+            buf, _ = fill(blocks, cutting.chunk_bytes())
             held = [buf]
             del buf
             return _load_stream(str(path), held, blocks, keep_python, scanner.threads_allowed(), ahead=ahead)
@@ -86,7 +86,7 @@ def load_read_ahead(path: str | Path, keep_python: bool, ahead: ReadAhead,
 
 
 def _load(path: str | Path, keep_python: bool, blocks: Iterator[bytes]) -> Trace:
-    buf, eof = fill(blocks, cutting.CHUNK_BYTES)
+    buf, eof = fill(blocks, cutting.chunk_bytes())
     if eof:
         return _load_whole(path, bytes(buf), keep_python)
     held = [buf]

@@ -314,25 +314,3 @@ def to_kineto(trace: Trace) -> dict[str, Any]:
            "deviceProperties": trace.metadata.get("deviceProperties", []),
            "nsys_version": trace.metadata.get("nsys_version"), "traceEvents": events}
     return doc
-
-
-def convert(report: str | Path, output: str | Path) -> Trace:
-    """Write the Nsight Systems export ``report`` as a Kineto JSON trace to ``output`` (gzip when it
-    ends in .gz); returns the loaded trace (for its counts and anomalies)."""
-    import gzip
-
-    import msgspec
-
-    from . import load_trace
-
-    trace = load_trace(report)
-    if trace.source_format != "nsys":
-        raise TraceError(report, "is not an Nsight Systems export (convert reads .sqlite[.gz] / .nsys-rep)")
-    blob = msgspec.json.encode(to_kineto(trace))
-    out = Path(output)
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_bytes(gzip.compress(blob, 6) if out.name.endswith(".gz") else blob)
-    except OSError as exc:
-        raise TraceError(out, f"cannot write: {exc.strerror or exc}") from None
-    return trace

@@ -68,7 +68,7 @@ def worth_it(path: str | Path) -> bool:
         return False
     # the first chunk is cut once the first fill is in, and the last chunk's length stays with the
     # loader: below this there is at most one chunk to read ahead (trace JSON inflates 8-15x)
-    need = cutting.first_fill() + 2 * cutting.CHUNK_BYTES
+    need = cutting.first_fill() + 2 * cutting.chunk_bytes()
     return st.st_size >= (need // 8 if gz else need) and os.path.isfile(p)
 
 
@@ -79,7 +79,7 @@ def start(path: str | Path, keep_python: bool) -> bool:
         return False
     try:
         handle = scanner.SCANNER.read_ahead(os.fsencode(str(path)), scanner.ROUTES[keep_python], TIME_LIMIT_US,
-                                            cutting.CHUNK_BYTES, cutting.read_block(), cutting.first_fill())
+                                            cutting.chunk_bytes(), cutting.read_block(), cutting.first_fill())
     except (OSError, ValueError, MemoryError):  # pragma: no cover - the loader reads it the usual way
         return False
     _pending.append((str(path), keep_python, handle))

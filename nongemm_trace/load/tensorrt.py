@@ -37,7 +37,7 @@ def is_profile(doc: Any) -> bool:
 
 
 def is_layer_info(doc: Any) -> bool:
-    return isinstance(doc, dict) and isinstance(doc.get("Layers"), list) and "Bindings" in doc
+    return isinstance(doc, dict) and isinstance(doc.get("Layers"), list)
 
 
 def find_layer_info(profile: str | Path) -> Path | None:
@@ -64,7 +64,7 @@ def _read_json(path: str | Path, what: str) -> Any:
 
 def _layer_table(info: Any, path: str | Path) -> dict[str, dict[str, Any]]:
     if not is_layer_info(info):
-        raise TraceError(path, "is not a TensorRT layer-information file (no 'Layers' and 'Bindings')")
+        raise TraceError(path, "is not a TensorRT layer-information file (no 'Layers' list)")
     out: dict[str, dict[str, Any]] = {}
     for layer in info["Layers"]:
         if isinstance(layer, str):

@@ -1,0 +1,31 @@
+"""``convert``: an Nsight Systems export written as a Kineto JSON trace (for Perfetto, HTA, or
+any tool that reads torch.profiler traces)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .errors import TraceError
+from .load import load_trace
+from .load.nsys import to_kineto
+from .trace import Trace
+
+
+def convert(report: str | Path, output: str | Path) -> Trace:
+    """Write the Nsight Systems export ``report`` as a Kineto JSON trace to ``output`` (gzip when it
+    ends in .gz); returns the loaded trace (for its counts and anomalies)."""
+    import gzip
+
+    import msgspec
+
+    trace = load_trace(report)
+    if trace.source_format != "nsys":
+        raise TraceError(report, "is not an Nsight Systems export (convert reads .sqlite[.gz] / .nsys-rep)")
+    blob = msgspec.json.encode(to_kineto(trace))
+    out = Path(output)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_bytes(gzip.compress(blob, 6) if out.name.endswith(".gz") else blob)
+    except OSError as exc:
+        raise TraceError(out, f"cannot write: {exc.strerror or exc}") from None
+    return trace

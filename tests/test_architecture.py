@@ -1,0 +1,128 @@
+"""The house rules of docs/architecture.md, checked: the import graph of the package has no
+cycle and no edge from a lower stage to a higher one, ``link/`` reads only the contract, and
+no module grows past 400 lines. Imports inside functions count; ``TYPE_CHECKING`` blocks do not."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PKG = ROOT / "nongemm_trace"
+
+#: the stages, lowest first; a module may import its own stage or lower ones only
+STAGES = [
+    ("base", ("_version", "errors", "vocabulary", "trace", "schema", "frames", "native", "devices")),
+    ("load", ("load",)),
+    ("link", ("link",)),
+    ("classify", ("classify",)),
+    ("measure", ("metrics", "flops.formulas", "flops.fits", "report.model", "measure")),
+    ("analysis", ("analysis",)),
+    ("analyses", ("api", "launch", "flops", "explain", "weak", "annotate", "compare", "check", "testing",
+                  "convert")),
+    ("render", ("report",)),
+    ("pipelines", ("batch",)),
+    ("command line", ("cli", "cli_args", "__main__", "")),
+]
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for p in PKG.rglob("*.py"):
+        rel = p.relative_to(PKG)
+        if rel.parts[0] == "collectors":
+            continue
+        name = ".".join(rel.with_suffix("").parts)
+        out[name[: -len(".__init__")] if name.endswith(".__init__") else ("" if name == "__init__" else name)] = p
+    return out
+
+
+MODULES = _modules()
+
+
+def _stage(mod: str) -> int:
+    best, rank = -1, None
+    for i, (_, prefixes) in enumerate(STAGES):
+        for pre in prefixes:
+            if (mod == pre or mod.startswith(pre + ".") or (pre == "" and mod == "")) and len(pre) > best:
+                best, rank = len(pre), i
+    assert rank is not None, f"module {mod!r} is in no stage of this test: add it"
+    return rank
+
+
+def _imports(mod: str) -> set[str]:
+    path = MODULES[mod]
+    package = mod if path.name == "__init__.py" else mod.rpartition(".")[0]
+    found: set[str] = set()
+
+    class Visitor(ast.NodeVisitor):
+        def visit_If(self, node: ast.If) -> None:
+            if "TYPE_CHECKING" in ast.unparse(node.test):
+                for n in node.orelse:
+                    self.visit(n)
+                return
+            self.generic_visit(node)
+
+        def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
+            if node.level:
+                parts = package.split(".") if package else []
+                parts = parts[: len(parts) - (node.level - 1)]
+                target = ".".join(parts + ([node.module] if node.module else []))
+            elif node.module and node.module.startswith("nongemm_trace"):
+                target = node.module[len("nongemm_trace."):] if node.module != "nongemm_trace" else ""
+            else:
+                return
+            for alias in node.names:
+                sub = f"{target}.{alias.name}" if target else alias.name
+                found.add(sub if sub in MODULES else target)
+
+        def visit_Import(self, node: ast.Import) -> None:
+            for alias in node.names:
+                if alias.name.startswith("nongemm_trace."):
+                    found.add(alias.name[len("nongemm_trace."):])
+
+    Visitor().visit(ast.parse(path.read_text()))
+    found.discard(mod)
+    return {m for m in found if m in MODULES}
+
+
+GRAPH = {m: _imports(m) for m in MODULES}
+
+
+def test_no_import_cycles():
+    state: dict[str, int] = {}
+    cycles = []
+
+    def walk(m: str, path: list[str]) -> None:
+        state[m] = 1
+        path.append(m)
+        for n in sorted(GRAPH[m]):
+            if state.get(n) == 1:
+                cycles.append(" -> ".join(path[path.index(n):] + [n]))
+            elif n not in state:
+                walk(n, path)
+        path.pop()
+        state[m] = 2
+
+    for m in sorted(GRAPH):
+        if m not in state:
+            walk(m, [])
+    assert cycles == []
+
+
+def test_no_import_from_a_lower_stage_to_a_higher_one():
+    upward = [f"{m} ({STAGES[_stage(m)][0]}) imports {n} ({STAGES[_stage(n)][0]})"
+              for m, deps in GRAPH.items() for n in deps if _stage(n) > _stage(m)]
+    assert upward == []
+
+
+def test_link_reads_only_the_contract():
+    for m, deps in GRAPH.items():
+        if m == "link" or m.startswith("link."):
+            assert not [d for d in deps if d.split(".")[0] in ("load", "classify")], m
+
+
+def test_no_module_over_400_lines():
+    long = {str(p.relative_to(ROOT)): n for p in PKG.rglob("*.py")
+            if (n := len(p.read_text().splitlines())) > 400}
+    assert long == {}
