@@ -234,3 +234,22 @@ def test_tensorrt_collector_without_trtexec_says_so(tmp_path, monkeypatch, capsy
     (tmp_path / "net.profile.json").write_text("[]")
     (tmp_path / "net.layer_info.json").write_text("{}")
     assert find_layer_info(tmp_path / "net.profile.json") == tmp_path / "net.layer_info.json"
+
+
+def test_tensorrt_profiles_of_other_versions(tmp_path):
+    """Edge cases of other trtexec versions (hand-made: no such files are in shared/): records with
+    only timeMs (the total over `count` runs), an empty profile, a huge time."""
+    old = tmp_path / "old.profile.json"
+    old.write_text(json.dumps([{"count": 10}, {"name": "Conv_0 + Relu_1", "timeMs": 5.0, "percentage": 50},
+                               {"name": "Softmax_3", "timeMs": 5.0, "percentage": 50}]))
+    rep = nongemm_trace.analyze(old)
+    assert rep.gpu_time_ns == 1_000_000  # 10 ms over 10 runs: 1 ms per inference
+    assert dict(rep.categories.select("category", "time_ns").iter_rows())["logit"] == 500_000
+    empty = tmp_path / "empty.profile.json"
+    empty.write_text('[{"count": 0}]')
+    assert [w.code for w in nongemm_trace.analyze(empty).warnings if w.code == "no_layers"] == ["no_layers"]
+    huge = tmp_path / "huge.profile.json"
+    huge.write_text('[{"count": 1}, {"name": "Conv_1", "averageMs": 1e300}, {"name": "Relu_2", "averageMs": 0.5}]')
+    rep = nongemm_trace.analyze(huge)
+    assert rep.gpu_activities == 1 and any(w.code == "bad_layer_time" for w in rep.warnings)
+    assert cli.main(["analyze", str(huge), "--format", "json"]) == 0

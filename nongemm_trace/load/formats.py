@@ -24,7 +24,7 @@ from .source import SQLITE_MAGIC
 SNIFF_BYTES = 64 << 10
 
 #: trtexec --exportProfile: ``[{"count": N}, {"name": …, "timeMs": …}, …]``
-_TRT_PROFILE = re.compile(rb'^\s*\[\s*\{\s*"count"\s*:\s*\d+\s*\}\s*,\s*\{\s*"name"')
+_TRT_PROFILE = re.compile(rb'^\s*\[\s*\{\s*"count"\s*:\s*\d+\s*\}\s*[,\]]')
 #: trtexec --exportLayerInfo / TREx ``*.engine.graph.json``: an object whose first key is "Layers"
 _TRT_LAYERS = re.compile(rb'^\s*\{\s*"Layers"\s*:')
 #: onnxruntime's profiler: Chrome-trace events whose categories are "Session" and "Node"

@@ -33,7 +33,7 @@ LAYER_INFO_NAMES = ("graph.json", "layer_info.json", "layerinfo.json", "layers.j
 
 def is_profile(doc: Any) -> bool:
     return (isinstance(doc, list) and bool(doc) and isinstance(doc[0], dict) and "count" in doc[0]
-            and all(isinstance(r, dict) and "name" in r and "averageMs" in r for r in doc[1:]))
+            and all(isinstance(r, dict) and "name" in r and ("averageMs" in r or "timeMs" in r) for r in doc[1:]))
 
 
 def is_layer_info(doc: Any) -> bool:
@@ -86,13 +86,14 @@ def load_tensorrt(path: str | Path, doc: list, layer_info: str | Path | None = N
     rows, ts = [], 0
     bad = 0
     for i, rec in enumerate(doc[1:], start=1):
-        try:
-            mean_ns = int(round(float(rec["averageMs"]) * 1e6))
-            median_ns = int(round(float(rec.get("medianMs", rec["averageMs"])) * 1e6))
-        except (TypeError, ValueError):
+        try:  # averageMs is per inference; a profile without it has only the total over `count` runs
+            mean_ms = float(rec["averageMs"]) if "averageMs" in rec else float(rec["timeMs"]) / max(int(count or 1), 1)
+            mean_ns = int(round(mean_ms * 1e6))
+            median_ns = int(round(float(rec.get("medianMs", mean_ms)) * 1e6))
+        except (TypeError, ValueError, OverflowError):
             bad += 1
             continue
-        if mean_ns < 0 or median_ns < 0:
+        if mean_ns < 0 or median_ns < 0 or not (mean_ns < 1 << 62 and median_ns < 1 << 62):
             bad += 1
             continue
         name = str(rec["name"])
@@ -106,6 +107,8 @@ def load_tensorrt(path: str | Path, doc: list, layer_info: str | Path | None = N
                      "onnx_nodes": " + ".join(nodes) or None, "tactic": info.get("TacticName"),
                      "origin_nodes": "endpoints" if is_region(name, meta) else "all"})
         ts += mean_ns
+    if not rows:
+        notes.append(("no_layers", 1, "the profile lists no layer times (an engine that was not run?)"))
     if bad:
         notes.append(("bad_layer_time", bad, f"{bad} profile records had no valid averageMs / medianMs; skipped"))
     if info_path is None:
