@@ -147,3 +147,18 @@ def _outermost_by_jumping(ops: pl.DataFrame, skip: str) -> pl.Series:
         best = pl.select(pl.coalesce(best.gather(anc), best)).to_series()
         anc = anc.gather(anc)
     return best.cast(pl.UInt32)
+
+
+def strict_ancestors(ops: pl.DataFrame, ids: pl.Series) -> pl.Series:
+    """The ``op_id`` of every op of the tree (``op_id, parent_id``) that is a proper ancestor of one of
+    ``ids``: one parent join per level above them, each level's ops taken once."""
+    parents = ops.select("op_id", "parent_id")
+    level = ops.filter(pl.col("op_id").is_in(ids.implode())).select(pl.col("parent_id").alias("op_id"))
+    found = []
+    while level.height:
+        level = level.filter(pl.col("op_id").is_not_null()).unique()
+        found.append(level)
+        level = level.join(parents, on="op_id").select(pl.col("parent_id").alias("op_id"))
+    if not found:
+        return pl.Series("op_id", [], dtype=ops.schema["op_id"])
+    return pl.concat(found).unique()["op_id"]

@@ -23,6 +23,7 @@ import polars as pl
 from .._version import __version__
 from ..analysis import Analysis, open_analysis
 from ..devices import DeviceSpec, match_device
+from ..frames import nearest_down, strict_ancestors
 from ..trace import Anomaly
 from .fits import fit_models
 from .formulas import OpCall, category_estimate, is_composite, lookup
@@ -72,20 +73,11 @@ class FlopsReport:
 def _owners(calls: pl.DataFrame, acts: pl.DataFrame) -> pl.DataFrame:
     """activity_id -> owner op_id (the nearest counted-formula call at or above the launching op,
     else the launching op itself)."""
-    parents = calls.select("op_id", "parent_id", "counted")
-    frontier = acts.filter(pl.col("launch_op_id").is_not_null()).select(
-        "activity_id", pl.col("launch_op_id").alias("op_id"), pl.col("launch_op_id").alias("launch"))
-    found = []
-    while frontier.height:
-        frontier = frontier.join(parents, on="op_id", how="left")
-        hit = frontier.filter(pl.col("counted").fill_null(False))
-        found.append(hit.select("activity_id", pl.col("op_id").alias("owner")))
-        frontier = frontier.filter(~pl.col("counted").fill_null(False) & pl.col("parent_id").is_not_null()) \
-            .select("activity_id", pl.col("parent_id").alias("op_id"), "launch")
-    owned = pl.concat(found) if found else pl.DataFrame(schema={"activity_id": pl.UInt32, "owner": pl.UInt32})
+    counted = calls.with_columns(pl.when(pl.col("counted")).then(pl.col("op_id")).alias("_owner"))
+    owner = nearest_down(counted, "_owner").rename({"op_id": "launch_op_id"})
     base = acts.filter(pl.col("launch_op_id").is_not_null()).select("activity_id", "launch_op_id")
-    return base.join(owned, on="activity_id", how="left").select(
-        "activity_id", pl.coalesce("owner", "launch_op_id").alias("owner"))
+    return base.join(owner, on="launch_op_id", how="left", maintain_order="left").select(
+        "activity_id", pl.coalesce("_owner", "launch_op_id").alias("owner"))
 
 
 def flops_analysis(source: str | Path | Analysis, *, device_spec: str | None = None, **options: Any) -> FlopsReport:
@@ -109,15 +101,8 @@ def flops_analysis(source: str | Path | Analysis, *, device_spec: str | None = N
                       orient="row")
     calls = calls.join(fl, on="name", how="left")
     # composite formulas count only when nothing inside them has a formula
-    anc = calls.filter(pl.col("has_formula")).select(pl.col("parent_id").alias("op_id"))
-    above = []
-    par = calls.select("op_id", "parent_id")
-    while anc.height:
-        anc = anc.filter(pl.col("op_id").is_not_null()).unique()
-        above.append(anc)
-        anc = anc.join(par, on="op_id").select(pl.col("parent_id").alias("op_id"))
-    has_inner = pl.concat(above).unique() if above else pl.DataFrame(schema={"op_id": pl.UInt32})
-    calls = calls.with_columns(pl.col("op_id").is_in(has_inner["op_id"].implode()).alias("_inner"))
+    has_inner = strict_ancestors(calls, calls.filter(pl.col("has_formula"))["op_id"])
+    calls = calls.with_columns(pl.col("op_id").is_in(has_inner.implode()).alias("_inner"))
     calls = calls.with_columns((pl.col("has_formula") & ~(pl.col("composite") & pl.col("_inner"))).alias("counted"))
     calls = calls.with_columns(
         pl.when(pl.col("qdq_call")).then(pl.lit("qdq")).otherwise(pl.col("op_category")).fill_null("unclassified")
