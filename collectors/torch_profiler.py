@@ -124,10 +124,22 @@ def profile_steps(out_dir: str | os.PathLike, name: str, *, steps: int = 5, wait
     prof = torch.profiler.profile(activities=_activities(), schedule=sched, record_shapes=True,
                                   with_stack=with_stack, with_modules=with_modules,
                                   on_trace_ready=trace_handler(out_dir, name, metadata, summary))
-    with prof:
-        for k, v in run_metadata(metadata).items():
+    meta = run_metadata(metadata)
+    active_from = wait + warmup  # metadata given before the trace is recording is dropped (with a warning)
+
+    def add_metadata() -> None:
+        for k, v in meta.items():
             prof.add_metadata(f"nongemm_{k}", str(v))
-        yield prof.step
+
+    def step() -> None:
+        prof.step()
+        if prof.step_num == active_from:
+            add_metadata()
+
+    with prof:
+        if active_from == 0:
+            add_metadata()
+        yield step
 
 
 def capture(step: Callable[[], Any], out_dir: str | os.PathLike, name: str, *, steps: int = 5, wait: int = 1,

@@ -79,6 +79,11 @@ def _as_flags(exc: OptionError) -> str:
 
 def _run(args: argparse.Namespace) -> int:
     if args.command == "analyze":
+        if args.example:
+            from .examples import example_trace
+            args.traces = [*args.traces, str(example_trace())]
+        if not args.traces:
+            raise TraceError(None, "analyze needs a TRACE (or --example for the trace shipped with the package)")
         batch = len(args.traces) > 1 or any(Path(t).is_dir() or (any(ch in t for ch in "*?[") and not Path(t).exists())
                                             for t in args.traces)
         if batch:

@@ -20,8 +20,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"nongemm-trace {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
     a = sub.add_parser("analyze", help="GEMM / non-GEMM breakdown of traces (Kineto .json[.gz], nsys .sqlite[.gz])")
-    a.add_argument("traces", nargs="+", metavar="TRACE",
+    a.add_argument("traces", nargs="*", metavar="TRACE",
                    help="trace file(s), folders (every trace inside) or globs; several are analysed in parallel")
+    a.add_argument("--example", action="store_true",
+                   help="analyze the example trace shipped with the package (BERT-base on an H200)")
     a.add_argument("--engine", choices=("process", "ray"), default="process",
                    help="several traces: worker processes on this machine (default) or Ray tasks")
     a.add_argument("--workers", type=int, default=None, help="parallel workers (default: the CPU count)")

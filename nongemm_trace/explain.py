@@ -127,4 +127,5 @@ def _levels(lines: list[str], levels: dict[str, list[dict[str, Any]]]) -> None:
         lines.append(f"  at level {lvl}:")
         for r in rows[:8]:
             lines.append(f"    {r['category']:<13} {r['activities']:>6} activities {r['gpu_time_us']:>12,.1f} us  "
-                         f"by {RULE_TEXT.get(r['decided_by'], r['decided_by'])} (op {r['op']}, link {r['link']})")
+                         f"by {RULE_TEXT.get(r['decided_by'], r['decided_by'])} "
+                         f"({'op ' + r['op'] if r['op'] is not None else 'no launching op'}, link {r['link']})")

@@ -12,7 +12,7 @@ PKG = ROOT / "nongemm_trace"
 
 #: the stages, lowest first; a module may import its own stage or lower ones only
 STAGES = [
-    ("base", ("_version", "errors", "vocabulary", "trace", "schema", "frames", "native", "devices")),
+    ("base", ("_version", "errors", "vocabulary", "trace", "schema", "frames", "native", "devices", "examples")),
     ("load", ("load",)),
     ("link", ("link",)),
     ("classify", ("classify",)),

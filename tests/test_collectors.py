@@ -20,8 +20,14 @@ def test_capture_writes_trace_metadata_and_summary(tmp_path):
     from nongemm_trace.collectors.torch_profiler import capture
 
     step, meta = tiny_mlp()
-    path = capture(step, tmp_path, "mlp", steps=3, wait=1, warmup=1, metadata=meta)
+    import warnings
+
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        path = capture(step, tmp_path, "mlp", steps=3, wait=1, warmup=1, metadata=meta)
+    assert not [w for w in seen if "metadata" in str(w.message).lower()]
     doc = json.loads(gzip.decompress(path.read_bytes()))
+    assert doc.get("nongemm_model") == "tiny_mlp" and doc.get("nongemm_torch") == torch.__version__
     steps = sorted(e["name"] for e in doc["traceEvents"] if e.get("name", "").startswith("ProfilerStep#"))
     assert len(steps) == 3
     assert doc["nongemm_run"]["model"] == "tiny_mlp" and doc["nongemm_run"]["torch"] == torch.__version__

@@ -17,14 +17,18 @@ TABLES = ("categories", "ops", "kernels")
 def table_frame(report: Report, table: str) -> pl.DataFrame:
     if table == "categories":
         df = report.categories.rename({"time_ns": f"{report.metric}_time_ns"})
-        df = df.with_columns((pl.col(f"{report.metric}_time_ns") / 1000).alias(f"{report.metric}_time_us"))
+        df = df.with_columns(_us(f"{report.metric}_time_ns"))
         return df.with_columns(pl.lit(report.metric).alias("metric"), pl.lit(report.level).alias("level"))
     if table == "ops":
-        return report.ops.with_columns((pl.col("gpu_time_ns") / 1000).alias("gpu_time_us"),
-                                       (pl.col("self_gpu_time_ns") / 1000).alias("self_gpu_time_us"))
+        return report.ops.with_columns(_us("gpu_time_ns"), _us("self_gpu_time_ns"))
     if table == "kernels":
-        return report.kernels.with_columns((pl.col("dur_ns") / 1000).alias("dur_us"))
+        return report.kernels.with_columns(_us("dur_ns"))
     raise ValueError(f"unknown table {table!r}")
+
+
+def _us(ns_column: str) -> pl.Expr:
+    """A ``*_ns`` column in microseconds, rounded to the nanosecond (no float noise such as 255.58700000000002)."""
+    return (pl.col(ns_column) / 1000).round(3).alias(ns_column[:-3] + "_us")
 
 
 def write_table(report: Report, table: str, fmt: str, output: str | None) -> str | None:

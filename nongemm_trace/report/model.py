@@ -76,6 +76,11 @@ class Report:
 
     def to_pandas(self) -> dict[str, Any]:
         """The report's tables as pandas DataFrames (needs pandas installed)."""
+        try:
+            import pandas  # noqa: F401
+        except ImportError:
+            raise ImportError("Report.to_pandas() needs pandas: pip install 'nongemm-trace[pandas]' "
+                              "(the tables themselves are polars DataFrames: report.categories, report.ops, …)") from None
         return {k: getattr(self, k).to_pandas() for k in ("categories", "classes", "ops", "kernels", "kernel_summary", "steps")}
 
     # -- JSON contract -----------------------------------------------------

@@ -3,6 +3,7 @@ category shares, the top ops and kernels, steps and warnings."""
 
 from __future__ import annotations
 
+import polars as pl
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -59,7 +60,8 @@ def render_table(report: Report, console: Console, top: int = 15) -> None:
         for c in ("op", "category", "calls", "GPU time (us)", "self GPU (us)", "activities"):
             t.add_column(c, justify="left" if c in ("op", "category") else "right", overflow="ellipsis",
                          no_wrap=c == "op", max_width=max(16, console.width - 70) if c == "op" else None)
-        for r in report.ops.head(top).iter_rows(named=True):
+        # ops that launched nothing themselves (wrappers, ranges) are the inclusive column's business
+        for r in report.ops.filter(pl.col("self_gpu_time_ns") > 0).head(top).iter_rows(named=True):
             t.add_row(escape(r["op"]), r["category"], f"{r['calls']:,}", _us(r["gpu_time_ns"]), _us(r["self_gpu_time_ns"]),
                       f"{r['activities']:,}")
         console.print(t)
