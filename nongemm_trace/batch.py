@@ -56,12 +56,24 @@ def _one_core_each() -> None:
     os.environ["NONGEMM_SCAN_THREADS"] = "off"
 
 
+#: per rank, from its launch analysis: the time line the straggler is told by
+TIMELINE_FIELDS = ("span_us", "busy_us", "idle_us", "host_bound_idle_us", "communication_us",
+                   "exposed_communication_us")
+
+
 def _work(path: str, options: dict[str, Any], parquet_dir: str | None, index: int) -> dict[str, Any]:
     """One trace, in a worker: the analyze JSON object, or the error line."""
-    from .api import analyze
+    from .analysis import open_analysis
+    from .launch import launch_analysis
 
     try:
-        rep = analyze(path, **options)
+        analysis, report_opts = open_analysis(path, options)
+        rep = analysis.report(**report_opts)
+        di = rep.metadata.get("trace", {}).get("distributedInfo")
+        timeline = None
+        if isinstance(di, dict) and di.get("rank") is not None:  # a rank: what it waited for, from the same load
+            s = launch_analysis(analysis, **{k: v for k, v in report_opts.items() if k != "metric"}).summary
+            timeline = {k: s.get(k) for k in TIMELINE_FIELDS}
     except TraceError as exc:
         return {"trace": path, "error": exc.one_line()}
     except MemoryError:
@@ -69,8 +81,9 @@ def _work(path: str, options: dict[str, Any], parquet_dir: str | None, index: in
     except Exception as exc:  # one bad file never stops the batch
         return {"trace": path, "error": f"{path}: unexpected failure ({type(exc).__name__}: {exc})"}
     d = rep.to_dict()
-    di = rep.metadata.get("trace", {}).get("distributedInfo")
     d["rank"] = di.get("rank") if isinstance(di, dict) else None
+    if timeline is not None:
+        d["timeline"] = timeline
     d["step_cpu_times_us"] = [round(t / 1000, 3) for t in rep.steps["cpu_time_ns"].to_list()] if rep.steps.height else []
     if parquet_dir:
         _write_parts(rep, Path(parquet_dir), index, d["rank"])
@@ -87,6 +100,24 @@ def _write_parts(rep, root: Path, index: int, rank: Any) -> None:
         d = root / f"table={table}"
         d.mkdir(parents=True, exist_ok=True)
         df.write_parquet(d / f"part-{index:05d}.parquet")
+
+
+def _straggler(rows: list[dict[str, Any]]) -> tuple[Any, str]:
+    """The rank the others wait for: in a collective every rank waits until the last one arrives, so the
+    straggler is the rank with the least time in communication kernels (its collectives start last and
+    end at once), ties broken by the most host-bound idle time. Without collectives: the slowest mean step."""
+    timed = [r for r in rows if r.get("communication_us") is not None]
+    if len(timed) == len(rows) and any(r["communication_us"] > 0 for r in rows):
+        slow = min(rows, key=lambda r: (r["communication_us"], -(r.get("host_bound_idle_us") or 0.0)))
+        others = [r["communication_us"] for r in rows if r is not slow]
+        return slow["rank"], (
+            f"rank {slow['rank']} spends {slow['communication_us'] / 1000:,.1f} ms in collectives, the others "
+            f"{min(others) / 1000:,.1f}-{max(others) / 1000:,.1f} ms (waiting for it); it is "
+            f"{(slow.get('host_bound_idle_us') or 0) / 1000:,.1f} ms idle waiting for its CPU and "
+            f"{(slow.get('busy_us') or 0) / 1000:,.1f} ms busy")
+    slow = max(rows, key=lambda r: r["mean_step_us"])
+    return slow["rank"], (f"no collectives in the traces: rank {slow['rank']} has the longest mean step "
+                          f"({slow['mean_step_us'] / 1000:,.1f} ms)")
 
 
 @dataclass
@@ -126,11 +157,11 @@ class BatchResult:
             st = r["step_cpu_times_us"]
             rows.append({"rank": r["rank"], "trace": r["trace"], "steps": len(st),
                          "mean_step_us": round(sum(st) / len(st), 3), "max_step_us": max(st),
-                         "gpu_time_us": r["gpu_time_us"]})
+                         "gpu_time_us": r["gpu_time_us"], **(r.get("timeline") or {})})
         means = sorted(x["mean_step_us"] for x in rows)
         median = means[len(means) // 2] if len(means) % 2 else (means[len(means) // 2 - 1] + means[len(means) // 2]) / 2
-        slow = max(rows, key=lambda x: x["mean_step_us"])
-        return {"ranks": rows, "straggler_rank": slow["rank"],
+        rank, evidence = _straggler(rows)
+        return {"ranks": rows, "straggler_rank": rank, "straggler_evidence": evidence,
                 "straggler_spread": round((means[-1] - means[0]) / median, 6) if median else None}
 
     def to_dict(self) -> dict[str, Any]:

@@ -33,7 +33,15 @@ def test_folder_of_ranks(capsys):
     assert d["combined"]["gpu_time_us"] == pytest.approx(sum(s.gpu_time_ns for s in singles) / 1000, abs=0.01)
     assert d["combined"]["gpu_activities"] == sum(s.gpu_activities for s in singles)
     ranks = d["ranks"]
-    assert [r["rank"] for r in ranks["ranks"]] == [0, 1] and ranks["straggler_rank"] in (0, 1)
+    assert [r["rank"] for r in ranks["ranks"]] == [0, 1]
+    # rank 0's all-reduces wait for rank 1, which idles on its CPU: rank 1 is the straggler
+    assert ranks["straggler_rank"] == 1 and "collectives" in ranks["straggler_evidence"]
+    by_rank = {r["rank"]: r for r in ranks["ranks"]}
+    assert by_rank[1]["communication_us"] < by_rank[0]["communication_us"] / 10
+    assert by_rank[1]["host_bound_idle_us"] > by_rank[0]["host_bound_idle_us"]
+    for tr in d["traces"]:  # communication time: the communication category's GPU time, independently
+        comm = sum(c["gpu_time_us"] for c in tr["categories"] if c["category"] == "communication")
+        assert by_rank[tr["rank"]]["communication_us"] == pytest.approx(comm, rel=0.01)
     means = [r["mean_step_us"] for r in ranks["ranks"]]
     assert ranks["straggler_spread"] == pytest.approx((max(means) - min(means)) / (sum(means) / 2), abs=1e-5)
 

@@ -11,7 +11,7 @@ from rich.table import Table
 
 def render_batch(d: dict, console: Console) -> None:
     t = Table(title=f"{len(d['traces'])} traces", title_justify="left")
-    for c in ("trace", "rank", "GPU time (us)", "activities", "GEMM", "non-GEMM", "top non-GEMM"):
+    for c in ("trace", "rank", "GPU time (us)", "activities", "GEMM", "non-GEMM", "communication", "top non-GEMM"):
         t.add_column(c, justify="left" if c in ("trace", "top non-GEMM") else "right", overflow="ellipsis",
                      no_wrap=c == "trace", max_width=max(20, console.width - 70) if c == "trace" else None)
     for r in d["traces"]:
@@ -19,7 +19,8 @@ def render_batch(d: dict, console: Console) -> None:
         non = [c for c in r["categories"] if c["class"] == "non-GEMM" and c["share"] > 0]
         t.add_row(escape(Path(r["trace"]).name), "" if r.get("rank") is None else str(r["rank"]),
                   f"{r['gpu_time_us']:,.1f}", f"{r['gpu_activities']:,}", f"{100 * cls.get('GEMM', 0):.1f} %",
-                  f"{100 * cls.get('non-GEMM', 0):.1f} %", non[0]["category"] if non else "-")
+                  f"{100 * cls.get('non-GEMM', 0):.1f} %", f"{100 * cls.get('communication', 0):.1f} %",
+                  non[0]["category"] if non else "-")
     console.print(t)
     c = d["combined"]
     t = Table(title=f"Combined: {c['gpu_time_us']:,.1f} us of GPU time over {c['traces']} traces", title_justify="left")
@@ -32,12 +33,17 @@ def render_batch(d: dict, console: Console) -> None:
     if ranks:
         t = Table(title=f"Ranks: straggler rank {ranks['straggler_rank']}, spread of mean step time "
                         f"{100 * (ranks['straggler_spread'] or 0):.1f} % of the median", title_justify="left")
-        for col in ("rank", "steps", "mean step (us)", "max step (us)", "GPU time (us)"):
+        for col in ("rank", "steps", "mean step (us)", "max step (us)", "GPU time (us)", "communication (us)",
+                    "exposed comm. (us)", "host-bound idle (us)", "other idle (us)"):
             t.add_column(col, justify="right")
+        dash = lambda v: "-" if v is None else f"{v:,.1f}"  # noqa: E731
         for r in ranks["ranks"]:
+            idle, host = r.get("idle_us"), r.get("host_bound_idle_us")
             t.add_row(str(r["rank"]), str(r["steps"]), f"{r['mean_step_us']:,.1f}", f"{r['max_step_us']:,.1f}",
-                      f"{r['gpu_time_us']:,.1f}")
+                      f"{r['gpu_time_us']:,.1f}", dash(r.get("communication_us")), dash(r.get("exposed_communication_us")),
+                      dash(host), dash(None if idle is None or host is None else idle - host))
         console.print(t)
+        console.print(f"straggler: {escape(ranks['straggler_evidence'])}")
     for f in d["failed"]:
         console.print(f"[red]failed[/red] {escape(f['error'])}", highlight=False)
 
