@@ -13,14 +13,22 @@ import gzip
 import hashlib
 import io
 import json
+import os
 import re
 import sys
 import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-SHARED = ROOT.parent / "shared" / "traces"
+SHARED = Path(os.environ.get("NONGEMM_SHARED_TRACES", ROOT.parent / "shared" / "traces")).absolute()
+#: outputs name the traces by their path from here (``shared/traces/…``): the same wherever the folder lies
+BASE = SHARED.parent.parent
 GOLDEN = ROOT / "tests" / "data" / "golden.json"
+
+
+def layout_ok() -> bool:
+    """The digests were recorded with paths ``shared/traces/…``: the folder must be named so."""
+    return SHARED.parts[-2:] == ("shared", "traces")
 
 #: formats outside the two we read (their profiles are read by later work, not frozen here)
 _NOT_TRACES = re.compile(r"(\.csv$|\.meta\.json$|golden\.json|/tensorrt/|/onnxruntime/)")
@@ -47,8 +55,8 @@ def _digest(data: bytes) -> str:
 
 def commands(trace: Path, partner: Path) -> dict[str, bytes]:
     """Every command's output on one trace (``compare`` against the next trace in the list)."""
-    t = str(trace.relative_to(ROOT.parent))
-    p = str(partner.relative_to(ROOT.parent))
+    t = str(trace.relative_to(BASE))
+    p = str(partner.relative_to(BASE))
     outs = {
         "analyze": _cli(["analyze", t, "--format", "json"]),
         "launch": _cli(["launch", t, "--format", "json"]),
@@ -94,10 +102,8 @@ def one_load_per_trace():
 def digests(indices: list[int] | None = None, shared_loads: bool = False) -> dict[str, dict[str, str]]:
     """The digests of the traces at ``indices`` (default: all), computed from the repository's parent
     folder (relative paths in the outputs: the same on every machine)."""
-    import os
-
     here = os.getcwd()
-    os.chdir(ROOT.parent)
+    os.chdir(BASE)
     try:
         traces = shared_traces()
         result = {}

@@ -23,6 +23,8 @@ RECORDED = json.loads(golden.GOLDEN.read_text()) if golden.GOLDEN.exists() else 
 @pytest.fixture(scope="module")
 def computed() -> dict[str, dict[str, str]]:
     shared()
+    if not golden.layout_ok():
+        pytest.skip(f"the digests name traces as shared/traces/…; {golden.SHARED} is laid out otherwise")
     n = len(golden.shared_traces())
     halves = [list(range(0, n, 2)), list(range(1, n, 2))]  # interleaved: big and small traces on both sides
     out: dict[str, dict[str, str]] = {}
@@ -34,6 +36,8 @@ def computed() -> dict[str, dict[str, str]]:
 
 def test_every_shared_trace_is_recorded():
     shared()
+    if not golden.layout_ok():
+        pytest.skip(f"the digests name traces as shared/traces/…; {golden.SHARED} is laid out otherwise")
     names = {p.relative_to(golden.SHARED).as_posix() for p in golden.shared_traces()}
     assert names == set(RECORDED), "re-record tests/data/golden.json: the shared traces changed"
 

@@ -14,7 +14,6 @@ from nongemm_trace import schema
 from nongemm_trace.load import load_trace
 
 ROOT = Path(__file__).resolve().parent.parent
-SHARED = ROOT.parent / "shared" / "traces"
 SAMPLES = sorted((ROOT / "sample_traces").glob("*.json.gz"))
 #: the C scanner's format letters as polars types
 C_TYPES = {"U": schema.TEXT, "l": (pl.Int64,)}
@@ -32,12 +31,11 @@ def test_kineto_loaders_hold_the_contract(path, scanner, monkeypatch):
 
 
 def test_nsys_and_other_stacks_hold_the_contract():
-    shared()
     for rel in ("h200_nsys/bert_nvtx.sqlite.gz", "external/nsys/fuser_h100_report1.sqlite.gz",
                 "external2/kineto/tracelens__mi300__resnet_act_checkpoint.json.gz",
                 "external2/kineto/tracelens__inference__vllm_decode_full__graph_execution.json.gz",
                 "external/hta/cpu_only__rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz"):
-        schema.validate(load_trace(SHARED / rel, keep_python=True))
+        schema.validate(load_trace(shared(*rel.split("/")), keep_python=True))
 
 
 def test_a_broken_table_is_named():
@@ -51,8 +49,7 @@ def test_a_broken_table_is_named():
 
 
 def test_graph_launches_are_marked_by_the_loader():
-    shared()
-    trace = load_trace(SHARED / "h200/llama_1b_bf16_bs1_s2048__compiled_cudagraphs.json.gz")
+    trace = load_trace(shared("h200", "llama_1b_bf16_bs1_s2048__compiled_cudagraphs.json.gz"))
     marked = trace.launches.filter(pl.col("graph_launch"))
     assert marked.height > 0 and set(marked["name"].unique()) == {"cudaGraphLaunch"}
     assert not trace.launches.filter(~pl.col("graph_launch"))["name"].str.contains("GraphLaunch").any()
