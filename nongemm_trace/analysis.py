@@ -155,9 +155,18 @@ def _same_taxonomy(tax: Taxonomy, asked: Any) -> bool:
     return str(asked) in (tax.name, tax.source)
 
 
-def open_analysis(source: str | Path | Analysis, options: dict[str, Any]) -> tuple[Analysis, dict[str, Any]]:
+def open_analysis(source: str | Path | Analysis, options: dict[str, Any],
+                  metric: str | None = None) -> tuple[Analysis, dict[str, Any]]:
     """The analysis behind a function that takes a path or an analysis plus :func:`analyze`'s keywords;
-    returns it and the report options left over."""
+    returns it and the report options left over (``metric``: the function's default metric)."""
     opened, report_opts = split_options(dict(options))
     opened.setdefault("keep_python", needs_python(report_opts.get("level")))
+    if metric:
+        report_opts.setdefault("metric", metric)
     return Analysis.of(source, **opened), report_opts
+
+
+def report_of(source: str | Path | Analysis, options: dict[str, Any], metric: str | None = "gpu") -> Report:
+    """The report of a path or an analysis under :func:`analyze`'s keywords (GPU time unless they say)."""
+    analysis, report_opts = open_analysis(source, options, metric)
+    return analysis.report(**report_opts)

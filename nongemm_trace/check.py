@@ -14,7 +14,7 @@ from typing import Any
 
 import polars as pl
 
-from .analysis import Analysis, open_analysis
+from .analysis import Analysis, open_analysis, report_of
 from .errors import OptionError
 from .errors import TraceError
 from .report.model import Report
@@ -93,7 +93,7 @@ def _baseline(source: str | Path | Analysis | Report, options: dict[str, Any]) -
         return Baseline.of_report(source)
     if not isinstance(source, Analysis) and str(source).endswith(".json") and _is_report_json(source):
         return Baseline.of_json(source)
-    return Baseline.of_report(_report(source, options))
+    return Baseline.of_report(report_of(source, options))
 
 
 def _is_report_json(path: str | Path) -> bool:
@@ -105,10 +105,6 @@ def _is_report_json(path: str | Path) -> bool:
     return b'"schema_version"' in head and b'"tool_version"' in head and b'"traceEvents"' not in head
 
 
-def _report(source: str | Path | Analysis, options: dict[str, Any]) -> Report:
-    analysis, report_opts = open_analysis(source, options)
-    report_opts.setdefault("metric", "gpu")
-    return analysis.report(**report_opts)
 
 
 def check(
@@ -124,7 +120,7 @@ def check(
     """Check ``trace`` against the limits; ``options`` go to :func:`nongemm_trace.analyze`. A limit
     that names no class or category, a share limit outside 0..1, or no limit at all is refused:
     a typo must never turn a gate off."""
-    analysis, report_opts = open_analysis(trace, options)
+    analysis, report_opts = open_analysis(trace, options, metric="gpu")
     declared = analysis.taxonomy.categories
     _validate(max_share, CLASSES + declared, "max_share", share=True)
     _validate(max_category_share, declared, "max_category_share", share=True)
@@ -135,7 +131,6 @@ def check(
                           "max_share", "max_category_share", "max_regression", "max_category_regression")
     if (max_regression is not None or max_category_regression) and baseline is None:
         raise OptionError(analysis.path, "max_regression needs baseline BASE", "max_regression", "baseline")
-    report_opts.setdefault("metric", "gpu")
     rep = analysis.report(**report_opts)
     of = {"gpu": "GPU time", "cpu": "CPU time", "paper": "CPU + GPU time"}.get(rep.metric, rep.metric)
     out: list[Violation] = []

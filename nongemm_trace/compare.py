@@ -15,7 +15,7 @@ from typing import Any
 import polars as pl
 
 from ._version import __version__
-from .analysis import Analysis, open_analysis
+from .analysis import Analysis, report_of
 from .report.model import Report
 from .trace import Anomaly
 from .vocabulary import METRICS, SCHEMA_VERSION, TIME_BASES
@@ -105,7 +105,7 @@ def _series(g: dict[str, Any], n: int) -> dict[str, Any]:
 def compare(sources: list[str | Path | Analysis | Report], *, per_step: bool = False, **options: Any) -> Comparison:
     """Compare ``sources[0]`` (BASE) with the others: paths, :class:`Analysis` objects or reports
     (a report is taken as it is; ``options`` are :func:`nongemm_trace.analyze`'s for the others)."""
-    reports = [src if isinstance(src, Report) else _report(src, options) for src in sources]
+    reports = [src if isinstance(src, Report) else report_of(src, options) for src in sources]
     warnings: list[Anomaly] = []
     divisors = [1.0] * len(reports)
     if per_step:
@@ -156,12 +156,6 @@ def compare(sources: list[str | Path | Analysis | Report], *, per_step: bool = F
 
 
 _METRIC_TEXT = {**METRICS, **TIME_BASES}
-
-
-def _report(source: str | Path | Analysis, options: dict[str, Any]) -> Report:
-    analysis, report_opts = open_analysis(source, options)
-    report_opts.setdefault("metric", "gpu")
-    return analysis.report(**report_opts)
 
 
 def _complete(long: pl.DataFrame, n: int) -> pl.DataFrame:

@@ -80,8 +80,7 @@ def _row(r: dict[str, Any]) -> dict[str, Any]:
 def launch_analysis(source: str | Path | Analysis, *, short_us: float = 10.0, **options: Any) -> LaunchReport:
     """Launch overhead and idle analysis of one trace (a path or an :class:`Analysis`). ``options`` are
     those of :func:`nongemm_trace.analyze` (taxonomy, level, drop_unlinked, step_marker, skip_steps)."""
-    analysis, report_opts = open_analysis(source, options)
-    report_opts.setdefault("metric", "gpu")
+    analysis, report_opts = open_analysis(source, options, metric="gpu")
     rep = analysis.report(**report_opts)
     path = rep.trace
     short_ns = int(round(short_us * 1000))

@@ -83,8 +83,7 @@ def _owners(calls: pl.DataFrame, acts: pl.DataFrame) -> pl.DataFrame:
 def flops_analysis(source: str | Path | Analysis, *, device_spec: str | None = None, **options: Any) -> FlopsReport:
     """FLOPs, bytes, achieved rates and the roofline per op of a path or an :class:`Analysis`;
     ``options`` are :func:`nongemm_trace.analyze`'s."""
-    analysis, report_opts = open_analysis(source, options)
-    report_opts.setdefault("metric", "gpu")
+    analysis, report_opts = open_analysis(source, options, metric="gpu")
     rep = analysis.report(**report_opts)
     path = rep.trace
     warnings = list(rep.warnings)
