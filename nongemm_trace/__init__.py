@@ -19,8 +19,11 @@ _PUBLIC = {
     "analyze": ".api",
     "Analysis": ".analysis",
     "launch_analysis": ".launch",
-    "LaunchReport": ".launch",
-    "Report": ".report.model",
+    "LaunchReport": ".models",
+    "Report": ".models",
+    "FlopsReport": ".models",
+    "Comparison": ".models",
+    "BatchResult": ".models",
     "TraceError": ".errors",
     "Taxonomy": ".classify.taxonomy",
     "load_taxonomy": ".classify.taxonomy",
@@ -35,7 +38,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .classify.taxonomy import Taxonomy, extend_taxonomy, load_taxonomy
     from .errors import TraceError
     from .launch import LaunchReport, launch_analysis
-    from .report.model import Report
+    from .models.report import Report
 
 
 def __getattr__(name: str) -> Any:

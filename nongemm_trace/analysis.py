@@ -24,7 +24,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from .classify.taxonomy import Taxonomy
     from .link import Linked
-    from .report.model import Report
+    from .models.report import Report
     from .trace import Trace
 
 

@@ -1,6 +1,6 @@
 """``analyze``: the one-call entry of the Python API, a thin wrapper over :class:`~nongemm_trace.analysis.Analysis`.
 
-load -> link -> classify -> measure; returns a :class:`~nongemm_trace.report.model.Report`.
+load -> link -> classify -> measure; returns a :class:`~nongemm_trace.models.Report`.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from .analysis import Analysis, needs_python
 
 if TYPE_CHECKING:  # pragma: no cover
     from .classify.taxonomy import Taxonomy
-    from .report.model import Report
+    from .models.report import Report
 
 
 def analyze(

@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import glob
 import os
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from ._version import __version__
 from .errors import TraceError
+from .models.batch import BatchResult
 
 TRACE_SUFFIXES = (".json", ".json.gz", ".sqlite", ".sqlite.gz", ".nsys-rep")
 SKIP_SUFFIXES = (".nongemm.json", ".meta.json", ".golden.json.gz", ".golden.json")
@@ -120,57 +119,47 @@ def _straggler(rows: list[dict[str, Any]]) -> tuple[Any, str]:
                           f"({slow['mean_step_us'] / 1000:,.1f} ms)")
 
 
-@dataclass
-class BatchResult:
-    reports: list[dict[str, Any]]
-    failed: list[dict[str, str]] = field(default_factory=list)
+def combined(reports: list[dict[str, Any]], failed: list[dict[str, str]]) -> dict[str, Any]:
+    """GPU time and activities per category and class summed over the traces."""
+    cats: dict[str, dict[str, Any]] = {}
+    total = acts = 0.0
+    for r in reports:
+        total += r["gpu_time_us"]
+        acts += r["gpu_activities"]
+        for c in r["categories"]:
+            e = cats.setdefault(c["category"], {"category": c["category"], "class": c["class"],
+                                                "gpu_time_us": 0.0, "activities": 0})
+            e["gpu_time_us"] += c.get("gpu_time_us", 0.0)
+            e["activities"] += c["activities"] if r["metric"] == "gpu" else 0
+    rows = sorted(cats.values(), key=lambda e: (-e["gpu_time_us"], e["category"]))
+    for e in rows:
+        e["gpu_time_us"] = round(e["gpu_time_us"], 3)
+        e["share"] = round(e["gpu_time_us"] / total, 6) if total else 0.0
+    classes: dict[str, float] = {}
+    for e in rows:
+        classes[e["class"]] = classes.get(e["class"], 0.0) + e["gpu_time_us"]
+    return {"traces": len(reports), "failed": len(failed), "gpu_time_us": round(total, 3),
+            "gpu_activities": int(acts), "categories": rows,
+            "classes": [{"class": k, "gpu_time_us": round(v, 3), "share": round(v / total, 6) if total else 0.0}
+                        for k, v in sorted(classes.items())]}
 
-    def combined(self) -> dict[str, Any]:
-        cats: dict[str, dict[str, Any]] = {}
-        total = acts = 0.0
-        for r in self.reports:
-            total += r["gpu_time_us"]
-            acts += r["gpu_activities"]
-            for c in r["categories"]:
-                e = cats.setdefault(c["category"], {"category": c["category"], "class": c["class"],
-                                                    "gpu_time_us": 0.0, "activities": 0})
-                e["gpu_time_us"] += c.get("gpu_time_us", 0.0)
-                e["activities"] += c["activities"] if r["metric"] == "gpu" else 0
-        rows = sorted(cats.values(), key=lambda e: (-e["gpu_time_us"], e["category"]))
-        for e in rows:
-            e["gpu_time_us"] = round(e["gpu_time_us"], 3)
-            e["share"] = round(e["gpu_time_us"] / total, 6) if total else 0.0
-        classes: dict[str, float] = {}
-        for e in rows:
-            classes[e["class"]] = classes.get(e["class"], 0.0) + e["gpu_time_us"]
-        return {"traces": len(self.reports), "failed": len(self.failed), "gpu_time_us": round(total, 3),
-                "gpu_activities": int(acts), "categories": rows,
-                "classes": [{"class": k, "gpu_time_us": round(v, 3), "share": round(v / total, 6) if total else 0.0}
-                            for k, v in sorted(classes.items())]}
 
-    def ranks(self) -> dict[str, Any] | None:
-        per = [r for r in self.reports if r.get("rank") is not None and r.get("step_cpu_times_us")]
-        if len(per) < 2:
-            return None
-        rows = []
-        for r in sorted(per, key=lambda r: r["rank"]):
-            st = r["step_cpu_times_us"]
-            rows.append({"rank": r["rank"], "trace": r["trace"], "steps": len(st),
-                         "mean_step_us": round(sum(st) / len(st), 3), "max_step_us": max(st),
-                         "gpu_time_us": r["gpu_time_us"], **(r.get("timeline") or {})})
-        means = sorted(x["mean_step_us"] for x in rows)
-        median = means[len(means) // 2] if len(means) % 2 else (means[len(means) // 2 - 1] + means[len(means) // 2]) / 2
-        rank, evidence = _straggler(rows)
-        return {"ranks": rows, "straggler_rank": rank, "straggler_evidence": evidence,
-                "straggler_spread": round((means[-1] - means[0]) / median, 6) if median else None}
-
-    def to_dict(self) -> dict[str, Any]:
-        out = {"schema_version": "1.0", "tool_version": __version__, "traces": self.reports,
-               "combined": self.combined(), "failed": self.failed}
-        ranks = self.ranks()
-        if ranks:
-            out["ranks"] = ranks
-        return out
+def ranks(reports: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """Per distributed rank: step times and its time line; the straggler and its evidence."""
+    per = [r for r in reports if r.get("rank") is not None and r.get("step_cpu_times_us")]
+    if len(per) < 2:
+        return None
+    rows = []
+    for r in sorted(per, key=lambda r: r["rank"]):
+        st = r["step_cpu_times_us"]
+        rows.append({"rank": r["rank"], "trace": r["trace"], "steps": len(st),
+                     "mean_step_us": round(sum(st) / len(st), 3), "max_step_us": max(st),
+                     "gpu_time_us": r["gpu_time_us"], **(r.get("timeline") or {})})
+    means = sorted(x["mean_step_us"] for x in rows)
+    median = means[len(means) // 2] if len(means) % 2 else (means[len(means) // 2 - 1] + means[len(means) // 2]) / 2
+    rank, evidence = _straggler(rows)
+    return {"ranks": rows, "straggler_rank": rank, "straggler_evidence": evidence,
+            "straggler_spread": round((means[-1] - means[0]) / median, 6) if median else None}
 
 
 def run_batch(paths: list[str], options: dict[str, Any], *, engine: str = "process", workers: int | None = None,
@@ -208,7 +197,7 @@ def run_batch(paths: list[str], options: dict[str, Any], *, engine: str = "proce
         raise TraceError(None, f"unknown engine '{engine}' (process or ray)")
     ok = [r for r in results if r and "error" not in r]
     failed = [{"trace": r["trace"], "error": r["error"]} for r in results if r and "error" in r]
-    return BatchResult(ok, failed)
+    return BatchResult(ok, failed, combined(ok, failed), ranks(ok))
 
 
 def _ray_work(path: str, options: dict[str, Any], parquet_dir: str | None, index: int) -> dict[str, Any]:

@@ -17,7 +17,7 @@ import polars as pl
 from .analysis import Analysis, open_analysis, report_of
 from .errors import OptionError
 from .errors import TraceError
-from .report.model import Report
+from .models.report import Report
 from .vocabulary import CLASSES
 
 

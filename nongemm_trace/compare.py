@@ -8,98 +8,22 @@ count). Ratios are trace / BASE; deltas are trace - BASE.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 
-from ._version import __version__
 from .analysis import Analysis, report_of
-from .report.model import Report
+from .models.comparison import TRACE_COLUMNS, Comparison
+from .models.comparison import plain_number as _num
+from .models.report import Report
 from .trace import Anomaly
-from .vocabulary import METRICS, SCHEMA_VERSION, TIME_BASES
+from .vocabulary import METRICS, TIME_BASES
 from .vocabulary import us as _us
 
 CLASS_ORDER = ("GEMM", "non-GEMM", "communication", "unclassified")
 #: metadata keys that must agree for a fair comparison
 _ENV_KEYS = ("cuda_runtime_version", "cuda_driver_version", "hip_runtime_version", "schemaVersion")
-
-
-@dataclass
-class Comparison:
-    reports: list[Report]
-    per_step: bool
-    divisors: list[float]
-    categories: pl.DataFrame  # long: trace_index, category, class, time_ns, activities, launches
-    classes: pl.DataFrame
-    fusion: dict[str, Any] | None
-    quantization: dict[str, Any] | None
-    warnings: list[Anomaly] = field(default_factory=list)
-    engine_fusion: list[dict[str, Any]] | None = None
-
-    @property
-    def traces(self) -> list[str]:
-        return [r.trace for r in self.reports]
-
-    def non_gemm_share(self, i: int) -> float:
-        c = self.classes.filter((pl.col("trace_index") == i) & (pl.col("class") == "non-GEMM"))
-        return float(c["share"].sum()) if c.height else 0.0
-
-    def to_dict(self) -> dict[str, Any]:
-        n = len(self.reports)
-        traces = [{"trace": r.trace, "gpu_time_us": _us(r.gpu_time_ns / self.divisors[i]),
-                   "activities": _num(r.gpu_activities / self.divisors[i]), "steps": r.steps.height,
-                   "non_gemm_share": round(self.non_gemm_share(i), 6),
-                   "device": (r.metadata.get("device") or {}).get("name")}
-                  for i, r in enumerate(self.reports)]
-        cats = []
-        for cat, grp in _wide(self.categories, "category").items():
-            cats.append({"category": cat, "class": grp["class"], **_series(grp, n)})
-        classes = []
-        for cls, grp in _wide(self.classes, "class").items():
-            classes.append({"class": cls, **_series(grp, n), "share": [round(x, 6) for x in grp["share"]]})
-        out = {"schema_version": SCHEMA_VERSION, "tool_version": __version__, "per_step": self.per_step,
-               "metric": "gpu", "level": self.reports[0].level, "taxonomy": self.reports[0].taxonomy,
-               "traces": traces, "classes": classes, "categories": cats}
-        if self.fusion:
-            out["fusion"] = self.fusion
-        if self.quantization:
-            out["quantization"] = self.quantization
-        if self.engine_fusion:
-            out["engine_fusion"] = self.engine_fusion
-        out["warnings"] = [w.as_dict() for w in self.warnings]
-        return out
-
-
-
-
-def _num(x: float) -> float | int:
-    return int(x) if float(x).is_integer() else round(float(x), 3)
-
-
-def _wide(long: pl.DataFrame, key: str) -> dict[str, dict[str, Any]]:
-    out: dict[str, dict[str, Any]] = {}
-    for r in long.sort(["trace_index"]).iter_rows(named=True):
-        g = out.setdefault(r[key], {"class": r.get("class"), "time_ns": [], "activities": [], "launches": [],
-                                    "share": []})
-        g["time_ns"].append(r["time_ns"])
-        g["activities"].append(r["activities"])
-        g["launches"].append(r["launches"])
-        g["share"].append(r.get("share", 0.0))
-    return out
-
-
-def _series(g: dict[str, Any], n: int) -> dict[str, Any]:
-    t = g["time_ns"]
-    base = t[0]
-    return {
-        "gpu_time_us": [_us(x) for x in t],
-        "activities": [_num(x) for x in g["activities"]],
-        "launches": [_num(x) for x in g["launches"]],
-        "delta_us": [_us(x - base) for x in t],
-        "ratio": [round(x / base, 6) if base else (1.0 if x == 0 else None) for x in t],
-    }
 
 
 def compare(sources: list[str | Path | Analysis | Report], *, per_step: bool = False, **options: Any) -> Comparison:
@@ -152,7 +76,26 @@ def compare(sources: list[str | Path | Analysis | Report], *, per_step: bool = F
     fusion = None if all(r.engine is not None for r in reports) else _fusion_view(reports, divisors)
     engine_fusion = _engine_fusion_view(reports, divisors)
     quant = _quantization_view(reports, divisors, classes)
-    return Comparison(reports, per_step, divisors, long, classes, fusion, quant, warnings, engine_fusion)
+    per_trace = pl.DataFrame([(r.trace, r.gpu_time_ns / divisors[i], r.gpu_activities / divisors[i], r.steps.height,
+                               _class_share(classes, i, "non-GEMM"), (r.metadata.get("device") or {}).get("name"))
+                              for i, r in enumerate(reports)], schema=TRACE_COLUMNS, orient="row")
+    return Comparison(per_step, reports[0].level, reports[0].taxonomy, per_trace, _against_base(long, "category"),
+                      _against_base(classes, "class"), fusion, quant, warnings, engine_fusion, reports)
+
+
+def _class_share(classes: pl.DataFrame, i: int, name: str) -> float:
+    c = classes.filter((pl.col("trace_index") == i) & (pl.col("class") == name))
+    return float(c["share"].sum()) if c.height else 0.0
+
+
+def _against_base(long: pl.DataFrame, key: str) -> pl.DataFrame:
+    """``delta_ns`` (trace - BASE) and ``ratio`` (trace / BASE; 1 when both are 0, null when only
+    BASE is) per row of a long table."""
+    base = pl.col("time_ns").sort_by("trace_index").first().over(key)
+    return long.with_columns(
+        (pl.col("time_ns") - base).alias("delta_ns"),
+        pl.when(base != 0).then(pl.col("time_ns") / base)
+        .when(pl.col("time_ns") == 0).then(pl.lit(1.0)).otherwise(pl.lit(None, pl.Float64)).alias("ratio"))
 
 
 _METRIC_TEXT = {**METRICS, **TIME_BASES}

@@ -2,79 +2,20 @@
 
 Built on :func:`nongemm_trace.analyze` (same loading, linking, classification, step
 selection) and :mod:`nongemm_trace.metrics.launch` (the definitions). Returns a
-:class:`LaunchReport`; renderers live in :mod:`nongemm_trace.report.launch_out`.
+:class:`~nongemm_trace.models.LaunchReport`; renderers read it (:mod:`nongemm_trace.report`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 
-from ._version import __version__
 from .analysis import Analysis, open_analysis
 from .metrics.launch import activity_gaps, category_overhead, exposed_communication, timeline_stats
-from .trace import Anomaly
-from .vocabulary import SCHEMA_VERSION
-from .vocabulary import us
-
-FIELDS = ("span", "busy", "idle", "host_bound_idle")
-
-
-@dataclass
-class LaunchReport:
-    trace: str
-    taxonomy: str
-    level: str
-    short_ns: int
-    summary: dict[str, Any]
-    steps: pl.DataFrame
-    devices: pl.DataFrame
-    streams: pl.DataFrame
-    categories: pl.DataFrame
-    activities: pl.DataFrame
-    graphs: dict[str, Any]
-    verdict: str
-    device: dict[str, Any] | None
-    warnings: list[Anomaly] = field(default_factory=list)
-
-    def to_dict(self) -> dict[str, Any]:
-        out = {"schema_version": SCHEMA_VERSION, "tool_version": __version__, "trace": self.trace,
-               "taxonomy": self.taxonomy, "level": self.level, "short_activity_us": self.short_ns / 1000}
-        out.update(self.summary)
-        out["verdict"] = self.verdict
-        out["cuda_graphs"] = self.graphs
-        out["steps"] = [_row(r) for r in self.steps.iter_rows(named=True)]
-        out["devices"] = [_row(r) for r in self.devices.iter_rows(named=True)]
-        out["streams"] = [_row(r) for r in self.streams.iter_rows(named=True)]
-        out["categories"] = [{"category": r["category"], "activities": int(r["activities"]),
-                              "gpu_time_us": _us(r["gpu_time_ns"]), "launch_overhead_us": _us(r["launch_overhead_ns"]),
-                              "short_activities": int(r["short_activities"])}
-                             for r in self.categories.iter_rows(named=True)]
-        out["device"] = self.device
-        out["warnings"] = [w.as_dict() for w in self.warnings]
-        return out
-
-
-
-
-def _us(ns: Any) -> float:
-    """Whole nanoseconds (a median's fraction dropped) in microseconds."""
-    return us(int(ns or 0))
-
-
-def _row(r: dict[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for k, v in r.items():
-        if k.endswith("_ns"):
-            out[k[:-3] + "_us"] = _us(v) if v is not None else None
-        elif isinstance(v, float):
-            out[k] = round(v, 3)
-        else:
-            out[k] = v
-    return out
+from .models.launch import FIELDS, LaunchReport
+from .models.launch import whole_us as _us
 
 
 def launch_analysis(source: str | Path | Analysis, *, short_us: float = 10.0, **options: Any) -> LaunchReport:

@@ -17,7 +17,7 @@ from .metrics.breakdown import (category_table, class_table, cpu_op_times, evide
                                 step_table)
 from .metrics.engines import engine_view
 from .metrics.steps import assign_steps, find_steps, guessed_steps_hold_work
-from .report.model import Report
+from .models.report import Report
 from .trace import Anomaly
 
 if TYPE_CHECKING:  # pragma: no cover

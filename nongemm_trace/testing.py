@@ -20,7 +20,7 @@ from typing import Any
 
 from .api import analyze
 from .check import check
-from .report.model import Report
+from .models.report import Report
 
 __all__ = ["assert_share_at_most", "assert_share_at_least", "assert_category_share_at_most",
            "assert_no_regression", "assert_unclassified_at_most", "assert_checks"]

@@ -53,6 +53,12 @@ def us(ns: Any, digits: int = 3) -> float:
     return round(float(ns or 0) / 1000.0, digits)
 
 
+def ns(us_value: Any) -> int | None:
+    """Microseconds of a JSON document back to whole nanoseconds (None stays None): the inverse of
+    :func:`us` for the integer nanoseconds the reports hold."""
+    return None if us_value is None else int(round(float(us_value) * 1000))
+
+
 def us_text(ns: Any) -> str:
     """Nanoseconds as microseconds for a table cell: thousands separated, one decimal."""
     return f"{float(ns or 0) / 1000:,.1f}"

@@ -13,10 +13,11 @@ PKG = ROOT / "nongemm_trace"
 #: the stages, lowest first; a module may import its own stage or lower ones only
 STAGES = [
     ("base", ("_version", "errors", "vocabulary", "trace", "schema", "frames", "native", "devices", "examples")),
+    ("models", ("models",)),
     ("load", ("load",)),
     ("link", ("link",)),
     ("classify", ("classify",)),
-    ("measure", ("metrics", "flops.formulas", "flops.fits", "report.model", "measure")),
+    ("measure", ("metrics", "flops.formulas", "flops.fits", "measure")),
     ("analysis", ("analysis",)),
     ("analyses", ("api", "launch", "flops", "explain", "weak", "annotate", "compare", "check", "testing",
                   "convert")),
@@ -120,6 +121,17 @@ def test_link_reads_only_the_contract():
     for m, deps in GRAPH.items():
         if m == "link" or m.startswith("link."):
             assert not [d for d in deps if d.split(".")[0] in ("load", "classify")], m
+
+
+def test_renderers_read_only_models():
+    """``report/`` renders result models: it imports the models and the base modules, never the code
+    that measures (so a renderer cannot recompute what the model holds)."""
+    allowed = {name for name, _ in STAGES[:2]}
+    for m, deps in GRAPH.items():
+        if m == "report" or m.startswith("report."):
+            wrong = [d for d in deps if not (d == "report" or d.startswith("report."))
+                     and STAGES[_stage(d)][0] not in allowed]
+            assert wrong == [], m
 
 
 def test_no_module_over_400_lines():

@@ -14,60 +14,22 @@ element); launching ops with neither are listed, never silently zero.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 
-from .._version import __version__
 from ..analysis import Analysis, open_analysis
-from ..devices import DeviceSpec, match_device
+from ..devices import match_device
 from ..frames import nearest_down, strict_ancestors
 from ..trace import Anomaly
 from .fits import fit_models
 from .formulas import OpCall, category_estimate, is_composite, lookup
-from ..vocabulary import SCHEMA_VERSION
+from ..models.flops import FlopsReport
 
 _PRECISION = {"float": "fp32", "double": "fp32", "c10::Half": "fp16", "c10::BFloat16": "bf16",
               "c10::Float8_e4m3fn": "fp8", "c10::Float8_e5m2": "fp8", "c10::Float8_e4m3fnuz": "fp8",
               "c10::Float8_e5m2fnuz": "fp8", "signed char": "int8", "c10::qint8": "int8"}
-
-
-@dataclass
-class FlopsReport:
-    trace: str
-    device: DeviceSpec | None
-    ops: pl.DataFrame
-    categories: pl.DataFrame
-    classes: pl.DataFrame
-    calls: pl.DataFrame
-    no_formula: pl.DataFrame
-    fits: dict[str, Any]
-    equal_flops: list[dict[str, Any]]
-    warnings: list[Anomaly] = field(default_factory=list)
-
-    def to_dict(self) -> dict[str, Any]:
-        def r(v, nd=6):
-            return None if v is None or (isinstance(v, float) and not math.isfinite(v)) else round(v, nd)
-        ops = [{"op": o["op"], "category": o["category"], "calls": int(o["calls"]), "flops": int(o["flops"]),
-                "bytes": int(o["bytes"]), "self_gpu_time_us": round(o["time_ns"] / 1000, 3),
-                "achieved_tflops": r(o["achieved_tflops"], 4), "achieved_tbps": r(o["achieved_tbps"], 4),
-                "arithmetic_intensity": r(o["arithmetic_intensity"], 3), "precision": o["precision"],
-                "bound": o["bound"], "roofline_pct": r(o["roofline_pct"], 2), "formula": o["formula"]}
-               for o in self.ops.iter_rows(named=True)]
-        cats = [{"category": c["category"], "class": c["class"], "flops": int(c["flops"]), "bytes": int(c["bytes"]),
-                 "gpu_time_us": round(c["time_ns"] / 1000, 3), "achieved_tflops": r(c["achieved_tflops"], 4),
-                 "achieved_tbps": r(c["achieved_tbps"], 4)} for c in self.categories.iter_rows(named=True)]
-        classes = [{"class": c["class"], "flops": int(c["flops"]), "flop_share": r(c["flop_share"]),
-                    "gpu_time_us": round(c["time_ns"] / 1000, 3), "time_share": r(c["time_share"])}
-                   for c in self.classes.iter_rows(named=True)]
-        return {"schema_version": SCHEMA_VERSION, "tool_version": __version__, "trace": self.trace,
-                "device": self.device.as_dict() if self.device else None, "classes": classes,
-                "categories": cats, "ops": ops, "fits": self.fits, "equal_flops": self.equal_flops,
-                "no_formula": [{"op": n["op"], "calls": int(n["calls"]), "gpu_time_us": round(n["time_ns"] / 1000, 3)}
-                               for n in self.no_formula.iter_rows(named=True)],
-                "warnings": [w.as_dict() for w in self.warnings]}
 
 
 def _owners(calls: pl.DataFrame, acts: pl.DataFrame) -> pl.DataFrame:

@@ -9,7 +9,7 @@ from pathlib import Path
 import polars as pl
 
 from ..errors import TraceError
-from .model import Report
+from ..models.report import Report
 
 TABLES = ("categories", "ops", "kernels")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from .model import Report
+from ..models.report import Report
 
 
 def render_json(report: Report, max_ops: int | None = None) -> str:

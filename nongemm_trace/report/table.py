@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from .model import Report
+from ..models.report import Report
 
 from ..vocabulary import METRICS, TIME_BASES
 

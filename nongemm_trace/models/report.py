@@ -1,7 +1,9 @@
 """The :class:`Report`: what ``analyze`` measured, as tables plus a JSON-ready dict.
 
 Renderers (terminal table, CSV, Parquet, JSON) only read a Report; they never
-compute. ``Report.to_dict`` is the documented JSON contract (``SCHEMA_VERSION``).
+compute. ``Report.to_dict`` is the documented JSON contract (``SCHEMA_VERSION``);
+``Report.from_dict`` reads such a document back (its tables as far as the document
+holds them: the per-activity ``kernels`` and ``calls`` tables are not in it).
 """
 
 from __future__ import annotations
@@ -15,9 +17,19 @@ from .._version import __version__
 from ..errors import TraceError
 from ..trace import Anomaly
 from ..vocabulary import CLASSES, SCHEMA_VERSION, TIME_BASES
+from ..vocabulary import ns
 from ..vocabulary import us as _us
+from .rows import frame, warnings_of
 
-
+_S, _I, _F = pl.Utf8, pl.Int64, pl.Float64
+_OPS = {"op": ("op", _S), "category": ("category", _S), "calls": ("calls", _I),
+        "gpu_time_ns": ("gpu_time_us", _I), "self_gpu_time_ns": ("self_gpu_time_us", _I),
+        "activities": ("activities", _I)}
+_KERNELS = {"name": ("name", _S), "kind": ("kind", _S), "category": ("category", _S), "class": ("class", _S),
+            "activities": ("activities", _I), "gpu_time_ns": ("gpu_time_us", _I)}
+_STEPS = {"step": ("step", _I), "name": ("name", _S), "cpu_time_ns": ("cpu_time_us", _I),
+          "gpu_time_ns": ("gpu_time_us", _I), "activities": ("activities", _I)}
+_CLASSES = {"class": ("class", _S), "time_ns": ("time_us", _I), "share": ("share", _F), "activities": ("activities", _I)}
 
 
 
@@ -59,6 +71,9 @@ class Report:
     category_names: tuple[str, ...] = ()
     #: a deployment stack's fusion view (TensorRT, ONNX Runtime profiles), else None
     engine: dict[str, Any] | None = None
+    #: how many kernel rows the measured report had, when ``kernel_summary`` holds only the first
+    #: ones (a report read back from its JSON); None: ``kernel_summary`` is whole
+    kernel_summary_total: int | None = None
 
     # -- derived numbers -------------------------------------------------
     def share(self, name: str) -> float:
@@ -144,7 +159,8 @@ class Report:
             "ops": ops,
             "kernels": kernels,
             "kernels_shown": len(kernels),
-            "kernels_total": self.kernel_summary.height,
+            "kernels_total": self.kernel_summary.height if self.kernel_summary_total is None
+            else self.kernel_summary_total,
             "steps": steps,
             "device": self.metadata.get("device"),
             "trace_metadata": self.metadata.get("trace"),
@@ -153,3 +169,30 @@ class Report:
         if self.engine is not None:
             out["engine"] = self.engine
         return out
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Report:
+        """A report from its JSON document (:meth:`to_dict`, ``analyze --format json``)."""
+        metric = d["metric"]
+        cats = {"category": ("category", _S), "class": ("class", _S),
+                "time_ns": ("gpu_time_us" if metric == "gpu" else f"{metric}_time_us", _I),
+                "activities": ("activities", _I), "share": ("share", _F)}
+        if metric in ("cpu", "paper"):
+            if metric == "paper":
+                cats["cpu_time_ns"] = ("cpu_time_us", _I)
+            cats["gpu_time_ns"] = ("gpu_time_us", _I)
+        kernel_summary = frame(d["kernels"], _KERNELS).with_columns(
+            (pl.col("gpu_time_ns") / pl.col("activities")).alias("mean_ns"))
+        categories = frame(d["categories"], cats)
+        return cls(
+            trace=d["trace"], metric=metric, level=d["level"], taxonomy=d["taxonomy"],
+            taxonomy_version=d["taxonomy_version"], categories=categories, classes=frame(d["classes"], _CLASSES),
+            ops=frame(d["ops"], _OPS), kernels=pl.DataFrame(), kernel_summary=kernel_summary,
+            steps=frame(d["steps"], _STEPS), gpu_time_ns=ns(d["gpu_time_us"]), gpu_activities=d["gpu_activities"],
+            cpu_time_ns=ns(d["cpu_time_us"]) if "cpu_time_us" in d else None,
+            total_gpu_time_in_file_ns=ns(d["file_gpu_time_us"]), total_activities_in_file=d["file_gpu_activities"],
+            step_marker=d["step_marker"], steps_skipped=d["steps_skipped"], drop_unlinked=d["drop_unlinked"],
+            attribution=dict(d["attribution"]), metadata={"device": d["device"], "trace": d["trace_metadata"]},
+            warnings=warnings_of(d), evidence={k: ns(v["gpu_time_us"]) for k, v in d["evidence"].items()},
+            category_names=tuple(categories["category"].to_list()), engine=d.get("engine"),
+            kernel_summary_total=d["kernels_total"])

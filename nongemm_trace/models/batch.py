@@ -1,0 +1,33 @@
+"""The :class:`BatchResult`: many traces analysed at once (built by
+:func:`nongemm_trace.batch.run_batch`): each trace's report document, the files that
+failed with their one-line errors, the combined categories and the distributed ranks."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from .._version import __version__
+
+
+@dataclass
+class BatchResult:
+    #: one report document (``Report.to_dict``, plus ``rank``, ``timeline``, ``step_cpu_times_us``) per trace
+    reports: list[dict[str, Any]]
+    failed: list[dict[str, str]] = field(default_factory=list)
+    #: GPU time and activities per category and class over all traces
+    combined: dict[str, Any] = field(default_factory=dict)
+    #: per distributed rank, with the straggler; None with fewer than two ranks
+    ranks: dict[str, Any] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {"schema_version": "1.0", "tool_version": __version__, "traces": self.reports,
+               "combined": self.combined, "failed": self.failed}
+        if self.ranks:
+            out["ranks"] = self.ranks
+        return out
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> BatchResult:
+        """A batch result from its JSON document (``analyze`` of several traces, ``--format json``)."""
+        return cls(d["traces"], d["failed"], d["combined"], d.get("ranks"))
