@@ -37,7 +37,7 @@ STEPS = [
     ("  of the load: waiting for the scanning threads", "concurrent/futures/_base.py", "result"),
 ]
 #: the function whose imports are the command's (polars and the pipeline, before the analysis)
-IMPORTER = ("nongemm_trace/cli.py", "_analyze_one")
+IMPORTER = ("nongemm_trace/commands/analyze.py", "_analyze_one")
 
 
 def main() -> int:

@@ -80,20 +80,3 @@ def snippet(kernel: str, category: str) -> str:
 
 def _toml_str(s: str) -> str:
     return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
-
-
-def render_text(d: dict[str, Any]) -> str:
-    lines = [f"{d['trace']} — taxonomy {d['taxonomy']} v{d['taxonomy_version']}",
-             f"{d['weak_share']:.1%} of {d['gpu_time_us']:,.1f} us of GPU time rests on generic words or no rule"]
-    if not d["kernels"]:
-        lines.append("no kernel is classified on weak evidence")
-    for k in d["kernels"]:
-        ops = ", ".join(k["launch_ops"]) or "no launching op"
-        lines.append(f"\n{k['kernel']}")
-        lines.append(f"  {k['gpu_time_us']:,.1f} us ({k['share']:.1%}), {k['activities']} activities, "
-                     f"now {k['category']} [{k['evidence']}] by {k['rule']}; launched by {ops}")
-        lines += ["  " + ln for ln in k["snippet"].rstrip().splitlines()]
-    if d["more_kernels"]:
-        lines.append(f"\n(+{d['more_kernels']} more kernels on weak evidence; --top N shows more)")
-    lines.append("\nPut the snippets in a file that starts with: extends = \"default\" and pass it with --taxonomy FILE.")
-    return "\n".join(lines) + "\n"

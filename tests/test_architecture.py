@@ -23,7 +23,7 @@ STAGES = [
                   "convert")),
     ("render", ("report",)),
     ("pipelines", ("batch",)),
-    ("command line", ("cli", "cli_args", "__main__", "")),
+    ("command line", ("cli", "cli_args", "commands", "__main__", "")),
 ]
 
 

@@ -142,7 +142,7 @@ def test_bare_array_and_keys_after_events(big_json, tmp_path, monkeypatch):
 def test_cli_byte_progress_path_gives_the_same_report():
     """The single-file progress bar path (used on a terminal for big files) returns analyze()'s report."""
     from nongemm_trace import analyze
-    from nongemm_trace.cli import _analyze_with_bar
+    from nongemm_trace.commands.analyze import analyze_with_progress as _analyze_with_bar
 
     path = str(SAMPLES / "bert_base_fp32_bs8_s128__eager.json.gz")
     opts = dict(metric=None, level=None, taxonomy="default", drop_unlinked=False, step_marker=None, skip_steps=0,

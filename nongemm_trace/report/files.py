@@ -1,6 +1,6 @@
-"""CSV and Parquet rendering of one of the report's tables (``categories``, ``ops``,
-``kernels``). Times are written in microseconds (``*_us``) next to the exact
-nanosecond columns (``*_ns``)."""
+"""CSV and Parquet rendering: a report's tables (``categories``, ``ops``, ``kernels``), a launch
+or FLOPs report's tables, a batch's rows. Times are written in microseconds (``*_us``) next
+to the exact nanosecond columns (``*_ns``)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,14 @@ from pathlib import Path
 import polars as pl
 
 from ..errors import TraceError
+from ..models.batch import BatchResult
+from ..models.flops import FlopsReport
+from ..models.launch import LaunchReport
 from ..models.report import Report
 
 TABLES = ("categories", "ops", "kernels")
+LAUNCH_TABLES = ("streams", "steps", "devices", "categories", "activities")
+FLOPS_TABLES = ("ops", "categories", "calls")
 
 
 def table_frame(report: Report, table: str) -> pl.DataFrame:
@@ -54,3 +59,41 @@ def _write(fn, output: str) -> None:
         fn()
     except OSError as exc:
         raise TraceError(output, f"cannot write: {exc.strerror or exc}") from None
+
+
+def launch_csv(rep: LaunchReport, table: str) -> str:
+    """One of a launch report's tables (``LAUNCH_TABLES``) as CSV, ``*_us`` beside each ``*_ns``."""
+    df = getattr(rep, table)
+    return df.with_columns((pl.col(c) / 1000).alias(c[:-3] + "_us") for c in df.columns if c.endswith("_ns")).write_csv()
+
+
+def flops_csv(rep: FlopsReport, table: str) -> str:
+    """One of a FLOPs report's tables (``FLOPS_TABLES``) as CSV."""
+    return getattr(rep, table).write_csv()
+
+
+#: a batch's per-trace columns (CSV; markdown shows them by name)
+BATCH_COLUMNS = ["trace", "rank", "metric", "gpu_time_us", "gpu_activities", "GEMM_share", "non_GEMM_share",
+                 "top_non_GEMM_category"]
+
+
+def batch_rows(result: BatchResult) -> list[list]:
+    """One row per trace of a batch (``BATCH_COLUMNS``)."""
+    rows = []
+    for r in result.reports:
+        cls = {c["class"]: c["share"] for c in r["classes"]}
+        non = [c for c in r["categories"] if c["class"] == "non-GEMM" and c["share"] > 0]
+        rows.append([r["trace"], "" if r.get("rank") is None else r["rank"], r["metric"], r["gpu_time_us"],
+                     r["gpu_activities"], round(cls.get("GEMM", 0.0), 6), round(cls.get("non-GEMM", 0.0), 6),
+                     non[0]["category"] if non else ""])
+    return rows
+
+
+def batch_csv(result: BatchResult) -> str:
+    import csv
+    import io
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    w.writerow(BATCH_COLUMNS)
+    w.writerows(batch_rows(result))
+    return buf.getvalue()

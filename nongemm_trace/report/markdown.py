@@ -1,9 +1,14 @@
-"""Markdown rendering of an analysis or a comparison: a report to attach to a pull request."""
+"""Markdown rendering of a report, a comparison or a batch: a report to attach to a pull request."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
+
+from ..models.batch import BatchResult
+from ..models.comparison import Comparison
+from ..models.report import Report
+from .files import batch_rows
 
 
 def _cell(x: Any) -> str:
@@ -17,7 +22,7 @@ def _table(head: list[str], rows: list[list[Any]], right_from: int = 1) -> list[
     return out
 
 
-def analyze_markdown(rep, top: int = 10) -> str:
+def analyze_markdown(rep: Report, top: int = 10) -> str:
     dev = (rep.metadata.get("device") or {}).get("name") or "unknown device"
     total = int(rep.categories["time_ns"].sum())
     lines = [f"### {Path(rep.trace).name}", "",
@@ -42,7 +47,7 @@ def analyze_markdown(rep, top: int = 10) -> str:
     return "\n".join(lines) + "\n"
 
 
-def compare_markdown(cmp) -> str:
+def compare_markdown(cmp: Comparison) -> str:
     d = cmp.to_dict()
     names = [Path(t["trace"]).name for t in d["traces"]]
     unit = "us per step" if d["per_step"] else "us"
@@ -76,3 +81,15 @@ def compare_markdown(cmp) -> str:
     if d["warnings"]:
         lines += ["", "Warnings:", ""] + [f"- `{w['code']}`: {w['message']}" for w in d["warnings"]]
     return "\n".join(lines) + "\n"
+
+
+def batch_markdown(result: BatchResult) -> str:
+    """A batch's traces, one row each, and the combined row."""
+    out = ["| trace | GPU time (us) | activities | GEMM | non-GEMM | top non-GEMM |", "|---|---:|---:|---:|---:|---|"]
+    for r in batch_rows(result):
+        out.append(f"| {Path(r[0]).name} | {r[3]:,.1f} | {r[4]:,} | {100 * r[5]:.1f} % | {100 * r[6]:.1f} % | {r[7]} |")
+    c = result.combined
+    out.append(f"| **all {c['traces']} traces** | {c['gpu_time_us']:,.1f} | {c['gpu_activities']:,} | "
+               + " | ".join(f"{100 * next((x['share'] for x in c['classes'] if x['class'] == k), 0.0):.1f} %"
+                            for k in ("GEMM", "non-GEMM")) + " | |")
+    return "\n".join(out) + "\n"

@@ -1,4 +1,4 @@
-"""Terminal rendering of a batch of traces: one row per trace, the combined categories, ranks."""
+"""A batch of traces in the terminal: one row per trace, the combined categories, the ranks."""
 
 from __future__ import annotations
 
@@ -8,8 +8,12 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from ...models.batch import BatchResult
+from ..palette import FAILED
 
-def render_batch(d: dict, console: Console) -> None:
+
+def render_batch(result: BatchResult, console: Console) -> None:
+    d = result.to_dict()
     t = Table(title=f"{len(d['traces'])} traces", title_justify="left")
     for c in ("trace", "rank", "GPU time (us)", "activities", "GEMM", "non-GEMM", "communication", "top non-GEMM"):
         t.add_column(c, justify="left" if c in ("trace", "top non-GEMM") else "right", overflow="ellipsis",
@@ -45,33 +49,4 @@ def render_batch(d: dict, console: Console) -> None:
         console.print(t)
         console.print(f"straggler: {escape(ranks['straggler_evidence'])}")
     for f in d["failed"]:
-        console.print(f"[red]failed[/red] {escape(f['error'])}", highlight=False)
-
-
-def batch_rows(d: dict, fmt: str) -> str:
-    """A batch's per-trace rows as CSV or a markdown table (with the combined row)."""
-    head = ["trace", "rank", "metric", "gpu_time_us", "gpu_activities", "GEMM_share", "non_GEMM_share",
-            "top_non_GEMM_category"]
-    rows = []
-    for r in d["traces"]:
-        cls = {c["class"]: c["share"] for c in r["classes"]}
-        non = [c for c in r["categories"] if c["class"] == "non-GEMM" and c["share"] > 0]
-        rows.append([r["trace"], "" if r.get("rank") is None else r["rank"], r["metric"], r["gpu_time_us"],
-                     r["gpu_activities"], round(cls.get("GEMM", 0.0), 6), round(cls.get("non-GEMM", 0.0), 6),
-                     non[0]["category"] if non else ""])
-    if fmt == "csv":
-        import csv
-        import io
-        buf = io.StringIO()
-        w = csv.writer(buf)
-        w.writerow(head)
-        w.writerows(rows)
-        return buf.getvalue()
-    out = ["| trace | GPU time (us) | activities | GEMM | non-GEMM | top non-GEMM |", "|---|---:|---:|---:|---:|---|"]
-    for r in rows:
-        out.append(f"| {Path(r[0]).name} | {r[3]:,.1f} | {r[4]:,} | {100 * r[5]:.1f} % | {100 * r[6]:.1f} % | {r[7]} |")
-    c = d["combined"]
-    out.append(f"| **all {c['traces']} traces** | {c['gpu_time_us']:,.1f} | {c['gpu_activities']:,} | "
-               + " | ".join(f"{100 * next((x['share'] for x in c['classes'] if x['class'] == k), 0.0):.1f} %"
-                            for k in ("GEMM", "non-GEMM")) + " | |")
-    return "\n".join(out) + "\n"
+        console.print(f"[{FAILED}]failed[/{FAILED}] {escape(f['error'])}", highlight=False)

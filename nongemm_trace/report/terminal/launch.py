@@ -1,38 +1,29 @@
-"""Rendering of a :class:`~nongemm_trace.launch.LaunchReport`: terminal tables, JSON, CSV."""
+"""The launch report in the terminal: the verdict, the time line, per stream, step and category."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-import polars as pl
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-LAUNCH_TABLES = ("streams", "steps", "devices", "categories", "activities")
-
-
-def render_json(rep) -> str:
-    return json.dumps(rep.to_dict(), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
-
-
-def table_frame(rep, table: str) -> pl.DataFrame:
-    df = getattr(rep, table)
-    return df.with_columns((pl.col(c) / 1000).alias(c[:-3] + "_us") for c in df.columns if c.endswith("_ns"))
+from ...models.launch import LaunchReport
+from ..palette import TITLE
+from . import warning_line
 
 
 def _us(v: Any) -> str:
     return "-" if v is None else f"{v:,.1f}"
 
 
-def render_table(rep, console: Console) -> None:
+def render_launch(rep: LaunchReport, console: Console) -> None:
     s = rep.summary
     dev = (rep.device or {}).get("name") or "unknown device"
-    console.print(f"[bold]{escape(rep.trace)}[/bold]")
+    console.print(f"[{TITLE}]{escape(rep.trace)}[/{TITLE}]")
     console.print(f"device: {dev} | taxonomy: {rep.taxonomy} | level: {rep.level} | short activity: "
                   f"< {rep.short_ns / 1000:g} us")
-    console.print(f"[bold]{escape(rep.verdict)}[/bold]")
+    console.print(f"[{TITLE}]{escape(rep.verdict)}[/{TITLE}]")
     t = Table(title="Timeline, all streams", title_justify="left")
     t.add_column("measure")
     t.add_column("value", justify="right")
@@ -82,4 +73,4 @@ def render_table(rep, console: Console) -> None:
                   _us(r["launch_overhead_ns"] / 1000))
     console.print(t)
     for w in rep.warnings:
-        console.print(f"  [yellow]{w.code}[/yellow] ({w.count:,}): {escape(w.message)}", highlight=False)
+        console.print(warning_line(w.code, w.message, w.count), highlight=False)

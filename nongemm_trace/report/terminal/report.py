@@ -1,4 +1,4 @@
-"""Terminal rendering with rich: header with the metric and level, the class and
+"""The analyze report in the terminal: header with the metric and level, the class and
 category shares, the top ops and kernels, steps and warnings."""
 
 from __future__ import annotations
@@ -8,9 +8,10 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from ..models.report import Report
-
-from ..vocabulary import METRICS, TIME_BASES
+from ...models.report import Report
+from ...vocabulary import METRICS, TIME_BASES
+from ..palette import TITLE, WARNINGS_HEADING
+from . import warning_line
 
 METRIC_TEXT = {**METRICS, **TIME_BASES}
 
@@ -23,11 +24,11 @@ def _us(ns: int) -> str:
 _UNITS = {"layer": ("engine layers", "layers"), "node": ("ONNX nodes", "nodes")}
 
 
-def render_table(report: Report, console: Console, top: int = 15) -> None:
+def render_report(report: Report, console: Console, top: int = 15) -> None:
     d = report.metadata.get("device") or {}
     dev = d.get("name") or "unknown device"
     metric = METRIC_TEXT.get(report.metric, report.metric)
-    console.print(f"[bold]{escape(report.trace)}[/bold]")
+    console.print(f"[{TITLE}]{escape(report.trace)}[/{TITLE}]")
     total = int(report.categories["time_ns"].sum())
     console.print(f"device: {dev} | metric: {report.metric} ({metric}) | level: {report.level} | "
                   f"taxonomy: {report.taxonomy} v{report.taxonomy_version}")
@@ -86,9 +87,9 @@ def render_table(report: Report, console: Console, top: int = 15) -> None:
         console.print(t)
 
     if report.warnings:
-        console.print("[bold yellow]warnings[/bold yellow]")
+        console.print(f"[{WARNINGS_HEADING}]warnings[/{WARNINGS_HEADING}]")
         for w in report.warnings:
-            console.print(f"  [yellow]{w.code}[/yellow] ({w.count:,}): {escape(w.message)}", highlight=False)
+            console.print(warning_line(w.code, w.message, w.count), highlight=False)
 
 
 def _engine_tables(view: dict, console: Console, top: int) -> None:

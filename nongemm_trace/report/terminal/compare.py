@@ -1,4 +1,4 @@
-"""Terminal rendering of a :class:`~nongemm_trace.compare.Comparison`."""
+"""A comparison in the terminal: the traces, classes and categories against BASE, the fusion view."""
 
 from __future__ import annotations
 
@@ -8,12 +8,16 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from ...models.comparison import Comparison
+from ..palette import TITLE
+from . import warning_line
 
-def render_compare(cmp, console: Console) -> None:
+
+def render_compare(cmp: Comparison, console: Console) -> None:
     d = cmp.to_dict()
     names = [Path(t["trace"]).name.replace(".json.gz", "") for t in d["traces"]]
     unit = "us per step" if d["per_step"] else "us"
-    console.print(f"[bold]BASE: {escape(names[0])}[/bold] — GPU time in {unit}, ratio = trace / BASE "
+    console.print(f"[{TITLE}]BASE: {escape(names[0])}[/{TITLE}] — GPU time in {unit}, ratio = trace / BASE "
                   f"(level {d['level']}, taxonomy {d['taxonomy']})")
     t = Table(title="Traces", title_justify="left")
     t.add_column("trace")
@@ -40,7 +44,7 @@ def render_compare(cmp, console: Console) -> None:
         console.print(t)
     for section in ("quantization", "fusion"):
         for p in (d.get(section) or {}).get("pairs", []):
-            console.print(f"[bold]{section}[/bold] ({escape(Path(p['trace']).name)}): {escape(p['summary'])}")
+            console.print(f"[{TITLE}]{section}[/{TITLE}] ({escape(Path(p['trace']).name)}): {escape(p['summary'])}")
     fus = (d.get("fusion") or {}).get("pairs", [])
     if fus:
         t = Table(title="Eager non-GEMM ops and the fused kernels that replaced them", title_justify="left")
@@ -53,4 +57,4 @@ def render_compare(cmp, console: Console) -> None:
                       escape(f"{len(k)}: " + ", ".join(k)) if k else "-")
         console.print(t)
     for w in d["warnings"]:
-        console.print(f"  [yellow]{w['code']}[/yellow]: {escape(w['message'])}", highlight=False)
+        console.print(warning_line(w["code"], w["message"]), highlight=False)

@@ -1,0 +1,169 @@
+"""``analyze``: the GEMM / non-GEMM breakdown of one trace, or of many (files, folders, globs)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from ..errors import TraceError
+from ..vocabulary import LEVELS, METRICS
+from .common import EXIT_BAD_INPUT, finished
+
+HELP = "GEMM / non-GEMM breakdown of traces (Kineto .json[.gz], nsys .sqlite[.gz])"
+
+
+def arguments(a: argparse.ArgumentParser) -> None:
+    a.add_argument("traces", nargs="*", metavar="TRACE",
+                   help="trace file(s), folders (every trace inside) or globs; several are analysed in parallel")
+    a.add_argument("--example", action="store_true",
+                   help="analyze the example trace shipped with the package (BERT-base on an H200)")
+    a.add_argument("--engine", choices=("process", "ray"), default="process",
+                   help="several traces: worker processes on this machine (default) or Ray tasks")
+    a.add_argument("--workers", type=int, default=None, help="parallel workers (default: the CPU count)")
+    a.add_argument("-q", "--quiet", action="store_true", help="no progress display on stderr")
+    a.add_argument("--metric", choices=tuple(METRICS), default=None,
+                   help="gpu: summed GPU activity time (default); cpu: operator CPU time; paper: cpu + gpu "
+                        "(the NonGEMM artifact's metric). Default: the taxonomy's")
+    a.add_argument("--level", choices=tuple(LEVELS), default=None,
+                   help="launch: the op that launched each activity (default); top: the outermost real operator; "
+                        "module: the innermost named nn.Module (with_stack traces). Default: the taxonomy's")
+    a.add_argument("--taxonomy", default="default", help="built-in taxonomy name or a .toml file (default: default)")
+    a.add_argument("--format", choices=("table", "json", "csv", "parquet", "markdown"), default="table")
+    a.add_argument("--table", choices=("categories", "ops", "kernels"), default="categories",
+                   help="which table csv/parquet write (default: categories)")
+    a.add_argument("-o", "--output", help="write the report to PATH instead of stdout")
+    a.add_argument("--drop-unlinked", action="store_true",
+                   help="leave out GPU activities with no launch call in the file (launched before profiling)")
+    a.add_argument("--step-marker", metavar="NAME", help="name of the ranges that mark steps (default: ProfilerStep#N, "
+                   "else the most repeated top-level annotation)")
+    a.add_argument("--skip-steps", type=int, default=0, metavar="N", help="drop the first N steps (warm-up)")
+    a.add_argument("--keep-python", action="store_true", help="keep python_function events (with_stack traces)")
+    a.add_argument("--layer-info", metavar="FILE", help="a TensorRT profile's layer information (trtexec "
+                   "--exportLayerInfo; default: the file next to the profile by name)")
+    a.add_argument("--top", type=int, default=15, metavar="N", help="rows of ops and kernels in the table view")
+    a.add_argument("--max-ops", type=int, default=None, metavar="N", help="limit the ops list in JSON to N rows")
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.example:
+        from ..examples import example_trace
+        args.traces = [*args.traces, str(example_trace())]
+    if not args.traces:
+        raise TraceError(None, "analyze needs a TRACE (or --example for the trace shipped with the package)")
+    batch = len(args.traces) > 1 or any(Path(t).is_dir() or (any(ch in t for ch in "*?[") and not Path(t).exists())
+                                        for t in args.traces)
+    if batch:
+        from ..batch import expand_inputs
+        return _batch(args, expand_inputs(args.traces))
+    args.trace = args.traces[0]
+    # the first chunks are read and scanned on the other core while polars imports
+    from ..load import read_ahead
+    if read_ahead.start(args.trace, args.keep_python or args.level == "module"):
+        try:
+            return _analyze_one(args)
+        finally:
+            read_ahead.discard()  # not taken: the analysis stopped before loading
+    return _analyze_one(args)
+
+
+def _options(args: argparse.Namespace) -> dict:
+    return dict(metric=args.metric, level=args.level, taxonomy=args.taxonomy, drop_unlinked=args.drop_unlinked,
+                step_marker=args.step_marker, skip_steps=args.skip_steps, keep_python=args.keep_python,
+                layer_info=args.layer_info)
+
+
+def _analyze_one(args: argparse.Namespace) -> int:
+    """``analyze`` of one trace: the report in the chosen format."""
+    from ..api import analyze
+    from ..report.output import draw, emit
+
+    opts = _options(args)
+    size = Path(args.trace).stat().st_size if Path(args.trace).is_file() else 0
+    big = size > (4 << 20 if args.trace.endswith(".gz") else 32 << 20)  # gzip: ~10x that much JSON
+    if big and not args.quiet and sys.stderr.isatty():
+        report = analyze_with_progress(args.trace, opts)
+    else:
+        report = analyze(args.trace, **opts)
+    if args.format == "json":
+        from ..report.json_out import render_json
+        emit(render_json(report, max_ops=args.max_ops), args.output)
+    elif args.format == "markdown":
+        from ..report.markdown import analyze_markdown
+        emit(analyze_markdown(report, top=args.top), args.output)
+    elif args.format in ("csv", "parquet"):
+        from ..report.files import write_table
+        text = write_table(report, args.table, args.format, args.output)
+        if text is not None:
+            sys.stdout.write(text)
+    else:
+        from ..report.terminal.report import render_report
+        draw(args.output, lambda console: render_report(report, console, top=args.top))
+    finished["single_analysis"] = True
+    return 0
+
+
+def analyze_with_progress(trace: str, opts: dict):
+    """analyze() with a byte progress bar on stderr while the file is read, then a note while
+    it is linked and measured (the bar disappears when done; stdout stays the report's)."""
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeElapsedColumn, TransferSpeedColumn
+
+    from ..api import analyze
+
+    bar = Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
+                   TimeElapsedColumn(), transient=True)
+    task = bar.add_task(f"reading {Path(trace).name}", total=Path(trace).stat().st_size)
+
+    def on_progress(done: int, total: int) -> None:
+        bar.update(task, completed=done,
+                   description=f"{'analysing' if done >= total else 'reading'} {Path(trace).name}")
+
+    with bar:
+        return analyze(trace, progress=on_progress, **opts)
+
+
+def _batch(args: argparse.Namespace, paths: list[str]) -> int:
+    from ..batch import run_batch
+    from ..report.output import draw, emit
+
+    parquet_dir = None
+    if args.format == "parquet":
+        if not args.output:
+            raise TraceError(paths[0], "--format parquet with several traces needs -o/--output DIR (a Parquet dataset)")
+        parquet_dir = args.output
+    show = not args.quiet and sys.stderr.isatty()
+    progress_cb = None
+    bar = None
+    if show:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+        bar = Progress(TextColumn("analysing"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                       TextColumn("{task.description}"), transient=True)
+        task = bar.add_task("", total=len(paths))
+        bar.start()
+
+        def progress_cb(done, total, path):
+            bar.update(task, completed=done, description=Path(path).name)
+    try:
+        result = run_batch(paths, _options(args), engine=args.engine, workers=args.workers, parquet_dir=parquet_dir,
+                           progress=progress_cb)
+    finally:
+        if bar is not None:
+            bar.stop()
+    for f in result.failed:
+        print(f"nongemm-trace: error: {f['error']}", file=sys.stderr)
+    if args.format == "json":
+        from ..report.json_out import render_document
+        emit(render_document(result.to_dict()), args.output)
+    elif args.format == "parquet":
+        print(f"wrote the Parquet dataset {parquet_dir} (table=categories|ops|kernels, one part per trace)",
+              file=sys.stderr)
+    elif args.format == "csv":
+        from ..report.files import batch_csv
+        emit(batch_csv(result), args.output)
+    elif args.format == "markdown":
+        from ..report.markdown import batch_markdown
+        emit(batch_markdown(result), args.output)
+    else:
+        from ..report.terminal.batch import render_batch
+        draw(args.output, lambda console: render_batch(result, console))
+    return EXIT_BAD_INPUT if result.failed else 0

@@ -1,0 +1,40 @@
+"""``check``: regression gates; exit 1 when a limit is broken."""
+
+from __future__ import annotations
+
+import argparse
+
+from .common import analysis_arguments, analysis_options
+
+HELP = "regression gates: exit 1 when a limit is broken"
+
+
+def arguments(ck: argparse.ArgumentParser) -> None:
+    ck.add_argument("trace")
+    ck.add_argument("--baseline", metavar="BASE", help="the trace to compare with, or its stored report (analyze --format json)")
+    ck.add_argument("--max-share", action="append", metavar="CLASS=FRACTION",
+                    help="e.g. non-GEMM=0.45 or non-GEMM=45%% (repeatable; a category name works too)")
+    ck.add_argument("--max-category-share", action="append", metavar="CATEGORY=FRACTION")
+    ck.add_argument("--max-regression", metavar="PCT", help="GPU time per step against --baseline, e.g. 10%%")
+    ck.add_argument("--max-category-regression", action="append", metavar="CATEGORY=PCT")
+    ck.add_argument("--format", choices=("text", "json"), default="text")
+    analysis_arguments(ck)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..check import check, parse_fraction, parse_named
+    from ..report.output import emit
+
+    violations, rep = check(
+        args.trace, baseline=args.baseline, max_share=parse_named(args.max_share, "--max-share"),
+        max_category_share=parse_named(args.max_category_share, "--max-category-share"),
+        max_regression=parse_fraction(args.max_regression, "--max-regression") if args.max_regression else None,
+        max_category_regression=parse_named(args.max_category_regression, "--max-category-regression"),
+        **analysis_options(args))
+    if args.format == "json":
+        from ..report.json_out import check_json
+        emit(check_json(args.trace, violations), None)
+    else:
+        from ..report.terminal.check import check_text
+        emit(check_text(args.trace, violations, rep), None)
+    return 1 if violations else 0

@@ -1,0 +1,31 @@
+"""What several subcommands share: the analysis options every command takes, and their values."""
+
+from __future__ import annotations
+
+import argparse
+
+from ..vocabulary import LEVELS
+
+#: the exit status of bad input (a file that cannot be read, an option out of range)
+EXIT_BAD_INPUT = 2
+
+#: set once a single-trace analysis has written its report: it started nothing (worker processes,
+#: Ray) that must be shut down at exit, so ``cli.entry`` may skip the interpreter's teardown
+finished = {"single_analysis": False}
+
+
+def analysis_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of every subcommand that analyses traces (``analyze`` has its own, with more help)."""
+    p.add_argument("--taxonomy", default="default", help="built-in taxonomy name or a .toml file")
+    p.add_argument("--level", choices=tuple(LEVELS), default=None,
+                   help="which op an activity is charged to (default: the taxonomy's)")
+    p.add_argument("--drop-unlinked", action="store_true",
+                   help="leave out GPU activities with no launch call in the file")
+    p.add_argument("--step-marker", metavar="NAME", help="name of the ranges that mark steps")
+    p.add_argument("--skip-steps", type=int, default=0, metavar="N", help="drop the first N steps (warm-up)")
+
+
+def analysis_options(args: argparse.Namespace) -> dict:
+    """The values of :func:`analysis_arguments`, as the library's keyword arguments."""
+    return {"taxonomy": args.taxonomy, "level": args.level, "drop_unlinked": args.drop_unlinked,
+            "step_marker": args.step_marker, "skip_steps": args.skip_steps}

@@ -1,0 +1,58 @@
+"""``compare`` (what changed between traces) and ``plot`` (stacked bars per category)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ..errors import TraceError
+from .common import analysis_arguments, analysis_options
+
+HELP = "what changed between traces: per category, fusion and quantization views"
+PLOT_HELP = "stacked bars of GPU time per category, one bar per trace"
+
+
+def arguments(cp: argparse.ArgumentParser) -> None:
+    cp.add_argument("traces", nargs="+", metavar="TRACE", help="BASE first, then one or more traces to compare with it")
+    cp.add_argument("--per-step", action="store_true", help="divide times and counts by each trace's step count")
+    cp.add_argument("--format", choices=("table", "json", "markdown"), default="table")
+    cp.add_argument("-o", "--output")
+    analysis_arguments(cp)
+
+
+def plot_arguments(pp: argparse.ArgumentParser) -> None:
+    pp.add_argument("traces", nargs="+", metavar="TRACE")
+    pp.add_argument("-o", "--output", required=True, help="figure file (.png or .svg)")
+    pp.add_argument("--absolute", action="store_true", help="bars in microseconds instead of shares")
+    pp.add_argument("--per-step", action="store_true")
+    pp.add_argument("--title")
+    analysis_arguments(pp)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..compare import compare
+    from ..report.output import draw, emit
+
+    if len(args.traces) < 2:
+        raise TraceError(args.traces[0], "compare needs BASE and at least one more trace")
+    cmp = compare(args.traces, per_step=args.per_step, **analysis_options(args))
+    if args.format == "json":
+        from ..report.json_out import render_document
+        emit(render_document(cmp.to_dict()), args.output)
+    elif args.format == "markdown":
+        from ..report.markdown import compare_markdown
+        emit(compare_markdown(cmp), args.output)
+    else:
+        from ..report.terminal.compare import render_compare
+        draw(args.output, lambda console: render_compare(cmp, console))
+    return 0
+
+
+def run_plot(args: argparse.Namespace) -> int:
+    from ..compare import compare
+    from ..report.figures import plot_bars
+
+    cmp = compare(args.traces, per_step=args.per_step, **analysis_options(args))
+    plot_bars(cmp, args.output, absolute=args.absolute, title=args.title)
+    print(f"wrote {args.output}", file=sys.stderr)
+    return 0

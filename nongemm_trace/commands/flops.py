@@ -1,0 +1,44 @@
+"""``flops``: FLOPs, bytes and the roofline per op; where FLOPs misjudge time."""
+
+from __future__ import annotations
+
+import argparse
+
+from .common import analysis_arguments, analysis_options
+
+HELP = "FLOPs, bytes and the roofline per op; where FLOPs misjudge time"
+
+
+def arguments(fp: argparse.ArgumentParser) -> None:
+    fp.add_argument("trace")
+    fp.add_argument("--format", choices=("table", "json", "csv"), default="table")
+    fp.add_argument("--table", choices=("ops", "categories", "calls"), default="ops", help="which table csv writes")
+    fp.add_argument("-o", "--output")
+    fp.add_argument("--device-spec", metavar="NAME|FILE.toml", help="peak specs to use instead of the detected device")
+    fp.add_argument("--roofline", metavar="FILE", help="draw the roofline scatter to FILE (.png/.svg)")
+    fp.add_argument("--shares-plot", metavar="FILE", help="draw FLOP share vs time share per class to FILE")
+    fp.add_argument("--top", type=int, default=15)
+    analysis_arguments(fp)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..flops import flops_analysis
+    from ..report.output import draw, emit
+
+    rep = flops_analysis(args.trace, device_spec=args.device_spec, **analysis_options(args))
+    if args.roofline or args.shares_plot:
+        from ..report import figures
+        if args.roofline:
+            figures.plot_roofline(rep, args.roofline)
+        if args.shares_plot:
+            figures.plot_shares(rep, args.shares_plot)
+    if args.format == "json":
+        from ..report.json_out import render_json
+        emit(render_json(rep), args.output)
+    elif args.format == "csv":
+        from ..report.files import flops_csv
+        emit(flops_csv(rep, args.table), args.output)
+    else:
+        from ..report.terminal.flops import render_flops
+        draw(args.output, lambda console: render_flops(rep, console, top=args.top))
+    return 0

@@ -1,0 +1,49 @@
+"""``launch``: launch overhead, GPU idle gaps and communication overlap of one trace."""
+
+from __future__ import annotations
+
+import argparse
+
+from ..errors import TraceError
+from .common import analysis_arguments, analysis_options
+
+HELP = "launch overhead, GPU idle gaps and communication overlap of one trace"
+
+
+def arguments(la: argparse.ArgumentParser) -> None:
+    la.add_argument("trace")
+    la.add_argument("--format", choices=("table", "json", "csv"), default="table")
+    la.add_argument("--table", choices=("streams", "steps", "devices", "categories", "activities"), default="streams",
+                    help="which table csv writes (default: streams)")
+    la.add_argument("-o", "--output", help="write the report to PATH instead of stdout")
+    la.add_argument("--short-us", type=float, default=10.0, help="activities shorter than this are short (default 10)")
+    la.add_argument("--plot", metavar="FILE", help="draw the timeline to FILE (.png or .svg)")
+    la.add_argument("--window", metavar="START:END", help="plot only this window, in us from the first activity")
+    analysis_arguments(la)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..launch import launch_analysis
+    from ..report.output import draw, emit
+
+    window = None
+    if args.window:
+        try:
+            lo, hi = (float(x) for x in args.window.split(":"))
+        except ValueError:
+            raise TraceError(args.trace, f"--window wants START:END in microseconds, not {args.window!r}") from None
+        window = (lo, hi)
+    rep = launch_analysis(args.trace, short_us=args.short_us, **analysis_options(args))
+    if args.plot:
+        from ..report.figures import plot_timeline
+        plot_timeline(rep, args.plot, window)
+    if args.format == "json":
+        from ..report.json_out import render_json
+        emit(render_json(rep), args.output)
+    elif args.format == "csv":
+        from ..report.files import launch_csv
+        emit(launch_csv(rep, args.table), args.output)
+    else:
+        from ..report.terminal.launch import render_launch
+        draw(args.output, lambda console: render_launch(rep, console))
+    return 0

@@ -1,0 +1,44 @@
+"""``convert`` (an Nsight Systems export to a Kineto trace) and ``annotate`` (the trace with each
+op's and activity's category written into it)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ..vocabulary import LEVELS
+
+CONVERT_HELP = ("an Nsight Systems SQLite export (.sqlite[.gz], or .nsys-rep with nsys on PATH) to a "
+                "Kineto-compatible trace (.json or .json.gz)")
+ANNOTATE_HELP = ("write the trace with args.nongemm_category / nongemm_class on every op and GPU activity "
+                 "(for Perfetto / chrome://tracing)")
+
+
+def convert_arguments(cv: argparse.ArgumentParser) -> None:
+    cv.add_argument("report")
+    cv.add_argument("-o", "--output", required=True)
+
+
+def run_convert(args: argparse.Namespace) -> int:
+    from ..convert import convert
+
+    trace = convert(args.report, args.output)
+    print(f"wrote {args.output}: {trace.activities.height:,} GPU activities, {trace.launches.height:,} launch calls, "
+          f"{trace.ops.height:,} NVTX ranges" + "".join(f"; {a.message}" for a in trace.anomalies), file=sys.stderr)
+    return 0
+
+
+def annotate_arguments(n: argparse.ArgumentParser) -> None:
+    n.add_argument("trace")
+    n.add_argument("-o", "--output", required=True, help="output trace (.json or .json.gz)")
+    n.add_argument("--taxonomy", default="default")
+    n.add_argument("--level", choices=tuple(LEVELS), default=None)
+
+
+def run_annotate(args: argparse.Namespace) -> int:
+    from ..annotate import annotate
+
+    counts = annotate(args.trace, args.output, taxonomy=args.taxonomy, level=args.level)
+    print(f"wrote {args.output}: {counts['ops']:,} ops and {counts['activities']:,} GPU activities annotated",
+          file=sys.stderr)
+    return 0

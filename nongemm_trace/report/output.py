@@ -1,0 +1,47 @@
+"""Where a rendering goes: standard output or a file (``-o``), and the width of a rich console
+(the terminal's; whole tables off a terminal)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+from ..errors import TraceError
+
+#: the width of output that is not a terminal (a pipe, a CI log, a file): wide enough that every
+#: table is sized to its content and no number or name is cut; ``COLUMNS`` sets another
+UNBOUNDED_WIDTH = 100_000
+
+
+def draw(output: str | None, render: Callable[[Any], None]) -> None:
+    """Draw a rich rendering to the terminal (its width), or whole to a pipe or to ``output`` as plain text."""
+    from rich.console import Console
+
+    columns = os.environ.get("COLUMNS", "").strip()
+    width = int(columns) if columns.isdigit() and int(columns) > 0 else UNBOUNDED_WIDTH
+    if output:
+        with open_output(output) as fh:
+            render(Console(file=fh, width=width, color_system=None))
+    elif sys.stdout.isatty():
+        render(Console())
+    else:
+        render(Console(width=width, color_system=None))
+
+
+def emit(text: str, output: str | None) -> None:
+    """Text to ``output``, or to standard output."""
+    if output:
+        with open_output(output) as fh:
+            fh.write(text)
+    else:
+        sys.stdout.write(text)
+
+
+def open_output(path: str):
+    try:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        return open(path, "w", encoding="utf-8")
+    except OSError as exc:
+        raise TraceError(path, f"cannot write: {exc.strerror or exc}") from None
