@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, Iterator
 
 import polars as pl
 
@@ -149,16 +149,38 @@ def _outermost_by_jumping(ops: pl.DataFrame, skip: str) -> pl.Series:
     return best.cast(pl.UInt32)
 
 
+def walk_up(ops: pl.DataFrame, rows: pl.DataFrame, key: str = "op_id", *, distinct: bool = False) -> Iterator[pl.DataFrame]:
+    """``rows`` (a table with an op id in ``key``) again for each level of the op tree (``op_id,
+    parent_id``) above them: first with ``key`` replaced by each op's parent, then by its parent's
+    parent, and so on; rows that reach a root stop. ``distinct``: each level's rows taken once (for
+    a set of ops, not a table of rows per op). Parents are gathered by row number when op ids are
+    row numbers, else joined: the one place an op-tree walk upwards takes that fast path."""
+    columns = rows.columns
+    if ops.height and is_row_index(ops["op_id"]):
+        parent = ops["parent_id"]
+
+        def up(df: pl.DataFrame) -> pl.DataFrame:
+            return df.with_columns(parent.gather(df[key]).alias(key))
+    else:
+        parents = ops.select(pl.col("op_id").alias(key), pl.col("parent_id").alias("_parent"))
+
+        def up(df: pl.DataFrame) -> pl.DataFrame:
+            return df.join(parents, on=key).drop(key).rename({"_parent": key}).select(columns)
+    level = rows
+    for _ in range(ops.height):  # a path in a tree is shorter than its op count (a cycle cannot hang it)
+        level = up(level).filter(pl.col(key).is_not_null())
+        if distinct:
+            level = level.unique()
+        if level.height == 0:
+            return
+        yield level
+
+
 def strict_ancestors(ops: pl.DataFrame, ids: pl.Series) -> pl.Series:
     """The ``op_id`` of every op of the tree (``op_id, parent_id``) that is a proper ancestor of one of
-    ``ids``: one parent join per level above them, each level's ops taken once."""
-    parents = ops.select("op_id", "parent_id")
-    level = ops.filter(pl.col("op_id").is_in(ids.implode())).select(pl.col("parent_id").alias("op_id"))
-    found = []
-    while level.height:
-        level = level.filter(pl.col("op_id").is_not_null()).unique()
-        found.append(level)
-        level = level.join(parents, on="op_id").select(pl.col("parent_id").alias("op_id"))
+    ``ids``, each level's ops taken once."""
+    start = ops.filter(pl.col("op_id").is_in(ids.implode())).select("op_id")
+    found = list(walk_up(ops, start, distinct=True))
     if not found:
         return pl.Series("op_id", [], dtype=ops.schema["op_id"])
     return pl.concat(found).unique()["op_id"]

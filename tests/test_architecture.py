@@ -1,6 +1,8 @@
 """The house rules of docs/architecture.md, checked: the import graph of the package has no
-cycle and no edge from a lower stage to a higher one, ``link/`` reads only the contract, and
-no module grows past 400 lines. Imports inside functions count; ``TYPE_CHECKING`` blocks do not."""
+cycle and no edge from a lower stage to a higher one (the result models sit just above the
+base modules, so they import nothing else), ``link/`` reads only the contract, renderers
+(``report/``) read only models, and no module grows past 400 lines. Imports inside functions
+count; ``TYPE_CHECKING`` blocks do not."""
 
 from __future__ import annotations
 

@@ -214,3 +214,26 @@ def test_op_table_counts_a_recurring_name_once():
     out = {r["op"]: r for r in breakdown.op_table(ops, acts).iter_rows(named=True)}
     assert out["f"]["gpu_time_ns"] == 12 and out["f"]["calls"] == 2 and out["f"]["self_gpu_time_ns"] == 7
     assert out["g"]["gpu_time_ns"] == 5 and out["g"]["calls"] == 1
+
+
+def test_walk_up_by_position_equals_joins(monkeypatch):
+    """The op-tree walk upwards (each row again per ancestor; for a set of ops, each ancestor once)
+    gives the same levels by gathers and by joins; rows at a root stop, other columns ride along."""
+    ops = pl.DataFrame({"op_id": pl.Series(range(6), dtype=pl.UInt32),
+                        "parent_id": pl.Series([None, 0, 1, 0, None, 2], dtype=pl.UInt32)})
+    rows = pl.DataFrame({"a": [10, 11, 12, 13], "op_id": pl.Series([5, 3, 4, 5], dtype=pl.UInt32)})
+
+    def walk():
+        levels = [lv.sort(["a", "op_id"]) for lv in frames.walk_up(ops, rows)]
+        distinct = [lv.sort("op_id") for lv in frames.walk_up(ops, rows.select("op_id"), distinct=True)]
+        return levels, distinct, sorted(frames.strict_ancestors(ops, pl.Series([5, 3])).to_list())
+
+    fast = walk()
+    assert [lv["op_id"].to_list() for lv in fast[0]] == [[2, 0, 2], [1, 1], [0, 0]]
+    assert [lv["op_id"].to_list() for lv in fast[1]] == [[0, 2], [1], [0]]
+    assert fast[2] == [0, 1, 2]
+    monkeypatch.setenv("NONGEMM_ROW_INDEX", "off")
+    slow = walk()
+    for a, b in zip(fast[0] + fast[1], slow[0] + slow[1]):
+        assert_frame_equal(a, b, check_exact=True)
+    assert len(fast[0]) == len(slow[0]) and len(fast[1]) == len(slow[1]) and fast[2] == slow[2]

@@ -24,7 +24,7 @@ import polars as pl
 
 from ..classify import EVIDENCE
 from ..classify.taxonomy import Taxonomy
-from ..frames import is_row_index
+from ..frames import is_row_index, walk_up
 
 
 def category_table(acts: pl.DataFrame, tax: Taxonomy, value: str = "dur_ns") -> pl.DataFrame:
@@ -62,24 +62,12 @@ def op_table(ops: pl.DataFrame, acts: pl.DataFrame) -> pl.DataFrame:
             return df.with_columns(code.gather(df["op_id"]))
         return df.join(names, on="op_id")
 
-    def up(df: pl.DataFrame) -> pl.DataFrame:
-        if by_row:
-            return df.with_columns(ops["parent_id"].gather(df["op_id"]).alias("op_id"))
-        return df.join(ops.select("op_id", "parent_id"), on="op_id").drop("op_id").rename({"parent_id": "op_id"})
-
     base = acts.filter(pl.col("launch_op_id").is_not_null()).select(
         "activity_id", "category", "dur_ns", pl.col("launch_op_id").alias("op_id"))
     self_rows = named(base).group_by(["op", "category"]).agg(
         pl.col("dur_ns").sum().alias("self_gpu_time_ns"), pl.len().alias("activities"))
-    # inclusive: walk each activity up through its ancestors, one level per step
-    chunks = [base]
-    frontier = base
-    for _ in range(10_000):
-        frontier = up(frontier).filter(pl.col("op_id").is_not_null())
-        if frontier.height == 0:
-            break
-        chunks.append(frontier.select(base.columns))
-    incl = named(pl.concat(chunks))
+    # inclusive: each activity again for every op above its launching op
+    incl = named(pl.concat([base, *walk_up(ops, base)]))
     calls = incl.group_by(["op", "category"]).agg(pl.col("op_id").n_unique().alias("calls"))
     # each activity once per op name above it (a name can recur on the way up)
     once = ((pl.col("activity_id").cast(pl.Int64) * (int(code.max() or 0) + 1) + pl.col("op").cast(pl.Int64))
