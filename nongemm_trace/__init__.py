@@ -24,6 +24,10 @@ _PUBLIC = {
     "FlopsReport": ".models",
     "Comparison": ".models",
     "BatchResult": ".models",
+    "LatencyReport": ".models",
+    "WhatIfReport": ".models",
+    "latency_analysis": ".latency",
+    "whatif_analysis": ".latency",
     "TraceError": ".errors",
     "Taxonomy": ".classify.taxonomy",
     "load_taxonomy": ".classify.taxonomy",
@@ -37,6 +41,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .api import analyze
     from .classify.taxonomy import Taxonomy, extend_taxonomy, load_taxonomy
     from .errors import TraceError
+    from .latency import latency_analysis, whatif_analysis
     from .launch import LaunchReport, launch_analysis
     from .models.report import Report
 

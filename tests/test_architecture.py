@@ -22,7 +22,7 @@ STAGES = [
     ("measure", ("metrics", "flops.formulas", "flops.fits", "measure")),
     ("analysis", ("analysis",)),
     ("analyses", ("api", "launch", "flops", "explain", "weak", "annotate", "compare", "check", "testing",
-                  "convert")),
+                  "convert", "latency")),
     ("render", ("report",)),
     ("pipelines", ("batch",)),
     ("command line", ("cli", "cli_args", "commands", "__main__", "")),

@@ -98,3 +98,14 @@ def test_batch_round_trip_with_ranks_and_a_failure(tmp_path):
     result = run_batch(paths, {}, workers=1)
     assert result.ranks and result.failed
     _round_trip(result, BatchResult)
+
+
+@pytest.mark.parametrize("name", ["eager", "graphs"])
+def test_latency_round_trips(analyses, name):
+    from nongemm_trace import LatencyReport, WhatIfReport
+    from nongemm_trace.latency import latency_analysis, whatif_analysis
+
+    a = analyses[name]
+    _round_trip(latency_analysis(a), LatencyReport)
+    _round_trip(whatif_analysis(a, ["GEMM=0.5", "kernel:elementwise=0.8"], cpu_scale=1.5), WhatIfReport)
+    _round_trip(whatif_analysis(a, graphs=True, launch_us=3.0), WhatIfReport)

@@ -11,7 +11,7 @@ import argparse
 from dataclasses import dataclass
 from typing import Callable
 
-from . import analyze, check, compare, explain, flops, launch, trace_files
+from . import analyze, check, compare, explain, flops, latency, launch, trace_files
 
 
 @dataclass(frozen=True)
@@ -30,6 +30,8 @@ COMMANDS = (
     Command("check", check.HELP, check.arguments, check.run),
     Command("flops", flops.HELP, flops.arguments, flops.run),
     Command("launch", launch.HELP, launch.arguments, launch.run),
+    Command("latency", latency.HELP, latency.arguments, latency.run),
+    Command("whatif", latency.WHATIF_HELP, latency.whatif_arguments, latency.run_whatif),
     Command("convert", trace_files.CONVERT_HELP, trace_files.convert_arguments, trace_files.run_convert),
     Command("explain", explain.HELP, explain.arguments, explain.run),
     Command("annotate", trace_files.ANNOTATE_HELP, trace_files.annotate_arguments, trace_files.run_annotate),

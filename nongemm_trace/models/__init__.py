@@ -10,7 +10,8 @@ base modules (vocabulary, trace, devices).
 from .batch import BatchResult
 from .comparison import Comparison
 from .flops import FlopsReport
+from .latency import LatencyReport, WhatIfReport
 from .launch import LaunchReport
 from .report import Report
 
-__all__ = ["BatchResult", "Comparison", "FlopsReport", "LaunchReport", "Report"]
+__all__ = ["BatchResult", "Comparison", "FlopsReport", "LatencyReport", "LaunchReport", "Report", "WhatIfReport"]

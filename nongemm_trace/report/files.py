@@ -11,6 +11,7 @@ import polars as pl
 from ..errors import TraceError
 from ..models.batch import BatchResult
 from ..models.flops import FlopsReport
+from ..models.latency import LatencyReport, WhatIfReport
 from ..models.launch import LaunchReport
 from ..models.report import Report
 
@@ -97,3 +98,20 @@ def batch_csv(result: BatchResult) -> str:
     w.writerow(BATCH_COLUMNS)
     w.writerows(batch_rows(result))
     return buf.getvalue()
+
+
+def latency_csv(rep: LatencyReport) -> str:
+    """One row per (step, category, bound), then the same over all steps (``step`` empty)."""
+    per = rep.attribution.join(rep.steps.select("step", "name", "wall"), on="step")
+    tot = rep.total.with_columns(pl.lit(None, pl.Int64).alias("step"), pl.lit("all steps").alias("name"),
+                                 pl.lit(int(rep.steps["wall"].sum() or 0), pl.Int64).alias("wall"))
+    per = per.with_columns(pl.col("wall").cast(pl.Int64), pl.col("ns").cast(pl.Int64))
+    rows = pl.concat([per.select("step", "name", "wall", "category", "class", "bound", "ns"),
+                      tot.select("step", "name", "wall", "category", "class", "bound", "ns")])
+    return rows.select("step", "name", (pl.col("wall") / 1000).alias("wall_us"), "category", "class", "bound",
+                       (pl.col("ns") / 1000).alias("time_us")).write_csv()
+
+
+def whatif_csv(rep: WhatIfReport) -> str:
+    return rep.steps.select("step", "name", *((pl.col(c) / 1000).alias(f"{c}_us")
+                                              for c in ("measured", "predicted", "amdahl"))).write_csv()

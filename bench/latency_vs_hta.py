@@ -1,0 +1,71 @@
+"""``latency`` against Holistic Trace Analysis's critical path, on HTA's own critical-path test traces.
+
+    python3 bench/latency_vs_hta.py
+
+HTA (the [hta] extra) builds its critical-path graph from the same file; its breakdown
+(``get_critical_path_breakdown``) classifies each path edge as ``cpu_bound``,
+``gpu_compute_bound``, ``gpu_kernel_kernel_overhead`` or ``gpu_kernel_launch_overhead``. We
+print its sums next to ours (host = cpu + launch + other, device = gpu + communication, sync)
+over the same step range. HTA 0.5 calls ``DataFrame.drop(axis=..., columns=...)``, which
+pandas 3 refuses: the shim below drops the redundant ``axis``.
+"""
+from __future__ import annotations
+
+import logging
+import shutil
+import sys
+import tempfile
+import warnings
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+CASES = [  # (file under shared/traces/external/hta, HTA annotation, our step marker)
+    ("critical_path__cuda_event_sync__event_sync_trace.json.gz", "ProfilerStep", None),
+    ("critical_path__alexnet__benchmark_result_2869224_1695835535_trace.json.gz", "measure|forward",
+     "[param|pytorch.model.alex_net|0|0|0|measure|forward]"),
+]
+
+
+def _pandas_shim() -> None:
+    import pandas as pd
+
+    drop = pd.DataFrame.drop
+
+    def patched(self, *a, **k):
+        if "columns" in k or "index" in k:
+            k.pop("axis", None)
+        return drop(self, *a, **k)
+
+    pd.DataFrame.drop = patched
+
+
+def hta_breakdown(path: Path, annotation: str) -> dict[str, float]:
+    warnings.filterwarnings("ignore")
+    logging.disable(logging.WARNING)
+    _pandas_shim()
+    from hta.trace_analysis import TraceAnalysis
+
+    with tempfile.TemporaryDirectory() as d:
+        shutil.copy(path, d)
+        ta = TraceAnalysis(trace_dir=d)
+        rank = next(iter(ta.t.get_all_traces()))
+        g, ok = ta.critical_path_analysis(rank=rank, annotation=annotation, instance_id=0)
+        bd = g.get_critical_path_breakdown()
+    sums = bd.groupby("bound_by").duration.sum().to_dict()
+    return {k: float(v) for k, v in sums.items() if k} | {"total": float(bd.duration.sum())}
+
+
+def ours(path: Path, marker: str | None) -> dict[str, float]:
+    from nongemm_trace.latency import latency_analysis
+
+    d = latency_analysis(path, step_marker=marker).to_dict()["total"]
+    return d["by_bound_us"] | {"total": d["wall_us"]}
+
+
+if __name__ == "__main__":
+    root = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).resolve().parents[2] / "shared" / "traces"
+    for name, ann, marker in CASES:
+        p = root / "external" / "hta" / name
+        h, o = hta_breakdown(p, ann), ours(p, marker)
+        print(f"{name[:60]}\n  HTA:  {h}\n  ours: {o}")

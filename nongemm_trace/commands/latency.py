@@ -1,0 +1,73 @@
+"""``latency`` (each step's wall time along its critical path, by category and bound) and ``whatif``
+(the steps replayed with changed durations): docs/latency.md."""
+
+from __future__ import annotations
+
+import argparse
+
+from ..vocabulary import LEVELS
+
+HELP = ("each step's wall time along its critical path, by category and bound (gpu, communication, launch, cpu, "
+        "sync, other)")
+WHATIF_HELP = "replay the steps with changed durations: predicted latency, shares and critical path"
+
+
+def arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("trace")
+    p.add_argument("--format", choices=("table", "json", "csv"), default="table")
+    p.add_argument("-o", "--output", help="write the report to PATH instead of stdout")
+    p.add_argument("--taxonomy", default="default", help="built-in taxonomy name or a .toml file")
+    p.add_argument("--level", choices=tuple(LEVELS), default=None,
+                   help="which op an activity and a host piece are charged to (default: the taxonomy's)")
+    p.add_argument("--step-marker", metavar="NAME", help="name of the ranges that mark steps")
+    p.add_argument("--skip-steps", type=int, default=0, metavar="N", help="leave out the first N steps (warm-up)")
+
+
+def whatif_arguments(w: argparse.ArgumentParser) -> None:
+    arguments(w)
+    w.add_argument("--scale", action="append", default=[], metavar="SELECTOR=FACTOR",
+                   help="multiply the durations of GEMM, non-GEMM, communication, unclassified, a category, "
+                        "op:NAME or kernel:REGEX activities by FACTOR (0.5 = twice as fast; repeatable, the last "
+                        "matching wins)")
+    w.add_argument("--cpu-scale", type=float, default=1.0, metavar="F", help="host work takes F times as long")
+    w.add_argument("--launch-us", type=float, default=None, metavar="X", help="every launch call costs X us")
+    w.add_argument("--graphs", action="store_true", help="replay each step's launches as CUDA graphs")
+    w.add_argument("--graph-launch-us", type=float, default=None, metavar="X",
+                   help="with --graphs: one graph replay call costs X us (default: as the trace's graph launches, "
+                        "else 1.6 us per replayed activity)")
+
+
+def _options(args: argparse.Namespace) -> dict:
+    return {"taxonomy": args.taxonomy, "level": args.level, "step_marker": args.step_marker,
+            "skip_steps": args.skip_steps}
+
+
+def _write(args: argparse.Namespace, rep, csv, table) -> int:
+    from ..report.json_out import render_json
+    from ..report.output import draw, emit
+
+    if args.format == "json":
+        emit(render_json(rep), args.output)
+    elif args.format == "csv":
+        emit(csv(rep), args.output)
+    else:
+        draw(args.output, lambda console: table(rep, console))
+    return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..latency import latency_analysis
+    from ..report.files import latency_csv
+    from ..report.terminal.latency import render_latency
+
+    return _write(args, latency_analysis(args.trace, **_options(args)), latency_csv, render_latency)
+
+
+def run_whatif(args: argparse.Namespace) -> int:
+    from ..latency import whatif_analysis
+    from ..report.files import whatif_csv
+    from ..report.terminal.latency import render_whatif
+
+    rep = whatif_analysis(args.trace, args.scale, cpu_scale=args.cpu_scale, launch_us=args.launch_us,
+                          graphs=args.graphs, graph_launch_us=args.graph_launch_us, **_options(args))
+    return _write(args, rep, whatif_csv, render_whatif)

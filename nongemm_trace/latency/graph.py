@@ -1,0 +1,278 @@
+"""The dependency graph of a trace, as tables: what the latency attribution and the what-if
+replay read.
+
+* **host pieces**: each CPU thread's timeline cut at every op and runtime-call boundary into
+  elementary pieces, each labelled by what ran in it: a launch call (``launch``), a
+  synchronizing call (``sync``), another runtime call (``call``), the innermost op's own time
+  (``op``), a wrapper range's own time (``wrapper``), or nothing recorded (``gap``). The pieces
+  of a thread tile it without holes, so their order is the thread's op/launch order and their
+  lengths are its CPU gaps.
+* **activities** in stream order (``skey``, ``pos``), each with its launch call's piece (the
+  launch → activity edge, by correlation; one graph launch fans out to many) and the two
+  numbers that say how it started: ``lat`` (launch call start → activity start when the stream
+  was waiting for the launch) and ``gap`` (previous activity's end → its start when it was
+  queued behind it). See :mod:`.replay` for how they reproduce the measured start exactly.
+* **syncs**: each synchronizing call's piece and the activities it waited for
+  (:mod:`.runtime` says which), with ``late`` (how far the awaited work ended after the call
+  returned, clock skew: kept so the measured timeline is reproduced exactly).
+
+Everything is columnar (sorts, ``join_asof``, one sweep for the pieces' labels); no loop
+per event.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import polars as pl
+
+from ..frames import lookup_columns
+from ..link.nesting import innermost_containing
+from .runtime import EVENT_RECORDS, SYNC_KINDS
+
+#: a call name with a version suffix (nsys writes ``cudaStreamSynchronize_v3020``)
+_VERSION_SUFFIX = r"_v\d{4,}$"
+
+
+@dataclass
+class Graph:
+    """The tables of one trace's dependency graph (times in int64 ns, measured)."""
+
+    pieces: pl.DataFrame   # row, thr, ts, end, kind, bound, category, op_id, launch_id, sync (row in syncs or null)
+    acts: pl.DataFrame     # row, skey, pos, activity_id, name, category, class, ts, end, dur, lp (launch piece row), lat, gap, step
+    syncs: pl.DataFrame    # sync (row), piece, thr, kind, late, tail
+    awaits: pl.DataFrame   # sync, act (row in acts)
+    steps: pl.DataFrame    # step, name, first (piece row of its start), last (piece row of its end), ts, end
+    launch_latency_ns: int
+    queue_gap_ns: int
+
+
+def thread_codes(ops: pl.DataFrame, calls: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series, pl.Series]:
+    """One small integer per (pid, tid) holding ops or runtime calls: the table ``pid, tid, thr`` and
+    the ``thr`` of every op and every call (from one categorical cast of both tables' threads:
+    joining millions of rows on text would cost seconds on a large trace)."""
+    both = pl.concat([ops.select("pid", "tid"), calls.select("pid", "tid")])
+    codes = both.select(pl.col("pid").cast(pl.Categorical).to_physical().cast(pl.Int64).alias("p"),
+                        pl.col("tid").cast(pl.Categorical).to_physical().cast(pl.Int64).alias("t"))
+    width = int(codes["t"].max() or 0) + 1 if codes.height else 1
+    raw = (codes["p"] * width + codes["t"]).rename("raw")
+    table = both.with_columns(raw).unique("raw").sort("raw").with_row_index("thr").with_columns(
+        pl.col("thr").cast(pl.Int64))
+    thr = raw.to_frame().join(table.select("raw", "thr"), on="raw", how="left", maintain_order="left")["thr"]
+    return table.select("pid", "tid", "thr"), thr.slice(0, ops.height), thr.slice(ops.height)
+
+
+def host_pieces(ops: pl.DataFrame, calls: pl.DataFrame, op_thr: pl.Series, call_thr: pl.Series) -> pl.DataFrame:
+    """Each thread's timeline cut at every op and call boundary: ``thr, ts, end, op_id`` (innermost
+    op, else null), ``launch_id`` (the runtime call it is inside, else null). A zero-length piece
+    closes each thread (its last boundary), so every boundary starts a piece."""
+    op_iv = ops.select("pid", "tid", "op_id", "ts_ns", "dur_ns", "end_ns")
+    call_iv = calls.select("pid", "tid", pl.col("launch_id").alias("op_id"), "ts_ns", "dur_ns", "end_ns")
+    times = pl.concat([
+        pl.DataFrame({"thr": op_thr, "t": ops["ts_ns"]}), pl.DataFrame({"thr": op_thr, "t": ops["end_ns"]}),
+        pl.DataFrame({"thr": call_thr, "t": calls["ts_ns"]}), pl.DataFrame({"thr": call_thr, "t": calls["end_ns"]}),
+    ])
+    lo, hi = int(times["t"].min() or 0), int(times["t"].max() or 0)
+    span = hi - lo + 1
+    if times.height and (int(times["thr"].max()) + 1) * span < (1 << 62):  # one int64 key: one fast sort
+        key = (pl.col("thr") * span + (pl.col("t") - lo)).alias("k")
+        bounds = times.select(key).unique().sort("k").select((pl.col("k") // span).alias("thr"),
+                                                             (pl.col("k") % span + lo).alias("t"))
+    else:
+        bounds = times.unique().sort(["thr", "t"])
+    pieces = bounds.with_columns(pl.col("t").shift(-1).over("thr").alias("end")).rename({"t": "ts"})
+    pieces = pieces.with_columns(pl.col("end").fill_null(pl.col("ts"))).with_row_index("row")
+    pieces = pieces.with_columns(pl.col("row").cast(pl.Int64))
+    names = pl.concat([op_iv.select("pid", "tid").with_columns(op_thr.alias("thr")),
+                       call_iv.select("pid", "tid").with_columns(call_thr.alias("thr"))]).unique("thr")
+    pts = pieces.filter(pl.col("end") > pl.col("ts")).join(names, on="thr").select(
+        pl.col("row").alias("qid"), "pid", "tid", pl.col("ts").alias("ts_ns"), pl.col("end").alias("end_ns"))
+    n = pieces.height
+    in_op = innermost_containing(op_iv, pts)
+    in_call = innermost_containing(call_iv, pts)
+    return pieces.select("row", "thr", "ts", "end").with_columns(
+        _scatter(n, in_op["qid"], in_op["op_id"], "op_id"), _scatter(n, in_call["qid"], in_call["op_id"], "launch_id"))
+
+
+def _scatter(n: int, rows: pl.Series, values: pl.Series, name: str) -> pl.Series:
+    """A column of ``n`` nulls with ``values`` at ``rows`` (a join on the row number, without the join)."""
+    out = pl.Series(name, [None], dtype=pl.Int64).extend_constant(None, n - 1) if n else pl.Series(name, [], pl.Int64)
+    return out.scatter(rows.cast(pl.Int64), values.cast(pl.Int64)) if rows.len() else out
+
+
+def _stream_order(acts: pl.DataFrame) -> pl.DataFrame:
+    """Activities sorted by stream and start, with ``skey``, ``pos`` and the previous activity's end."""
+    acts = acts.with_columns(pl.struct(pl.col("device").fill_null(-1), pl.col("stream").fill_null(-1))
+                             .rank("dense").cast(pl.Int64).alias("skey"))
+    acts = acts.sort(["skey", "ts", "end", "activity_id"]).with_row_index("row")
+    return acts.with_columns(pl.col("row").cast(pl.Int64), pl.int_range(pl.len()).over("skey").alias("pos"),
+                             pl.col("end").shift(1).over("skey").alias("prev_end"))
+
+
+#: the queue gap between kernels that follow one another on a stream, when a trace has too few
+#: clearly queued activities to measure it (H200: 0.9-1.4 us in eager captures: docs/latency.md)
+DEFAULT_QUEUE_GAP_NS = 1000
+#: how many clearly queued activities a trace needs for its own queue gap
+_MIN_QUEUED = 5
+
+
+def start_terms(acts: pl.DataFrame) -> tuple[pl.DataFrame, int, int]:
+    """``lat`` and ``gap`` per activity, and the trace's typical launch latency and queue gap.
+
+    The typical launch latency ``L0`` is the median (start - launch call start) of the activities
+    launched after their stream had drained; the typical queue gap ``g0`` the median (start -
+    previous end) of those launched at least ``L0`` before their stream drained. An activity waited
+    for its launch when, at those typical values, its launch would have come after the queue
+    (``launch + L0 > previous end + g0``): then ``lat`` = its start minus the call's start and
+    ``gap`` = min(``g0``, what there was). Otherwise it was queued: ``gap`` = its start minus the
+    previous end, ``lat`` = min(``L0``, what there was). Either way ``max(launch + lat, previous end
+    + gap)`` is its measured start. Activities with no launch call in the file keep their measured
+    start (``lat`` null)."""
+    launched = pl.col("launch_ts").is_not_null()
+    since_launch = pl.col("ts") - pl.col("launch_ts")
+    since_prev = pl.col("ts") - pl.col("prev_end")
+    drained = launched & (pl.col("prev_end").is_null() | (pl.col("launch_ts") > pl.col("prev_end")))
+    lat0 = int(acts.filter(drained).select(since_launch.clip(lower_bound=0).median()).item() or 0)
+    queued = acts.filter(launched & (pl.col("prev_end") - pl.col("launch_ts") >= lat0))
+    gap0 = int(queued.select(since_prev.clip(lower_bound=0).median()).item() or 0) \
+        if queued.height >= _MIN_QUEUED else DEFAULT_QUEUE_GAP_NS
+    bound = launched & (pl.col("prev_end").is_null() | (pl.col("launch_ts") + lat0 > pl.col("prev_end") + gap0))
+    acts = acts.with_columns(bound.alias("launch_bound"))
+    acts = acts.with_columns(
+        pl.when(~launched).then(None).when(pl.col("launch_bound")).then(since_launch)
+        .otherwise(pl.min_horizontal(pl.lit(lat0), since_launch)).alias("lat"),
+        pl.when(pl.col("prev_end").is_null()).then(0).when(pl.col("launch_bound"))
+        .then(pl.min_horizontal(pl.lit(gap0), since_prev)).otherwise(since_prev).alias("gap"),
+    )
+    return acts, lat0, gap0
+
+
+def sync_table(pieces: pl.DataFrame, first: pl.DataFrame, calls: pl.DataFrame,
+               acts: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The synchronizing calls (one per call, at its first piece: ``first`` = ``launch_id, lp, thr``)
+    and what each waited for."""
+    base = pl.col("name").str.replace(_VERSION_SUFFIX, "")
+    kinds = calls.with_columns(base.replace_strict(SYNC_KINDS, default=None, return_dtype=pl.Utf8).alias("kind"))
+    sy = kinds.filter(pl.col("kind").is_not_null()).select("launch_id", "kind", "ts_ns", "end_ns", "dur_ns")
+    sy = sy.join(first.rename({"lp": "piece"}), on="launch_id").sort(["ts_ns", "thr"]).with_row_index("sync")
+    sy = sy.with_columns(pl.col("sync").cast(pl.Int64))
+    launched = acts.filter(pl.col("lp").is_not_null())
+    t_key = pl.coalesce("launch_ts", "ts")
+    # the stream each thread launched to last, at each sync (and at its last event record before it)
+    by_thr = launched.select("thr", pl.col("launch_ts").alias("t"), pl.col("skey").alias("cur_skey")).sort("t")
+    records = kinds.filter(base.is_in(list(EVENT_RECORDS))).join(
+        first.select("launch_id", "thr"), on="launch_id").select(
+        "thr", pl.col("ts_ns").alias("t"), pl.col("ts_ns").alias("rec_t")).sort("t")
+    q = sy.select("sync", "thr", "kind", "launch_id", pl.col("ts_ns").alias("t")).sort("t")
+    q = q.join_asof(records, on="t", by="thr", strategy="backward", check_sortedness=False)
+    q = q.with_columns(pl.when(pl.col("kind") == "event").then(pl.coalesce("rec_t", "t")).otherwise(pl.col("t")).alias("t"))
+    q = q.sort("t").join_asof(by_thr, on="t", by="thr", strategy="backward", check_sortedness=False)
+    own = launched.select(pl.col("launch_id").alias("launch_id"), pl.col("row").alias("act"))
+    copy = q.filter(pl.col("kind") == "copy").join(own, on="launch_id").select("sync", "act")
+    streams = acts.select("skey").unique()
+    dev = q.filter(pl.col("kind") == "device").select("sync", "t").join(streams, how="cross")
+    one = q.filter(pl.col("kind").is_in(["stream", "event"]) |
+                   ((pl.col("kind") == "copy") & ~pl.col("sync").is_in(copy["sync"].implode())))
+    one = one.select("sync", "t", pl.col("cur_skey").alias("skey")).drop_nulls("skey")
+    order = acts.select("skey", t_key.alias("t"), pl.col("row").alias("act")).sort("t")
+    last = pl.concat([dev, one]).sort("t").join_asof(order, on="t", by="skey", strategy="backward",
+                                                     check_sortedness=False)
+    awaits = pl.concat([copy, last.select("sync", "act").drop_nulls("act")]).unique().sort(["sync", "act"])
+    done = awaits.join(acts.select(pl.col("row").alias("act"), "end"), on="act").group_by("sync").agg(
+        pl.col("end").max().alias("awaited_end"))
+    sy = sy.join(done, on="sync", how="left")
+    waited = pl.col("awaited_end").is_not_null() & (pl.col("awaited_end") > pl.col("ts_ns"))
+    sy = sy.with_columns(
+        pl.when(waited).then((pl.col("awaited_end") - pl.col("end_ns")).clip(lower_bound=0)).otherwise(0).alias("late"),
+        pl.when(waited).then((pl.col("end_ns") - pl.col("awaited_end")).clip(0, pl.col("dur_ns")))
+        .otherwise(pl.col("dur_ns")).alias("tail"),
+    )
+    ends = pieces.join(sy.select("thr", pl.col("end_ns").alias("ts")), on=["thr", "ts"], how="semi").select(
+        "thr", pl.col("ts").alias("end_ns"), pl.col("row").alias("end_piece"))
+    sy = sy.join(ends, on=["thr", "end_ns"], how="left")
+    return sy.select("sync", "piece", "end_piece", "thr", "kind", "launch_id", "late", "tail").sort("sync"), awaits
+
+
+def host_category(ops: pl.DataFrame, generic: list[str], level: str) -> pl.DataFrame:
+    """``op_id, category`` of each op's own host time: the category its call takes at the launch
+    level (a call in a quantize/dequantize dataflow is qdq; a generic call in a written-out
+    operation or inside a specific op takes that operation's; else its name's), or at the top
+    level its top-level op's."""
+    is_generic = pl.col("op_category").is_null() | pl.col("op_category").is_in(generic)
+    cat = (pl.when(pl.col("qdq_call").fill_null(False)).then(pl.lit("qdq"))
+           .when(pl.col("chain_category").is_not_null() & is_generic).then(pl.col("chain_category"))
+           .when(pl.col("enclosing_category").is_not_null() & is_generic & pl.col("op_category").is_not_null())
+           .then(pl.col("enclosing_category")).otherwise(pl.col("op_category")))
+    own = ops.select("op_id", "top_id", cat.alias("category"), "is_wrapper")
+    if level == "top":
+        top = own.select(pl.col("op_id").alias("top_id"), pl.col("category").alias("top_category"))
+        own = own.join(top, on="top_id", how="left").with_columns(
+            pl.coalesce("top_category", "category").alias("category"))
+    return own.select("op_id", pl.col("category").fill_null("unclassified"), "is_wrapper")
+
+
+def label_pieces(pieces: pl.DataFrame, op_cats: pl.DataFrame, launch_cats: pl.DataFrame,
+                 syncs: pl.DataFrame) -> pl.DataFrame:
+    """``kind``, ``bound`` and ``category`` of every piece, and ``sync`` (its row in ``syncs``)."""
+    p = lookup_columns(pieces, "op_id", op_cats, "op_id")
+    p = p.join(launch_cats.join(syncs.select("launch_id", "sync"), on="launch_id", how="full", coalesce=True),
+               on="launch_id", how="left", maintain_order="left")
+    kind = (pl.when(pl.col("sync").is_not_null()).then(pl.lit("sync"))
+            .when(pl.col("launch_category").is_not_null()).then(pl.lit("launch"))
+            .when(pl.col("launch_id").is_not_null()).then(pl.lit("call"))
+            .when(pl.col("op_id").is_null()).then(pl.lit("gap"))
+            .when(pl.col("is_wrapper").fill_null(False)).then(pl.lit("wrapper"))
+            .otherwise(pl.lit("op")))
+    p = p.with_columns(kind.alias("kind"))
+    bound = pl.col("kind").replace_strict({"sync": "sync", "launch": "launch", "call": "cpu", "op": "cpu",
+                                            "wrapper": "other", "gap": "other"}, return_dtype=pl.Utf8)
+    own = pl.when(pl.col("is_wrapper").fill_null(True)).then(pl.lit("unclassified")).otherwise(pl.col("category"))
+    category = (pl.when(pl.col("kind") == "launch").then(pl.col("launch_category"))
+                .when(pl.col("kind").is_in(["wrapper", "gap"])).then(pl.lit("unclassified"))
+                .otherwise(own.fill_null("unclassified")))
+    return p.with_columns(bound.alias("bound"), category.alias("category")).select(
+        "row", "thr", "ts", "end", "kind", "bound", "category", "op_id", "launch_id", "sync").sort("row")
+
+
+def build(ops: pl.DataFrame, calls: pl.DataFrame, activities: pl.DataFrame, step_ranges: pl.DataFrame,
+          generic: list[str], level: str) -> Graph:
+    """The graph of a linked, classified trace: ``ops`` (linked, with the classify stage's op
+    columns), ``calls`` (every runtime/driver call), ``activities`` (classified at ``level``),
+    ``step_ranges`` (``step, name, pid, tid, ts, end``)."""
+    real_ops, real_calls = ops.filter(pl.col("dur_ns") > 0), calls.filter(pl.col("dur_ns") > 0)
+    threads, op_thr, call_thr = thread_codes(real_ops, real_calls)
+    pieces = host_pieces(real_ops, real_calls, op_thr, call_thr)
+    # a call's first piece: where its id starts (only those rows are grouped: most pieces are not calls)
+    starts_call = pl.col("launch_id").is_not_null() & pl.col("launch_id").ne_missing(pl.col("launch_id").shift(1))
+    first_piece = pieces.filter(starts_call).group_by("launch_id").agg(pl.col("row").min().alias("lp"),
+                                                                       pl.col("thr").first())
+    acts = activities.select(
+        "activity_id", "name", "category", "class", pl.col("ts_ns").alias("ts"),
+        (pl.col("ts_ns") + pl.col("dur_ns")).alias("end"), pl.col("dur_ns").alias("dur"), "device", "stream",
+        "launch_id", pl.col("launch_ts_ns").alias("launch_ts"), "launch_op", "top_op")
+    acts = acts.join(first_piece, on="launch_id", how="left")
+    # a launch call of no length has no piece: its activities start as measured (no launch edge), but still
+    # belong to the step their call started in
+    acts = acts.with_columns(pl.col("launch_ts").alias("call_ts"),
+                             pl.when(pl.col("lp").is_null()).then(None).otherwise(pl.col("launch_ts")).alias("launch_ts"))
+    acts, lat0, gap0 = start_terms(_stream_order(acts))
+    acts = acts.join(_step_of(acts, step_ranges), on="row", how="left").sort("row")
+    syncs, awaits = sync_table(pieces, first_piece, calls, acts)
+    launch_cats = acts.filter(pl.col("launch_id").is_not_null()).group_by(["launch_id", "category"]).agg(
+        pl.col("dur").sum()).sort(["dur", "category"], descending=[True, False]).unique(
+        "launch_id", keep="first").select("launch_id", pl.col("category").alias("launch_category"))
+    pieces = label_pieces(pieces, host_category(ops, generic, level), launch_cats, syncs)
+    steps = step_ranges.join(threads, on=["pid", "tid"]).join(
+        pieces.select("thr", "ts", pl.col("row").alias("first")), on=["thr", "ts"]).join(
+        pieces.select("thr", pl.col("ts").alias("end"), pl.col("row").alias("last")), on=["thr", "end"]).sort("step")
+    return Graph(pieces, acts, syncs, awaits, steps, lat0, gap0)
+
+
+def _step_of(acts: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
+    """``row, step``: the step whose CPU range contains the activity's launch call's start."""
+    if steps.height == 0:
+        return acts.select("row", pl.lit(None, pl.Int64).alias("step"))
+    left = acts.filter(pl.col("call_ts").is_not_null()).select("row", pl.col("call_ts").alias("t")).sort("t")
+    right = steps.select("step", pl.col("ts").alias("t"), pl.col("end").alias("s_end")).sort("t")
+    hit = left.join_asof(right, on="t", strategy="backward")
+    return hit.select("row", pl.when(pl.col("t") <= pl.col("s_end")).then(pl.col("step")).alias("step"))

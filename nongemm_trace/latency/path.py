@@ -1,0 +1,190 @@
+"""The critical path of each step, walked backward from its end, and its attribution.
+
+At the step's end the path is on the device (the last activity launched in the step ends after
+the CPU range) or on the CPU. Backward from there:
+
+* **on a stream** at activity ``k``: the path runs back through the activities queued behind
+  one another to the chain's head (the last activity before ``k`` that waited for its launch),
+  then through that launch's latency (``launch`` of the head's category) to its launch call on
+  the CPU;
+* **on a CPU thread** at time ``t``: the path runs back through the thread's pieces until the
+  latest synchronizing call that waited (its awaited work ended after it began); the call's
+  return cost after that work ended is ``sync``, and the path goes onto the device at the
+  awaited activity's end.
+
+It stops at the step's start. The walk jumps between host and device only at waiting syncs
+(a few per step), so it is a short loop over jumps; what each stretch holds is attributed in
+one columnar pass. The stretches tile the step's wall time, so the attribution sums to it to
+the nanosecond (checked).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+
+from .replay import Timeline
+
+from ..models.latency import BOUNDS  # noqa: F401  (re-exported: the walk produces these)
+
+
+def _thread_syncs(tl: Timeline) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """Per thread, its waiting syncs ordered by end: (ends, sync rows)."""
+    w = tl.syncs.filter(pl.col("waited")).sort(["thr", "end", "sync"])
+    out = {}
+    for (thr,), part in w.group_by(["thr"], maintain_order=True):
+        out[int(thr)] = (part["end"].to_numpy(), part["sync"].to_numpy())
+    return out
+
+
+def walk(tl: Timeline) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    """The path's stretches: host (``step, thr, lo, hi``), device chains (``step, h, k, lo, hi``:
+    act rows ``h..k`` of one stream) and single pieces (``step, bound, category, ns``)."""
+    a = tl.acts
+    S, E = a["ts"].to_numpy(), a["end"].to_numpy()
+    skey = a["skey"].to_numpy()
+    stream_first = np.zeros(len(S), np.int64)
+    if len(S):
+        new = np.r_[True, skey[1:] != skey[:-1]]
+        stream_first = np.maximum.accumulate(np.where(new, np.arange(len(S)), 0))
+    head_row, launched = a["head_row"].to_numpy(), a["launched"].to_numpy()
+    launch_t, launch_thr = a["launch_t"].to_numpy(), a["thr"].fill_null(-1).to_numpy()
+    act_cat = a["category"].to_list()
+    sy = tl.syncs.sort("sync")
+    s_ts, s_end, s_G = sy["ts"].to_numpy(), sy["end"].to_numpy(), sy["G"].fill_null(0).to_numpy()
+    s_late, s_k = sy["late"].to_numpy(), sy["k"].fill_null(-1).to_numpy()
+    piece_cat = tl.pieces["category"].to_list()
+    s_cat = [piece_cat[p] for p in sy["piece"].to_list()]
+    by_thr = _thread_syncs(tl)
+    last_act = a.filter(pl.col("step").is_not_null()).sort(["end", "row"]).group_by("step").agg(pl.col("row").last())
+    last_of = dict(zip(last_act["step"].to_list(), last_act["row"].to_list()))
+    host, chains, single = [], [], []
+    for st in tl.steps.iter_rows(named=True):
+        step, lo, t = st["step"], st["ts"], st["end"]
+        k = last_of.get(step)
+        on_gpu = k is not None and st["gpu_end"] is not None and st["gpu_end"] > st["cpu_end"]
+        thr = st["thr"]
+        bound_of = {}
+        for _ in range(4 * (len(s_ts) + 2) + 8):
+            if t <= lo:
+                break
+            if on_gpu:
+                h = int(head_row[k])
+                start = min(max(int(S[h]), lo), t)
+                chains.append((step, h, k, start, t))
+                t = start
+                if t <= lo:
+                    break
+                if not launched[h]:
+                    single.append((step, "other", "unclassified", t - lo))
+                    t = lo
+                    break
+                tl_ = max(min(int(launch_t[h]), t), lo)
+                single.append((step, "launch", act_cat[h], t - tl_))
+                t, thr, on_gpu = tl_, int(launch_thr[h]), False
+                continue
+            ends, rows = by_thr.get(thr, (np.zeros(0, np.int64), np.zeros(0, np.int64)))
+            i = int(np.searchsorted(ends, t, side="right")) - 1
+            i = min(i, bound_of.get(thr, len(ends)) - 1)
+            if i < 0 or ends[i] <= lo:
+                host.append((step, thr, lo, t))
+                t = lo
+                break
+            j = int(rows[i])
+            bound_of[thr] = i
+            host.append((step, thr, int(s_end[j]), t))
+            g = min(max(int(s_G[j]) - int(s_late[j]), int(s_ts[j])), int(s_end[j]))
+            g = max(g, lo)
+            single.append((step, "sync", s_cat[j], int(s_end[j]) - g))
+            t = g
+            k = _running_at(int(s_k[j]), t, S, stream_first)
+            if k < 0:  # nothing it awaited was running: the whole call is sync
+                single.append((step, "sync", s_cat[j], t - max(int(s_ts[j]), lo)))
+                t = max(int(s_ts[j]), lo)
+                continue
+            if E[k] < t:  # the stream had finished before the call returned
+                single.append((step, "sync", s_cat[j], t - max(int(E[k]), lo)))
+                t = max(int(E[k]), lo)
+            on_gpu = True
+        if t > lo:  # the walk's guard ran out (cannot happen on a consistent timeline): say so, never drop time
+            single.append((step, "other", "unclassified", t - lo))
+    return (pl.DataFrame(host, schema={"step": pl.Int64, "thr": pl.Int64, "lo": pl.Int64, "hi": pl.Int64}, orient="row"),
+            pl.DataFrame(chains, schema={"step": pl.Int64, "h": pl.Int64, "k": pl.Int64, "lo": pl.Int64, "hi": pl.Int64},
+                         orient="row"),
+            pl.DataFrame(single, schema={"step": pl.Int64, "bound": pl.Utf8, "category": pl.Utf8, "ns": pl.Int64},
+                         orient="row"))
+
+
+def _running_at(k: int, t: int, S: np.ndarray, stream_first: np.ndarray) -> int:
+    """The last activity at or before row ``k`` on its stream that had started before ``t`` (-1: none)."""
+    if k < 0:
+        return -1
+    lo = int(stream_first[k])
+    i = int(np.searchsorted(S[lo:k + 1], t, side="left")) - 1
+    return lo + i if i >= 0 else -1
+
+
+def _host_share(tl: Timeline, host: pl.DataFrame) -> pl.DataFrame:
+    """Each host stretch's time per piece label; time on a thread before its first piece is ``other``."""
+    if host.height == 0:
+        return pl.DataFrame(schema={"step": pl.Int64, "bound": pl.Utf8, "category": pl.Utf8, "ns": pl.Int64})
+    pieces = tl.pieces.select("row", "thr", "ts", "end", "bound", "category").sort(["thr", "ts", "row"])
+    seg = host.with_row_index("seg").with_columns(pl.col("seg").cast(pl.Int64))
+    first = seg.sort("lo").join_asof(pieces.select("thr", pl.col("ts").alias("lo"), pl.col("row").alias("p_lo")),
+                                     on="lo", by="thr", strategy="backward", check_sortedness=False)
+    first = first.with_columns(pl.col("p_lo").fill_null(
+        seg.sort("lo").join_asof(pieces.select("thr", pl.col("ts").alias("lo"), pl.col("row").alias("p")),
+                                 on="lo", by="thr", strategy="forward", check_sortedness=False)["p"]))
+    spans = first.sort("hi").join_asof(pieces.select("thr", pl.col("ts").alias("hi"), pl.col("row").alias("p_hi")),
+                                       on="hi", by="thr", strategy="backward", allow_exact_matches=False,
+                                       check_sortedness=False)
+    cover = spans.drop_nulls(["p_lo", "p_hi"]).filter(pl.col("p_hi") >= pl.col("p_lo")).select(
+        "seg", "step", "lo", "hi", pl.int_ranges("p_lo", pl.col("p_hi") + 1).alias("row")).explode("row")
+    cover = cover.join(pieces, on="row").with_columns(
+        (pl.min_horizontal("end", "hi") - pl.max_horizontal("ts", "lo")).clip(lower_bound=0).alias("ns"))
+    covered = cover.group_by("seg").agg(pl.col("ns").sum().alias("covered"))
+    rest = seg.join(covered, on="seg", how="left").select(
+        "step", pl.lit("other").alias("bound"), pl.lit("unclassified").alias("category"),
+        (pl.col("hi") - pl.col("lo") - pl.col("covered").fill_null(0)).alias("ns"))
+    return pl.concat([cover.select("step", "bound", "category", "ns"), rest])
+
+
+def _device_share(tl: Timeline, chains: pl.DataFrame, queue_gap_ns: int) -> pl.DataFrame:
+    """Each device chain's time per activity: its run (plus the usual queue gap before it) is
+    ``gpu`` (``communication`` for communication kernels); a longer wait behind the previous activity
+    (a dependency the trace does not record) is ``sync``."""
+    if chains.height == 0:
+        return pl.DataFrame(schema={"step": pl.Int64, "bound": pl.Utf8, "category": pl.Utf8, "ns": pl.Int64})
+    a = tl.acts.select("row", "ts", "end", "dur", "category")
+    rows = chains.with_row_index("chain").select(
+        "chain", "step", "lo", "hi", pl.int_ranges("h", pl.col("k") + 1).alias("row")).explode("row")
+    rows = rows.join(a, on="row").sort(["chain", "row"])
+    # the chain's activities tile [head's start, its last end]: each from the chain's running end before it
+    e = pl.col("end").cum_max().over("chain")
+    rows = rows.with_columns(e.alias("e"))
+    rows = rows.with_columns(pl.col("e").shift(1).over("chain").fill_null(pl.col("ts")).alias("b"))
+    rows = rows.with_columns(pl.max_horizontal("b", pl.col("e") - pl.col("dur") - queue_gap_ns).alias("busy_from"))
+
+    def clipped(a_: str, b_: str) -> pl.Expr:
+        return (pl.min_horizontal(pl.col(b_), pl.col("hi")) - pl.max_horizontal(pl.col(a_), pl.col("lo"))).clip(lower_bound=0)
+
+    busy = rows.select("step", pl.when(pl.col("category") == "communication").then(pl.lit("communication"))
+                       .otherwise(pl.lit("gpu")).alias("bound"), "category", clipped("busy_from", "e").alias("ns"))
+    wait = rows.select("step", pl.lit("sync").alias("bound"), "category", clipped("b", "busy_from").alias("ns"))
+    return pl.concat([busy, wait])
+
+
+def attribute(tl: Timeline, classes: dict[str, str], queue_gap_ns: int) -> pl.DataFrame:
+    """``step, category, class, bound, ns`` along each step's critical path; per step the rows sum
+    to its wall time exactly."""
+    host, chains, single = walk(tl)
+    parts = pl.concat([_host_share(tl, host), _device_share(tl, chains, queue_gap_ns), single])
+    out = parts.filter(pl.col("ns") > 0).group_by(["step", "category", "bound"]).agg(pl.col("ns").sum())
+    out = out.with_columns(pl.col("category").replace_strict(classes, default="unclassified",
+                                                             return_dtype=pl.Utf8).alias("class"))
+    got = out.group_by("step").agg(pl.col("ns").sum().alias("sum"))
+    bad = tl.steps.join(got, on="step", how="left").filter(pl.col("sum").fill_null(0) != pl.col("wall"))
+    if bad.height:
+        raise AssertionError(f"critical path does not tile the wall time of steps {bad['step'].to_list()[:5]}")
+    return out.select("step", "category", "class", "bound", "ns").sort(["step", "ns", "category", "bound"],
+                                                                        descending=[False, True, False, False])

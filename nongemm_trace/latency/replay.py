@@ -1,0 +1,199 @@
+"""Replay a dependency graph with changed durations: the measured timeline (every factor 1)
+or a what-if one.
+
+The rules (integer ns):
+
+* **Host**: each thread runs its pieces in order; a piece takes its (scaled) length, except
+  that a synchronizing call cannot return before the device work it waits for has ended plus
+  its own return cost (``tail``). So a host point's time is its position ``o`` on the thread
+  (the summed lengths before it) plus ``W``, the thread's accumulated waiting, which only a
+  sync raises: ``W' = max(W, G - o_sync)``, ``G`` the awaited work's end.
+* **Device**: an activity starts at ``max(R, E_prev + gap)``: ``R`` = its launch call's start
+  + ``lat`` (when it waited for its launch), ``E_prev`` = the previous activity's end on its
+  stream. Unrolled per stream, ``E_k = C_k + max_{m<=k}(R_m + d_m - C_m)`` with ``C`` the
+  running sum of ``gap + d``: a running maximum (``cum_max``), no loop per activity.
+* The host and the device meet only at syncs, so one pass over the syncs in time order (a
+  few per step) fixes every thread's ``W``; each pass extends the streams' running maxima
+  only over the activities not yet seen (numpy slices). Then every time is one columnar
+  expression.
+
+With every factor 1 this reproduces the measured timeline exactly (``lat``/``gap`` are
+defined so: :func:`.graph.start_terms`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+
+from .graph import Graph
+
+_NEG = np.iinfo(np.int64).min // 4
+
+
+@dataclass
+class Timeline:
+    """A replayed (or the measured) timeline of a graph; times in int64 ns."""
+
+    pieces: pl.DataFrame  # row, thr, ts, end, kind, bound, category, sync
+    acts: pl.DataFrame    # row, skey, pos, ts, end, dur, head, head_row, launch_t, thr, category, class, step, ...
+    syncs: pl.DataFrame   # sync, piece, thr, ts, end, G, k (awaited act row ending last), waited
+    steps: pl.DataFrame   # step, name, thr, first, last, ts, cpu_end, gpu_end, end, wall
+
+
+def replay(g: Graph, act_dur: np.ndarray, piece_dur: np.ndarray, lat: np.ndarray | None = None,
+           gap: np.ndarray | None = None) -> Timeline:
+    """The timeline of ``g`` with activity durations ``act_dur`` (by act row), host piece lengths
+    ``piece_dur`` (by piece row; a sync's piece: its return cost), launch latencies ``lat`` and
+    queue gaps ``gap`` (default the graph's)."""
+    p = g.pieces
+    thr = p["thr"].to_numpy()
+    starts = np.r_[True, thr[1:] != thr[:-1]] if len(thr) else np.zeros(0, bool)
+    origin = np.maximum.accumulate(np.where(starts, p["ts"].to_numpy(), _NEG)) if len(thr) else np.zeros(0, np.int64)
+    csum = np.cumsum(piece_dur) - piece_dur
+    o = origin + csum - np.maximum.accumulate(np.where(starts, csum, _NEG)) if len(thr) else csum
+    is_sync = np.zeros(len(thr), np.int64)
+    sy = g.syncs
+    sync_piece = sy["piece"].to_numpy()
+    is_sync[sync_piece] = 1
+    cs = np.cumsum(is_sync)
+    seg = cs - is_sync - np.maximum.accumulate(np.where(starts, cs - is_sync, _NEG)) if len(thr) else cs
+    thr_first = np.flatnonzero(starts)
+    # global segment index: threads one after another, each with (its syncs + 1) segments
+    n_seg_thr = np.add.reduceat(is_sync, thr_first) + 1 if len(thr) else np.zeros(0, np.int64)
+    base = np.r_[0, np.cumsum(n_seg_thr)[:-1]].astype(np.int64)
+    thr_index = np.cumsum(starts) - 1
+    gseg = base[thr_index] + seg
+    W = np.zeros(int(n_seg_thr.sum()) + 1, np.int64)  # the last slot stays 0: activities with no launch call
+
+    a = g.acts
+    d = np.asarray(act_dur, np.int64)
+    lat = a["lat"].to_numpy(allow_copy=True) if lat is None else lat
+    launched = a["lp"].is_not_null().to_numpy()
+    lp = a["lp"].fill_null(0).to_numpy()
+    skey = a["skey"].to_numpy()
+    gap = a["gap"].to_numpy() if gap is None else np.asarray(gap, np.int64)
+    C = _stream_cumsum(skey, gap + d)
+    lat_v = np.where(launched, np.nan_to_num(lat.astype(np.float64), nan=0.0), 0).astype(np.int64)
+    o_lp = o[lp] if len(o) else np.zeros(len(lp), np.int64)
+    gseg_lp = gseg[lp] if len(o) else np.zeros(len(lp), np.int64)
+    U = np.where(launched, o_lp + lat_v, a["ts"].to_numpy()) + d - C
+    act_seg = np.where(launched, gseg_lp, len(W) - 1)
+
+    _sync_pass(g, o, gseg, sync_piece, W, U, C, act_seg, skey)
+
+    V = U + W[act_seg]
+    E = C + _stream_cummax(skey, V)
+    launch_t = np.where(launched, o_lp + W[gseg_lp], E - d)
+    return _assemble(g, d, E, launch_t, lat_v, gap, launched, o + W[gseg], starts)
+
+
+def _assemble(g: Graph, d, E, launch_t, lat_v, gap, launched, t, starts) -> Timeline:
+    """The timeline from activity ends ``E`` (durations ``d``), launch call starts ``launch_t`` and host
+    piece starts ``t``: which activities head a chain (their launch, not the queue, set their start)."""
+    a = g.acts
+    skey = a["skey"].to_numpy()
+    S = E - d
+    R = np.where(launched, launch_t + lat_v, a["ts"].to_numpy())
+    first = np.r_[True, skey[1:] != skey[:-1]] if len(skey) else np.zeros(0, bool)
+    E_prev = np.r_[_NEG, E[:-1]] if len(E) else E
+    head = first | ~launched | (R >= E_prev + gap)
+    rows = np.arange(len(E))
+    head_row = np.maximum.accumulate(np.where(head, rows, -1)) if len(E) else rows
+    acts = a.with_columns(pl.Series("ts", S), pl.Series("end", E), pl.Series("dur", d), pl.Series("head", head),
+                          pl.Series("head_row", head_row), pl.Series("launch_t", launch_t),
+                          pl.Series("launched", launched))
+    nxt = np.r_[t[1:], 0] if len(t) else t
+    last = np.r_[starts[1:], True] if len(t) else starts
+    pieces = g.pieces.with_columns(pl.Series("ts", t), pl.Series("end", np.where(last, t, nxt)))
+    return Timeline(pieces, acts, _sync_times(g, pieces, acts), _step_times(g, pieces, acts))
+
+
+def _stream_cumsum(skey: np.ndarray, x: np.ndarray) -> np.ndarray:
+    if len(x) == 0:
+        return x.astype(np.int64)
+    c = np.cumsum(x)
+    first = np.r_[True, skey[1:] != skey[:-1]]
+    before = np.where(first, c - x, _NEG)
+    return c - np.maximum.accumulate(before)
+
+
+def _stream_cummax(skey: np.ndarray, v: np.ndarray) -> np.ndarray:
+    if len(v) == 0:
+        return v
+    return pl.DataFrame({"k": skey, "v": v}).select(pl.col("v").cum_max().over("k"))["v"].to_numpy()
+
+
+def _sync_pass(g: Graph, o, gseg, sync_piece, W, U, C, act_seg, skey) -> None:
+    """Fix every thread's waiting ``W``: the syncs in time order, each extending the running maxima of
+    the streams it waits on only over activities not yet seen."""
+    if g.syncs.height == 0:
+        return
+    n = len(U)
+    stream_start = np.zeros(int(skey.max()) + 2 if n else 1, np.int64)
+    if n:
+        firsts = np.flatnonzero(np.r_[True, skey[1:] != skey[:-1]])
+        stream_start[skey[firsts]] = firsts
+    ptr = stream_start.copy()
+    PM = np.full(n, _NEG, np.int64)
+    aw = g.awaits.group_by("sync", maintain_order=True).agg("act")
+    awaited = dict(zip(aw["sync"].to_list(), aw["act"].to_list()))
+    late = g.syncs["late"].to_numpy()
+    for j, piece in enumerate(sync_piece):
+        G = _NEG
+        for k in awaited.get(j, ()):
+            s = skey[k]
+            lo = ptr[s]
+            if k >= lo:
+                vals = U[lo:k + 1] + W[act_seg[lo:k + 1]]
+                prev = PM[lo - 1] if lo > stream_start[s] else _NEG
+                PM[lo:k + 1] = np.maximum.accumulate(np.maximum(vals, prev))
+                ptr[s] = k + 1
+            G = max(G, int(C[k] + PM[k]))
+        before = gseg[piece]
+        W[before + 1] = max(W[before], G - int(late[j]) - int(o[piece])) if G > _NEG else W[before]
+
+
+def _sync_times(g: Graph, pieces: pl.DataFrame, acts: pl.DataFrame) -> pl.DataFrame:
+    ends = g.awaits.join(acts.select(pl.col("row").alias("act"), "end"), on="act").sort(
+        ["sync", "end", "act"]).group_by("sync").agg(pl.col("end").last().alias("G"), pl.col("act").last().alias("k"))
+    ts = pieces["ts"]
+    sy = g.syncs.with_columns(ts.gather(g.syncs["piece"]).alias("ts"), ts.gather(g.syncs["end_piece"]).alias("end"))
+    sy = sy.join(ends, on="sync", how="left")
+    return sy.with_columns((pl.col("G").is_not_null() & (pl.col("G") - pl.col("late") > pl.col("ts"))).alias("waited"))
+
+
+def _step_times(g: Graph, pieces: pl.DataFrame, acts: pl.DataFrame) -> pl.DataFrame:
+    gpu = acts.filter(pl.col("step").is_not_null()).group_by("step").agg(pl.col("end").max().alias("gpu_end"))
+    st = g.steps.select("step", "name", "thr", "first", "last").join(
+        pieces.select(pl.col("row").alias("first"), "ts"), on="first").join(
+        pieces.select(pl.col("row").alias("last"), pl.col("ts").alias("cpu_end")), on="last").join(gpu, on="step", how="left")
+    st = st.with_columns(pl.max_horizontal("cpu_end", "gpu_end").alias("end"))
+    return st.with_columns((pl.col("end") - pl.col("ts")).alias("wall")).sort("step")
+
+
+def measured_timeline(g: Graph) -> Timeline:
+    """The measured times as a timeline (the replay with every factor 1 gives the same: tested)."""
+    p, a = g.pieces, g.acts
+    thr = p["thr"].to_numpy()
+    starts = np.r_[True, thr[1:] != thr[:-1]] if len(thr) else np.zeros(0, bool)
+    launched = a["lp"].is_not_null().to_numpy()
+    lat = a["lat"].to_numpy(allow_copy=True).astype(np.float64)
+    lat_v = np.where(launched, np.nan_to_num(lat, nan=0.0), 0).astype(np.int64)
+    ts = p["ts"].to_numpy()
+    lp = a["lp"].fill_null(0).to_numpy()
+    launch_t = np.where(launched, ts[lp] if len(ts) else 0, a["ts"].to_numpy())
+    return _assemble(g, a["dur"].to_numpy(), a["end"].to_numpy(), launch_t, lat_v, a["gap"].to_numpy(), launched,
+                     ts, starts)
+
+
+def measured_piece_lengths(g: Graph) -> np.ndarray:
+    """Each host piece's measured length; a sync's piece: its return cost (its wait is the replay's)."""
+    p = g.pieces
+    length = (p["end"] - p["ts"]).to_numpy().copy()
+    sy = g.syncs
+    if sy.height:
+        length[sy["piece"].to_numpy()] = sy["tail"].to_numpy()
+    return length

@@ -1,0 +1,178 @@
+"""What-if: the dependency graph replayed with changed durations.
+
+Selectors (``--scale SELECTOR=FACTOR``; a factor multiplies durations, so 0.5 is twice as
+fast; when several match an activity the last one given wins): a class (``GEMM``,
+``non-GEMM``, ``communication``, ``unclassified``), a category of the taxonomy, ``op:NAME``
+(activities whose launching or top-level op is NAME), ``kernel:REGEX`` (activity names matching
+REGEX). Host changes: ``cpu_scale`` (every host piece F times as long: op work, Python, launch
+and runtime calls, a sync's return cost; not the waiting), ``launch_us`` (every launch call
+costs X us), ``graphs`` (each step's launches replayed as CUDA graphs: docs/latency.md).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from ..errors import OptionError
+from ..vocabulary import CLASSES
+from ..models.latency import WhatIfReport
+from .path import attribute
+from .replay import measured_piece_lengths, measured_timeline, replay
+
+#: the host cost of a CUDA-graph replay call, per activity in the graph, when the trace holds none
+#: (``cudaGraphLaunch`` under torch.profiler on an H200: 1.3-2.0 us per kernel: docs/latency.md)
+GRAPH_LAUNCH_NS_PER_ACTIVITY = 1600
+#: the queue gap between kernels of a replayed graph (H200 graph captures: 0.4 us, against
+#: about 1 us between eagerly launched kernels)
+GRAPH_QUEUE_GAP_NS = 420
+
+
+def parse_scales(scales: list[str] | dict[str, float] | None, categories: tuple[str, ...],
+                 path: Any = None) -> list[tuple[str, str, str, float]]:
+    """``(text, kind, value, factor)`` per selector; an unknown class or category, a bad regular
+    expression or factor is refused with the names that are known."""
+    items = list(scales.items()) if isinstance(scales, dict) else [_split(s, path) for s in (scales or [])]
+    out = []
+    for sel, factor in items:
+        try:
+            f = float(factor)
+        except (TypeError, ValueError):
+            raise OptionError(path, f"scale {sel}={factor}: the factor is not a number", "scale") from None
+        if not math.isfinite(f) or f < 0:
+            raise OptionError(path, f"scale {sel}={factor}: the factor must be a finite number >= 0", "scale")
+        if sel.startswith("op:") and len(sel) > 3:
+            out.append((sel, "op", sel[3:], f))
+        elif sel.startswith("kernel:") and len(sel) > 7:
+            try:
+                re.compile(sel[7:])
+            except re.error as exc:
+                raise OptionError(path, f"scale {sel}: not a regular expression ({exc})", "scale") from None
+            out.append((sel, "kernel", sel[7:], f))
+        elif sel in CLASSES:
+            out.append((sel, "class", sel, f))
+        elif sel in categories:
+            out.append((sel, "category", sel, f))
+        else:
+            raise OptionError(path, f"unknown selector '{sel}' in scale (classes: {', '.join(CLASSES)}; categories: "
+                                    f"{', '.join(categories)}; or op:NAME, kernel:REGEX)", "scale")
+    return out
+
+
+def _split(text: str, path: Any) -> tuple[str, str]:
+    sel, eq, factor = str(text).rpartition("=")
+    if not eq or not sel:
+        raise OptionError(path, f"scale wants SELECTOR=FACTOR, not {text!r}", "scale")
+    return sel, factor
+
+
+def activity_factors(acts: pl.DataFrame, parsed: list[tuple[str, str, str, float]]) -> pl.Series:
+    """The duration factor of every activity (by act row): the last matching selector's, else 1."""
+    factor = pl.lit(1.0)
+    for _, kind, value, f in parsed:
+        hit = {"class": pl.col("class") == value, "category": pl.col("category") == value,
+               "op": (pl.col("launch_op") == value) | (pl.col("top_op") == value),
+               "kernel": pl.col("name").str.contains(value)}[kind]
+        factor = pl.when(hit.fill_null(False)).then(pl.lit(f)).otherwise(factor)
+    return acts.select(factor.alias("f"))["f"]
+
+
+def graph_regions(g, piece_len: np.ndarray, lat: np.ndarray, gap: np.ndarray, cost_ns: int | None,
+                  per_activity_ns: int) -> int:
+    """Replay each step's launches as CUDA graphs, in place; returns the number of graphs.
+
+    On each thread, the pieces from a step's first to its last launch (a synchronizing call, which
+    a graph cannot hold, closes one graph and the next launch opens another) collapse into one graph
+    launch call costing ``cost_ns`` (else ``per_activity_ns`` per activity it replays); every
+    activity launched there is released when that call returns, after the typical launch latency,
+    and follows the one before it on its stream after the graph queue gap instead of the eager one."""
+    p = g.pieces.select("row", "thr", "ts", "kind")
+    p = p.with_columns((pl.col("kind") == "sync").cast(pl.Int64).cum_sum().over("thr").alias("epoch"))
+    steps = g.steps.select("step", pl.col("ts").alias("t"), pl.col("end").alias("s_end")).sort("t")
+    launches = p.filter(pl.col("kind") == "launch").sort("ts").join_asof(
+        steps, left_on="ts", right_on="t", strategy="backward").filter(pl.col("ts") <= pl.col("s_end"))
+    regions = launches.group_by(["thr", "step", "epoch"]).agg(pl.col("row").min().alias("lo"), pl.col("row").max().alias("hi"))
+    if regions.height == 0:
+        return 0
+    regions = regions.with_row_index("region")
+    inside = regions.select("region", pl.int_ranges("lo", pl.col("hi") + 1).alias("lp")).explode("lp")
+    a = g.acts.select(pl.col("row").alias("act"), "lp").join(inside, on="lp")
+    count = a.group_by("region").len()
+    regions = regions.join(count, on="region", how="left").with_columns(pl.col("len").fill_null(0))
+    costs = (np.full(regions.height, cost_ns, np.int64) if cost_ns is not None
+             else regions["len"].to_numpy().astype(np.int64) * per_activity_ns)
+    piece_len[inside["lp"].to_numpy()] = 0
+    piece_len[regions["lo"].to_numpy()] = costs
+    # released when the call returns: the first launch's own activities wait for the call too
+    first = a.join(regions.select(pl.col("lo").alias("lp"), pl.lit(True).alias("opens")), on="lp", how="left",
+                   maintain_order="left")
+    opens = first["opens"].fill_null(False).to_numpy()
+    cost_of = pl.DataFrame({"lp": regions["lo"], "cost": costs})
+    cost = first.join(cost_of, on="lp", how="left", maintain_order="left")["cost"].fill_null(0).to_numpy()
+    rows = a["act"].to_numpy()
+    lat[rows] = g.launch_latency_ns + np.where(opens, cost, 0)
+    shift = max(g.queue_gap_ns - GRAPH_QUEUE_GAP_NS, 0)
+    gap[rows] = np.maximum(np.minimum(gap[rows], GRAPH_QUEUE_GAP_NS), gap[rows] - shift)
+    return regions.height
+
+
+def _graph_launch_cost(trace_launches: pl.DataFrame, acts: pl.DataFrame, given_us: float | None) -> tuple[int | None, int, str]:
+    """(fixed cost per graph or None, cost per replayed activity, where it came from)."""
+    if given_us is not None:
+        return int(round(given_us * 1000)), 0, "given"
+    calls = trace_launches.filter(pl.col("graph_launch")).select("launch_id", "dur_ns")
+    if calls.height:
+        n = acts.filter(pl.col("launch_id").is_in(calls["launch_id"].implode())).height
+        if n:
+            return None, int(round(int(calls["dur_ns"].sum()) / n)), "measured in the trace"
+    return None, GRAPH_LAUNCH_NS_PER_ACTIVITY, "default"
+
+
+def predict(analysis, g, rep, warnings, scales, *, cpu_scale: float = 1.0, launch_us: float | None = None,
+            graphs: bool = False, graph_launch_us: float | None = None) -> WhatIfReport:
+    """The what-if report of graph ``g`` (of ``analysis``; ``rep`` its report)."""
+    path = rep.trace
+    for name, v in (("cpu_scale", cpu_scale), ("launch_us", launch_us), ("graph_launch_us", graph_launch_us)):
+        if v is not None and (not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0):
+            raise OptionError(path, f"{name} must be a finite number >= 0, not {v!r}", name)
+    parsed = parse_scales(scales, analysis.taxonomy.categories, path)
+    a = g.acts
+    factors = activity_factors(a, parsed).to_numpy()
+    d = a["dur"].to_numpy()
+    new_d = np.rint(d * factors).astype(np.int64)
+    piece_len = np.rint(measured_piece_lengths(g) * float(cpu_scale)).astype(np.int64)
+    settings: dict[str, Any] = {"cpu_scale": cpu_scale, "launch_us": launch_us, "graphs": graphs}
+    if launch_us is not None:
+        kinds = g.pieces["kind"].to_numpy()
+        launch_rows = g.pieces.filter(pl.col("kind") == "launch").group_by("launch_id").agg(pl.col("row").min())["row"]
+        piece_len[kinds == "launch"] = 0
+        piece_len[launch_rows.to_numpy()] = int(round(launch_us * 1000))
+    lat = a["lat"].to_numpy(allow_copy=True).astype(np.float64)
+    gap = a["gap"].to_numpy().copy()
+    if graphs:
+        fixed, per_act, source = _graph_launch_cost(analysis.trace().launches, a, graph_launch_us)
+        n = graph_regions(g, piece_len, lat, gap, fixed, per_act)
+        settings.update(graph_launch_us=None if fixed is None else fixed / 1000,
+                        graph_launch_us_per_activity=None if fixed is not None else per_act / 1000,
+                        graph_launch_cost=source, graphs_replayed=n)
+    measured = measured_timeline(g)
+    predicted = replay(g, new_d, piece_len, lat, gap)
+    skip = rep.steps_skipped
+    keep = predicted.steps.filter(pl.col("step") >= skip) if skip else predicted.steps
+    predicted.steps = keep
+    att = attribute(predicted, analysis.taxonomy.classes, g.queue_gap_ns)
+    saved = a.select("step", pl.Series("saved", d - new_d)).group_by("step").agg(pl.col("saved").sum())
+    steps = measured.steps.select("step", "name", pl.col("wall").alias("measured")).join(
+        keep.select("step", pl.col("wall").alias("predicted")), on="step").join(saved, on="step", how="left")
+    steps = steps.with_columns((pl.col("measured") - pl.col("saved").fill_null(0)).alias("amdahl")).drop("saved").sort("step")
+    in_steps = a.select("class", "step", pl.Series("m", d), pl.Series("p", new_d)).filter(
+        pl.col("step").is_in(steps["step"].implode()))
+    shares = in_steps.group_by("class").agg(pl.col("m").sum().alias("measured_ns"), pl.col("p").sum().alias("predicted_ns"))
+    order = {c: i for i, c in enumerate(CLASSES)}
+    shares = shares.sort(pl.col("class").replace_strict(order, default=len(order), return_dtype=pl.Int64))
+    return WhatIfReport(str(path), rep.taxonomy, rep.level, [{"selector": t, "factor": f} for t, _, _, f in parsed],
+                        settings, steps, att, shares, warnings)

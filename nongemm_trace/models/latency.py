@@ -1,0 +1,170 @@
+"""The results of ``latency`` and ``whatif``: tables plus the JSON contract (``to_dict``).
+
+``latency``: ``steps`` = list of ``{step, name, wall_us, attribution: [{category, class, bound,
+time_us}]}`` and ``total`` of the same shape over all steps. ``whatif``: ``steps`` = list of
+``{step, measured_us, predicted_us}``, ``measured_us`` / ``predicted_us`` (means per step),
+``scales``, ``warnings``. Fields may be added, these are never renamed. Renderers read these
+models and never compute.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import polars as pl
+
+from .._version import __version__
+from ..trace import Anomaly
+from ..vocabulary import SCHEMA_VERSION, ns, us
+from .rows import warnings_of
+
+#: where the critical path can be, in report order (docs/latency.md)
+BOUNDS = ("gpu", "communication", "launch", "cpu", "sync", "other")
+
+_ATTRIBUTION = {"step": pl.Int64, "category": pl.Utf8, "class": pl.Utf8, "bound": pl.Utf8, "ns": pl.Int64}
+
+
+def attribution_rows(df: pl.DataFrame) -> list[dict[str, Any]]:
+    """``category, class, bound, ns`` rows as the contract's ``{category, class, bound, time_us}``."""
+    return [{"category": r["category"], "class": r["class"], "bound": r["bound"], "time_us": us(r["ns"])}
+            for r in df.iter_rows(named=True)]
+
+
+def totals(attribution: pl.DataFrame) -> pl.DataFrame:
+    """The attribution summed over steps, largest first."""
+    return attribution.group_by(["category", "class", "bound"]).agg(pl.col("ns").sum()).sort(
+        ["ns", "category", "bound"], descending=[True, False, False])
+
+
+def by(attribution: pl.DataFrame, key: str) -> dict[str, float]:
+    """Microseconds per value of ``key`` (``bound`` or ``class``), largest first."""
+    g = attribution.group_by(key).agg(pl.col("ns").sum()).sort(["ns", key], descending=[True, False])
+    return {k: us(v) for k, v in g.iter_rows()}
+
+
+def attribution_frame(rows: list[dict[str, Any]], step: int | None) -> pl.DataFrame:
+    """``{category, class, bound, time_us}`` rows back as the attribution table of ``step``."""
+    return pl.DataFrame({"step": [step] * len(rows), "category": [r["category"] for r in rows],
+                         "class": [r["class"] for r in rows], "bound": [r["bound"] for r in rows],
+                         "ns": [ns(r["time_us"]) for r in rows]}, schema=_ATTRIBUTION)
+
+
+def _steps(steps: pl.DataFrame, attribution: pl.DataFrame) -> list[dict[str, Any]]:
+    out = []
+    for r in steps.iter_rows(named=True):
+        mine = attribution.filter(pl.col("step") == r["step"])
+        out.append({"step": r["step"], "name": r["name"], "wall_us": us(r["wall"]),
+                    "attribution": attribution_rows(mine), "by_bound_us": by(mine, "bound"),
+                    "by_class_us": by(mine, "class")})
+    return out
+
+
+@dataclass
+class LatencyReport:
+    """Per-step wall time along the critical path, by category and bound."""
+
+    trace: str
+    taxonomy: str
+    level: str
+    step_marker: str | None
+    steps: pl.DataFrame          # step, name, ts, end, cpu_end, gpu_end, wall (ns)
+    attribution: pl.DataFrame    # step, category, class, bound, ns
+    launch_latency_ns: int
+    queue_gap_ns: int
+    warnings: list[Anomaly] = field(default_factory=list)
+
+    @property
+    def total(self) -> pl.DataFrame:
+        return totals(self.attribution)
+
+    def to_dict(self) -> dict[str, Any]:
+        wall = int(self.steps["wall"].sum() or 0)
+        total = self.total
+        return {
+            "schema_version": SCHEMA_VERSION, "tool_version": __version__, "trace": self.trace,
+            "taxonomy": self.taxonomy, "level": self.level, "step_marker": self.step_marker,
+            "typical_launch_latency_us": us(self.launch_latency_ns), "typical_queue_gap_us": us(self.queue_gap_ns),
+            "steps": _steps(self.steps, self.attribution),
+            "total": {"steps": self.steps.height, "wall_us": us(wall),
+                      "mean_step_us": us(wall / self.steps.height) if self.steps.height else None,
+                      "attribution": attribution_rows(total), "by_bound_us": by(total, "bound"),
+                      "by_class_us": by(total, "class")},
+            "warnings": [w.as_dict() for w in self.warnings],
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> LatencyReport:
+        """A latency report from its JSON document (the steps' start and end times are not in it)."""
+        rows = d["steps"]
+        steps = pl.DataFrame({"step": [r["step"] for r in rows], "name": [r["name"] for r in rows],
+                              **{c: [None] * len(rows) for c in ("ts", "end", "cpu_end", "gpu_end")},
+                              "wall": [ns(r["wall_us"]) for r in rows]},
+                             schema={"step": pl.Int64, "name": pl.Utf8, "ts": pl.Int64, "end": pl.Int64,
+                                     "cpu_end": pl.Int64, "gpu_end": pl.Int64, "wall": pl.Int64})
+        att = pl.concat([attribution_frame(r["attribution"], r["step"]) for r in rows]) if rows else \
+            pl.DataFrame(schema=_ATTRIBUTION)
+        return cls(d["trace"], d["taxonomy"], d["level"], d["step_marker"], steps, att,
+                   ns(d["typical_launch_latency_us"]), ns(d["typical_queue_gap_us"]), warnings_of(d))
+
+
+#: the what-if document's keys that are not its settings
+_NOT_SETTINGS = ("schema_version", "tool_version", "trace", "taxonomy", "level", "scales", "measured_us",
+                 "predicted_us", "speedup", "amdahl_us", "steps", "gpu_shares", "attribution", "by_bound_us",
+                 "by_class_us", "warnings")
+
+
+@dataclass
+class WhatIfReport:
+    """Measured and predicted step latency under changed durations, with the new critical path."""
+
+    trace: str
+    taxonomy: str
+    level: str
+    scales: list[dict[str, Any]]
+    settings: dict[str, Any]
+    steps: pl.DataFrame          # step, name, measured, predicted, amdahl (ns)
+    attribution: pl.DataFrame    # the predicted timeline's: step, category, class, bound, ns
+    gpu_shares: pl.DataFrame     # class, measured_ns, predicted_ns
+    warnings: list[Anomaly] = field(default_factory=list)
+
+    def mean(self, column: str) -> float | None:
+        return us(self.steps[column].mean()) if self.steps.height else None
+
+    def to_dict(self) -> dict[str, Any]:
+        total = totals(self.attribution)
+        measured, predicted = self.mean("measured"), self.mean("predicted")
+        gm, gp = int(self.gpu_shares["measured_ns"].sum() or 0), int(self.gpu_shares["predicted_ns"].sum() or 0)
+        return {
+            "schema_version": SCHEMA_VERSION, "tool_version": __version__, "trace": self.trace,
+            "taxonomy": self.taxonomy, "level": self.level, "scales": self.scales, **self.settings,
+            "measured_us": measured, "predicted_us": predicted,
+            "speedup": round(measured / predicted, 4) if measured and predicted else None,
+            "amdahl_us": self.mean("amdahl"),
+            "steps": [{"step": r["step"], "name": r["name"], "measured_us": us(r["measured"]),
+                       "predicted_us": us(r["predicted"]), "amdahl_us": us(r["amdahl"])}
+                      for r in self.steps.iter_rows(named=True)],
+            "gpu_shares": [{"class": r["class"], "measured": round(r["measured_ns"] / gm, 6) if gm else None,
+                            "predicted": round(r["predicted_ns"] / gp, 6) if gp else None,
+                            "measured_gpu_us": us(r["measured_ns"]), "predicted_gpu_us": us(r["predicted_ns"])}
+                           for r in self.gpu_shares.iter_rows(named=True)],
+            "attribution": attribution_rows(total), "by_bound_us": by(total, "bound"),
+            "by_class_us": by(total, "class"),
+            "warnings": [w.as_dict() for w in self.warnings],
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> WhatIfReport:
+        """A what-if report from its JSON document (the predicted attribution over all steps, as it holds)."""
+        rows = d["steps"]
+        steps = pl.DataFrame({"step": [r["step"] for r in rows], "name": [r["name"] for r in rows],
+                              **{c: [ns(r[f"{c}_us"]) for r in rows] for c in ("measured", "predicted", "amdahl")}},
+                             schema={"step": pl.Int64, "name": pl.Utf8, "measured": pl.Int64, "predicted": pl.Int64,
+                                     "amdahl": pl.Int64})
+        shares = pl.DataFrame({"class": [r["class"] for r in d["gpu_shares"]],
+                               "measured_ns": [ns(r["measured_gpu_us"]) for r in d["gpu_shares"]],
+                               "predicted_ns": [ns(r["predicted_gpu_us"]) for r in d["gpu_shares"]]},
+                              schema={"class": pl.Utf8, "measured_ns": pl.Int64, "predicted_ns": pl.Int64})
+        settings = {k: v for k, v in d.items() if k not in _NOT_SETTINGS}
+        return cls(d["trace"], d["taxonomy"], d["level"], d["scales"], settings, steps,
+                   attribution_frame(d["attribution"], None), shares, warnings_of(d))

@@ -1,0 +1,119 @@
+"""The latency and what-if reports in the terminal: the verdict, the critical path per category
+and bound, the steps (measured, predicted, naive Amdahl), the GPU-time shares."""
+
+from __future__ import annotations
+
+import polars as pl
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from ...models.latency import BOUNDS, LatencyReport, WhatIfReport
+from . import warning_line
+
+_HOST = ("launch", "cpu", "other")
+
+
+def _pivot_table(title: str, att: pl.DataFrame, steps: int, wall_ns: int) -> Table:
+    """Category rows x bound columns, microseconds per step, with each row's share of the wall time."""
+    present = [b for b in BOUNDS if b in set(att["bound"].to_list())]
+    t = Table(title=title, title_justify="left")
+    for col in ("category", "class", *present, "total", "share"):
+        t.add_column(col, justify="left" if col in ("category", "class") else "right")
+    rows = att.group_by(["category", "class", "bound"]).agg(pl.col("ns").sum())
+    tot = rows.group_by(["category", "class"]).agg(pl.col("ns").sum().alias("total")).sort(
+        ["total", "category"], descending=[True, False])
+    per = {(r["category"], r["bound"]): r["ns"] for r in rows.iter_rows(named=True)}
+    n = max(steps, 1)
+    for r in tot.iter_rows(named=True):
+        cells = [f"{per.get((r['category'], b), 0) / n / 1000:,.1f}" if per.get((r["category"], b)) else "" for b in present]
+        t.add_row(escape(r["category"]), r["class"], *cells, f"{r['total'] / n / 1000:,.1f}",
+                  f"{100 * r['total'] / wall_ns:.1f} %" if wall_ns else "-")
+    by_bound = rows.group_by("bound").agg(pl.col("ns").sum())
+    bb = dict(by_bound.iter_rows())
+    t.add_row("[bold]all[/bold]", "", *[f"{bb.get(b, 0) / n / 1000:,.1f}" for b in present],
+              f"{wall_ns / n / 1000:,.1f}", "100.0 %" if wall_ns else "-")
+    return t
+
+
+def _verdict(att: pl.DataFrame, wall_ns: int) -> str:
+    if not wall_ns:
+        return "no steps with time"
+    bb = dict(att.group_by("bound").agg(pl.col("ns").sum()).iter_rows())
+    host = sum(bb.get(b, 0) for b in _HOST)
+    dev = bb.get("gpu", 0) + bb.get("communication", 0)
+    pct = lambda v: f"{100 * v / wall_ns:.0f} %"  # noqa: E731
+    kind = "host-bound" if host > dev else "device-bound"
+    non = att.filter(pl.col("class") == "non-GEMM")
+    non_launch = int(non.filter(pl.col("bound").is_in(list(_HOST)))["ns"].sum() or 0)
+    return (f"{kind}: {pct(host)} of the latency is the host (launch {pct(bb.get('launch', 0))}, op CPU work "
+            f"{pct(bb.get('cpu', 0))}, outside ops {pct(bb.get('other', 0))}), {pct(dev)} the device, {pct(bb.get('sync', 0))} "
+            f"sync; non-GEMM ops hold {pct(int(non['ns'].sum() or 0))}, {pct(non_launch)} of it on the host")
+
+
+def render_latency(rep: LatencyReport, console: Console) -> None:
+    wall = int(rep.steps["wall"].sum() or 0)
+    n = rep.steps.height
+    console.print(f"[bold]{escape(rep.trace)}[/bold]")
+    console.print(f"taxonomy: {rep.taxonomy} | level: {rep.level} | steps: {n} ({rep.step_marker or 'whole trace'}) | "
+                  f"mean step {wall / max(n, 1) / 1000:,.1f} us | typical launch latency "
+                  f"{rep.launch_latency_ns / 1000:,.1f} us, queue gap {rep.queue_gap_ns / 1000:,.2f} us")
+    console.print(f"[bold]{escape(_verdict(rep.attribution, wall))}[/bold]")
+    console.print(_pivot_table("Critical-path latency per step (us) by category and bound", rep.attribution, n, wall))
+    t = Table(title="Steps", title_justify="left")
+    for col in ("step", "name", "wall (us)", "host (us)", "device (us)", "sync (us)"):
+        t.add_column(col, justify="right" if col != "name" else "left")
+    bb = rep.attribution.with_columns(pl.when(pl.col("bound").is_in(list(_HOST))).then(pl.lit("host"))
+                                      .when(pl.col("bound") == "sync").then(pl.lit("sync")).otherwise(pl.lit("device"))
+                                      .alias("side")).group_by(["step", "side"]).agg(pl.col("ns").sum())
+    cell = {(r["step"], r["side"]): r["ns"] for r in bb.iter_rows(named=True)}
+    for r in rep.steps.iter_rows(named=True):
+        t.add_row(str(r["step"]), escape(r["name"]), f"{r['wall'] / 1000:,.1f}",
+                  *[f"{cell.get((r['step'], s), 0) / 1000:,.1f}" for s in ("host", "device", "sync")])
+    console.print(t)
+    if rep.warnings:
+        console.print("warnings:")
+    for w in rep.warnings:
+        console.print(warning_line(w.code, w.message, w.count))
+
+
+def render_whatif(rep: WhatIfReport, console: Console) -> None:
+    d = rep.to_dict()
+    console.print(f"[bold]{escape(rep.trace)}[/bold]")
+    changes = [f"{s['selector']} x{s['factor']:g}" for s in rep.scales]
+    if rep.settings.get("cpu_scale", 1.0) != 1.0:
+        changes.append(f"host work x{rep.settings['cpu_scale']:g}")
+    if rep.settings.get("launch_us") is not None:
+        changes.append(f"launch calls {rep.settings['launch_us']:g} us")
+    if rep.settings.get("graphs"):
+        cost = (f"{rep.settings['graph_launch_us']:g} us" if rep.settings.get("graph_launch_us") is not None else
+                f"{rep.settings['graph_launch_us_per_activity']:g} us per activity")
+        changes.append(f"CUDA graphs ({rep.settings.get('graphs_replayed', 0)} replays, launch {cost}, "
+                       f"{rep.settings.get('graph_launch_cost')})")
+    console.print("what if: " + (", ".join(changes) or "nothing changes (replays the measured steps)"))
+    m, p, a = d["measured_us"], d["predicted_us"], d["amdahl_us"]
+    if m is not None:
+        console.print(f"[bold]mean step: measured {m:,.1f} us -> predicted {p:,.1f} us ({100 * (p / m - 1):+.1f} %); "
+                      f"naive Amdahl (step minus the time saved) {a:,.1f} us[/bold]")
+    t = Table(title="Steps", title_justify="left")
+    for col in ("step", "name", "measured (us)", "predicted (us)", "change", "naive Amdahl (us)"):
+        t.add_column(col, justify="left" if col == "name" else "right")
+    for r in rep.steps.iter_rows(named=True):
+        ch = f"{100 * (r['predicted'] / r['measured'] - 1):+.1f} %" if r["measured"] else "-"
+        t.add_row(str(r["step"]), escape(r["name"]), f"{r['measured'] / 1000:,.1f}", f"{r['predicted'] / 1000:,.1f}", ch,
+                  f"{r['amdahl'] / 1000:,.1f}")
+    console.print(t)
+    s = Table(title="GPU time shares", title_justify="left")
+    for col in ("class", "measured", "predicted"):
+        s.add_column(col, justify="left" if col == "class" else "right")
+    for r in d["gpu_shares"]:
+        fmt = lambda v: "-" if v is None else f"{100 * v:.1f} %"  # noqa: E731
+        s.add_row(r["class"], fmt(r["measured"]), fmt(r["predicted"]))
+    console.print(s)
+    wall = int(rep.steps["predicted"].sum() or 0)
+    console.print(f"[bold]{escape(_verdict(rep.attribution, wall))}[/bold]")
+    console.print(_pivot_table("Predicted critical path per step (us)", rep.attribution, rep.steps.height, wall))
+    if rep.warnings:
+        console.print("warnings:")
+    for w in rep.warnings:
+        console.print(warning_line(w.code, w.message, w.count))

@@ -1,0 +1,179 @@
+"""``latency`` and ``whatif``: the attribution tiles each step's wall time to the nanosecond, the wall
+time is the issue's definition (computed here from the loaded tables, independently of the graph),
+``whatif`` with nothing changed reproduces every step, the replay's rules on hand-made timelines, and
+the H200 validation pairs in ``sample_traces/latency`` (docs/latency.md)."""
+
+from __future__ import annotations
+
+import json
+
+import polars as pl
+import pytest
+
+from conftest import SAMPLES, SHARED, shared
+from nongemm_trace.analysis import Analysis
+from nongemm_trace.cli import main
+from nongemm_trace.latency import graph_of, latency_analysis, measured_timeline, whatif_analysis
+
+LAT = SAMPLES / "latency"
+#: the shared traces with steps whose whole check stays cheap (the large external ones add seconds each)
+STEPPED = ["h200/" + p for p in (
+    "bert_base_fp32_bs8_s128__eager.json.gz", "bert_base_fp32_bs8_s128__compiled.json.gz",
+    "bert_base_train_bs8_s128__eager.json.gz", "fasterrcnn_resnet50_fpn_bs2__eager.json.gz",
+    "gpt2_fp32_bs8_s128__eager.json.gz", "gpt2_fp32_bs8_s128__compiled.json.gz",
+    "llama_1b_bf16_bs1_s2048__compiled_cudagraphs.json.gz", "llama_1b_bf16_bs1_s2048__eager.json.gz",
+    "llama_1b_fp16_bs1_s512__eager.json.gz", "llama_1b_fp16_bs1_s512__compiled.json.gz",
+    "llama_1b_fp8dyn_bs1_s2048__eager.json.gz", "resnet50_fp32_bs8__eager.json.gz",
+    "resnet50_fp32_bs8__compiled.json.gz")] + [
+    "h200x2/bert_ddp_train_rank0.json.gz", "h200x2/bert_ddp_train_rank1.json.gz",
+    "external/hta/critical_path__cuda_event_sync__event_sync_trace.json.gz",
+    "external/hta/amd_trace__mi250_minitoy_train_ROCm6_2_kineto.json.gz"]
+
+
+def wall_by_definition(a: Analysis, marker: str) -> dict[int, int]:
+    """Each step's wall time from the loaded tables alone: its CPU range's start to the later of the
+    range's end and the end of the last activity whose launch call (by correlation) starts inside it."""
+    t = a.trace()
+    ops = t.ops.filter((pl.col("name") == marker) | pl.col("name").str.starts_with(marker + "#")).sort("ts_ns")
+    ops = ops.filter(pl.col("ts_ns") >= pl.col("end_ns").cum_max().shift(1).fill_null(ops["ts_ns"].min()))
+    la = t.launches.filter(pl.col("correlation").is_not_null()).sort("ts_ns").unique("correlation", keep="first")
+    acts = t.activities.join(la.select("correlation", pl.col("ts_ns").alias("launch_ts")), on="correlation")
+    out = {}
+    for i, (s, e) in enumerate(ops.select("ts_ns", "end_ns").iter_rows()):
+        inside = acts.filter((pl.col("launch_ts") >= s) & (pl.col("launch_ts") <= e))
+        last = int((inside["ts_ns"] + inside["dur_ns"]).max()) if inside.height else e
+        out[i] = max(e, last) - s
+    return out
+
+
+@pytest.mark.parametrize("rel", STEPPED, ids=[p.split("/")[-1][:40] for p in STEPPED])
+def test_attribution_tiles_the_wall_time_and_nothing_changed_reproduces(rel):
+    a = Analysis(shared(*rel.split("/")))
+    rep = latency_analysis(a)
+    assert rep.step_marker, "these traces have steps"
+    wall = dict(zip(rep.steps["step"].to_list(), rep.steps["wall"].to_list()))
+    assert wall == wall_by_definition(a, rep.step_marker)
+    sums = dict(rep.attribution.group_by("step").agg(pl.col("ns").sum()).iter_rows())
+    assert sums == wall  # to the nanosecond
+    d = rep.to_dict()
+    assert sum(r["time_us"] for r in d["total"]["attribution"]) == pytest.approx(d["total"]["wall_us"], abs=1e-3 * len(d["total"]["attribution"]))
+    assert set(rep.attribution["bound"]) <= {"gpu", "communication", "launch", "cpu", "sync", "other"}
+    w = whatif_analysis(a, ["GEMM=1"])
+    for s in w.to_dict()["steps"]:
+        assert s["predicted_us"] == pytest.approx(s["measured_us"], rel=0.01)
+
+
+def test_the_measured_timeline_is_the_trace():
+    """With every factor 1 the replay puts every activity and host point where the trace has it."""
+    _, g, _, _ = graph_of(shared("h200", "fasterrcnn_resnet50_fpn_bs2__eager.json.gz"))  # 72 stream syncs
+    tl = measured_timeline(g)
+    assert g.syncs.height >= 70
+    assert (tl.acts["ts"] == g.acts["ts"]).all() and (tl.acts["end"] == g.acts["end"]).all()
+    assert (tl.pieces["ts"] == g.pieces["ts"]).all()
+
+
+@pytest.fixture(scope="module")
+def pairs():
+    return {p.name.replace(".json.gz", ""): Analysis(p) for p in sorted(LAT.glob("*.json.gz"))}
+
+
+def _mean_step(a: Analysis) -> float:
+    return latency_analysis(a, skip_steps=1).to_dict()["total"]["mean_step_us"]
+
+
+def _gemm(a: Analysis) -> int:
+    rep = a.report(skip_steps=1)
+    return int(rep.classes.filter(pl.col("class") == "GEMM")["time_ns"].sum())
+
+
+@pytest.mark.parametrize("model,amdahl_check", [("bert_bs32_s256", False), ("resnet50_bs32", True),
+                                                ("bert_bs1_s32", True)])
+def test_tf32_pairs_predicted_from_the_slower_trace(pairs, model, amdahl_check):
+    slow, fast = pairs[f"{model}__fp32"], pairs[f"{model}__tf32"]
+    ratio = _gemm(fast) / _gemm(slow)
+    w = whatif_analysis(slow, {"GEMM": ratio}, skip_steps=1).to_dict()
+    truth = _mean_step(fast)
+    err = abs(w["predicted_us"] / truth - 1)
+    assert err <= 0.15
+    if amdahl_check:  # where GEMM time is not all of the step, Amdahl's arithmetic errs; the replay must not
+        assert err <= abs(w["amdahl_us"] / truth - 1) / 2
+
+
+@pytest.mark.parametrize("model", ["bert_bs1_s32", "resnet18_bs1", "gpt2_bs4_s256"])
+def test_eager_to_graphs_lands_within_2x(pairs, model):
+    w = whatif_analysis(pairs[f"{model}__tf32"], graphs=True, skip_steps=1).to_dict()
+    truth = _mean_step(pairs[f"{model}__tf32_graph"])
+    assert truth / 2 <= w["predicted_us"] <= 2 * truth
+    assert w["predicted_us"] < w["measured_us"] / 2  # eager at batch 1 is launch-bound: graphs must matter
+
+
+def test_host_changes_move_a_host_bound_step(pairs):
+    a = pairs["bert_bs1_s32__fp32"]
+    base = whatif_analysis(a, skip_steps=1).to_dict()["predicted_us"]
+    slower = whatif_analysis(a, cpu_scale=2.0, skip_steps=1).to_dict()["predicted_us"]
+    assert slower == pytest.approx(2 * base, rel=0.05)  # every host piece doubles; the GPU never binds
+    cheap = whatif_analysis(a, launch_us=0.0, skip_steps=1).to_dict()
+    assert cheap["predicted_us"] < base
+    assert "launch" not in cheap["by_bound_us"] or cheap["by_bound_us"]["launch"] < 0.2 * base
+
+
+def test_cli_json_contracts_and_selector_errors(pairs, capsys):
+    path = str(LAT / "bert_bs32_s256__fp32.json.gz")
+    assert main(["latency", path, "--format", "json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    step = d["steps"][0]
+    assert {"step", "name", "wall_us", "attribution"} <= set(step)
+    assert {"category", "class", "bound", "time_us"} <= set(step["attribution"][0])
+    assert {"wall_us", "attribution"} <= set(d["total"])
+    assert main(["whatif", path, "--scale", "GEMM=0.25", "--scale", "kernel:softmax=0.5", "--format", "json"]) == 0
+    w = json.loads(capsys.readouterr().out)
+    assert {"steps", "measured_us", "predicted_us", "scales", "warnings"} <= set(w)
+    assert {"step", "measured_us", "predicted_us"} <= set(w["steps"][0])
+    assert w["predicted_us"] < 0.5 * w["measured_us"]
+    assert main(["whatif", path, "--scale", "normalisation=0.5"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown selector 'normalisation'" in err and "normalization" in err and "--scale" in err
+    assert main(["latency", path, "--format", "csv"]) == 0
+    assert capsys.readouterr().out.startswith("step,name,wall_us,category,class,bound,time_us")
+
+
+def test_whole_trace_is_one_step_without_step_ranges(tmp_path):
+    rep = latency_analysis(shared("external", "hta", "trace_file_list__inference_rank_1.json.gz"))
+    assert rep.steps.height == 1 and rep.steps["name"][0] == "(whole trace)"
+    assert int(rep.attribution["ns"].sum()) == int(rep.steps["wall"][0])
+    assert any(w.code == "no_steps" for w in rep.warnings)
+
+
+def _synthetic(tmp_path):
+    """One step on one thread: mm launches a 210 us kernel, a device sync waits for it (5 us return
+    cost), then add launches a 4 us kernel; the step's CPU range ends at 300 us."""
+    ev = [{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 0, "dur": 300},
+          {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 10, "dur": 20, "args": {"External id": 5}},
+          {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 12, "dur": 5,
+           "args": {"correlation": 9, "External id": 5}},
+          {"ph": "X", "cat": "kernel", "name": "sgemm", "pid": 0, "tid": 7, "ts": 20, "dur": 210,
+           "args": {"device": 0, "stream": 7, "correlation": 9, "External id": 5}},
+          {"ph": "X", "cat": "cuda_runtime", "name": "cudaDeviceSynchronize", "pid": 1, "tid": 1, "ts": 40, "dur": 195,
+           "args": {"correlation": 10}},
+          {"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1, "tid": 1, "ts": 240, "dur": 10, "args": {"External id": 6}},
+          {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 242, "dur": 4,
+           "args": {"correlation": 11, "External id": 6}},
+          {"ph": "X", "cat": "kernel", "name": "add_kernel", "pid": 0, "tid": 7, "ts": 254, "dur": 4,
+           "args": {"device": 0, "stream": 7, "correlation": 11, "External id": 6}}]
+    p = tmp_path / "synthetic.json"
+    p.write_text(json.dumps({"traceEvents": ev}))
+    return p
+
+
+def test_a_sync_moves_the_host_with_the_device(tmp_path):
+    path = _synthetic(tmp_path)
+    rep = latency_analysis(path)
+    assert rep.steps["wall"].to_list() == [300_000]
+    got = {(r["category"], r["bound"]): r["ns"] for r in rep.attribution.iter_rows(named=True)}
+    # the path: the host after the sync, the sync's return cost, the GEMM kernel, its launch, the host before
+    assert got[("gemm", "gpu")] == 210_000 and got[("unclassified", "sync")] == 5_000
+    assert got[("gemm", "launch")] == 8_000
+    faster = whatif_analysis(path, ["gemm=0.5"]).to_dict()
+    assert faster["steps"][0]["predicted_us"] == 195.0  # the sync returns 105 us earlier, and so does the rest
+    slower_host = whatif_analysis(path, cpu_scale=2.0).to_dict()
+    assert slower_host["steps"][0]["predicted_us"] == 382.0  # the kernel still ends first; the host doubles
