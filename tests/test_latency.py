@@ -61,6 +61,12 @@ def test_attribution_tiles_the_wall_time_and_nothing_changed_reproduces(rel):
     w = whatif_analysis(a, ["GEMM=1"])
     for s in w.to_dict()["steps"]:
         assert s["predicted_us"] == pytest.approx(s["measured_us"], rel=0.01)
+    if "ddp_train" in rel:  # rank 0 waits for rank 1 (the straggler: tests/test_batch.py) in its all-reduces
+        comm = d["total"]["by_bound_us"].get("communication", 0.0) / d["total"]["wall_us"]
+        assert (comm > 0.2) if "rank0" in rel else (comm < 0.01)
+        if "rank0" in rel:
+            half = whatif_analysis(a, ["communication=0.5"]).to_dict()
+            assert half["predicted_us"] < 0.95 * half["measured_us"]
 
 
 def test_the_measured_timeline_is_the_trace():

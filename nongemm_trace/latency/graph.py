@@ -177,7 +177,8 @@ def sync_table(pieces: pl.DataFrame, first: pl.DataFrame, calls: pl.DataFrame,
     order = acts.select("skey", t_key.alias("t"), pl.col("row").alias("act")).sort("t")
     last = pl.concat([dev, one]).sort("t").join_asof(order, on="t", by="skey", strategy="backward",
                                                      check_sortedness=False)
-    awaits = pl.concat([copy, last.select("sync", "act").drop_nulls("act")]).unique().sort(["sync", "act"])
+    awaits = pl.concat([copy, last.select("sync", "act").drop_nulls("act")]).unique()
+    awaits = pl.concat([awaits, _returned_after(sy, awaits, acts)]).unique().sort(["sync", "act"])
     done = awaits.join(acts.select(pl.col("row").alias("act"), "end"), on="act").group_by("sync").agg(
         pl.col("end").max().alias("awaited_end"))
     sy = sy.join(done, on="sync", how="left")
@@ -191,6 +192,22 @@ def sync_table(pieces: pl.DataFrame, first: pl.DataFrame, calls: pl.DataFrame,
         "thr", pl.col("ts").alias("end_ns"), pl.col("row").alias("end_piece"))
     sy = sy.join(ends, on=["thr", "end_ns"], how="left")
     return sy.select("sync", "piece", "end_piece", "thr", "kind", "launch_id", "late", "tail").sort("sync"), awaits
+
+
+def _returned_after(sy: pl.DataFrame, awaits: pl.DataFrame, acts: pl.DataFrame) -> pl.DataFrame:
+    """``sync, act`` for the synchronizing calls whose identified work had ended before they began (an
+    event recorded on another thread's stream, a stream the trace does not name): the activity that
+    ended last while the call ran, when one did, is what it waited for."""
+    ends = awaits.join(acts.select(pl.col("row").alias("act"), "end"), on="act").group_by("sync").agg(
+        pl.col("end").max().alias("e"))
+    unexplained = sy.join(ends, on="sync", how="left").filter(pl.col("e").is_null() | (pl.col("e") <= pl.col("ts_ns")))
+    if unexplained.height == 0:
+        return awaits.head(0)
+    by_end = acts.select(pl.col("row").alias("act"), pl.col("end").alias("t"), pl.col("end").alias("act_end")).sort("t")
+    hit = unexplained.select("sync", "ts_ns", pl.col("end_ns").alias("t")).sort("t").join_asof(
+        by_end, on="t", strategy="backward")
+    return hit.filter(pl.col("act").is_not_null() & (pl.col("act_end") > pl.col("ts_ns"))).select(
+        "sync", pl.col("act").cast(awaits.schema["act"]))
 
 
 def host_category(ops: pl.DataFrame, generic: list[str], level: str) -> pl.DataFrame:
@@ -256,6 +273,11 @@ def build(ops: pl.DataFrame, calls: pl.DataFrame, activities: pl.DataFrame, step
     acts = acts.with_columns(pl.col("launch_ts").alias("call_ts"),
                              pl.when(pl.col("lp").is_null()).then(None).otherwise(pl.col("launch_ts")).alias("launch_ts"))
     acts, lat0, gap0 = start_terms(_stream_order(acts))
+    acts = acts.join(_after_communication(acts, gap0), on="row", how="left").with_columns(
+        pl.col("after_comm").fill_null(False))
+    # the wait on the communication kernel replaces the measured gap: the queue gap is the usual one
+    acts = acts.with_columns(pl.when(pl.col("dep").is_not_null()).then(pl.min_horizontal("gap", pl.lit(gap0)))
+                             .otherwise(pl.col("gap")).alias("gap"))
     acts = acts.join(_step_of(acts, step_ranges), on="row", how="left").sort("row")
     syncs, awaits = sync_table(pieces, first_piece, calls, acts)
     launch_cats = acts.filter(pl.col("launch_id").is_not_null()).group_by(["launch_id", "category"]).agg(
@@ -266,6 +288,35 @@ def build(ops: pl.DataFrame, calls: pl.DataFrame, activities: pl.DataFrame, step
         pieces.select("thr", "ts", pl.col("row").alias("first")), on=["thr", "ts"]).join(
         pieces.select("thr", pl.col("ts").alias("end"), pl.col("row").alias("last")), on=["thr", "end"]).sort("step")
     return Graph(pieces, acts, syncs, awaits, steps, lat0, gap0)
+
+
+#: an activity that starts this soon (or 4 typical queue gaps, if longer) after a communication kernel
+#: on its device ended is taken to have waited for it
+COMM_WAIT_NS = 5_000
+
+
+def _after_communication(acts: pl.DataFrame, gap0: int) -> pl.DataFrame:
+    """``row, after_comm, dep, dep_delta``: the activity started right after a communication kernel on
+    its device ended (a cross-stream wait the trace does not record: its wait on the path is
+    ``communication``). When it was queued and waited longer than the typical queue gap, on a stream
+    that runs no communication itself, that kernel is its dependency (``dep``, the act row; its start
+    minus that end: ``dep_delta``), which the replay keeps in place of the measured gap."""
+    comm = acts.filter(pl.col("category") == "communication")
+    if comm.height == 0:
+        return acts.select("row", pl.lit(False).alias("after_comm"), pl.lit(None, pl.Int64).alias("dep"),
+                           pl.lit(None, pl.Int64).alias("dep_delta"))
+    right = comm.select("device", pl.col("end").alias("t"), pl.col("end").alias("comm_end"),
+                        pl.col("row").alias("comm_row"), pl.col("skey").alias("comm_skey")).sort("t")
+    q = acts.select("row", "device", "skey", pl.col("ts").alias("t"), pl.col("ts").alias("start"), "launch_bound",
+                    "gap").sort("t")
+    hit = q.join_asof(right, on="t", by="device", strategy="backward", check_sortedness=False)
+    tol = max(4 * gap0, COMM_WAIT_NS)
+    after = pl.col("comm_end").is_not_null() & (pl.col("start") - pl.col("comm_end") <= tol)
+    comm_streams = comm["skey"].unique().implode()
+    is_dep = (after & ~pl.col("launch_bound") & (pl.col("gap") > gap0) & (pl.col("skey") != pl.col("comm_skey"))
+              & ~pl.col("skey").is_in(comm_streams))
+    return hit.select("row", after.alias("after_comm"), pl.when(is_dep).then(pl.col("comm_row")).alias("dep"),
+                      pl.when(is_dep).then(pl.col("start") - pl.col("comm_end")).alias("dep_delta"))
 
 
 def _step_of(acts: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:

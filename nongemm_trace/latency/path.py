@@ -152,10 +152,11 @@ def _host_share(tl: Timeline, host: pl.DataFrame) -> pl.DataFrame:
 def _device_share(tl: Timeline, chains: pl.DataFrame, queue_gap_ns: int) -> pl.DataFrame:
     """Each device chain's time per activity: its run (plus the usual queue gap before it) is
     ``gpu`` (``communication`` for communication kernels); a longer wait behind the previous activity
-    (a dependency the trace does not record) is ``sync``."""
+    (a dependency the trace does not record) is ``communication`` when a communication kernel on its
+    device ended just before it started, else ``sync``."""
     if chains.height == 0:
         return pl.DataFrame(schema={"step": pl.Int64, "bound": pl.Utf8, "category": pl.Utf8, "ns": pl.Int64})
-    a = tl.acts.select("row", "ts", "end", "dur", "category")
+    a = tl.acts.select("row", "ts", "end", "dur", "category", "after_comm")
     rows = chains.with_row_index("chain").select(
         "chain", "step", "lo", "hi", pl.int_ranges("h", pl.col("k") + 1).alias("row")).explode("row")
     rows = rows.join(a, on="row").sort(["chain", "row"])
@@ -170,7 +171,8 @@ def _device_share(tl: Timeline, chains: pl.DataFrame, queue_gap_ns: int) -> pl.D
 
     busy = rows.select("step", pl.when(pl.col("category") == "communication").then(pl.lit("communication"))
                        .otherwise(pl.lit("gpu")).alias("bound"), "category", clipped("busy_from", "e").alias("ns"))
-    wait = rows.select("step", pl.lit("sync").alias("bound"), "category", clipped("b", "busy_from").alias("ns"))
+    waited = pl.when(pl.col("after_comm")).then(pl.lit("communication")).otherwise(pl.lit("sync"))
+    wait = rows.select("step", waited.alias("bound"), "category", clipped("b", "busy_from").alias("ns"))
     return pl.concat([busy, wait])
 
 

@@ -82,10 +82,17 @@ def replay(g: Graph, act_dur: np.ndarray, piece_dur: np.ndarray, lat: np.ndarray
     U = np.where(launched, o_lp + lat_v, a["ts"].to_numpy()) + d - C
     act_seg = np.where(launched, gseg_lp, len(W) - 1)
 
-    _sync_pass(g, o, gseg, sync_piece, W, U, C, act_seg, skey)
+    # a wait on a communication kernel of another stream: start >= its end + the measured delay
+    dep = a["dep"].fill_null(-1).to_numpy()
+    xrel = a["dep_delta"].fill_null(0).to_numpy() + d - C
+    _sync_pass(g, o, gseg, sync_piece, W, _Streams(U, C, W, act_seg, skey, dep, xrel))
 
     V = U + W[act_seg]
     E = C + _stream_cummax(skey, V)
+    waits = np.flatnonzero(dep >= 0)
+    if len(waits):  # the communication streams wait on nothing of the others: their ends are final
+        V[waits] = np.maximum(V[waits], E[dep[waits]] + xrel[waits])
+        E = C + _stream_cummax(skey, V)
     launch_t = np.where(launched, o_lp + W[gseg_lp], E - d)
     return _assemble(g, d, E, launch_t, lat_v, gap, launched, o + W[gseg], starts)
 
@@ -100,6 +107,11 @@ def _assemble(g: Graph, d, E, launch_t, lat_v, gap, launched, t, starts) -> Time
     first = np.r_[True, skey[1:] != skey[:-1]] if len(skey) else np.zeros(0, bool)
     E_prev = np.r_[_NEG, E[:-1]] if len(E) else E
     head = first | ~launched | (R >= E_prev + gap)
+    dep = a["dep"].fill_null(-1).to_numpy()
+    waits = np.flatnonzero(dep >= 0)
+    if len(waits):  # a wait on a communication kernel that outlasted the launch: queued behind it, not a head
+        after = E[dep[waits]] + a["dep_delta"].to_numpy()[waits]
+        head[waits] &= R[waits] >= after
     rows = np.arange(len(E))
     head_row = np.maximum.accumulate(np.where(head, rows, -1)) if len(E) else rows
     acts = a.with_columns(pl.Series("ts", S), pl.Series("end", E), pl.Series("dur", d), pl.Series("head", head),
@@ -126,32 +138,43 @@ def _stream_cummax(skey: np.ndarray, v: np.ndarray) -> np.ndarray:
     return pl.DataFrame({"k": skey, "v": v}).select(pl.col("v").cum_max().over("k"))["v"].to_numpy()
 
 
-def _sync_pass(g: Graph, o, gseg, sync_piece, W, U, C, act_seg, skey) -> None:
+class _Streams:
+    """The streams' running maxima, extended only over activities not yet seen (the sync pass)."""
+
+    def __init__(self, U, C, W, act_seg, skey, dep, xrel):
+        self.U, self.C, self.W, self.act_seg, self.skey, self.dep, self.xrel = U, C, W, act_seg, skey, dep, xrel
+        n = len(U)
+        self.start = np.zeros(int(skey.max()) + 2 if n else 1, np.int64)
+        if n:
+            firsts = np.flatnonzero(np.r_[True, skey[1:] != skey[:-1]])
+            self.start[skey[firsts]] = firsts
+        self.ptr = self.start.copy()
+        self.PM = np.full(n, _NEG, np.int64)
+
+    def end(self, k: int) -> int:
+        """Activity ``k``'s end with the waits known so far."""
+        s = self.skey[k]
+        lo = self.ptr[s]
+        if k >= lo:
+            vals = self.U[lo:k + 1] + self.W[self.act_seg[lo:k + 1]]
+            for i in np.flatnonzero(self.dep[lo:k + 1] >= 0):  # waits on a communication kernel (a few per step)
+                vals[i] = max(vals[i], self.end(int(self.dep[lo + i])) + self.xrel[lo + i])
+            prev = self.PM[lo - 1] if lo > self.start[s] else _NEG
+            self.PM[lo:k + 1] = np.maximum.accumulate(np.maximum(vals, prev))
+            self.ptr[s] = k + 1
+        return int(self.C[k] + self.PM[k])
+
+
+def _sync_pass(g: Graph, o, gseg, sync_piece, W, streams: _Streams) -> None:
     """Fix every thread's waiting ``W``: the syncs in time order, each extending the running maxima of
     the streams it waits on only over activities not yet seen."""
     if g.syncs.height == 0:
         return
-    n = len(U)
-    stream_start = np.zeros(int(skey.max()) + 2 if n else 1, np.int64)
-    if n:
-        firsts = np.flatnonzero(np.r_[True, skey[1:] != skey[:-1]])
-        stream_start[skey[firsts]] = firsts
-    ptr = stream_start.copy()
-    PM = np.full(n, _NEG, np.int64)
     aw = g.awaits.group_by("sync", maintain_order=True).agg("act")
     awaited = dict(zip(aw["sync"].to_list(), aw["act"].to_list()))
     late = g.syncs["late"].to_numpy()
     for j, piece in enumerate(sync_piece):
-        G = _NEG
-        for k in awaited.get(j, ()):
-            s = skey[k]
-            lo = ptr[s]
-            if k >= lo:
-                vals = U[lo:k + 1] + W[act_seg[lo:k + 1]]
-                prev = PM[lo - 1] if lo > stream_start[s] else _NEG
-                PM[lo:k + 1] = np.maximum.accumulate(np.maximum(vals, prev))
-                ptr[s] = k + 1
-            G = max(G, int(C[k] + PM[k]))
+        G = max((streams.end(k) for k in awaited.get(j, ())), default=_NEG)
         before = gseg[piece]
         W[before + 1] = max(W[before], G - int(late[j]) - int(o[piece])) if G > _NEG else W[before]
 
