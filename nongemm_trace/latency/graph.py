@@ -67,7 +67,6 @@ def host_pieces(ops: pl.DataFrame, calls: pl.DataFrame, op_thr: pl.Series, call_
     op, else null), ``launch_id`` (the runtime call it is inside, else null). A zero-length piece
     closes each thread (its last boundary), so every boundary starts a piece."""
     op_iv = ops.select("pid", "tid", "op_id", "ts_ns", "dur_ns", "end_ns")
-    call_iv = calls.select("pid", "tid", pl.col("launch_id").alias("op_id"), "ts_ns", "dur_ns", "end_ns")
     times = pl.concat([
         pl.DataFrame({"thr": op_thr, "t": ops["ts_ns"]}), pl.DataFrame({"thr": op_thr, "t": ops["end_ns"]}),
         pl.DataFrame({"thr": call_thr, "t": calls["ts_ns"]}), pl.DataFrame({"thr": call_thr, "t": calls["end_ns"]}),
@@ -84,14 +83,20 @@ def host_pieces(ops: pl.DataFrame, calls: pl.DataFrame, op_thr: pl.Series, call_
     pieces = pieces.with_columns(pl.col("end").fill_null(pl.col("ts"))).with_row_index("row")
     pieces = pieces.with_columns(pl.col("row").cast(pl.Int64))
     names = pl.concat([op_iv.select("pid", "tid").with_columns(op_thr.alias("thr")),
-                       call_iv.select("pid", "tid").with_columns(call_thr.alias("thr"))]).unique("thr")
+                       calls.select("pid", "tid").with_columns(call_thr.alias("thr"))]).unique("thr")
     pts = pieces.filter(pl.col("end") > pl.col("ts")).join(names, on="thr").select(
         pl.col("row").alias("qid"), "pid", "tid", pl.col("ts").alias("ts_ns"), pl.col("end").alias("end_ns"))
     n = pieces.height
     in_op = innermost_containing(op_iv, pts)
-    in_call = innermost_containing(call_iv, pts)
+    # runtime calls are leaves that do not overlap on a thread: the call around a piece is the last one
+    # started at or before it, if it ends at or after the piece's end (one join_asof, no sweep)
+    starts = pl.DataFrame({"thr": call_thr, "ts": calls["ts_ns"], "call_end": calls["end_ns"],
+                           "launch_id": calls["launch_id"]}).sort("ts")
+    in_call = pieces.filter(pl.col("end") > pl.col("ts")).select("row", "thr", "ts", "end").sort("ts").join_asof(
+        starts, on="ts", by="thr", strategy="backward", check_sortedness=False).filter(
+        pl.col("call_end") >= pl.col("end"))
     return pieces.select("row", "thr", "ts", "end").with_columns(
-        _scatter(n, in_op["qid"], in_op["op_id"], "op_id"), _scatter(n, in_call["qid"], in_call["op_id"], "launch_id"))
+        _scatter(n, in_op["qid"], in_op["op_id"], "op_id"), _scatter(n, in_call["row"], in_call["launch_id"], "launch_id"))
 
 
 def _scatter(n: int, rows: pl.Series, values: pl.Series, name: str) -> pl.Series:
