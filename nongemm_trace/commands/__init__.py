@@ -11,7 +11,7 @@ import argparse
 from dataclasses import dataclass
 from typing import Callable
 
-from . import analyze, check, compare, explain, flops, latency, launch, trace_files
+from . import analyze, check, compare, explain, flops, latency, launch, report, trace_files
 
 
 @dataclass(frozen=True)
@@ -35,5 +35,6 @@ COMMANDS = (
     Command("convert", trace_files.CONVERT_HELP, trace_files.convert_arguments, trace_files.run_convert),
     Command("explain", explain.HELP, explain.arguments, explain.run),
     Command("annotate", trace_files.ANNOTATE_HELP, trace_files.annotate_arguments, trace_files.run_annotate),
+    Command("report", report.HELP, report.arguments, report.run),
 )
 BY_NAME = {c.name: c for c in COMMANDS}

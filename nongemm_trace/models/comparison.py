@@ -52,6 +52,12 @@ class Comparison:
         c = self.classes.filter((pl.col("trace_index") == i) & (pl.col("class") == "non-GEMM"))
         return float(c["share"].sum()) if c.height else 0.0
 
+    def _repr_html_(self) -> str:
+        """Jupyter's view: totals, share bars per trace and the category table against BASE."""
+        from ..report.html import compare_fragment
+
+        return compare_fragment(self)
+
     def to_dict(self) -> dict[str, Any]:
         traces = [{"trace": t["trace"], "gpu_time_us": _us(t["gpu_time_ns"]), "activities": plain_number(t["activities"]),
                    "steps": t["steps"], "non_gemm_share": round(t["non_gemm_share"], 6), "device": t["device"]}

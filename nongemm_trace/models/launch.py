@@ -33,6 +33,12 @@ class LaunchReport:
     device: dict[str, Any] | None
     warnings: list[Anomaly] = field(default_factory=list)
 
+    def _repr_html_(self) -> str:
+        """Jupyter's view: the verdict, the timeline's measures and the timeline figure."""
+        from ..report.html import launch_fragment
+
+        return launch_fragment(self)
+
     def to_dict(self) -> dict[str, Any]:
         out = {"schema_version": SCHEMA_VERSION, "tool_version": __version__, "trace": self.trace,
                "taxonomy": self.taxonomy, "level": self.level, "short_activity_us": self.short_ns / 1000}

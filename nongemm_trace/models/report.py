@@ -98,6 +98,12 @@ class Report:
                               "(the tables themselves are polars DataFrames: report.categories, report.ops, …)") from None
         return {k: getattr(self, k).to_pandas() for k in ("categories", "classes", "ops", "kernels", "kernel_summary", "steps")}
 
+    def _repr_html_(self) -> str:
+        """Jupyter's view: class and category bars, the top ops and kernels (names escaped)."""
+        from ..report.html import report_fragment
+
+        return report_fragment(self)
+
     # -- JSON contract -----------------------------------------------------
     def to_dict(self, max_ops: int | None = None, max_kernels: int | None = 50) -> dict[str, Any]:
         cats = []

@@ -9,6 +9,8 @@ CATEGORY_COLORS = {
     "interpolation": "#c49c94", "embedding": "#e377c2", "roi": "#7f7f7f", "qdq": "#bcbd22", "other": "#17becf",
     "communication": "#000000", "unclassified": "#ff00ff",
 }
+#: one colour per class (the HTML report's class bars)
+CLASS_COLORS = {"GEMM": "#1f77b4", "non-GEMM": "#ff7f0e", "communication": "#333333", "unclassified": "#ff00ff"}
 #: a category the palette does not name (one a taxonomy file declares)
 OTHER_CATEGORY = "#999999"
 #: idle gaps in the timeline: waiting for a launch (host-bound), and the rest

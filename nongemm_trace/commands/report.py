@@ -1,0 +1,33 @@
+"""``report``: one self-contained HTML page of one or more traces."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ..vocabulary import METRICS
+from .common import analysis_arguments, analysis_options
+
+HELP = ("one self-contained HTML page (no network): breakdown, top ops and kernels, launch verdict and timeline "
+        "per trace, and the comparison of several")
+
+
+def arguments(rp: argparse.ArgumentParser) -> None:
+    rp.add_argument("traces", nargs="+", metavar="TRACE", help="trace file(s); with several, the first is BASE")
+    rp.add_argument("-o", "--output", required=True, help="the HTML file to write")
+    rp.add_argument("--metric", choices=tuple(METRICS), default=None, help="metric of the breakdown (default: the "
+                    "taxonomy's); the launch view and the comparison are of GPU time")
+    rp.add_argument("--top", type=int, default=15, metavar="N", help="rows of ops and kernels per trace (default 15)")
+    rp.add_argument("--short-us", type=float, default=10.0, help="activities shorter than this are short (default 10)")
+    rp.add_argument("--per-step", action="store_true", help="the comparison per step (each trace divided by its steps)")
+    rp.add_argument("--title", help="the page's title")
+    analysis_arguments(rp)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..report_page import write_page
+
+    out = write_page(args.traces, args.output, top=args.top, short_us=args.short_us, per_step=args.per_step,
+                     title=args.title, metric=args.metric, **analysis_options(args))
+    print(f"wrote {out}", file=sys.stderr)
+    return 0

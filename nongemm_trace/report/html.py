@@ -1,0 +1,231 @@
+"""HTML rendering: a self-contained report page, and the compact views behind ``_repr_html_``.
+
+The page (``nongemm-trace report TRACE… -o report.html``) is one file that needs no
+network: its CSS is inline and its figures are inline SVG (:mod:`.svg`). The numbers come
+from the models' JSON contract (``to_dict()``), so a cell shows the same value as the
+JSON report; each number cell carries that exact value in ``data-value`` and the rounded
+one as its text. Every name from a trace (ops, kernels, files, warnings) is escaped.
+"""
+
+from __future__ import annotations
+
+from html import escape
+from pathlib import Path
+from typing import Any, Iterable
+
+from .._version import __version__
+from ..vocabulary import METRICS, TIME_BASES
+from . import svg
+from .palette import IDLE_HOST_BOUND, IDLE_OTHER
+
+METRIC_TEXT = {**METRICS, **TIME_BASES}
+
+CSS = """
+.nongemm{font:14px/1.4 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:#222;max-width:1200px}
+.nongemm h1{font-size:22px;margin:.2em 0}.nongemm h2{font-size:18px;margin:1.2em 0 .3em;border-bottom:1px solid #ddd}
+.nongemm h3{font-size:15px;margin:1em 0 .3em}.nongemm .meta{color:#555;margin:.2em 0}
+.nongemm table{border-collapse:collapse;margin:.4em 0 .8em}
+.nongemm th,.nongemm td{padding:2px 8px;border-bottom:1px solid #eee;text-align:left;vertical-align:middle}
+.nongemm th{background:#f4f4f4;font-weight:600}.nongemm td.num,.nongemm th.num{text-align:right;font-variant-numeric:tabular-nums}
+.nongemm td.name{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:12px;max-width:560px;overflow-wrap:anywhere}
+.nongemm .legend span{margin-right:12px;white-space:nowrap}.nongemm .legend i{display:inline-block;width:10px;height:10px;margin-right:4px}
+.nongemm .verdict{font-weight:600;padding:6px 10px;background:#f4f8ff;border-left:4px solid #1f77b4}
+.nongemm .warn{color:#8a5a00}.nongemm svg{display:block;max-width:100%;height:auto}.nongemm svg.cell{display:inline-block}
+.nongemm nav a{margin-right:12px}
+"""
+
+
+def _num(value: Any, digits: int = 1) -> str:
+    """A number cell: the JSON value in ``data-value``, rounded with thousands separators as text."""
+    if value is None:
+        return '<td class="num" data-value="">-</td>'
+    text = f"{value:,}" if isinstance(value, int) else f"{value:,.{digits}f}"
+    return f'<td class="num" data-value="{value!r}">{text}</td>'
+
+
+def _share(value: float) -> str:
+    return f'<td class="num" data-value="{value!r}">{100 * value:.1f} %</td>'
+
+
+def _table(cls: str, head: Iterable[str], rows: Iterable[str], numeric_from: int = 1) -> str:
+    cells = "".join(f'<th{" class=num" if i >= numeric_from else ""}>{escape(h)}</th>' for i, h in enumerate(head))
+    body = "".join(f"<tr>{r}</tr>" for r in rows)
+    return f'<table class="{cls}"><thead><tr>{cells}</tr></thead><tbody>{body}</tbody></table>'
+
+
+def _text(x: Any, cls: str = "") -> str:
+    return f'<td{f" class={cls!r}" if cls else ""}>{escape(str(x))}</td>'
+
+
+def _time_key(d: dict[str, Any]) -> str:
+    return f"{d['metric']}_time_us"
+
+
+# -- one report ---------------------------------------------------------------
+
+def report_section(rep, top: int = 15, full: bool = True) -> str:
+    """The class and category breakdown, top ops and kernels (and, ``full``, steps, evidence and
+    warnings) of a :class:`~nongemm_trace.report.model.Report`."""
+    d = rep.to_dict(max_ops=None, max_kernels=top)
+    metric = METRIC_TEXT.get(d["metric"], d["metric"])
+    dev = (d.get("device") or {}).get("name") or "unknown device"
+    key = _time_key(d)
+    total = d.get(key, d["gpu_time_us"])
+    steps = len(d["steps"])
+    out = [f'<p class="meta">{escape(dev)} · metric <b>{escape(d["metric"])}</b> ({escape(metric)}) · level '
+           f'<b>{escape(d["level"])}</b> · taxonomy {escape(d["taxonomy"])} v{escape(str(d["taxonomy_version"]))} · '
+           f'<span class="total" data-value="{total!r}">{total:,.1f} us</span> over {d["gpu_activities"]:,} '
+           f'activities' + (f" · {steps} step{'s' if steps != 1 else ''}" if steps else "") + "</p>"]
+    out.append(svg.stacked_bar([(c["class"], c["share"]) for c in d["classes"]], label=f"share of {metric} by class"))
+    out.append(svg.legend(c["class"] for c in d["classes"] if c["share"] > 0))
+    out.append(_table("classes", ["class", "time (us)", "share", "", "activities"],
+                      [_text(c["class"]) + _num(c["time_us"]) + _share(c["share"])
+                       + f"<td>{svg.share_cell(c['class'], c['share'])}</td>" + _num(c["activities"])
+                       for c in d["classes"]]))
+    out.append(f"<h3>Categories — share of {escape(metric)}</h3>")
+    out.append(_table("categories", ["category", "class", "time (us)", "share", "", "activities"],
+                      [_text(c["category"]) + _text(c["class"]) + _num(c.get(key, c.get("gpu_time_us")))
+                       + _share(c["share"]) + f"<td>{svg.share_cell(c['category'], c['share'])}</td>"
+                       + _num(c["activities"]) for c in d["categories"]], numeric_from=2))
+    ops = [o for o in d["ops"] if o["self_gpu_time_us"] > 0][:top]  # wrappers that launched nothing are left out
+    if ops:
+        out.append(f"<h3>Top {len(ops)} ops by self GPU time</h3>")
+        out.append(_table("ops", ["op", "category", "calls", "GPU time (us)", "self GPU time (us)", "activities"],
+                          [_text(o["op"], "name") + _text(o["category"]) + _num(o["calls"]) + _num(o["gpu_time_us"])
+                           + _num(o["self_gpu_time_us"]) + _num(o["activities"]) for o in ops], numeric_from=2))
+    if d["kernels"]:
+        out.append(f"<h3>Top {len(d['kernels'])} kernels by GPU time (of {d['kernels_total']:,})</h3>")
+        out.append(_table("kernels", ["kernel", "kind", "category", "count", "GPU time (us)"],
+                          [_text(k["name"], "name") + _text(k["kind"]) + _text(k["category"]) + _num(k["activities"])
+                           + _num(k["gpu_time_us"]) for k in d["kernels"]], numeric_from=3))
+    if full and d["steps"]:
+        out.append("<h3>Steps</h3>")
+        out.append(_table("steps", ["step", "name", "CPU span (us)", "GPU time (us)", "activities"],
+                          [_num(s["step"]) + _text(s["name"], "name") + _num(s["cpu_time_us"]) + _num(s["gpu_time_us"])
+                           + _num(s["activities"]) for s in d["steps"]], numeric_from=2))
+    if full and d["evidence"]:
+        out.append('<p class="meta">categories rest on: ' + " · ".join(
+            f"{escape(k)} {100 * v['share']:.1f} %" for k, v in d["evidence"].items() if v["share"]) + "</p>")
+    out.append(_warnings(d["warnings"]))
+    return "".join(out)
+
+
+def _warnings(warnings: list[dict[str, Any]]) -> str:
+    if not warnings:
+        return ""
+    items = "".join(f'<li><code>{escape(w["code"])}</code> ({w.get("count", 1):,}): {escape(w["message"])}</li>'
+                    for w in warnings)
+    return f'<div class="warn"><b>warnings</b><ul>{items}</ul></div>'
+
+
+# -- launch -------------------------------------------------------------------
+
+_LAUNCH_ROWS = (("span_us", "span (first start to last end)"), ("busy_us", "busy (union of activities)"),
+                ("idle_us", "idle"), ("host_bound_idle_us", "host-bound idle (waiting for a launch)"),
+                ("exposed_communication_us", "exposed communication"),
+                ("overlapped_communication_us", "overlapped communication"),
+                ("mean_launch_delay_us", "mean launch delay"),
+                ("launch_overhead_per_activity_us", "launch overhead per activity"))
+
+
+def launch_section(lrep, timeline: bool = True, width: int = 1000) -> str:
+    """The verdict, the timeline's measures and (``timeline``) the figure of a
+    :class:`~nongemm_trace.launch.LaunchReport`."""
+    d = lrep.to_dict()
+    out = [f'<p class="verdict">{escape(d["verdict"])}</p>']
+    rows = [_text(label) + _num(d[k], 3 if k == "launch_overhead_per_activity_us" else 1)
+            for k, label in _LAUNCH_ROWS if d.get(k) is not None]
+    for k, label in (("activities", "activities"), ("launches", "launch calls"), ("short_activities",
+                     f"short activities (< {d['short_activity_us']:g} us)")):
+        if d.get(k) is not None:
+            rows.append(_text(label) + _num(d[k]))
+    out.append(_table("launch", ["measure", "value (us or count)"], rows))
+    if timeline:
+        out.append(svg.timeline(lrep.activities, width=width))
+        cats = lrep.activities["category"].unique().sort().to_list() if lrep.activities.height else []
+        out.append(svg.legend(cats) + f'<p class="legend"><span><i style="background:{IDLE_HOST_BOUND}"></i>idle, '
+                   f'host-bound</span><span><i style="background:{IDLE_OTHER}"></i>idle, other</span></p>')
+    out.append(_warnings(d["warnings"]))
+    return "".join(out)
+
+
+# -- comparison ---------------------------------------------------------------
+
+def compare_section(cmp) -> str:
+    """Per-trace totals, share bars and the category table (time and ratio against BASE) of a
+    :class:`~nongemm_trace.compare.Comparison`."""
+    d = cmp.to_dict()
+    names = [Path(t["trace"]).name for t in d["traces"]]
+    unit = "us per step" if d["per_step"] else "us"
+    out = [f'<p class="meta">BASE: <code>{escape(names[0])}</code> · GPU time in {unit} · ratio = trace / BASE</p>']
+    head = ["trace", "GPU time", "activities", "steps", "non-GEMM share"]
+    out.append(_table("traces", head, [_text(n, "name") + _num(t["gpu_time_us"]) + _num(t["activities"])
+                                       + _num(t["steps"]) + _share(t["non_gemm_share"])
+                                       for n, t in zip(names, d["traces"])]))
+    total = [sum(c["gpu_time_us"][i] for c in d["categories"]) for i in range(len(names))]
+    out.append(svg.bars_by_trace([(n, [(c["category"], c["gpu_time_us"][i] / total[i] if total[i] else 0.0)
+                                       for c in d["categories"]]) for i, n in enumerate(names)]))
+    cats = [c for c in d["categories"] if any(c["gpu_time_us"])]
+    out.append(svg.legend(c["category"] for c in cats))
+    rows = []
+    for c in cats:
+        cells = _text(c["category"]) + _text(c["class"]) + _num(c["gpu_time_us"][0])
+        for t, r in zip(c["gpu_time_us"][1:], c["ratio"][1:]):
+            cells += _num(t) + (f'<td class="num" data-value="">new</td>' if r is None else
+                                f'<td class="num" data-value="{r!r}">{r:.2f}x</td>')
+        rows.append(cells)
+    head = ["category", "class", f"{names[0]} (us)"]
+    for n in names[1:]:
+        head += [f"{n} (us)", "ratio"]
+    out.append(_table("compare", head, rows, numeric_from=2))
+    for section in ("quantization", "fusion"):
+        for p in (d.get(section) or {}).get("pairs", []):
+            out.append(f'<p><b>{section}</b> <code>{escape(Path(p["trace"]).name)}</code>: {escape(p["summary"])}</p>')
+    out.append(_warnings(d["warnings"]))
+    return "".join(out)
+
+
+# -- the page and the notebook views ------------------------------------------
+
+def render_html(reports: list, launches: list | None = None, comparison=None, top: int = 15,
+                title: str = "nongemm-trace report") -> str:
+    """The whole page: the comparison first (several traces), then one section per trace with its
+    breakdown, top ops and kernels, and its launch verdict and timeline."""
+    launches = launches or [None] * len(reports)
+    parts = [f"<h1>{escape(title)}</h1>",
+             f'<p class="meta">nongemm-trace {escape(__version__)} · {len(reports)} trace'
+             f'{"s" if len(reports) != 1 else ""}</p>']
+    if len(reports) > 1:
+        parts.append("<nav>" + "".join(f'<a href="#trace-{i}">{escape(Path(r.trace).name)}</a>'
+                                       for i, r in enumerate(reports)) + "</nav>")
+    if comparison is not None:
+        parts.append(f'<section id="comparison"><h2>Comparison</h2>{compare_section(comparison)}</section>')
+    for i, (rep, lrep) in enumerate(zip(reports, launches)):
+        parts.append(f'<section class="trace" id="trace-{i}"><h2>{escape(Path(rep.trace).name)}</h2>'
+                     f'<p class="meta">{escape(str(rep.trace))}</p>{report_section(rep, top)}')
+        if lrep is not None:
+            parts.append(f"<h3>Launch overhead and idle time</h3>{launch_section(lrep)}")
+        parts.append("</section>")
+    return ('<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+            '<meta name="viewport" content="width=device-width, initial-scale=1">'
+            f"<title>{escape(title)}</title><style>{CSS}</style></head>"
+            f'<body><main class="nongemm">{"".join(parts)}</main></body></html>\n')
+
+
+def _fragment(title: str, body: str) -> str:
+    return f'<div class="nongemm"><style>{CSS}</style><b>{escape(title)}</b>{body}</div>'
+
+
+def report_fragment(rep) -> str:
+    """A Report in a notebook: the breakdown and the top ten ops and kernels."""
+    return _fragment(str(rep.trace), report_section(rep, top=10, full=False))
+
+
+def launch_fragment(lrep) -> str:
+    """A LaunchReport in a notebook: verdict, measures, timeline."""
+    return _fragment(str(lrep.trace), launch_section(lrep, width=720))
+
+
+def compare_fragment(cmp) -> str:
+    """A Comparison in a notebook."""
+    return _fragment("comparison", compare_section(cmp))

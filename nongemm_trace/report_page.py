@@ -1,0 +1,47 @@
+"""``nongemm-trace report TRACE… -o report.html``: one HTML page to share.
+
+Each trace is opened once (:class:`~nongemm_trace.analysis.Analysis`); its report, its
+launch analysis and, for several traces, the comparison all read that one load. The
+page itself is drawn by :mod:`nongemm_trace.report.html` (self-contained: no network).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from .analysis import Analysis, split_options
+from .compare import compare
+from .errors import TraceError
+from .launch import launch_analysis
+from .report.html import render_html
+
+
+def build_page(traces: list[str | Path | Analysis], *, top: int = 15, short_us: float = 10.0, per_step: bool = False,
+               title: str | None = None, **options: Any) -> str:
+    """The HTML page of ``traces`` (paths or analyses); ``options`` as for :func:`nongemm_trace.analyze`
+    (``metric`` applies to the breakdown; the launch view and the comparison are of GPU time)."""
+    if not traces:
+        raise TraceError(None, "report needs at least one TRACE")
+    opened, report_opts = split_options(dict(options))
+    analyses = [Analysis.of(t, **opened) for t in traces]
+    launch_opts = {k: v for k, v in report_opts.items() if k != "metric"}
+    reports = [a.report(**report_opts) for a in analyses]
+    launches = [launch_analysis(a, short_us=short_us, **launch_opts) for a in analyses]
+    comparison = compare(analyses, per_step=per_step, **launch_opts) if len(analyses) > 1 else None
+    if title is None:
+        title = f"nongemm-trace: {Path(str(reports[0].trace)).name}" if len(reports) == 1 else \
+            f"nongemm-trace: {len(reports)} traces"
+    return render_html(reports, launches, comparison, top=top, title=title)
+
+
+def write_page(traces: list[str | Path | Analysis], output: str | Path, **kwargs: Any) -> Path:
+    """:func:`build_page` written to ``output`` (UTF-8); returns the path."""
+    html = build_page(traces, **kwargs)
+    out = Path(output)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(html, encoding="utf-8")
+    except OSError as exc:
+        raise TraceError(out, f"cannot write: {exc.strerror or exc}") from None
+    return out
