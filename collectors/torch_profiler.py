@@ -65,8 +65,9 @@ def run_metadata(extra: dict[str, Any] | None = None) -> dict[str, Any]:
 
 
 def trace_handler(out_dir: str | os.PathLike, name: str, metadata: dict[str, Any] | None = None,
-                  summary: bool = True) -> Callable[[Any], None]:
-    """An ``on_trace_ready`` callback: writes ``NAME.json.gz`` and ``NAME.nongemm.json``.
+                  summary: bool = True, on_written: Callable[[Path], None] | None = None) -> Callable[[Any], None]:
+    """An ``on_trace_ready`` callback: writes ``NAME.json.gz`` and ``NAME.nongemm.json``, then calls
+    ``on_written(path)`` (the integrations' summaries and gates).
 
     A second cycle of the schedule (``repeat`` > 1) writes ``NAME.2.json.gz`` and so on."""
     out = Path(out_dir)
@@ -87,6 +88,8 @@ def trace_handler(out_dir: str | os.PathLike, name: str, metadata: dict[str, Any
             json.dump(doc, fh)
         if summary:
             write_summary(path)
+        if on_written is not None:
+            on_written(path)
 
     return handler
 
@@ -116,14 +119,16 @@ def _activities():
 @contextlib.contextmanager
 def profile_steps(out_dir: str | os.PathLike, name: str, *, steps: int = 5, wait: int = 1, warmup: int = 1,
                   metadata: dict[str, Any] | None = None, with_stack: bool = False, with_modules: bool = False,
-                  summary: bool = True) -> Iterator[Callable[[], None]]:
-    """Profile the steps of an existing loop; call the yielded function once per step."""
+                  summary: bool = True, on_written: Callable[[Path], None] | None = None
+                  ) -> Iterator[Callable[[], None]]:
+    """Profile the steps of an existing loop; call the yielded function once per step.
+    ``on_written(path)`` is called once the trace file is written."""
     import torch
 
     sched = torch.profiler.schedule(wait=wait, warmup=warmup, active=steps, repeat=1)
     prof = torch.profiler.profile(activities=_activities(), schedule=sched, record_shapes=True,
                                   with_stack=with_stack, with_modules=with_modules,
-                                  on_trace_ready=trace_handler(out_dir, name, metadata, summary))
+                                  on_trace_ready=trace_handler(out_dir, name, metadata, summary, on_written))
     meta = run_metadata(metadata)
     active_from = wait + warmup  # metadata given before the trace is recording is dropped (with a warning)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
@@ -19,6 +19,9 @@ from .errors import OptionError
 from .errors import TraceError
 from .models.report import Report
 from .vocabulary import CLASSES
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .classify.taxonomy import Taxonomy
 
 
 @dataclass(frozen=True)
@@ -54,6 +57,25 @@ def _validate(limits: dict[str, float] | None, known: tuple[str, ...], what: str
             raise OptionError(None, f"{what}: unknown name {name!r} (known: {', '.join(known)})", what)
         if share and not 0.0 <= value <= 1.0:
             raise OptionError(None, f"{what}: the limit for {name} is {value:g}, not a share between 0 and 1", what)
+
+
+def validate_limits(taxonomy: Taxonomy, *, max_share: dict[str, float] | None = None,
+                    max_category_share: dict[str, float] | None = None, max_regression: float | None = None,
+                    max_category_regression: dict[str, float] | None = None, baseline: Any = None,
+                    path: str | Path | None = None) -> None:
+    """Refuse limits that could never fire: a name the taxonomy does not declare, a share outside
+    0..1, no limit at all, a regression limit without a baseline. :func:`check` calls it; the
+    integrations call it before training starts, so a typo fails at once, not after the run."""
+    declared = taxonomy.categories
+    _validate(max_share, CLASSES + tuple(c for c in declared if c not in CLASSES), "max_share", share=True)
+    _validate(max_category_share, declared, "max_category_share", share=True)
+    _validate(max_category_regression, declared, "max_category_regression", share=False)
+    if not (max_share or max_category_share or max_regression is not None or max_category_regression):
+        raise OptionError(path, "no limit to check (give max_share, max_category_share, max_regression or "
+                                "max_category_regression)",
+                          "max_share", "max_category_share", "max_regression", "max_category_regression")
+    if (max_regression is not None or max_category_regression) and baseline is None:
+        raise OptionError(path, "max_regression needs baseline BASE", "max_regression", "baseline")
 
 
 @dataclass(frozen=True)
@@ -121,16 +143,9 @@ def check(
     that names no class or category, a share limit outside 0..1, or no limit at all is refused:
     a typo must never turn a gate off."""
     analysis, report_opts = open_analysis(trace, options, metric="gpu")
-    declared = analysis.taxonomy.categories
-    _validate(max_share, CLASSES + declared, "max_share", share=True)
-    _validate(max_category_share, declared, "max_category_share", share=True)
-    _validate(max_category_regression, declared, "max_category_regression", share=False)
-    if not (max_share or max_category_share or max_regression is not None or max_category_regression):
-        raise OptionError(analysis.path, "no limit to check (give max_share, max_category_share, max_regression or "
-                                         "max_category_regression)",
-                          "max_share", "max_category_share", "max_regression", "max_category_regression")
-    if (max_regression is not None or max_category_regression) and baseline is None:
-        raise OptionError(analysis.path, "max_regression needs baseline BASE", "max_regression", "baseline")
+    validate_limits(analysis.taxonomy, max_share=max_share, max_category_share=max_category_share,
+                    max_regression=max_regression, max_category_regression=max_category_regression,
+                    baseline=baseline, path=analysis.path)
     rep = analysis.report(**report_opts)
     of = {"gpu": "GPU time", "cpu": "CPU time", "paper": "CPU + GPU time"}.get(rep.metric, rep.metric)
     out: list[Violation] = []

@@ -18,6 +18,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from .analysis import Analysis
 from .api import analyze
 from .check import check
 from .models.report import Report
@@ -26,8 +27,8 @@ __all__ = ["assert_share_at_most", "assert_share_at_least", "assert_category_sha
            "assert_no_regression", "assert_unclassified_at_most", "assert_checks"]
 
 
-def _fail(trace: str | Path, msgs: list[str]) -> None:
-    raise AssertionError(f"{trace}: " + "; ".join(msgs))
+def _fail(trace: str | Path | Analysis, msgs: list[str]) -> None:
+    raise AssertionError(f"{getattr(trace, 'path', trace)}: " + "; ".join(msgs))
 
 
 def assert_share_at_most(trace: str | Path, name: str, limit: float, **options: Any) -> Report:

@@ -1,0 +1,87 @@
+"""Performance gates for a training run: the limits of ``nongemm-trace check``, checked on the
+trace a callback writes, failing the run or warning.
+
+The limits are validated against the taxonomy when the gate is made (before training
+starts): a misspelt class or category, a share outside 0..1 or a gate with no limit fails
+at once rather than after an hour of training. The check itself is
+:func:`nongemm_trace.check.check`, the same code as the command line's.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..analysis import Analysis
+from ..check import Violation, check, parse_fraction, validate_limits
+from ..errors import OptionError
+
+ON_VIOLATION = ("raise", "warn")
+
+
+class PerformanceGateError(AssertionError):
+    """A gate's limit was broken (``on_violation="raise"``): the training run fails with it."""
+
+    def __init__(self, trace: str | Path, violations: list[Violation]):
+        self.trace = str(trace)
+        self.violations = violations
+        super().__init__(f"{trace}: " + "; ".join(v.message for v in violations))
+
+
+class PerformanceGateWarning(UserWarning):
+    """A gate's limit was broken (``on_violation="warn"``): the run goes on, the warning says what broke."""
+
+
+def _fractions(limits: dict[str, Any] | None) -> dict[str, float] | None:
+    """``{"non-GEMM": "45%"}`` or ``{"non-GEMM": 0.45}`` -> fractions."""
+    return {k: parse_fraction(v, k) for k, v in limits.items()} if limits else None
+
+
+@dataclass
+class Gates:
+    """Limits on the profiled steps (as ``nongemm-trace check``): shares of the run's time per class
+    or category, and GPU time per step against a ``baseline`` (a trace, or a stored report JSON)."""
+
+    max_share: dict[str, float | str] | None = None
+    max_category_share: dict[str, float | str] | None = None
+    max_regression: float | str | None = None
+    max_category_regression: dict[str, float | str] | None = None
+    baseline: str | Path | None = None
+    on_violation: str = "raise"
+    limits: dict[str, Any] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.on_violation not in ON_VIOLATION:
+            raise OptionError(None, f"on_violation must be one of {', '.join(ON_VIOLATION)}, not {self.on_violation!r}",
+                              "on_violation")
+        self.limits = {
+            "max_share": _fractions(self.max_share),
+            "max_category_share": _fractions(self.max_category_share),
+            "max_regression": None if self.max_regression is None else parse_fraction(self.max_regression,
+                                                                                       "max_regression"),
+            "max_category_regression": _fractions(self.max_category_regression),
+        }
+
+    @property
+    def any(self) -> bool:
+        return any(v is not None and v != {} for v in self.limits.values())
+
+    def validate(self, taxonomy: Any) -> None:
+        """Check the names against ``taxonomy`` (a :class:`Taxonomy`) and that the baseline exists."""
+        validate_limits(taxonomy, baseline=self.baseline, **self.limits)
+        if self.baseline is not None and not Path(self.baseline).exists():
+            raise OptionError(self.baseline, "the baseline does not exist", "baseline")
+
+    def apply(self, analysis: Analysis, **options: Any) -> list[Violation]:
+        """Check the analysed trace; raise :class:`PerformanceGateError` or warn as asked, and write
+        ``NAME.check.json`` next to the trace (what ``check --format json`` prints)."""
+        from ..report.json_out import check_json
+
+        violations, _ = check(analysis, baseline=self.baseline, **self.limits, **options)
+        out = Path(str(analysis.path))
+        out.with_name(out.name.split(".json")[0] + ".check.json").write_text(check_json(str(out), violations))
+        if violations and self.on_violation == "warn":
+            warnings.warn(PerformanceGateWarning(f"{out}: " + "; ".join(v.message for v in violations)), stacklevel=2)
+        return violations

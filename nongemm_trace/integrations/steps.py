@@ -1,0 +1,160 @@
+"""Profile a window of training steps, summarise the trace and check its gates.
+
+The frameworks' callbacks (:mod:`.huggingface`, :mod:`.lightning`) are thin: they tell a
+:class:`StepProfiler` when training begins, when each step ends and when training ends.
+The capture is the torch collector's (:func:`nongemm_trace.collectors.torch_profiler.profile_steps`:
+a ``torch.profiler`` schedule over the chosen steps, ``ProfilerStep#N`` markers, run
+metadata); once the trace is written, it is analysed once and
+
+* ``NAME.json.gz``: the Kineto trace,
+* ``NAME.nongemm.json``: the JSON report (``analyze --format json``),
+* ``NAME.nongemm.txt``: the terminal report, whole (not cut to a width),
+* ``NAME.html``: the HTML page (``html=True``),
+* ``NAME.check.json``: the gates' result (when gates are given)
+
+lie side by side. A broken gate raises :class:`~.gates.PerformanceGateError` from the step
+that completed the window (the run fails there) or warns, as asked.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import warnings
+from pathlib import Path
+from typing import Any
+
+from ..analysis import Analysis
+from ..check import Violation
+from ..errors import OptionError
+from .gates import Gates, PerformanceGateError
+
+class StepProfiler:
+    """Profile ``steps`` training steps from step ``start`` (counted from 0 when training begins),
+    after ``warmup`` traced-but-discarded steps.
+
+    ``max_share`` / ``max_category_share`` / ``max_regression`` / ``max_category_regression`` /
+    ``baseline``: the limits of ``nongemm-trace check`` (fractions or ``"45%"``), checked on the
+    profiled steps; ``on_violation``: ``"raise"`` (fail the run) or ``"warn"``. ``taxonomy``,
+    ``level``, ``metric``: the analysis' options. ``html``: also write the HTML page.
+    ``with_stack``, ``with_modules``: the profiler's. ``metadata``: added to the trace's run metadata.
+    """
+
+    def __init__(self, *, start: int = 2, steps: int = 3, warmup: int = 1, name: str = "train",
+                 max_share: dict[str, Any] | None = None, max_category_share: dict[str, Any] | None = None,
+                 max_regression: float | str | None = None, max_category_regression: dict[str, Any] | None = None,
+                 baseline: str | Path | None = None, on_violation: str = "raise", taxonomy: str | Path | None = None,
+                 level: str | None = None, metric: str | None = None, html: bool = False, with_stack: bool = False,
+                 with_modules: bool = False, metadata: dict[str, Any] | None = None):
+        for what, value, low in (("start", start, 0), ("steps", steps, 1), ("warmup", warmup, 0)):
+            if not isinstance(value, int) or value < low:
+                raise OptionError(None, f"{what} must be an integer >= {low}, not {value!r}", what)
+        if warmup > start:
+            raise OptionError(None, f"warmup ({warmup}) must not exceed start ({start}): the warm-up steps run "
+                                    "before the first profiled one", "warmup", "start")
+        from ..classify.taxonomy import load_taxonomy
+
+        self.start, self.steps, self.warmup, self.name = start, steps, warmup, name
+        self.taxonomy = load_taxonomy(taxonomy or "default")
+        self.report_options = {k: v for k, v in (("level", level), ("metric", metric)) if v is not None}
+        self.gates = Gates(max_share, max_category_share, max_regression, max_category_regression, baseline,
+                           on_violation)
+        if self.gates.any or baseline is not None:
+            self.gates.validate(self.taxonomy)  # a typo fails now, not after the run
+        self.html, self.with_stack, self.with_modules = html, with_stack, with_modules
+        self.metadata = dict(metadata or {})
+        self._stack: contextlib.ExitStack | None = None
+        self._mark = None
+        self._steps_seen = 0
+        self._failure: PerformanceGateError | None = None
+        #: set once the trace is written: its path, the files beside it, the report and the broken limits
+        self.trace_path: Path | None = None
+        self.files: dict[str, Path] = {}
+        self.report = None
+        self.violations: list[Violation] = []
+
+    @property
+    def active(self) -> bool:
+        return self._stack is not None
+
+    def begin(self, out_dir: str | Path, name: str | None = None, metadata: dict[str, Any] | None = None) -> None:
+        """Training begins: start the profiler (idle until the window's warm-up)."""
+        from ..collectors.torch_profiler import profile_steps
+
+        self.close()
+        self.out_dir = Path(out_dir)
+        self.run_name = name or self.name
+        self._steps_seen = 0
+        self._stack = contextlib.ExitStack()
+        self._mark = self._stack.enter_context(profile_steps(
+            self.out_dir, self.run_name, steps=self.steps, wait=self.start - self.warmup, warmup=self.warmup,
+            metadata={**self.metadata, **(metadata or {}), "profiled_steps": f"{self.start}..{self.start + self.steps - 1}"},
+            with_stack=self.with_stack, with_modules=self.with_modules, summary=False, on_written=self._written))
+
+    def step(self) -> None:
+        """A training step ended. Once the window is complete the trace is written and checked; a
+        broken gate (``on_violation="raise"``) raises here."""
+        if self._stack is None:
+            return
+        self._steps_seen += 1
+        self._mark()
+        if self._steps_seen >= self.start + self.steps:
+            self.close()
+        self._raise_pending()
+
+    def end(self) -> None:
+        """Training ended: a window cut short is written as far as it ran; a window never reached is
+        a warning (training ended before step ``start``)."""
+        if self._stack is None:
+            return
+        seen, window = self._steps_seen, f"steps {self.start}..{self.start + self.steps - 1}"
+        self.close()
+        if self.trace_path is None and seen <= self.start:
+            warnings.warn(f"nongemm-trace: training ended after {seen} step{'s' if seen != 1 else ''}, before the "
+                          f"profiled window ({window}): no trace written", stacklevel=2)
+        elif seen < self.start + self.steps:
+            # the profiler opened ProfilerStep#<seen> at the last step's end; it holds what ran until now
+            warnings.warn(f"nongemm-trace: training ended inside the profiled window ({window}): {self.trace_path} "
+                          f"holds {seen - self.start} whole step{'s' if seen - self.start != 1 else ''} and a last, "
+                          f"partial one (ProfilerStep#{seen})", stacklevel=2)
+        self._raise_pending()
+
+    def close(self) -> None:
+        """Stop the profiler (no error raised here: :meth:`step` and :meth:`end` raise)."""
+        stack, self._stack = self._stack, None
+        if stack is not None:
+            stack.close()
+
+    def _raise_pending(self) -> None:
+        failure, self._failure = self._failure, None
+        if failure is not None:
+            raise failure
+
+    def _written(self, path: Path) -> None:
+        """The collector wrote the trace: analyse it once; write the summaries; check the gates."""
+        from ..report.json_out import render_json
+
+        self.trace_path = path
+        stem = path.name.split(".json")[0]
+        analysis = Analysis(path, taxonomy=self.taxonomy, keep_python=self.report_options.get("level") == "module")
+        self.report = analysis.report(**self.report_options)
+        self.files = {"trace": path, "json": path.with_name(stem + ".nongemm.json"),
+                      "text": path.with_name(stem + ".nongemm.txt")}
+        self.files["json"].write_text(render_json(self.report), encoding="utf-8")
+        _write_text(self.report, self.files["text"])
+        if self.html:
+            from ..report_page import write_page
+
+            self.files["html"] = write_page([analysis], path.with_name(stem + ".html"), **self.report_options)
+        if self.gates.any:
+            level = {k: v for k, v in self.report_options.items() if k == "level"}
+            self.violations = self.gates.apply(analysis, **level)
+            self.files["check"] = path.with_name(stem + ".check.json")
+            if self.violations and self.gates.on_violation == "raise":
+                self._failure = PerformanceGateError(path, self.violations)
+
+
+def _write_text(report: Any, out: Path) -> None:
+    from ..report.output import draw
+    from ..report.terminal.report import render_report
+
+    draw(str(out), lambda console: render_report(report, console))

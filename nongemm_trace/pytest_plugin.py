@@ -1,0 +1,159 @@
+"""pytest plugin: performance expectations on traces as tests (entry point ``pytest11``, so
+installing nongemm-trace is enough; ``-p no:nongemm_trace`` turns it off).
+
+The ``nongemm`` fixture::
+
+    def test_bert_stays_gemm_bound(nongemm):
+        nongemm.assert_share_at_most("traces/bert.json.gz", "non-GEMM", "45%")
+        nongemm.assert_no_regression("traces/bert.json.gz", baseline="baselines/bert.nongemm.json",
+                                     max_regression=0.10, categories={"memory": 0.25})
+
+The ``nongemm`` marker (checked after the test body passed; the body may write the trace)::
+
+    @pytest.mark.nongemm("traces/bert.json.gz", max_share={"non-GEMM": 0.45}, max_category_share={"memory": 0.1})
+    def test_bert(): ...
+
+Paths are relative to the test file. Every check is :func:`nongemm_trace.check.check` (the
+command line's ``check``; names validated against the taxonomy: a typo is an error, never a
+pass); each trace is analysed once per session however many tests read it.
+``pytest --nongemm-update-baselines`` writes the current report to each baseline instead of
+comparing (a stored report JSON, as ``analyze --format json`` writes; review and commit it).
+This module imports nothing heavy until a test uses it: every pytest run loads it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+_CACHE = pytest.StashKey[dict]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("nongemm-trace", "performance expectations on profiler traces")
+    group.addoption("--nongemm-update-baselines", action="store_true", default=False,
+                    help="write the current report as each regression baseline instead of comparing")
+    group.addoption("--nongemm-taxonomy", default=None, metavar="NAME|FILE.toml",
+                    help="taxonomy of the nongemm fixture and marker (default: default)")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "nongemm(trace, **limits): after the test body, check TRACE (relative to the "
+                                       "test file) against nongemm-trace check's limits (max_share, "
+                                       "max_category_share, max_regression with baseline, max_category_regression)")
+    config.stash[_CACHE] = {}
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    from ._version import __version__
+
+    update = " (updating baselines)" if config.getoption("nongemm_update_baselines") else ""
+    return f"nongemm-trace {__version__}{update}"
+
+
+class NonGemm:
+    """What the ``nongemm`` fixture gives a test: the :mod:`nongemm_trace.testing` assertions on
+    traces analysed once per session, paths resolved against the test file's folder."""
+
+    def __init__(self, config: pytest.Config, base: Path):
+        self.config, self.base = config, base
+        self.taxonomy = config.getoption("nongemm_taxonomy")
+        self.update_baselines = bool(config.getoption("nongemm_update_baselines"))
+
+    def path(self, trace: str | Path) -> Path:
+        p = Path(trace)
+        return p if p.is_absolute() else self.base / p
+
+    def analysis(self, trace: str | Path):
+        """The session's :class:`~nongemm_trace.analysis.Analysis` of ``trace`` (read once)."""
+        from .analysis import Analysis
+
+        p = self.path(trace)
+        if not p.exists():
+            raise FileNotFoundError(f"nongemm: no trace at {p}")
+        key = (str(p.resolve()), p.stat().st_mtime_ns, self.taxonomy)
+        cache = self.config.stash[_CACHE]
+        if key not in cache:
+            cache[key] = Analysis(p, taxonomy=self.taxonomy)
+        return cache[key]
+
+    def report(self, trace: str | Path, **options: Any):
+        """The trace's report (options as for :func:`nongemm_trace.analyze`)."""
+        from .analysis import report_of
+
+        return report_of(self.analysis(trace), options, metric=None)
+
+    def assert_share_at_most(self, trace: str | Path, name: str, limit: float | str, **options: Any):
+        return self.assert_checks(trace, max_share={name: limit}, **options)
+
+    def assert_category_share_at_most(self, trace: str | Path, category: str, limit: float | str, **options: Any):
+        return self.assert_checks(trace, max_category_share={category: limit}, **options)
+
+    def assert_share_at_least(self, trace: str | Path, name: str, limit: float | str, **options: Any):
+        from .check import parse_fraction
+        from .testing import assert_share_at_least
+
+        return assert_share_at_least(self.analysis(trace), name, parse_fraction(limit, name), **options)
+
+    def assert_unclassified_at_most(self, trace: str | Path, limit: float | str = 0.01, **options: Any):
+        return self.assert_category_share_at_most(trace, "unclassified", limit, **options)
+
+    def assert_no_regression(self, trace: str | Path, *, baseline: str | Path, max_regression: float | str | None = 0.10,
+                             categories: dict[str, float | str] | None = None, **limits: Any):
+        """GPU time per step (and each category in ``categories``) grew at most so much against
+        ``baseline`` (a trace, or a stored report JSON: ``--nongemm-update-baselines`` writes it
+        from this trace first); ``limits``: any other limits of :meth:`assert_checks`."""
+        base = self.path(baseline)
+        if self.update_baselines:
+            from .analysis import report_of
+            from .report.json_out import render_json
+
+            base.parent.mkdir(parents=True, exist_ok=True)
+            base.write_text(render_json(report_of(self.analysis(trace), {})), encoding="utf-8")
+        elif not base.exists():
+            raise AssertionError(f"nongemm: no baseline at {base} (record it: pytest --nongemm-update-baselines)")
+        return self.assert_checks(trace, baseline=base, max_regression=max_regression,
+                                  max_category_regression=categories, **limits)
+
+    def assert_checks(self, trace: str | Path, **limits: Any):
+        """Any of :func:`nongemm_trace.check.check`'s limits (fractions or ``"45%"``) in one call."""
+        from .check import parse_fraction
+        from .testing import assert_checks
+
+        for key in ("max_share", "max_category_share", "max_category_regression"):
+            if limits.get(key):
+                limits[key] = {k: parse_fraction(v, k) for k, v in limits[key].items()}
+        if isinstance(limits.get("max_regression"), str):
+            limits["max_regression"] = parse_fraction(limits["max_regression"], "max_regression")
+        if limits.get("baseline") is not None and not isinstance(limits["baseline"], Path):
+            limits["baseline"] = self.path(limits["baseline"])
+        return assert_checks(self.analysis(trace), **limits)
+
+
+@pytest.fixture
+def nongemm(request: pytest.FixtureRequest) -> NonGemm:
+    """Assertions on traces (paths relative to the test file): see :class:`NonGemm`."""
+    return NonGemm(request.config, Path(request.path).parent)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item):
+    """After a passing test body, the limits of its ``nongemm`` markers."""
+    result = yield
+    marks = list(item.iter_markers("nongemm"))
+    if marks:
+        gate = NonGemm(item.config, Path(item.path).parent)
+        for mark in marks:
+            args, kwargs = list(mark.args), dict(mark.kwargs)
+            trace = kwargs.pop("trace", None) or (args.pop(0) if args else None)
+            if trace is None or args:
+                raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.nongemm takes one TRACE and limits as keywords")
+            if "baseline" in kwargs:
+                gate.assert_no_regression(trace, baseline=kwargs.pop("baseline"),
+                                          max_regression=kwargs.pop("max_regression", None),
+                                          categories=kwargs.pop("max_category_regression", None), **kwargs)
+            else:
+                gate.assert_checks(trace, **kwargs)
+    return result

@@ -1,0 +1,131 @@
+"""The pytest plugin: the ``nongemm`` fixture and marker in a pytest run of their own (pytester),
+on the bundled BERT sample (non-GEMM 4.3 % of GPU time) and the shared eager/compiled pair."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+
+import pytest
+
+from conftest import REPO, SAMPLES, shared
+
+pytest_plugins = ["pytester"]
+
+BERT = SAMPLES / "bert_base_fp32_bs8_s128__eager.json.gz"
+
+
+@pytest.fixture(scope="module")
+def imported():
+    """pytester's in-process runs drop the modules first imported inside them afterwards (a second
+    copy of polars' types would follow): the whole pipeline is imported out here, once."""
+    import nongemm_trace.pytest_plugin  # noqa: F401
+    import nongemm_trace.report.json_out  # noqa: F401
+    import nongemm_trace.testing  # noqa: F401
+    from nongemm_trace.check import check
+
+    check(BERT, max_share={"GEMM": 1.0}, baseline=BERT, max_regression=1.0)
+
+
+@pytest.fixture
+def run(pytester, monkeypatch, imported):
+    """Run pytest on the files made in ``pytester`` with the plugin loaded by name (as its entry point
+    does once installed), no other plugin auto-loaded."""
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    (pytester.path / "traces").mkdir()
+    shutil.copy(BERT, pytester.path / "traces" / "bert.json.gz")
+
+    def go(*args: str):
+        return pytester.runpytest("-p", "nongemm_trace.pytest_plugin", "-p", "no:cacheprovider", *args)
+
+    return go
+
+
+def test_fixture_and_marker_pass_fail_and_refuse_typos(pytester, run):
+    pytester.makepyfile(test_perf=f"""
+        import pytest
+
+        SEEN = []
+
+        def test_share_holds(nongemm):
+            rep = nongemm.assert_share_at_most("traces/bert.json.gz", "non-GEMM", "10%")
+            assert round(rep.share("non-GEMM"), 3) == 0.043
+            SEEN.append(nongemm.analysis("traces/bert.json.gz"))
+
+        def test_share_broken(nongemm):
+            nongemm.assert_share_at_most("traces/bert.json.gz", "non-GEMM", 0.01)
+
+        def test_typo_is_an_error_not_a_pass(nongemm):
+            nongemm.assert_share_at_most("traces/bert.json.gz", "nonGEMM", 0.5)
+
+        def test_at_least_and_the_session_cache(nongemm):
+            nongemm.assert_share_at_least("traces/bert.json.gz", "GEMM", "90%")
+            assert SEEN and nongemm.analysis("traces/../traces/bert.json.gz") is SEEN[0]  # one load per session
+
+        def test_regression_against_itself(nongemm):
+            nongemm.assert_no_regression("traces/bert.json.gz", baseline="traces/bert.json.gz",
+                                         max_regression="1%", categories={{"normalization": 0.0}})
+
+        @pytest.mark.nongemm("traces/bert.json.gz", max_share={{"non-GEMM": 0.5}}, max_category_share={{"gemm": "95%"}})
+        def test_marker_holds():
+            pass
+
+        @pytest.mark.nongemm(trace="traces/bert.json.gz", max_category_share={{"normalization": 0.001}})
+        def test_marker_broken():
+            pass
+
+        @pytest.mark.nongemm("traces/bert.json.gz", max_category_share={{"memroy": 0.1}})
+        def test_marker_typo():
+            pass
+
+        @pytest.mark.nongemm("traces/missing.json.gz", max_share={{"GEMM": 1.0}})
+        def test_marker_after_a_failing_body():
+            assert False, "the body's own failure"
+    """)
+    result = run("-v")
+    result.assert_outcomes(passed=4, failed=5)
+    out = result.stdout.str()
+    assert "nongemm-trace " in out  # the header line
+    for name in ("test_share_holds", "test_at_least_and_the_session_cache", "test_regression_against_itself",
+                 "test_marker_holds"):
+        assert f"test_perf.py::{name} PASSED" in out
+    result.stdout.fnmatch_lines(["*non-GEMM is 4.3 % of GPU time, above the limit of 1.0 %*",
+                                 "*unknown name 'nonGEMM' (known: GEMM, non-GEMM, communication, unclassified, *",
+                                 "*category normalization is 2.0 % of GPU time, above the limit of 0.1 %*",
+                                 "*unknown name 'memroy'*", "*the body's own failure*"])
+    assert "no trace at" not in out  # the marker waits for a passing body
+
+
+def test_baselines_are_recorded_then_compared(pytester, run):
+    pair = [shared("h200", f"bert_base_fp32_bs8_s128__{k}.json.gz") for k in ("compiled", "eager")]
+    shutil.copy(pair[0], pytester.path / "traces" / "model.json.gz")  # the compiled model: 10.7 ms per step
+    pytester.makepyfile(test_reg="""
+        def test_no_slowdown(nongemm):
+            nongemm.assert_no_regression("traces/model.json.gz", baseline="baselines/model.nongemm.json",
+                                         max_regression="10%")
+    """)
+    missing = run()
+    missing.assert_outcomes(failed=1)
+    missing.stdout.fnmatch_lines(["*no baseline at *model.nongemm.json (record it: pytest --nongemm-update-baselines)*"])
+
+    run("--nongemm-update-baselines").assert_outcomes(passed=1)
+    stored = pytester.path / "baselines" / "model.nongemm.json"
+    assert '"schema_version"' in stored.read_text() and '"categories"' in stored.read_text()
+    run().assert_outcomes(passed=1)
+
+    shutil.copy(pair[1], pytester.path / "traces" / "model.json.gz")  # now eager: 12.8 ms per step
+    slower = run()
+    slower.assert_outcomes(failed=1)
+    slower.stdout.fnmatch_lines(["*GPU time per step rose 20.0 % (5,336.2 -> 6,404.7 us), above the limit of 10.0 %*"])
+
+
+def test_the_entry_point_names_the_plugin():
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover
+        import tomli as tomllib
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    assert project["entry-points"]["pytest11"] == {"nongemm_trace": "nongemm_trace.pytest_plugin"}
+    import nongemm_trace.pytest_plugin as plugin
+
+    assert callable(plugin.pytest_addoption) and callable(plugin.nongemm)
