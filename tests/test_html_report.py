@@ -228,3 +228,20 @@ def test_a_headless_browser_renders_the_page(pair, hostile, tmp_path):
     assert dom.tags.count("svg") == written.tags.count("svg")
     assert "script" not in dom.tags and "img" not in dom.tags
     assert HOSTILE_OP in "".join(dom.text)
+
+
+def test_a_cpu_only_trace_shows_cpu_time_and_no_timeline():
+    from nongemm_trace.analysis import Analysis
+    from nongemm_trace.report_page import build_page
+
+    a = Analysis(shared("external", "hta", "cpu_only__rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz"))
+    html = build_page([a])
+    parsed = parse(html)
+    d = a.report().to_dict()
+    assert d["metric"] == "cpu"
+    rows = parsed.named("categories")[0]
+    assert [(r[0][0], float(r[2][1])) for r in rows] == [(c["category"], c["cpu_time_us"]) for c in d["categories"]]
+    head = [c[0] for c in next(rows for cls, rows in parsed.tables if cls == "categories")[0]]
+    assert head[-1] == "op calls" and "operator CPU time" in html
+    assert "no GPU activities: nothing ran on the device" in html and 'class="timeline"' not in html
+    assert html.count("no_gpu_activities") == 1  # the warnings once, not again under launch

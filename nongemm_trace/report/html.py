@@ -19,6 +19,8 @@ from . import svg
 from .palette import IDLE_HOST_BOUND, IDLE_OTHER
 
 METRIC_TEXT = {**METRICS, **TIME_BASES}
+#: what a deployment stack's activities are
+_UNITS = {"layer": "engine layers", "node": "ONNX nodes"}
 
 CSS = """
 .nongemm{font:14px/1.4 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:#222;max-width:1200px}
@@ -74,16 +76,18 @@ def report_section(rep, top: int = 15, full: bool = True) -> str:
     steps = len(d["steps"])
     out = [f'<p class="meta">{escape(dev)} · metric <b>{escape(d["metric"])}</b> ({escape(metric)}) · level '
            f'<b>{escape(d["level"])}</b> · taxonomy {escape(d["taxonomy"])} v{escape(str(d["taxonomy_version"]))} · '
-           f'<span class="total" data-value="{total!r}">{total:,.1f} us</span> over {d["gpu_activities"]:,} '
-           f'activities' + (f" · {steps} step{'s' if steps != 1 else ''}" if steps else "") + "</p>"]
+           f'<span class="total" data-value="{total!r}">{total:,.1f} us</span>'
+           + (f' over {d["gpu_activities"]:,} {_UNITS.get(d["metric"], "GPU activities")}' if d["gpu_activities"] else "")
+           + (f" · {steps} step{'s' if steps != 1 else ''}" if steps else "") + "</p>"]
+    counted = "op calls" if d["metric"] == "cpu" else "activities"
     out.append(svg.stacked_bar([(c["class"], c["share"]) for c in d["classes"]], label=f"share of {metric} by class"))
     out.append(svg.legend(c["class"] for c in d["classes"] if c["share"] > 0))
-    out.append(_table("classes", ["class", "time (us)", "share", "", "activities"],
+    out.append(_table("classes", ["class", "time (us)", "share", "", counted],
                       [_text(c["class"]) + _num(c["time_us"]) + _share(c["share"])
                        + f"<td>{svg.share_cell(c['class'], c['share'])}</td>" + _num(c["activities"])
                        for c in d["classes"]]))
     out.append(f"<h3>Categories — share of {escape(metric)}</h3>")
-    out.append(_table("categories", ["category", "class", "time (us)", "share", "", "activities"],
+    out.append(_table("categories", ["category", "class", "time (us)", "share", "", counted],
                       [_text(c["category"]) + _text(c["class"]) + _num(c.get(key, c.get("gpu_time_us")))
                        + _share(c["share"]) + f"<td>{svg.share_cell(c['category'], c['share'])}</td>"
                        + _num(c["activities"]) for c in d["categories"]], numeric_from=2))
@@ -103,7 +107,7 @@ def report_section(rep, top: int = 15, full: bool = True) -> str:
         out.append(_table("steps", ["step", "name", "CPU span (us)", "GPU time (us)", "activities"],
                           [_num(s["step"]) + _text(s["name"], "name") + _num(s["cpu_time_us"]) + _num(s["gpu_time_us"])
                            + _num(s["activities"]) for s in d["steps"]], numeric_from=2))
-    if full and d["evidence"]:
+    if full and any(v["share"] for v in d["evidence"].values()):
         out.append('<p class="meta">categories rest on: ' + " · ".join(
             f"{escape(k)} {100 * v['share']:.1f} %" for k, v in d["evidence"].items() if v["share"]) + "</p>")
     out.append(_warnings(d["warnings"]))
@@ -128,11 +132,14 @@ _LAUNCH_ROWS = (("span_us", "span (first start to last end)"), ("busy_us", "busy
                 ("launch_overhead_per_activity_us", "launch overhead per activity"))
 
 
-def launch_section(lrep, timeline: bool = True, width: int = 1000) -> str:
+def launch_section(lrep, timeline: bool = True, width: int = 1000, warnings: bool = True) -> str:
     """The verdict, the timeline's measures and (``timeline``) the figure of a
-    :class:`~nongemm_trace.launch.LaunchReport`."""
+    :class:`~nongemm_trace.launch.LaunchReport` (``warnings``: also its warnings, which are
+    the report's: the page shows them once)."""
     d = lrep.to_dict()
     out = [f'<p class="verdict">{escape(d["verdict"])}</p>']
+    if not d.get("activities"):
+        return "".join(out)
     rows = [_text(label) + _num(d[k], 3 if k == "launch_overhead_per_activity_us" else 1)
             for k, label in _LAUNCH_ROWS if d.get(k) is not None]
     for k, label in (("activities", "activities"), ("launches", "launch calls"), ("short_activities",
@@ -145,7 +152,8 @@ def launch_section(lrep, timeline: bool = True, width: int = 1000) -> str:
         cats = lrep.activities["category"].unique().sort().to_list() if lrep.activities.height else []
         out.append(svg.legend(cats) + f'<p class="legend"><span><i style="background:{IDLE_HOST_BOUND}"></i>idle, '
                    f'host-bound</span><span><i style="background:{IDLE_OTHER}"></i>idle, other</span></p>')
-    out.append(_warnings(d["warnings"]))
+    if warnings:
+        out.append(_warnings(d["warnings"]))
     return "".join(out)
 
 
@@ -204,7 +212,7 @@ def render_html(reports: list, launches: list | None = None, comparison=None, to
         parts.append(f'<section class="trace" id="trace-{i}"><h2>{escape(Path(rep.trace).name)}</h2>'
                      f'<p class="meta">{escape(str(rep.trace))}</p>{report_section(rep, top)}')
         if lrep is not None:
-            parts.append(f"<h3>Launch overhead and idle time</h3>{launch_section(lrep)}")
+            parts.append(f"<h3>Launch overhead and idle time</h3>{launch_section(lrep, warnings=False)}")
         parts.append("</section>")
     return ('<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
             '<meta name="viewport" content="width=device-width, initial-scale=1">'
