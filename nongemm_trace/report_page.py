@@ -15,6 +15,7 @@ from .compare import compare
 from .errors import TraceError
 from .launch import launch_analysis
 from .report.html import render_html
+from .vocabulary import TIME_BASES
 
 
 def build_page(traces: list[str | Path | Analysis], *, top: int = 15, short_us: float = 10.0, per_step: bool = False,
@@ -27,7 +28,9 @@ def build_page(traces: list[str | Path | Analysis], *, top: int = 15, short_us: 
     analyses = [Analysis.of(t, **opened) for t in traces]
     launch_opts = {k: v for k, v in report_opts.items() if k != "metric"}
     reports = [a.report(**report_opts) for a in analyses]
-    launches = [launch_analysis(a, short_us=short_us, **launch_opts) for a in analyses]
+    # a deployment stack's profile holds per-layer averages laid end to end: no timeline to judge
+    launches = [None if r.metric in TIME_BASES else launch_analysis(a, short_us=short_us, **launch_opts)
+                for a, r in zip(analyses, reports)]
     comparison = compare(analyses, per_step=per_step, **launch_opts) if len(analyses) > 1 else None
     if title is None:
         title = f"nongemm-trace: {Path(str(reports[0].trace)).name}" if len(reports) == 1 else \

@@ -151,7 +151,8 @@ def test_the_comparison_equals_the_compare_json(pair):
         assert float(row[2][1]) == c["gpu_time_us"][0] and float(row[3][1]) == c["gpu_time_us"][1]
         assert row[4][0] == ("new" if c["ratio"][1] is None else f"{c['ratio'][1]:.2f}x")
     traces = pair["parsed"].named("traces")[0]
-    assert [float(r[4][1]) for r in traces] == [t["non_gemm_share"] for t in d["traces"]]
+    assert [(r[0][0], float(r[5][1])) for r in traces] == [("BASE", d["traces"][0]["non_gemm_share"]),
+                                                          ("#1", d["traces"][1]["non_gemm_share"])]
     assert "fusion" in "".join(pair["parsed"].text)  # eager vs compiled: the fusion sentence
 
 
@@ -245,3 +246,17 @@ def test_a_cpu_only_trace_shows_cpu_time_and_no_timeline():
     assert head[-1] == "op calls" and "operator CPU time" in html
     assert "no GPU activities: nothing ran on the device" in html and 'class="timeline"' not in html
     assert html.count("no_gpu_activities") == 1  # the warnings once, not again under launch
+
+
+def test_a_tensorrt_profile_shows_its_fusion_view_and_no_timeline():
+    from nongemm_trace.analysis import Analysis
+    from nongemm_trace.report_page import build_page
+
+    a = Analysis(shared("external2", "tensorrt", "trex__examples__pytorch__resnet__A100__fp16__resnet.onnx.engine.profile.json"))
+    parsed = parse(build_page([a]))
+    view = a.report().to_dict()["engine"]
+    assert [(r[0][0], int(r[2][1]), float(r[3][1])) for r in parsed.named("folded")[0]] == \
+        [(r["op"], r["gemm_layers"], r["gemm_layer_time_us"]) for r in view["folded_into_gemm_layers"][:15]]
+    assert [r[0][0] for r in parsed.named("standalone")[0]] == [r["layer_type"] for r in view["standalone_by_layer_type"]]
+    text = "".join(parsed.text)
+    assert "engine layers by time" in text and "Launch overhead" not in text and parsed.named("launch") == []

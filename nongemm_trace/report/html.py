@@ -27,9 +27,9 @@ CSS = """
 .nongemm h1{font-size:22px;margin:.2em 0}.nongemm h2{font-size:18px;margin:1.2em 0 .3em;border-bottom:1px solid #ddd}
 .nongemm h3{font-size:15px;margin:1em 0 .3em}.nongemm .meta{color:#555;margin:.2em 0}
 .nongemm table{border-collapse:collapse;margin:.4em 0 .8em}
-.nongemm th,.nongemm td{padding:2px 8px;border-bottom:1px solid #eee;text-align:left;vertical-align:middle}
+.nongemm th,.nongemm td{padding:2px 8px;border-bottom:1px solid #eee;text-align:left;vertical-align:middle;white-space:nowrap}
 .nongemm th{background:#f4f4f4;font-weight:600}.nongemm td.num,.nongemm th.num{text-align:right;font-variant-numeric:tabular-nums}
-.nongemm td.name{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:12px;max-width:560px;overflow-wrap:anywhere}
+.nongemm td.name{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:12px;max-width:560px;overflow-wrap:anywhere;white-space:normal}
 .nongemm .legend span{margin-right:12px;white-space:nowrap}.nongemm .legend i{display:inline-block;width:10px;height:10px;margin-right:4px}
 .nongemm .verdict{font-weight:600;padding:6px 10px;background:#f4f8ff;border-left:4px solid #1f77b4}
 .nongemm .warn{color:#8a5a00}.nongemm svg{display:block;max-width:100%;height:auto}.nongemm svg.cell{display:inline-block}
@@ -97,9 +97,14 @@ def report_section(rep, top: int = 15, full: bool = True) -> str:
         out.append(_table("ops", ["op", "category", "calls", "GPU time (us)", "self GPU time (us)", "activities"],
                           [_text(o["op"], "name") + _text(o["category"]) + _num(o["calls"]) + _num(o["gpu_time_us"])
                            + _num(o["self_gpu_time_us"]) + _num(o["activities"]) for o in ops], numeric_from=2))
+    if d.get("engine"):
+        out.append(_engine_section(d["engine"], top))
     if d["kernels"]:
-        out.append(f"<h3>Top {len(d['kernels'])} kernels by GPU time (of {d['kernels_total']:,})</h3>")
-        out.append(_table("kernels", ["kernel", "kind", "category", "count", "GPU time (us)"],
+        unit = _UNITS.get(d["metric"])
+        out.append(f"<h3>Top {len(d['kernels'])} {unit or 'kernels'} by {'time' if unit else 'GPU time'} "
+                   f"(of {d['kernels_total']:,})</h3>")
+        out.append(_table("kernels", [unit[:-1] if unit else "kernel", "kind", "category", "count",
+                                      "time (us)" if unit else "GPU time (us)"],
                           [_text(k["name"], "name") + _text(k["kind"]) + _text(k["category"]) + _num(k["activities"])
                            + _num(k["gpu_time_us"]) for k in d["kernels"]], numeric_from=3))
     if full and d["steps"]:
@@ -112,6 +117,27 @@ def report_section(rep, top: int = 15, full: bool = True) -> str:
             f"{escape(k)} {100 * v['share']:.1f} %" for k, v in d["evidence"].items() if v["share"]) + "</p>")
     out.append(_warnings(d["warnings"]))
     return "".join(out)
+
+
+def _engine_section(view: dict[str, Any], top: int) -> str:
+    """A deployment stack's fusion view: what GEMM layers folded, what runs on its own (TensorRT),
+    or ONNX Runtime's own fused ops."""
+    if view.get("format") == "tensorrt":
+        return (f"<h3>Non-GEMM ONNX ops folded into GEMM layers (paper's rule: GEMM "
+                f"{100 * view['gemm_share_paper_rule']:.1f} %)</h3>"
+                + _table("folded", ["ONNX op", "category", "GEMM layers", "their time (us)"],
+                         [_text(r["op"], "name") + _text(r["category"] or "-") + _num(r["gemm_layers"])
+                          + _num(r["gemm_layer_time_us"]) for r in view["folded_into_gemm_layers"][:top]], 2)
+                + "<h3>Standalone non-GEMM layers by layer type</h3>"
+                + _table("standalone", ["layer type", "layers", "time (us)", "share"],
+                         [_text(r["layer_type"]) + _num(r["layers"]) + _num(r["time_us"]) + _share(r["share"])
+                          for r in view["standalone_by_layer_type"][:top]]))
+    if view.get("fused_ops"):
+        return ("<h3>ONNX Runtime's own fused ops</h3>"
+                + _table("fused", ["op", "category", "nodes", "time (us)", "share"],
+                         [_text(r["op"], "name") + _text(r["category"]) + _num(r["activities"]) + _num(r["time_us"])
+                          + _share(r["share"]) for r in view["fused_ops"][:top]], 2))
+    return ""
 
 
 def _warnings(warnings: list[dict[str, Any]]) -> str:
@@ -166,12 +192,13 @@ def compare_section(cmp) -> str:
     names = [Path(t["trace"]).name for t in d["traces"]]
     unit = "us per step" if d["per_step"] else "us"
     out = [f'<p class="meta">BASE: <code>{escape(names[0])}</code> · GPU time in {unit} · ratio = trace / BASE</p>']
-    head = ["trace", "GPU time", "activities", "steps", "non-GEMM share"]
-    out.append(_table("traces", head, [_text(n, "name") + _num(t["gpu_time_us"]) + _num(t["activities"])
-                                       + _num(t["steps"]) + _share(t["non_gemm_share"])
-                                       for n, t in zip(names, d["traces"])]))
+    labels = ["BASE", *(f"#{i}" for i in range(1, len(names)))]
+    head = ["", "trace", "GPU time", "activities", "steps", "non-GEMM share"]
+    out.append(_table("traces", head, [_text(label) + _text(n, "name") + _num(t["gpu_time_us"])
+                                       + _num(t["activities"]) + _num(t["steps"]) + _share(t["non_gemm_share"])
+                                       for label, n, t in zip(labels, names, d["traces"])], numeric_from=2))
     total = [sum(c["gpu_time_us"][i] for c in d["categories"]) for i in range(len(names))]
-    out.append(svg.bars_by_trace([(n, [(c["category"], c["gpu_time_us"][i] / total[i] if total[i] else 0.0)
+    out.append(svg.bars_by_trace([(f"{labels[i]} {n}", [(c["category"], c["gpu_time_us"][i] / total[i] if total[i] else 0.0)
                                        for c in d["categories"]]) for i, n in enumerate(names)]))
     cats = [c for c in d["categories"] if any(c["gpu_time_us"])]
     out.append(svg.legend(c["category"] for c in cats))
@@ -182,9 +209,9 @@ def compare_section(cmp) -> str:
             cells += _num(t) + (f'<td class="num" data-value="">new</td>' if r is None else
                                 f'<td class="num" data-value="{r!r}">{r:.2f}x</td>')
         rows.append(cells)
-    head = ["category", "class", f"{names[0]} (us)"]
-    for n in names[1:]:
-        head += [f"{n} (us)", "ratio"]
+    head = ["category", "class", "BASE (us)"]
+    for label in labels[1:]:
+        head += [f"{label} (us)", f"{label} / BASE"]
     out.append(_table("compare", head, rows, numeric_from=2))
     for section in ("quantization", "fusion"):
         for p in (d.get(section) or {}).get("pairs", []):
