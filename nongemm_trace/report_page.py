@@ -12,7 +12,7 @@ from typing import Any
 
 from .analysis import Analysis, split_options
 from .compare import compare
-from .errors import TraceError
+from .errors import OptionError, TraceError
 from .launch import launch_analysis
 from .report.html import render_html
 from .vocabulary import TIME_BASES
@@ -24,6 +24,8 @@ def build_page(traces: list[str | Path | Analysis], *, top: int = 15, short_us: 
     (``metric`` applies to the breakdown; the launch view and the comparison are of GPU time)."""
     if not traces:
         raise TraceError(None, "report needs at least one TRACE")
+    if top < 0:
+        raise OptionError(None, f"top must be >= 0, not {top}", "top")
     opened, report_opts = split_options(dict(options))
     analyses = [Analysis.of(t, **opened) for t in traces]
     launch_opts = {k: v for k, v in report_opts.items() if k != "metric"}

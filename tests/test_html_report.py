@@ -201,6 +201,8 @@ def test_command_line(tmp_path, capsys):
     assert main(["report", str(tmp_path / "missing.json"), "-o", str(out)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "missing.json" in err[0]
+    assert main(["report", str(trace), "-o", str(out), "--top", "-1"]) == 2
+    assert "--top must be >= 0" in capsys.readouterr().err
 
 
 def _browser() -> str | None:
