@@ -190,7 +190,9 @@ def test_gates_are_validated_before_training():
 
 
 def test_frameworks_are_imported_only_by_their_modules():
-    code = ("import sys, nongemm_trace, nongemm_trace.integrations, nongemm_trace.integrations.steps, "
+    code = ("import sys, nongemm_trace.pytest_plugin\n"
+            "assert 'polars' not in sys.modules  # every pytest run loads the plugin: it must cost nothing\n"
+            "import nongemm_trace, nongemm_trace.integrations, nongemm_trace.integrations.steps, "
             "nongemm_trace.integrations.lightning, nongemm_trace.pytest_plugin\n"
             "assert not {'transformers', 'lightning', 'pytorch_lightning', 'torch'} & set(sys.modules), sys.modules\n"
             "sys.modules['transformers'] = None\n"
