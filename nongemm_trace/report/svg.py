@@ -2,9 +2,10 @@
 
 No network and no plotting library: each figure is an ``<svg>`` element written as text,
 so the HTML page stays one self-contained file. Every name that reaches the markup is
-escaped. The timeline draws what the launch model holds; activities narrower than a
-pixel are drawn per pixel column in the colour of the category with most time there, so
-a trace of any size gives a figure of bounded size.
+escaped. The timeline draws what the launch model holds; activities (and idle gaps)
+narrower than a pixel are drawn per pixel column, in the colour of the category with most
+time there and shaded by the share of the column they fill, so a trace of any size gives a
+figure of bounded size that does not overstate busy or idle time.
 """
 
 from __future__ import annotations
@@ -108,7 +109,7 @@ def timeline(acts: pl.DataFrame, width: int = 1000, lane_h: int = 16) -> str:
         out.append(f'<rect x="{label_w}" y="{y}" width="{width}" height="{lane_h}" fill="#f6f6f6"/>')
         if kind == "stream":
             lane = acts.filter((pl.col("device") == dev) & (pl.col("stream") == stream))
-            out += _lane_rects(lane, label_w, y, lane_h)
+            out += _lane_rects(lane, label_w, y, lane_h, scale)
         else:
             out += _idle_rects(acts.filter(pl.col("device") == dev), label_w, y, lane_h, scale)
     if "step" in acts.columns:
@@ -130,11 +131,18 @@ def _clip(name: str, n: int = 90) -> str:
     return name if len(name) <= n else name[: n - 1] + "…"
 
 
-def _lane_rects(lane: pl.DataFrame, x0: int, y: int, h: int) -> list[str]:
+def _column(x: float, col: int, y: int, h: int, fill: str, filled_ns: float, scale: float, title: str) -> str:
+    """One pixel column standing for what was too short to draw: its opacity is the share of the
+    column's time that it fills (a column 5 % busy is drawn faint, not solid)."""
+    return (f'<rect x="{x + col}" y="{y}" width="1" height="{h}" fill="{fill}" '
+            f'fill-opacity="{min(1.0, max(0.15, filled_ns * scale)):.2f}"><title>{title}</title></rect>')
+
+
+def _lane_rects(lane: pl.DataFrame, x0: int, y: int, h: int, scale: float) -> list[str]:
     """Activities of at least a pixel drawn one by one; narrower ones per pixel column, in the colour
     of the category with most time in that column."""
     wide = lane.filter(pl.col("_w") >= 1.0)
-    out = [f'<rect x="{x0 + x:.2f}" y="{y}" width="{w:.2f}" height="{h}" fill="{color(c)}">'
+    out = [f'<rect x="{x0 + x:.1f}" y="{y}" width="{w:.1f}" height="{h}" fill="{color(c)}">'
            f'<title>{escape(_clip(n))} ({escape(c)}): {d / 1000:,.1f} us</title></rect>'
            for x, w, c, n, d in wide.select("_x", "_w", "category", "name", "dur_ns").iter_rows()]
     narrow = lane.filter(pl.col("_w") < 1.0)
@@ -144,24 +152,27 @@ def _lane_rects(lane: pl.DataFrame, x0: int, y: int, h: int) -> list[str]:
                 .sort(["_col", "dur_ns", "category"], descending=[False, True, False])
                 .group_by("_col", maintain_order=True).agg(pl.col("category").first(), pl.col("n").sum(),
                                                            pl.col("dur_ns").sum()))
-        out += [f'<rect x="{x0 + col}" y="{y}" width="1" height="{h}" fill="{color(c)}">'
-                f'<title>{n} short activities, mostly {escape(c)}: {d / 1000:,.1f} us</title></rect>'
-                for col, c, n, d in cols.iter_rows()]
+        out += [_column(x0, col, y, h, color(c), d, scale, f"{n} short activities, mostly {escape(c)}: "
+                        f"{d / 1000:,.1f} us") for col, c, n, d in cols.iter_rows()]
     return out
 
 
 def _idle_rects(dev_acts: pl.DataFrame, x0: int, y: int, h: int, scale: float) -> list[str]:
-    """The gaps before each activity on its device, a pixel or wider; dark where most of the gap
-    was the GPU waiting for a launch (host-bound)."""
+    """The gap before each activity on its device (a pixel or wider: drawn; narrower: summed per
+    pixel column); dark where most of it was the GPU waiting for a launch (host-bound)."""
     if "gap_device_ns" not in dev_acts.columns:
         return []
-    gaps = dev_acts.filter(pl.col("gap_device_ns").fill_null(0) * scale >= 1.0).select(
-        "_x", "gap_device_ns", pl.col("host_bound_gap_ns").fill_null(0))
+    gaps = dev_acts.select("_x", pl.col("gap_device_ns").fill_null(0).alias("gap"),
+                           pl.col("host_bound_gap_ns").fill_null(0).alias("host")).filter(pl.col("gap") > 0)
     out = []
-    for x, gap, host in gaps.iter_rows():
+    for x, gap, host in gaps.filter(pl.col("gap") * scale >= 1.0).iter_rows():
         w = gap * scale
-        dark = host * 2 >= gap
         out.append(f'<rect x="{x0 + x - w:.2f}" y="{y}" width="{w:.2f}" height="{h}" '
-                   f'fill="{IDLE_HOST_BOUND if dark else IDLE_OTHER}"><title>idle {gap / 1000:,.1f} us'
+                   f'fill="{IDLE_HOST_BOUND if host * 2 >= gap else IDLE_OTHER}"><title>idle {gap / 1000:,.1f} us'
                    f'{", host-bound " + f"{host / 1000:,.1f} us" if host else ""}</title></rect>')
+    narrow = (gaps.filter(pl.col("gap") * scale < 1.0).with_columns(pl.col("_x").floor().cast(pl.Int64).alias("_col"))
+              .group_by("_col").agg(pl.col("gap").sum(), pl.col("host").sum(), pl.len().alias("n")).sort("_col"))
+    out += [_column(x0, col, y, h, IDLE_HOST_BOUND if host * 2 >= gap else IDLE_OTHER, gap, scale,
+                    f"{n} short gaps: idle {gap / 1000:,.1f} us, host-bound {host / 1000:,.1f} us")
+            for col, gap, host, n in narrow.iter_rows()]
     return out
