@@ -96,6 +96,8 @@ class StepProfiler:
         if self._stack is None:
             return
         self._steps_seen += 1
+        if self._steps_seen == self.start + self.steps:
+            _synchronize()  # the window's last kernels finish before the trace is cut
         self._mark()
         if self._steps_seen >= self.start + self.steps:
             self.close()
@@ -151,6 +153,14 @@ class StepProfiler:
             self.files["check"] = path.with_name(stem + ".check.json")
             if self.violations and self.gates.on_violation == "raise":
                 self._failure = PerformanceGateError(path, self.violations)
+
+
+def _synchronize() -> None:
+    """Wait for the GPU (CUDA or ROCm) when torch has started it: its kernels are asynchronous."""
+    import torch
+
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.synchronize()
 
 
 def _write_text(report: Any, out: Path) -> None:
