@@ -195,8 +195,11 @@ def test_frameworks_are_imported_only_by_their_modules():
             "import nongemm_trace, nongemm_trace.integrations, nongemm_trace.integrations.steps, "
             "nongemm_trace.integrations.lightning, nongemm_trace.pytest_plugin\n"
             "assert not {'transformers', 'lightning', 'pytorch_lightning', 'torch'} & set(sys.modules), sys.modules\n"
-            "sys.modules['transformers'] = None\n"
-            "try:\n    import nongemm_trace.integrations.huggingface\nexcept ImportError as e:\n    print(e)\n")
+            "sys.modules['transformers'] = sys.modules['pytorch_lightning'] = None\n"
+            "try:\n    import nongemm_trace.integrations.huggingface\nexcept ImportError as e:\n    print(e)\n"
+            "try:\n    from nongemm_trace.integrations.lightning import PLNonGemmCallback\n"
+            "except ImportError as e:\n    print(e)\n")
     r = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert "needs transformers: pip install transformers" in r.stdout
+    assert "needs pytorch_lightning: pip install pytorch_lightning" in r.stdout
