@@ -59,6 +59,12 @@ def _validate(limits: dict[str, float] | None, known: tuple[str, ...], what: str
             raise OptionError(None, f"{what}: the limit for {name} is {value:g}, not a share between 0 and 1", what)
 
 
+def _percent(limit: float) -> str:
+    """A limit in percent, one decimal unless it is smaller (a limit of 0.01 % is not "0.0 %")."""
+    pct = 100 * limit
+    return f"{pct:.1f}" if pct == 0 or abs(pct) >= 0.1 else f"{pct:.2g}"
+
+
 def validate_limits(taxonomy: Taxonomy, *, max_share: dict[str, float] | None = None,
                     max_category_share: dict[str, float] | None = None, max_regression: float | None = None,
                     max_category_regression: dict[str, float] | None = None, baseline: Any = None,
@@ -153,13 +159,13 @@ def check(
         value = rep.share(name)
         if value > allowed:
             out.append(Violation(f"max-share {name}", value, allowed,
-                                 f"{name} is {100 * value:.1f} % of {of}, above the limit of {100 * allowed:.1f} %"))
+                                 f"{name} is {_percent(value)} % of {of}, above the limit of {_percent(allowed)} %"))
     for name, allowed in (max_category_share or {}).items():
         value = rep.share(name)
         if value > allowed:
             out.append(Violation(f"max-category-share {name}", value, allowed,
-                                 f"category {name} is {100 * value:.1f} % of {of}, above the limit of "
-                                 f"{100 * allowed:.1f} %"))
+                                 f"category {name} is {_percent(value)} % of {of}, above the limit of "
+                                 f"{_percent(allowed)} %"))
     if baseline is not None:
         base = _baseline(baseline, {"taxonomy": analysis.taxonomy, **report_opts})
         mine = Baseline.of_report(rep)
@@ -169,7 +175,7 @@ def check(
             if change > max_regression:
                 out.append(Violation("max-regression", change, max_regression,
                                      f"GPU time per step rose {100 * change:.1f} % ({b / 1000:,.1f} -> {n / 1000:,.1f} us), "
-                                     f"above the limit of {100 * max_regression:.1f} %"))
+                                     f"above the limit of {_percent(max_regression)} %"))
         for cat, allowed in (max_category_regression or {}).items():
             b, n = base.per_step(base.category_ns.get(cat, 0)), mine.per_step(mine.category_ns.get(cat, 0))
             if b == 0:
@@ -180,5 +186,5 @@ def check(
                 grew = "appeared" if b == 0 else f"rose {100 * change:.1f} %"
                 out.append(Violation(f"max-category-regression {cat}", change, allowed,
                                      f"{cat} GPU time per step {grew} ({b / 1000:,.1f} -> {n / 1000:,.1f} us), above the "
-                                     f"limit of {100 * allowed:.1f} %"))
+                                     f"limit of {_percent(allowed)} %"))
     return out, rep
