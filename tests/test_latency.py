@@ -193,3 +193,23 @@ def test_a_sync_moves_the_host_with_the_device(tmp_path):
     assert faster["steps"][0]["predicted_us"] == 195.0  # the sync returns 105 us earlier, and so does the rest
     slower_host = whatif_analysis(path, cpu_scale=2.0).to_dict()
     assert slower_host["steps"][0]["predicted_us"] == 382.0  # the kernel still ends first; the host doubles
+
+
+def test_a_wait_on_autograds_thread_follows_that_thread():
+    """The main thread idles in ``loss.backward()`` while autograd's thread runs the backward pass (no
+    event on the main thread meanwhile): the path goes through that thread's work, and dearer launches
+    there lengthen the main thread's wait by what they add."""
+    a = Analysis(shared("h200", "bert_base_train_bs8_s128__eager.json.gz"))
+    _, g, _, _ = graph_of(a)
+    waits = g.syncs.filter(pl.col("kind") == "thread")
+    assert waits.height == 3 and waits["thr"].n_unique() == 2  # 2 joins on the main thread, 1 fork on autograd's
+    rep = latency_analysis(a, skip_steps=1).to_dict()
+    step = rep["steps"][0]
+    assert step["by_bound_us"]["cpu"] > 0.45 * step["wall_us"]  # the backward ops' host time is on the path
+    s = latency_analysis(a, skip_steps=1).steps.row(0, named=True)
+    launch = g.pieces.filter((pl.col("kind") == "launch") & (pl.col("ts") >= s["ts"]) & (pl.col("ts") < s["cpu_end"]))
+    calls = launch.group_by("launch_id").agg((pl.col("end") - pl.col("ts")).sum().alias("ns"))
+    added = calls.height * 30_000 - int(calls["ns"].sum())
+    assert launch["thr"].n_unique() == 2
+    w = whatif_analysis(a, launch_us=30, skip_steps=1).to_dict()
+    assert (w["predicted_us"] - w["measured_us"]) * 1000 == pytest.approx(added, rel=0.03)

@@ -13,7 +13,8 @@ replay read.
   was waiting for the launch) and ``gap`` (previous activity's end → its start when it was
   queued behind it). See :mod:`.replay` for how they reproduce the measured start exactly.
 * **syncs**: each synchronizing call's piece and the activities it waited for
-  (:mod:`.runtime` says which), with ``late`` (how far the awaited work ended after the call
+  (:mod:`.runtime` says which), and each wait of a thread on another (:mod:`.threads`: the
+  awaited host piece, ``point``), in the order they resolve, with ``late`` (how far the awaited work ended after the call
   returned, clock skew: kept so the measured timeline is reproduced exactly).
 
 Everything is columnar (sorts, ``join_asof``, one sweep for the pieces' labels); no loop
@@ -29,6 +30,7 @@ import polars as pl
 from ..frames import lookup_columns
 from ..link.nesting import innermost_containing
 from .runtime import EVENT_RECORDS, SYNC_KINDS
+from .threads import with_thread_waits
 
 #: a call name with a version suffix (nsys writes ``cudaStreamSynchronize_v3020``)
 _VERSION_SUFFIX = r"_v\d{4,}$"
@@ -40,7 +42,7 @@ class Graph:
 
     pieces: pl.DataFrame   # row, thr, ts, end, kind, bound, category, op_id, launch_id, sync (row in syncs or null)
     acts: pl.DataFrame     # row, skey, pos, activity_id, name, category, class, ts, end, dur, lp (launch piece row), lat, gap, step
-    syncs: pl.DataFrame    # sync (row), piece, thr, kind, late, tail
+    syncs: pl.DataFrame    # sync (row), piece, end_piece, thr, kind, launch_id, late, tail, point (awaited host piece)
     awaits: pl.DataFrame   # sync, act (row in acts)
     steps: pl.DataFrame    # step, name, first (piece row of its start), last (piece row of its end), ts, end
     launch_latency_ns: int
@@ -289,6 +291,7 @@ def build(ops: pl.DataFrame, calls: pl.DataFrame, activities: pl.DataFrame, step
         pl.col("dur").sum()).sort(["dur", "category"], descending=[True, False]).unique(
         "launch_id", keep="first").select("launch_id", pl.col("category").alias("launch_category"))
     pieces = label_pieces(pieces, host_category(ops, generic, level), launch_cats, syncs)
+    pieces, syncs, awaits = with_thread_waits(pieces, syncs, awaits, threads)
     steps = step_ranges.join(threads, on=["pid", "tid"]).join(
         pieces.select("thr", "ts", pl.col("row").alias("first")), on=["thr", "ts"]).join(
         pieces.select("thr", pl.col("ts").alias("end"), pl.col("row").alias("last")), on=["thr", "end"]).sort("step")

@@ -10,7 +10,8 @@ the CPU range) or on the CPU. Backward from there:
 * **on a CPU thread** at time ``t``: the path runs back through the thread's pieces until the
   latest synchronizing call that waited (its awaited work ended after it began); the call's
   return cost after that work ended is ``sync``, and the path goes onto the device at the
-  awaited activity's end.
+  awaited activity's end. A wait on another thread (:mod:`.threads`) works the same way: the
+  resumption after the awaited point is ``other``, and the path goes onto that thread there.
 
 It stops at the step's start. The walk jumps between host and device only at waiting syncs
 (a few per step), so it is a short loop over jumps; what each stretch holds is attributed in
@@ -53,6 +54,7 @@ def walk(tl: Timeline) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     sy = tl.syncs.sort("sync")
     s_ts, s_end, s_G = sy["ts"].to_numpy(), sy["end"].to_numpy(), sy["G"].fill_null(0).to_numpy()
     s_late, s_k = sy["late"].to_numpy(), sy["k"].fill_null(-1).to_numpy()
+    s_point_thr = sy["point_thr"].fill_null(-1).to_numpy()
     piece_cat = tl.pieces["category"].to_list()
     s_cat = [piece_cat[p] for p in sy["piece"].to_list()]
     by_thr = _thread_syncs(tl)
@@ -95,6 +97,10 @@ def walk(tl: Timeline) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
             host.append((step, thr, int(s_end[j]), t))
             g = min(max(int(s_G[j]) - int(s_late[j]), int(s_ts[j])), int(s_end[j]))
             g = max(g, lo)
+            if s_point_thr[j] >= 0:  # a wait on another thread: resumed after it, then onto that thread
+                single.append((step, "other", "unclassified", int(s_end[j]) - g))
+                t, thr = g, int(s_point_thr[j])
+                continue
             single.append((step, "sync", s_cat[j], int(s_end[j]) - g))
             t = g
             k = _running_at(int(s_k[j]), t, S, stream_first)

@@ -173,8 +173,12 @@ def _sync_pass(g: Graph, o, gseg, sync_piece, W, streams: _Streams) -> None:
     aw = g.awaits.group_by("sync", maintain_order=True).agg("act")
     awaited = dict(zip(aw["sync"].to_list(), aw["act"].to_list()))
     late = g.syncs["late"].to_numpy()
+    point = g.syncs["point"].fill_null(-1).to_numpy()
     for j, piece in enumerate(sync_piece):
-        G = max((streams.end(k) for k in awaited.get(j, ())), default=_NEG)
+        if point[j] >= 0:  # a wait on another thread: that thread's point is final (it resolved earlier)
+            G = int(o[point[j]] + W[gseg[point[j]]])
+        else:
+            G = max((streams.end(k) for k in awaited.get(j, ())), default=_NEG)
         before = gseg[piece]
         W[before + 1] = max(W[before], G - int(late[j]) - int(o[piece])) if G > _NEG else W[before]
 
@@ -184,7 +188,14 @@ def _sync_times(g: Graph, pieces: pl.DataFrame, acts: pl.DataFrame) -> pl.DataFr
         ["sync", "end", "act"]).group_by("sync").agg(pl.col("end").last().alias("G"), pl.col("act").last().alias("k"))
     ts = pieces["ts"]
     sy = g.syncs.with_columns(ts.gather(g.syncs["piece"]).alias("ts"), ts.gather(g.syncs["end_piece"]).alias("end"))
-    sy = sy.join(ends, on="sync", how="left")
+    sy = sy.join(ends, on="sync", how="left", maintain_order="left")
+    host = sy["point"].is_not_null()
+    if host.any():  # a wait on another thread: what it awaits is that thread's point
+        p_ts = ts.gather(sy["point"].fill_null(0))
+        sy = sy.with_columns(pl.when(host).then(p_ts).otherwise(pl.col("G")).alias("G"),
+                             pl.when(host).then(pieces["thr"].gather(sy["point"].fill_null(0))).alias("point_thr"))
+    else:
+        sy = sy.with_columns(pl.lit(None, pl.Int64).alias("point_thr"))
     return sy.with_columns((pl.col("G").is_not_null() & (pl.col("G") - pl.col("late") > pl.col("ts"))).alias("waited"))
 
 

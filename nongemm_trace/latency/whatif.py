@@ -91,7 +91,7 @@ def graph_regions(g, piece_len: np.ndarray, lat: np.ndarray, gap: np.ndarray, co
     activity launched there is released when that call returns, after the typical launch latency,
     and follows the one before it on its stream after the graph queue gap instead of the eager one."""
     p = g.pieces.select("row", "thr", "ts", "kind")
-    p = p.with_columns((pl.col("kind") == "sync").cast(pl.Int64).cum_sum().over("thr").alias("epoch"))
+    p = p.with_columns(pl.col("kind").is_in(["sync", "wait"]).cast(pl.Int64).cum_sum().over("thr").alias("epoch"))
     steps = g.steps.select("step", pl.col("ts").alias("t"), pl.col("end").alias("s_end")).sort("t")
     launches = p.filter(pl.col("kind") == "launch").sort("ts").join_asof(
         steps, left_on="ts", right_on="t", strategy="backward").filter(pl.col("ts") <= pl.col("s_end"))
