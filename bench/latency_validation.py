@@ -4,8 +4,8 @@
 
 DIR holds NAME__fp32 / NAME__tf32 (TF32 off vs on: only GEMM kernels change) and
 NAME__tf32_graph (the same forward replayed from one CUDA graph) traces with their
-.meta.json (CUDA-event latencies), as ``.device/latency/capture.py`` writes them (the
-small ones are in sample_traces/latency/). From the slower trace alone, plus the GEMM time
+.meta.json (CUDA-event latencies), as ``bench/capture_latency_pairs.py merge`` writes them
+(pairs captured interleaved in one process; a subset is in sample_traces/latency/). From the slower trace alone, plus the GEMM time
 ratio measured on the pair (GEMM GPU time per step, faster / slower), ``whatif --scale
 GEMM=ratio`` predicts the faster trace's mean step; the naive Amdahl estimate is the slower
 mean step minus the GEMM time saved. Eager -> ``--graphs`` is checked against the graph run.
@@ -19,7 +19,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from nongemm_trace.analysis import Analysis  # noqa: E402
-from nongemm_trace.latency import latency_analysis, whatif_analysis  # noqa: E402
+from nongemm_trace.latency import graph_of, latency_analysis, whatif_analysis  # noqa: E402
 
 
 #: the first profiled step carries the profiler's start-up (2-3x slower on every capture): left out
@@ -36,6 +36,14 @@ def host_per_step(a: Analysis) -> float:
     """Mean CPU-range length of a step: the host's own work (no step here holds a synchronizing call)."""
     st = latency_analysis(a, skip_steps=SKIP).steps
     return float((st["cpu_end"] - st["ts"]).mean())
+
+
+def activities_per_step(a: Analysis) -> float:
+    """GPU activities (kernels, memsets, copies) launched per kept step: a faster run that launches
+    other work (cuBLAS workspace memsets, split kernels) is not the same host work."""
+    acts = graph_of(a)[1].acts
+    kept = acts.filter(acts["step"] >= SKIP)
+    return kept.height / max(kept["step"].n_unique(), 1)
 
 
 def mean_step(a: Analysis) -> float:
@@ -63,13 +71,14 @@ def pairs(folder: Path) -> list[dict]:
             rows.append(dict(pair=f"{base}: TF32 off -> on", gemm_ratio=round(ratio, 4), slow_us=w["measured_us"],
                              predicted_us=w["predicted_us"], amdahl_us=w["amdahl_us"], measured_us=truth,
                              host_drift=round(drift, 3), predicted_at_fast_host_us=adjusted["predicted_us"],
+                             activities=(activities_per_step(a_slow), activities_per_step(a_fast)),
                              cuda_events_ms=(meta(slow).get("latency_ms_synced"), meta(fast).get("latency_ms_synced"))))
         if graph.exists() and a_fast is not None:
             w = whatif_analysis(a_fast, graphs=True, skip_steps=SKIP).to_dict()
             truth = mean_step(Analysis(graph))
             rows.append(dict(pair=f"{base}: eager -> CUDA graph (TF32)", gemm_ratio=None, slow_us=w["measured_us"],
                              predicted_us=w["predicted_us"], amdahl_us=None, measured_us=truth, host_drift=None,
-                             predicted_at_fast_host_us=None,
+                             predicted_at_fast_host_us=None, activities=None,
                              cuda_events_ms=(meta(fast).get("latency_ms_synced"), meta(graph).get("latency_ms_synced"))))
     for r in rows:
         r["error"] = round(r["predicted_us"] / r["measured_us"] - 1, 4)
@@ -82,8 +91,8 @@ def pairs(folder: Path) -> list[dict]:
 def markdown(rows: list[dict]) -> str:
     out = ["| pair | GEMM time ratio | slower, measured (us) | predicted (us) | faster, measured (us) | error | "
            "naive Amdahl (us) | Amdahl error | host drift | error at the faster run's host speed | "
-           "CUDA events, synced (ms) |",
-           "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+           "activities per step | CUDA events, synced (ms) |",
+           "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|"]
     for r in rows:
         ev = " -> ".join(f"{x:.3f}" if x else "-" for x in r["cuda_events_ms"])
         amdahl = "-" if r["amdahl_us"] is None else f"{r['amdahl_us']:,.1f}"
@@ -91,9 +100,10 @@ def markdown(rows: list[dict]) -> str:
         ratio = "-" if r["gemm_ratio"] is None else r["gemm_ratio"]
         drift = "-" if r["host_drift"] is None else r["host_drift"]
         adj = "-" if r["error_at_fast_host"] is None else f"{100 * r['error_at_fast_host']:+.1f} %"
+        acts = "-" if r["activities"] is None else " -> ".join(f"{x:.0f}" for x in r["activities"])
         out.append(f"| {r['pair']} | {ratio} | {r['slow_us']:,.1f} | {r['predicted_us']:,.1f} | "
                    f"{r['measured_us']:,.1f} | {100 * r['error']:+.1f} % | {amdahl} | {amdahl_err} | "
-                   f"{drift} | {adj} | {ev} |")
+                   f"{drift} | {adj} | {acts} | {ev} |")
     return "\n".join(out) + "\n"
 
 

@@ -102,8 +102,9 @@ def _gemm(a: Analysis) -> int:
     return int(rep.classes.filter(pl.col("class") == "GEMM")["time_ns"].sum())
 
 
-@pytest.mark.parametrize("model,amdahl_check", [("bert_bs32_s256", False), ("resnet50_bs32", True),
-                                                ("bert_bs1_s32", True)])
+@pytest.mark.parametrize("model,amdahl_check", [("bert_bs32_s256", True), ("resnet50_bs32", True),
+                                                ("gpt2_bs4_s256", True), ("bert_bs1_s32", False),
+                                                ("resnet18_bs1", False)])
 def test_tf32_pairs_predicted_from_the_slower_trace(pairs, model, amdahl_check):
     slow, fast = pairs[f"{model}__fp32"], pairs[f"{model}__tf32"]
     ratio = _gemm(fast) / _gemm(slow)

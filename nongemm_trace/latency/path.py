@@ -50,13 +50,12 @@ def walk(tl: Timeline) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
         stream_first = np.maximum.accumulate(np.where(new, np.arange(len(S)), 0))
     head_row, launched = a["head_row"].to_numpy(), a["launched"].to_numpy()
     launch_t, launch_thr = a["launch_t"].to_numpy(), a["thr"].fill_null(-1).to_numpy()
-    act_cat = a["category"].to_list()
+    act_cat = a["category"]  # indexed at chain heads only: no list of every activity
     sy = tl.syncs.sort("sync")
     s_ts, s_end, s_G = sy["ts"].to_numpy(), sy["end"].to_numpy(), sy["G"].fill_null(0).to_numpy()
     s_late, s_k = sy["late"].to_numpy(), sy["k"].fill_null(-1).to_numpy()
     s_point_thr = sy["point_thr"].fill_null(-1).to_numpy()
-    piece_cat = tl.pieces["category"].to_list()
-    s_cat = [piece_cat[p] for p in sy["piece"].to_list()]
+    s_cat = tl.pieces["category"].gather(sy["piece"]).to_list()
     by_thr = _thread_syncs(tl)
     last_act = a.filter(pl.col("step").is_not_null()).sort(["end", "row"]).group_by("step").agg(pl.col("row").last())
     last_of = dict(zip(last_act["step"].to_list(), last_act["row"].to_list()))
