@@ -133,7 +133,8 @@ def _host_share(tl: Timeline, host: pl.DataFrame) -> pl.DataFrame:
     """Each host stretch's time per piece label; time on a thread before its first piece is ``other``."""
     if host.height == 0:
         return pl.DataFrame(schema={"step": pl.Int64, "bound": pl.Utf8, "category": pl.Utf8, "ns": pl.Int64})
-    pieces = tl.pieces.select("row", "thr", "ts", "end", "bound", "category").sort(["thr", "ts", "row"])
+    # already in (thread, time) order: rows are numbered along each thread, which the replay keeps in order
+    pieces = tl.pieces.select("row", "thr", "ts")
     seg = host.with_row_index("seg").with_columns(pl.col("seg").cast(pl.Int64))
     first = seg.sort("lo").join_asof(pieces.select("thr", pl.col("ts").alias("lo"), pl.col("row").alias("p_lo")),
                                      on="lo", by="thr", strategy="backward", check_sortedness=False)
@@ -145,7 +146,10 @@ def _host_share(tl: Timeline, host: pl.DataFrame) -> pl.DataFrame:
                                        check_sortedness=False)
     cover = spans.drop_nulls(["p_lo", "p_hi"]).filter(pl.col("p_hi") >= pl.col("p_lo")).select(
         "seg", "step", "lo", "hi", pl.int_ranges("p_lo", pl.col("p_hi") + 1).alias("row")).explode("row")
-    cover = cover.join(pieces, on="row").with_columns(
+    # pieces are numbered by position (``row`` = index): gather, not a join of millions of rows
+    at = cover["row"]
+    cover = cover.with_columns(tl.pieces.select(pl.col(c).gather(at) for c in ("ts", "end", "bound", "category")))
+    cover = cover.with_columns(
         (pl.min_horizontal("end", "hi") - pl.max_horizontal("ts", "lo")).clip(lower_bound=0).alias("ns"))
     covered = cover.group_by("seg").agg(pl.col("ns").sum().alias("covered"))
     rest = seg.join(covered, on="seg", how="left").select(
