@@ -50,8 +50,9 @@ def thread_waits(pieces: pl.DataFrame, threads: pl.DataFrame) -> pl.DataFrame:
     waits for, the waiting thread, and the time the wait is resolved at, for ordering with the
     synchronizing calls). ``pieces``: labelled (``row, thr, ts, end, kind``); ``threads``:
     ``pid, tid, thr``."""
-    p = pieces.join(threads.select("thr", "pid"), on="thr", how="left")
-    cand = p.filter(pl.col("kind").is_in(["gap", "wrapper"]) & (pl.col("end") - pl.col("ts") >= MIN_WAIT_NS))
+    p = pieces
+    cand = p.filter(pl.col("kind").is_in(["gap", "wrapper"]) & (pl.col("end") - pl.col("ts") >= MIN_WAIT_NS)).join(
+        threads.select("thr", "pid"), on="thr", how="left")
     if cand.height == 0:
         return pl.DataFrame(schema=_SCHEMA)
     busy = p.filter((pl.col("kind") != "gap") & (pl.col("end") > pl.col("ts"))).select(
