@@ -1,12 +1,13 @@
 """Builds the optional C extensions; everything else is in pyproject.toml.
 
-* ``_nongemm_scan`` (csrc/nongemm_scan.c): JSON trace events straight into the tables' columns;
+* ``_nongemm_scan`` (csrc/nongemm_scan.c): JSON trace events straight into the tables' columns, with
+  its read-ahead thread (csrc/nongemm_read_ahead.c: the first chunks scanned while the command imports);
 * ``_nongemm_sweep`` (csrc/nongemm_sweep.c): the op tree in one sort and one pass.
 
 Both are optional: where no C compiler is available the install still succeeds and
 the pure-Python (polars) paths do the same work (same results, slower). Where zlib's
 header and library are found, the scanner links it: its read-ahead thread then inflates
-``.gz`` traces too (load/read_ahead.py); without zlib it reads ahead plain files only.
+``.gz`` traces too (load/kineto/read_ahead.py); without zlib it reads ahead plain files only.
 """
 
 import os
@@ -47,10 +48,17 @@ class BuildExt(build_ext):
         super().build_extensions()
 
 
+#: each extension's C files (the scanner's read-ahead thread is linked into it: it fills the scanner's results)
+SOURCES = {
+    "_nongemm_scan": ["csrc/nongemm_scan.c", "csrc/nongemm_read_ahead.c"],
+    "_nongemm_sweep": ["csrc/nongemm_sweep.c"],
+}
+
 setup(
     cmdclass={"build_ext": BuildExt},
     ext_modules=[
-        Extension(name, [f"csrc/{name[1:]}.c"], depends=["csrc/arrow_c.h"], optional=True, extra_compile_args=FLAGS)
-        for name in ("_nongemm_scan", "_nongemm_sweep")
+        Extension(name, files, depends=["csrc/arrow_c.h", "csrc/nongemm_scan.h"], optional=True,
+                  extra_compile_args=FLAGS)
+        for name, files in SOURCES.items()
     ],
 )

@@ -12,7 +12,7 @@
  * once on two cores, and no per-event work is left for Python or polars.
  *
  * Contract: it accepts only input that msgspec would decode into exactly the same
- * values (the Python path in nongemm_trace/load/events.py and tables.py). On
+ * values (the Python path in nongemm_trace/load/kineto/events.py and tables.py). On
  * anything else (invalid or unusual JSON, a field of an unexpected type, an escaped
  * key, a duplicate key, an integer beyond int64, invalid UTF-8 anywhere) it gives
  * up and returns a short reason, and the caller decodes the chunk the Python way.
@@ -22,11 +22,7 @@
  * significand fits in 53 bits and the power of ten in 22 (Clinger's fast path),
  * else by CPython's own correctly rounded parser once the GIL is held again.
  */
-#define PY_SSIZE_T_CLEAN
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE /* mremap */
-#endif
-#include <Python.h>
+#include "nongemm_scan.h"
 #include <stdint.h>
 #include <string.h>
 #include <stdlib.h>
@@ -40,26 +36,16 @@
 #define SCAN_ABI 8
 #define MAX_DEPTH 256
 
-typedef struct { char *p; size_t len, cap; } Buf;
-
 /* Column buffers are anonymous memory maps where there are such (not C heap blocks that grow
  * by realloc): a chunk's columns are returned to the system as soon as Python drops them,
  * instead of fragmenting the heap (tens of MB of resident memory on a 200 MB trace).
  * -DNONGEMM_NO_MMAP builds the malloc variant (what other systems get), to compare the two. */
-#if (defined(__linux__) || defined(__APPLE__) || defined(__FreeBSD__)) && !defined(NONGEMM_NO_MMAP)
-#define SCAN_MMAP 1
-#include <sys/mman.h>
-#ifndef MAP_ANONYMOUS
-#define MAP_ANONYMOUS MAP_ANON
-#endif
-#endif
 
 #ifdef SCAN_MMAP
 /* Maps of released columns, kept for the next chunk's columns (up to CACHE_BYTES): a fresh map
  * costs a page fault and a zeroed page per 4 KB written, most of a second per GB of trace.
  * trim() returns them to the system once the load is done, and stops the keeping until the next scan. Columns are released by whichever
  * thread drops them last, hence the lock. */
-#include <pthread.h>
 #define CACHE_SLOTS 256
 #define CACHE_BYTES ((size_t)16 << 20)
 static struct { char *p; size_t cap; } cache[CACHE_SLOTS];
@@ -94,6 +80,14 @@ static int cache_put(char *p, size_t cap) {
     return kept;
 }
 #endif
+
+void ng_cache_enable(void) {
+#ifdef SCAN_MMAP
+    pthread_mutex_lock(&cache_lock);
+    cache_on = 1;
+    pthread_mutex_unlock(&cache_lock);
+#endif
+}
 
 static void buf_release(char *p, size_t cap) {
     if (!p) return;
@@ -160,7 +154,7 @@ typedef struct {
 } Ev;
 
 /* The output: the tables' columns, in the order and types of the Python path's tables
- * (nongemm_trace/load/tables.py): events are routed by category, checked (complete 'X' events
+ * (nongemm_trace/load/kineto/tables.py): events are routed by category, checked (complete 'X' events
  * with plausible times) and their times turned into integer nanoseconds here, so that the
  * Python side only wraps the buffers. */
 enum { C_NAME, C_CAT, C_PID, C_TID, C_TS_NS, C_DUR_NS, C_KIND, C_EXT, C_CORR, C_DEVICE, C_STREAM, C_BYTES,
@@ -175,8 +169,6 @@ static const struct { const char *name; const char *fmt; int nullable; } COLS[N_
 };
 
 /* the tables (the Python side's TABLES, then the other accelerators' events: category and duration) */
-enum { T_OPS, T_LAUNCHES, T_ACTS, T_PY, T_OTHER, N_T };
-#define MAX_COLS 14
 static const int SPEC[N_T][MAX_COLS + 1] = { /* each ends with -1 */
     [T_OPS] = {C_NAME, C_CAT, C_PID, C_TID, C_TS_NS, C_DUR_NS, C_EXT, C_DIMS, C_TYPE, C_CONCRETE, C_END_NS, C_EV_IDX, -1},
     [T_LAUNCHES] = {C_NAME, C_CAT, C_PID, C_TID, C_TS_NS, C_DUR_NS, C_EXT, C_CORR, C_END_NS, C_EV_IDX, -1},
@@ -186,27 +178,6 @@ static const int SPEC[N_T][MAX_COLS + 1] = { /* each ends with -1 */
     [T_OTHER] = {C_CAT, C_DUR_US, -1},
 };
 
-/* one column: validity bytes (nullable columns), then values or offsets, then text */
-typedef struct { Buf valid, vals, data; } Col;
-typedef struct { size_t n; Col col[MAX_COLS]; } Table;
-
-/* a category the caller routes to a table (activities: with their kind) */
-#define MAX_ROUTES 64
-typedef struct { const char *cat; Py_ssize_t cat_n; int table; const char *kind; Py_ssize_t kind_n; } Route;
-
-typedef struct {
-    const char *base, *end;
-    const char *why; /* the reason for giving up */
-    PyThreadState *gil; /* while the GIL is released: to take it back for a float CPython must parse */
-    const Route *routes;
-    int n_routes;
-    double time_limit; /* a time must be below this many microseconds (the caller's events.TIME_LIMIT_US) */
-    const int *abort; /* the read-ahead thread's stop flag: checked every 4096 events (NULL: none) */
-    Table t[N_T];
-    size_t n;                 /* events */
-    size_t no_cat;            /* complete events without a category */
-    size_t bad_phase[MAX_ROUTES], bad_time[MAX_ROUTES]; /* per route: not 'X'; 'X' without valid times */
-} Scan;
 
 #define GIVE_UP(sc, reason) do { (sc)->why = (reason); return NULL; } while (0)
 
@@ -752,7 +723,6 @@ static int put_row(Scan *sc, Table *t, const int *spec, const Ev *ev, const Rout
 
 /* a category or phase with its escapes resolved into plain (at most MAX_KEY bytes: no route is
  * longer, see read_routes, so a longer one matches none and is left as it is) */
-#define MAX_KEY 256
 static Span plain_span(const Span *sp, char *plain) {
     if (!sp->s || !sp->esc || sp->n > MAX_KEY) return *sp; /* unescaped, it is never longer */
     Span out = {plain, (size_t)(unescape(sp, plain) - plain), 0};
@@ -797,7 +767,7 @@ static int route_event(Scan *sc, const Ev *ev) {
 }
 
 /* the whole array; 0 when scanned, 1 when given up (sc->why), -1 when out of memory */
-static int scan_array(Scan *sc) {
+int ng_scan_array(Scan *sc) {
     const char *p = ws(sc->base, sc->end);
     if (p >= sc->end || *p != '[') { sc->why = "not an array"; return 1; }
     p = ws(p + 1, sc->end);
@@ -837,7 +807,7 @@ static void buf_free(Buf *b) {
     b->p = NULL;
 }
 
-static void scan_free(Scan *sc) {
+void ng_scan_free(Scan *sc) {
     for (int t = 0; t < N_T; t++)
         for (int c = 0; c < MAX_COLS; c++) {
             buf_free(&sc->t[t].col[c].valid);
@@ -936,7 +906,7 @@ static PyObject *counts(const size_t *v, int n) {
 
 /* (events, (columns of each table), complete events without a category, not-'X' events per
  * route, 'X' events without valid times per route); NULL with an error set */
-static PyObject *result(Scan *sc) {
+PyObject *ng_scan_result(Scan *sc) {
     PyObject *tables = PyTuple_New(N_T);
     if (!tables) return NULL;
     for (int t = 0; t < N_T; t++) {
@@ -950,7 +920,7 @@ static PyObject *result(Scan *sc) {
 }
 
 /* the routes argument: ((category, table, kind or None), ...) */
-static int read_routes(PyObject *arg, Route *routes, int *n) {
+int ng_read_routes(PyObject *arg, Route *routes, int *n) {
     if (!PyTuple_Check(arg) || PyTuple_GET_SIZE(arg) > MAX_ROUTES) {
         PyErr_SetString(PyExc_TypeError, "routes: a tuple of at most 64 (category, table, kind) tuples");
         return -1;
@@ -985,7 +955,7 @@ static PyObject *scan(PyObject *self, PyObject *args) {
     Route routes[MAX_ROUTES];
     Scan sc;
     memset(&sc, 0, sizeof sc);
-    if (read_routes(route_arg, routes, &sc.n_routes) < 0) return NULL;
+    if (ng_read_routes(route_arg, routes, &sc.n_routes) < 0) return NULL;
     sc.time_limit = time_limit;
     sc.routes = routes;
     Py_buffer view;
@@ -993,18 +963,14 @@ static PyObject *scan(PyObject *self, PyObject *args) {
     sc.base = (const char *)view.buf;
     sc.end = sc.base + view.len;
     sc.gil = PyEval_SaveThread();
-#ifdef SCAN_MMAP
-    pthread_mutex_lock(&cache_lock);
-    cache_on = 1;
-    pthread_mutex_unlock(&cache_lock);
-#endif
-    int rc = scan_array(&sc);
+    ng_cache_enable();
+    int rc = ng_scan_array(&sc);
     PyEval_RestoreThread(sc.gil);
     PyObject *out;
     if (rc < 0) out = PyErr_NoMemory();
     else if (rc > 0) out = PyUnicode_FromString(sc.why ? sc.why : "unsupported");
-    else out = result(&sc);
-    scan_free(&sc);
+    else out = ng_scan_result(&sc);
+    ng_scan_free(&sc);
     PyBuffer_Release(&view);
     return out;
 }
@@ -1031,312 +997,6 @@ static PyObject *cached(PyObject *self, PyObject *unused) {
     return PyLong_FromSize_t(n);
 }
 
-/* ---- reading ahead: the first chunks of a plain JSON file scanned by a thread of this extension ----
- *
- * The command line starts it before it imports polars (0.15-0.3 s of Python on one core, holding
- * the GIL): this thread needs no GIL, so the other core reads, cuts and scans meanwhile. It cuts
- * exactly where the Python loader would (load/cutting.py: the last event boundary within one
- * chunk's length of the chunk's start), scans each chunk like scan(), and stops at the first
- * chunk it cannot cut or scan, near the end of the file (the last events and the tail stay with
- * the loader), or when taken. The loader then takes the scanned chunks and reads on from there. */
-#ifdef SCAN_MMAP
-#define READ_AHEAD 1
-#include <fcntl.h>
-#include <unistd.h>
-#include <errno.h>
-#ifdef NONGEMM_ZLIB
-#include <zlib.h>
-#endif
-
-typedef struct {
-    pthread_t thread;
-    int started, taken;
-    int stop; /* set by the taker (atomic) */
-    char *path;
-    PyObject *routes_arg; /* keeps the route texts alive */
-    Route routes[MAX_ROUTES];
-    int n_routes;
-    double time_limit;
-    size_t chunk, block, first_fill;
-    /* results */
-    const char *why;          /* why it stopped (informational) */
-    char *prefix;             /* the bytes before the "traceEvents" key (the loader reads the metadata there) */
-    long long key_start, key_end; /* the "traceEvents" key and the index after its '[' (-1: not found) */
-    long long resume;         /* file offset of the next chunk's first event ('{'), -1 when no chunk was taken */
-    Scan *done;
-    size_t n_done, cap_done;
-} ReadAhead;
-
-static int is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
-
-/* the first `"traceEvents"\s*:\s*[` in b[0:n] (as cutting.EVENTS_KEY.search): its start, *after = after '[' */
-static long long find_key(const char *b, size_t n, long long *after) {
-    static const char KEY[] = "\"traceEvents\"";
-    size_t k = sizeof KEY - 1;
-    for (size_t i = 0; i + k <= n; i++) {
-        const char *q = memchr(b + i, '"', n - i);
-        if (!q) return -1;
-        i = (size_t)(q - b);
-        if (i + k > n) return -1;
-        if (memcmp(b + i, KEY, k) != 0) continue;
-        size_t j = i + k;
-        while (j < n && is_space(b[j])) j++;
-        if (j >= n || b[j] != ':') continue;
-        j++;
-        while (j < n && is_space(b[j])) j++;
-        if (j >= n || b[j] != '[') continue;
-        *after = (long long)j + 1;
-        return (long long)i;
-    }
-    return -1;
-}
-
-/* the last `}\s*,\s*{` inside b[pos:end] (as cutting.last_boundary): 0 and *cut = index after the
- * '}', *nxt = index of the '{'; -1 when there is none */
-static int last_boundary(const char *b, size_t pos, size_t end, size_t *cut, size_t *nxt) {
-    size_t i = end;
-    while (i > pos) {
-        i--;
-        if (b[i] != '{') continue;
-        size_t j = i;
-        while (j > pos && is_space(b[j - 1])) j--;
-        if (j == pos || b[j - 1] != ',') continue;
-        j--;
-        while (j > pos && is_space(b[j - 1])) j--;
-        if (j == pos || b[j - 1] != '}') continue;
-        *cut = j; /* b[j - 1] is the '}' */
-        *nxt = i;
-        return 0;
-    }
-    return -1;
-}
-
-/* the file's bytes, or with zlib a gzip file's inflated bytes (its first member: the loader
- * reads any further members) */
-typedef struct {
-    int fd, gz, eof;
-#ifdef NONGEMM_ZLIB
-    z_stream zs;
-    int zs_on, file_eof;
-    unsigned char in[1 << 16];
-#endif
-} Source;
-
-/* read until b holds `want` bytes or the data ends; -1 on a read error or corrupt data (the
- * loader reports those when it gets there) */
-static int read_more(Source *src, char *b, size_t *len, size_t want) {
-    while (*len < want && !src->eof) {
-#ifdef NONGEMM_ZLIB
-        if (src->gz) {
-            z_stream *zs = &src->zs;
-            if (zs->avail_in == 0 && !src->file_eof) {
-                ssize_t r = read(src->fd, src->in, sizeof src->in);
-                if (r < 0) { if (errno == EINTR) continue; return -1; }
-                if (r == 0) src->file_eof = 1;
-                zs->next_in = src->in;
-                zs->avail_in = (uInt)r;
-            }
-            zs->next_out = (unsigned char *)b + *len;
-            zs->avail_out = (uInt)(want - *len);
-            int rc = inflate(zs, Z_NO_FLUSH);
-            *len = want - zs->avail_out;
-            if (rc == Z_STREAM_END) src->eof = 1;
-            else if (rc == Z_BUF_ERROR && src->file_eof && zs->avail_in == 0) src->eof = 1; /* cut short */
-            else if (rc != Z_OK && rc != Z_BUF_ERROR) return -1;
-            continue;
-        }
-#endif
-        ssize_t r = read(src->fd, b + *len, want - *len);
-        if (r < 0) { if (errno == EINTR) continue; return -1; }
-        if (r == 0) src->eof = 1;
-        *len += (size_t)r;
-    }
-    return 0;
-}
-
-static void *read_ahead_main(void *arg) {
-    ReadAhead *ra = (ReadAhead *)arg;
-    Source *src = (Source *)calloc(1, sizeof *src);
-    if (!src) { ra->why = "out of memory"; return NULL; }
-    src->fd = open(ra->path, O_RDONLY);
-    if (src->fd < 0) { free(src); ra->why = "cannot open"; return NULL; }
-    /* the buffer holds the byte before the current chunk's first event, the chunk and a block */
-    /* a map of its own, unmapped at the end (from the C heap, a thread's arena may keep it) */
-    size_t cap = ra->first_fill + ra->chunk + 2 * ra->block + 2;
-    char *b = (char *)mmap(NULL, cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (b == MAP_FAILED) { close(src->fd); free(src); ra->why = "out of memory"; return NULL; }
-    size_t len = 0;
-    unsigned char magic[2];
-    if (pread(src->fd, magic, 2, 0) == 2 && magic[0] == 0x1f && magic[1] == 0x8b) {
-#ifdef NONGEMM_ZLIB
-        src->gz = 1;
-        if (inflateInit2(&src->zs, 16 + MAX_WBITS) != Z_OK) { ra->why = "zlib"; goto done; }
-        src->zs_on = 1;
-#else
-        ra->why = "gzip (built without zlib)";
-        goto done;
-#endif
-    }
-    if (read_more(src, b, &len, ra->first_fill) < 0) { ra->why = "read error"; goto done; }
-    long long after;
-    ra->key_start = find_key(b, len, &after);
-    if (ra->key_start < 0) { ra->why = "no traceEvents key in the first block"; goto done; }
-    ra->key_end = after;
-    ra->prefix = (char *)malloc((size_t)ra->key_start + 1);
-    if (!ra->prefix) { ra->why = "out of memory"; goto done; }
-    memcpy(ra->prefix, b, (size_t)ra->key_start);
-    long long base = 0; /* file offset of b[0] */
-    size_t pos = (size_t)after; /* the current chunk's first byte; b[pos - 1] becomes its '[' */
-    for (;;) {
-        if (__atomic_load_n(&ra->stop, __ATOMIC_ACQUIRE)) { ra->why = "taken"; break; }
-        /* the loader cuts a chunk when a whole chunk's length is in; near the end it keeps the rest */
-        while (len - pos < ra->chunk && !src->eof) {
-            size_t want = len + ra->block;
-            if (want > cap) want = cap;
-            if (read_more(src, b, &len, want) < 0) { ra->why = "read error"; goto done; }
-        }
-        if (len - pos < ra->chunk) { ra->why = "near the end"; break; }
-        size_t cut, nxt;
-        if (last_boundary(b, pos, pos + ra->chunk, &cut, &nxt) < 0) { ra->why = "an event longer than a chunk"; break; }
-        char keep_open = b[pos - 1], keep_close = b[cut];
-        b[pos - 1] = '[';
-        b[cut] = ']';
-        if (ra->n_done == ra->cap_done) {
-            size_t nc = ra->cap_done ? 2 * ra->cap_done : 16;
-            Scan *grown = (Scan *)realloc(ra->done, nc * sizeof *grown);
-            if (!grown) { ra->why = "out of memory"; break; }
-            ra->done = grown;
-            ra->cap_done = nc;
-        }
-        Scan *sc = &ra->done[ra->n_done];
-        memset(sc, 0, sizeof *sc);
-        sc->routes = ra->routes;
-        sc->n_routes = ra->n_routes;
-        sc->time_limit = ra->time_limit;
-        sc->base = b + pos - 1;
-        sc->end = b + cut + 1;
-        sc->gil = NULL;
-        sc->abort = &ra->stop; /* a chunk half scanned when the loader takes over is the loader's */
-        int rc = scan_array(sc);
-        b[pos - 1] = keep_open;
-        b[cut] = keep_close;
-        if (rc) { /* this chunk is the loader's (it decodes what the scanner leaves, or decodes the file whole) */
-            ra->why = rc < 0 ? "out of memory" : sc->why;
-            scan_free(sc);
-            break;
-        }
-        ra->n_done++;
-        ra->resume = base + (long long)nxt;
-        /* keep from the byte before the next event */
-        size_t from = nxt - 1;
-        memmove(b, b + from, len - from);
-        len -= from;
-        base += (long long)from;
-        pos = 1;
-    }
-done:
-#ifdef NONGEMM_ZLIB
-    if (src->zs_on) inflateEnd(&src->zs);
-#endif
-    munmap(b, cap);
-    close(src->fd);
-    free(src);
-    return NULL;
-}
-
-/* wait for the thread (stop: told to stop first, else until it stops by itself) */
-static void read_ahead_join(ReadAhead *ra, int stop) {
-    if (ra->started) {
-        if (stop) __atomic_store_n(&ra->stop, 1, __ATOMIC_RELEASE);
-        Py_BEGIN_ALLOW_THREADS
-        pthread_join(ra->thread, NULL);
-        Py_END_ALLOW_THREADS
-        ra->started = 0;
-    }
-}
-
-static void read_ahead_free(ReadAhead *ra) {
-    read_ahead_join(ra, 1);
-    for (size_t k = 0; k < ra->n_done; k++) scan_free(&ra->done[k]);
-    free(ra->done);
-    free(ra->prefix);
-    free(ra->path);
-    Py_XDECREF(ra->routes_arg);
-    free(ra);
-}
-
-static void read_ahead_capsule_free(PyObject *cap) {
-    ReadAhead *ra = (ReadAhead *)PyCapsule_GetPointer(cap, "nongemm_read_ahead");
-    if (ra) read_ahead_free(ra);
-}
-
-static PyObject *read_ahead(PyObject *self, PyObject *args) {
-    const char *path;
-    PyObject *route_arg;
-    double time_limit;
-    Py_ssize_t chunk, block, first_fill;
-    if (!PyArg_ParseTuple(args, "yOdnnn", &path, &route_arg, &time_limit, &chunk, &block, &first_fill)) return NULL;
-    if (chunk < 16 || block < 1 || first_fill < 1) {
-        PyErr_SetString(PyExc_ValueError, "read_ahead: chunk, block and first_fill must be positive");
-        return NULL;
-    }
-    ReadAhead *ra = (ReadAhead *)calloc(1, sizeof *ra);
-    if (!ra) return PyErr_NoMemory();
-    ra->key_start = ra->key_end = ra->resume = -1;
-    ra->path = strdup(path);
-    if (!ra->path) { free(ra); return PyErr_NoMemory(); }
-    if (read_routes(route_arg, ra->routes, &ra->n_routes) < 0) { free(ra->path); free(ra); return NULL; }
-    Py_INCREF(route_arg);
-    ra->routes_arg = route_arg;
-    ra->time_limit = time_limit;
-    ra->chunk = (size_t)chunk;
-    ra->block = (size_t)block;
-    ra->first_fill = (size_t)first_fill;
-    PyObject *cap = PyCapsule_New(ra, "nongemm_read_ahead", read_ahead_capsule_free);
-    if (!cap) { read_ahead_free(ra); return NULL; }
-    pthread_mutex_lock(&cache_lock);
-    cache_on = 1;
-    pthread_mutex_unlock(&cache_lock);
-    if (pthread_create(&ra->thread, NULL, read_ahead_main, ra) != 0) {
-        ra->why = "no thread";
-        return cap;
-    }
-    ra->started = 1;
-    return cap;
-}
-
-/* wait(capsule): until the thread stops by itself (at the end of what it reads ahead, or at a chunk
- * it leaves to the loader); for tests, which must know what was read ahead */
-static PyObject *read_ahead_wait(PyObject *self, PyObject *arg) {
-    ReadAhead *ra = (ReadAhead *)PyCapsule_GetPointer(arg, "nongemm_read_ahead");
-    if (!ra) return NULL;
-    read_ahead_join(ra, 0);
-    Py_RETURN_NONE;
-}
-
-/* take(capsule) -> (why, key_start, key_end, resume, (scan results, ...), prefix): stops the thread (a
- * chunk it is scanning is dropped: the loader scans it); the results are scan()'s, one per chunk, in
- * file order; prefix: the bytes before the key; offsets are of the (inflated) JSON text */
-static PyObject *read_ahead_take(PyObject *self, PyObject *arg) {
-    ReadAhead *ra = (ReadAhead *)PyCapsule_GetPointer(arg, "nongemm_read_ahead");
-    if (!ra) return NULL;
-    if (ra->taken) { PyErr_SetString(PyExc_ValueError, "read_ahead: already taken"); return NULL; }
-    read_ahead_join(ra, 1);
-    ra->taken = 1;
-    PyObject *parts = PyTuple_New((Py_ssize_t)ra->n_done);
-    if (!parts) return NULL;
-    for (size_t k = 0; k < ra->n_done; k++) {
-        PyObject *r = result(&ra->done[k]);
-        if (!r) { Py_DECREF(parts); return NULL; }
-        PyTuple_SET_ITEM(parts, (Py_ssize_t)k, r);
-    }
-    for (size_t k = 0; k < ra->n_done; k++) scan_free(&ra->done[k]);
-    ra->n_done = 0;
-    return Py_BuildValue("(sLLLNy#)", ra->why ? ra->why : "", ra->key_start, ra->key_end, ra->resume, parts,
-                         ra->prefix ? ra->prefix : "", (Py_ssize_t)(ra->prefix ? ra->key_start : 0));
-}
-#endif
-
 static PyMethodDef methods[] = {
     {"cached", cached, METH_NOARGS, "cached() -> bytes of column maps kept for reuse"},
     {"trim", trim, METH_NOARGS, "trim()\n\nReturn the column maps kept for reuse to the system (after a load)."},
@@ -1347,11 +1007,11 @@ static PyMethodDef methods[] = {
      "table 0-4, activity kind or None), ...); time_limit: the largest valid |time| in us (exclusive);\n"
      "bad_phase / bad_time: counts per route."},
 #ifdef READ_AHEAD
-    {"read_ahead", read_ahead, METH_VARARGS,
+    {"read_ahead", ng_read_ahead, METH_VARARGS,
      "read_ahead(path: bytes, routes, time_limit, chunk, block, first_fill) -> handle\n\n"
      "Start a thread that reads (inflates, READ_AHEAD_GZIP), cuts and scans the first chunks of a JSON trace."},
-    {"read_ahead_wait", read_ahead_wait, METH_O, "read_ahead_wait(handle): until the thread stops by itself"},
-    {"read_ahead_take", read_ahead_take, METH_O,
+    {"read_ahead_wait", ng_read_ahead_wait, METH_O, "read_ahead_wait(handle): until the thread stops by itself"},
+    {"read_ahead_take", ng_read_ahead_take, METH_O,
      "read_ahead_take(handle) -> (why, key_start, key_end, resume, (scan results, ...), prefix)"},
 #endif
     {NULL, NULL, 0, NULL},

@@ -98,7 +98,7 @@ def test_batch_workers_run_without_scanning_threads(monkeypatch):
     """Each batch worker already has a core of its own: it must not start scanning threads per
     trace (the pool's initializer and the Ray task both turn them off), and it reports the same."""
     from nongemm_trace import batch
-    from nongemm_trace.load import scanner
+    from nongemm_trace.load.kineto import scanner
 
     path = str(shared("h200", "bert_base_train_bs8_s128__eager.json.gz"))
     monkeypatch.setenv("NONGEMM_SCAN_THREADS", "auto")

@@ -19,10 +19,10 @@ from hypothesis import strategies as st
 from polars.testing import assert_frame_equal
 
 from conftest import kineto_traces, shared, trace_ids
-from nongemm_trace.load import cutting, fast_scan, kineto
-from nongemm_trace.load.events import TOP_DECODER, decode_events
+from nongemm_trace.load.kineto import cutting, fast_scan, loader
+from nongemm_trace.load.kineto.events import TOP_DECODER, decode_events
 from nongemm_trace.load.source import read_bytes
-from nongemm_trace.load.tables import Tally, chunk_tables
+from nongemm_trace.load.kineto.tables import Tally, chunk_tables
 
 TRACES = kineto_traces()
 needs_scanner = pytest.mark.skipif(fast_scan._SCANNER is None, reason="the C scanner is not built here")
@@ -46,9 +46,9 @@ def _tables(trace):
 def test_scanner_equals_python_path(path, monkeypatch):
     data = read_bytes(path)
     monkeypatch.setenv("NONGEMM_FAST_SCAN", "off")
-    slow = kineto._load_whole(path, data, keep_python=True)
+    slow = loader.load_whole(path, data, keep_python=True)
     monkeypatch.setenv("NONGEMM_FAST_SCAN", "on")
-    fast = kineto._load_whole(path, data, keep_python=True)
+    fast = loader.load_whole(path, data, keep_python=True)
     assert fast.metadata == slow.metadata
     assert [(a.code, a.count, a.message) for a in fast.anomalies] == \
         [(a.code, a.count, a.message) for a in slow.anomalies]
@@ -220,7 +220,7 @@ def test_without_the_scanner_the_python_path_loads(monkeypatch):
     assert not fast_scan.available()
     monkeypatch.setattr(fast_scan, "scan", lambda *a: pytest.fail("scanner used while off"))
     path = shared("h200", "gpt2_fp32_bs8_s128__eager.json.gz")
-    trace = kineto.load_kineto(path)
+    trace = loader.load_kineto(path)
     assert trace.activities.height > 0
     assert isinstance(trace.activities["ts_ns"].dtype, type(pl.Int64()))
 
@@ -239,6 +239,6 @@ def test_spare_column_buffers_are_returned_after_a_load(monkeypatch):
     kept = []
     real = fast_scan.scan
     monkeypatch.setattr(fast_scan, "scan", lambda *a: kept.append(fast_scan._SCANNER.cached()) or real(*a))
-    kineto.load_kineto(shared("h200", "bert_base_train_bs8_s128__eager.json.gz"))
+    loader.load_kineto(shared("h200", "bert_base_train_bs8_s128__eager.json.gz"))
     assert len(kept) > 20 and max(kept) > 0  # reuse happened during the load
     assert fast_scan._SCANNER.cached() == 0

@@ -1,4 +1,4 @@
-"""Reading ahead (load/read_ahead.py and the C scanner's thread): the loader gives the same
+"""Reading ahead (load/kineto/read_ahead.py and the C scanner's thread): the loader gives the same
 tables, metadata and warnings whether or not the start of a plain JSON trace was read and
 scanned ahead, and wherever the read-ahead stopped or was taken."""
 
@@ -14,7 +14,8 @@ from polars.testing import assert_frame_equal
 from conftest import SAMPLES, kineto_traces, trace_ids
 from nongemm_trace import cli
 from nongemm_trace.errors import TraceError
-from nongemm_trace.load import cutting, kineto, load_trace, read_ahead, scanner
+from nongemm_trace.load import load_trace
+from nongemm_trace.load.kineto import cutting, loader, read_ahead, scanner
 
 TRACES = kineto_traces()
 CHUNK = 32 << 10
@@ -55,8 +56,8 @@ def _same(a, b):
 def _wholes(monkeypatch):
     """Counts the loads that fell back to decoding the file whole (which would hide a wrong resume)."""
     n = [0]
-    real = kineto._load_whole
-    monkeypatch.setattr(kineto, "_load_whole", lambda *a, **k: n.__setitem__(0, n[0] + 1) or real(*a, **k))
+    real = loader.load_whole
+    monkeypatch.setattr(loader, "load_whole", lambda *a, **k: n.__setitem__(0, n[0] + 1) or real(*a, **k))
     return n
 
 
@@ -189,7 +190,7 @@ def test_cut_inside_a_string_falls_back_to_the_whole_file(tmp_path, monkeypatch)
     thread and for the loader, which then decodes the file whole, read-ahead or not."""
     p = _plain(SAMPLES / "bert_base_fp32_bs8_s128__eager.json.gz", tmp_path,
                edit=lambda raw: raw.replace(b'"name": "aten::', b'"name": "x}, {aten::'))
-    whole = kineto._load_whole(p, p.read_bytes(), keep_python=False)
+    whole = loader.load_whole(p, p.read_bytes(), keep_python=False)
     read_ahead.start(p, False)
     read_ahead.wait()
     _same(whole, load_trace(p))

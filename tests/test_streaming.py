@@ -10,7 +10,8 @@ from polars.testing import assert_frame_equal
 
 from conftest import SAMPLES, kineto_traces, shared, trace_ids
 from nongemm_trace.errors import TraceError
-from nongemm_trace.load import cutting, fast_scan, kineto, load_trace
+from nongemm_trace.load import load_trace
+from nongemm_trace.load.kineto import cutting, fast_scan, loader, pipeline
 from nongemm_trace.load.source import read_bytes
 
 TRACES = kineto_traces()
@@ -22,7 +23,7 @@ def _tables(trace):
 
 @pytest.mark.parametrize("path", TRACES, ids=trace_ids(TRACES))
 def test_stream_equals_whole(path, monkeypatch):
-    whole = kineto._load_whole(path, read_bytes(path), keep_python=True)
+    whole = loader.load_whole(path, read_bytes(path), keep_python=True)
     monkeypatch.setenv("NONGEMM_CHUNK_BYTES", str(96 << 10))
     streamed = load_trace(path, keep_python=True)
     assert streamed.metadata == whole.metadata
@@ -36,9 +37,9 @@ def test_streaming_really_streams(monkeypatch):
     path = shared("h200", "bert_base_train_bs8_s128__eager.json.gz")
     monkeypatch.setenv("NONGEMM_CHUNK_BYTES", str(64 << 10))
     calls = []
-    real = kineto.decode_chunk
-    monkeypatch.setattr(kineto, "decode_chunk", lambda *a, **k: calls.append(1) or real(*a, **k))
-    monkeypatch.setattr(kineto, "_load_whole", lambda *a, **k: pytest.fail("fell back to the whole document"))
+    real = pipeline.decode_chunk
+    monkeypatch.setattr(pipeline, "decode_chunk", lambda *a, **k: calls.append(1) or real(*a, **k))
+    monkeypatch.setattr(loader, "load_whole", lambda *a, **k: pytest.fail("fell back to the whole document"))
     load_trace(path)
     assert len(calls) > 20
 
@@ -201,8 +202,8 @@ def test_chunks_never_exceed_the_chunk_size(monkeypatch):
     path = shared("h200", "bert_base_train_bs8_s128__eager.json.gz")
     monkeypatch.setenv("NONGEMM_CHUNK_BYTES", str(64 << 10))
     sizes = []
-    real = kineto.decode_chunk
-    monkeypatch.setattr(kineto, "decode_chunk", lambda p, raw, *a: sizes.append(len(raw)) or real(p, raw, *a))
+    real = pipeline.decode_chunk
+    monkeypatch.setattr(pipeline, "decode_chunk", lambda p, raw, *a: sizes.append(len(raw)) or real(p, raw, *a))
     load_trace(path)
     assert len(sizes) > 20
     assert max(sizes[:-1]) <= (64 << 10) + 2  # + the '[' and ']' that frame a chunk
@@ -239,8 +240,8 @@ def test_scanning_threads_give_the_one_thread_tables(monkeypatch):
     whole = load_trace(path)
     monkeypatch.setenv("NONGEMM_SCAN_THREADS", "auto")
     on_threads = []
-    real = kineto._decode_apart
-    monkeypatch.setattr(kineto, "_decode_apart", lambda *a: on_threads.append(1) or real(*a))
+    real = pipeline._decode_apart
+    monkeypatch.setattr(pipeline, "_decode_apart", lambda *a: on_threads.append(1) or real(*a))
     again = load_trace(path)
     assert len(on_threads) > 20
     for name in ("ops", "launches", "activities", "python"):

@@ -57,13 +57,16 @@ def run(args: argparse.Namespace) -> int:
         from ..batch import expand_inputs
         return _batch(args, expand_inputs(args.traces))
     args.trace = args.traces[0]
-    # the first chunks are read and scanned on the other core while polars imports
-    from ..load import read_ahead
-    if read_ahead.start(args.trace, args.keep_python or args.level == "module"):
+    # the first chunks are read and scanned on the other core while polars imports, for the
+    # tables the load will keep (the analysis's rule; a taxonomy whose default level needs
+    # Python events loads without the read-ahead's tables)
+    from ..analysis import needs_python
+    from ..load import start_read_ahead, stop_read_ahead
+    if start_read_ahead(args.trace, args.keep_python or needs_python(args.level)):
         try:
             return _analyze_one(args)
         finally:
-            read_ahead.discard()  # not taken: the analysis stopped before loading
+            stop_read_ahead()  # not taken: the analysis stopped before loading
     return _analyze_one(args)
 
 

@@ -6,17 +6,33 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import TraceError
-from .cutting import read_block
 from .formats import by_name, sniff
+from .kineto import read_ahead
+from .kineto.cutting import read_block
 from .source import Progress, iter_blocks
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..trace import Trace
 
-# the loaders (and polars) are imported on first use: the command line imports this package's
-# read_ahead before polars, to start reading the trace while polars imports
+# the loaders (and polars) are imported on first use: the command line calls start_read_ahead
+# before polars is imported, to read the trace's start on another core while polars imports
 
-__all__ = ["load_trace", "TraceError"]
+__all__ = ["load_trace", "start_read_ahead", "TraceError"]
+
+
+def start_read_ahead(path: str | Path, keep_python: bool) -> bool:
+    """Start reading and scanning the first chunks of ``path`` on another core (a large JSON trace,
+    the C scanner built; see :mod:`.kineto.read_ahead`); :func:`load_trace` of the same path and
+    ``keep_python`` takes them. ``keep_python`` must be what the load will be given (the analysis's
+    rule, :func:`nongemm_trace.analysis.needs_python`); a read-ahead for another path or table set
+    is dropped. False when none was started (too small, not JSON, turned off). Call
+    :func:`stop_read_ahead` when the load may not happen."""
+    return read_ahead.start(path, keep_python)
+
+
+def stop_read_ahead() -> None:
+    """Stop and drop a read-ahead that no load took (the command failed before loading)."""
+    read_ahead.discard()
 
 
 def load_trace(path: str | Path, *, keep_python: bool = False, progress: Progress | None = None,
@@ -29,10 +45,9 @@ def load_trace(path: str | Path, *, keep_python: bool = False, progress: Progres
     if str(path).endswith(".nsys-rep"):
         from .nsys import load_nsys  # Nsight Systems exports only: not imported for Kineto traces
         return load_nsys(path, _export_nsys_rep(path))
-    from .kineto import load_kineto, load_read_ahead
-    from .read_ahead import take
+    from .kineto.loader import load_kineto, load_read_ahead
 
-    taken = take(path, keep_python)
+    taken = read_ahead.take(path, keep_python)
     if taken is not None:  # the first chunks were scanned while the command line imported
         return load_read_ahead(path, keep_python, taken, progress)
     blocks = iter_blocks(path, block=read_block(), progress=progress)

@@ -6,8 +6,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from .. import native
-from . import roles
+from ... import native
+from .. import roles
 
 #: the result layout the loader reads (the extension's ``ABI``)
 ABI = 8

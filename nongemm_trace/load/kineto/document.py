@@ -9,9 +9,9 @@ from typing import Any
 
 import msgspec
 
-from ..errors import TraceError
+from ...errors import TraceError
 from .events import ANY_DECODER, ENCODER, TOP_DECODER, MalformedJSON, short_error
-from .source import SQLITE_MAGIC
+from ..source import SQLITE_MAGIC
 
 
 def meta_of(top: dict[str, msgspec.Raw]) -> dict[str, Any]:

@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import native
+from ... import native
 from . import cutting, scanner
-from .roles import TIME_LIMIT_US
+from ..roles import TIME_LIMIT_US
 
 __all__ = ["ReadAhead", "discard", "start", "take", "wait", "worth_it"]
 

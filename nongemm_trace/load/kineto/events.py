@@ -14,8 +14,8 @@ from typing import Any, Optional, Union
 
 import msgspec
 
-from ..errors import TraceError
-from . import roles
+from ...errors import TraceError
+from .. import roles
 
 Num = Union[int, float, None]
 Id = Union[int, str, None]

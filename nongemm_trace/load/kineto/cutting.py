@@ -17,7 +17,7 @@ import os
 import re
 from typing import Iterator
 
-from ..errors import TraceError
+from ...errors import TraceError
 
 #: events are decoded and turned into columns this many bytes of JSON at a time (with two
 #: threads scanning, three chunks are in flight: 8 MB keeps that under 100 MB and costs no time)

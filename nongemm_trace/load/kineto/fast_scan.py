@@ -18,7 +18,7 @@ from typing import Any
 
 import polars as pl
 
-from ..frames import ArrowCapsules
+from ...frames import ArrowCapsules
 from .events import TIME_LIMIT_US, decode_events
 from .scanner import ROUTES, SCANNER as _SCANNER, available
 from .tables import TABLES, Tally, chunk_tables, count_other

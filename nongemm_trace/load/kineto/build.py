@@ -1,0 +1,100 @@
+"""The partial tables of a Kineto trace's chunks -> one :class:`~nongemm_trace.trace.Trace`:
+concatenated in file order, rows numbered, exact duplicates dropped, what was set aside
+recorded as warnings. Both the streamed and the whole-document path end here."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import polars as pl
+
+from ...trace import Trace
+from .. import roles
+from .tables import TABLES, Tally
+
+
+def in_file_order(chunks: dict[int, tuple[int, dict[str, pl.DataFrame]]]) -> dict[str, list[pl.DataFrame]]:
+    """The chunks' partial tables in file order, ``ev_idx`` shifted from chunk to file positions."""
+    parts: dict[str, list[pl.DataFrame]] = {k: [] for k in TABLES}
+    first = 0
+    for n in sorted(chunks):
+        count, tables = chunks.pop(n)
+        for k, df in tables.items():
+            parts[k].append(df.with_columns(pl.col("ev_idx") + first) if first and df.height else df)
+        first += count
+    return parts
+
+
+def build(path: str, meta: dict[str, Any], parts: dict[str, list[pl.DataFrame]], tally: Tally,
+           pending: list[tuple[str, int, str]]) -> Trace:
+    """Concatenate the chunks' partial tables, number the rows, and record what was set aside."""
+
+    def table(key: str, index: str) -> pl.DataFrame:
+        frames = [f for f in parts[key] if f.height] or parts[key][:1]
+        parts[key] = []
+        # no rechunk: a copy of every table at once would double the peak memory
+        df = frames[0] if len(frames) == 1 else pl.concat(frames, rechunk=False)
+        return df.with_row_index(index)
+
+    trace = Trace(
+        path=path,
+        source_format="kineto",
+        metadata=meta,
+        ops=table("ops", "op_id"),
+        launches=table("launches", "launch_id"),
+        activities=table("acts", "activity_id"),
+        python=table("py", "op_id"),
+    )
+    for code, n, msg in pending:
+        trace.note(code, n, msg)
+    for cat, n in sorted(tally.bad_time.items()):
+        trace.note("missing_duration", n, f"{n} '{cat}' events had no valid ts/dur (missing, negative, NaN or "
+                                          f"beyond 4e15 us); skipped")
+    for cat, n in sorted(tally.bad_phase.items()):
+        trace.note("unsupported_phase", n, f"{n} '{cat}' events are not complete ('X') events (e.g. B/E pairs); skipped")
+    trace.note("missing_category", tally.no_cat, f"{tally.no_cat} complete events had no 'cat'; ignored")
+    _dedupe(trace)
+    trace.launches = roles.mark_graph_launches(trace.launches)
+    if tally.other_n:
+        trace.note(
+            "other_device_events", tally.other_n,
+            f"{tally.other_n} device events are not GPU activities this tool reads ("
+            f"{'; '.join(f'{c}: {roles.OTHER_DEVICE_NOTES.get(c, c)}' for c in sorted(tally.other_cats))}; "
+            f"{tally.other_us:,.1f} us summed, overlapping) and are not in the GPU totals",
+        )
+    return trace
+
+
+_DEDUPE = {
+    "activities": ("activity_id", ["name", "pid", "tid", "ts_ns", "dur_ns", "correlation", "device", "stream"],
+                   "GPU activity events were exact duplicates (same kernel, stream, start, duration); counted once"),
+    "ops": ("op_id", ["name", "pid", "tid", "ts_ns", "dur_ns", "external_id"],
+            "op events were exact duplicates; counted once"),
+    "launches": ("launch_id", ["name", "pid", "tid", "ts_ns", "dur_ns", "correlation"],
+                 "launch-call events were exact duplicates; counted once"),
+}
+
+
+def _dedupe(trace: Trace) -> None:
+    """Drop exact duplicate events (a writer that flushed a buffer twice), with a warning:
+    two kernels cannot start at the same nanosecond on the same stream."""
+    for table, (idx, keys, msg) in _DEDUPE.items():
+        df = getattr(trace, table)
+        if df.height == 0:
+            continue
+        # duplicates share start and duration: find such rows by sorting two int columns (hashing
+        # millions of rows costs several times more memory), then compare the full key on those only
+        times = df.select("ts_ns", "dur_ns", pl.int_range(pl.len(), dtype=pl.UInt32).alias("_row")) \
+            .sort("ts_ns", "dur_ns")
+        same = (pl.col("ts_ns").diff() == 0) & (pl.col("dur_ns").diff() == 0)
+        rows = times.filter(same.fill_null(False) | same.shift(-1).fill_null(False))["_row"]
+        if rows.len() == 0:
+            continue
+        cand = df[rows.sort()]
+        dup = cand.select(idx, (~pl.struct(keys).is_first_distinct()).alias("_dup")).filter(pl.col("_dup"))[idx]
+        dropped = dup.len()
+        if dropped:
+            setattr(trace, table, df.filter(~pl.col(idx).is_in(dup.implode())).drop(idx).with_row_index(idx))
+            trace.note(f"duplicate_{table}", dropped, f"{dropped} {msg}")
+
+
