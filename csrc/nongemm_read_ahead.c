@@ -46,7 +46,8 @@ typedef struct {
     size_t n_done, cap_done;
 } ReadAhead;
 
-static int is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
+/* JSON's whitespace (as cutting._WS: a form feed is not, and a cut must not drop one unseen) */
+static int is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 
 /* the first `"traceEvents"\s*:\s*[` in b[0:n] (as cutting.EVENTS_KEY.search): its start, *after = after '[' */
 static long long find_key(const char *b, size_t n, long long *after) {
@@ -258,6 +259,7 @@ PyObject *ng_read_ahead(PyObject *self, PyObject *args) {
     double time_limit;
     Py_ssize_t chunk, block, first_fill;
     if (!PyArg_ParseTuple(args, "yOdnnn", &path, &route_arg, &time_limit, &chunk, &block, &first_fill)) return NULL;
+    if (ng_bad_time_limit(time_limit)) return NULL;
     if (chunk < 16 || block < 1 || first_fill < 1) {
         PyErr_SetString(PyExc_ValueError, "read_ahead: chunk, block and first_fill must be positive");
         return NULL;

@@ -81,6 +81,12 @@ static int cache_put(char *p, size_t cap) {
 }
 #endif
 
+int ng_bad_time_limit(double limit) {
+    if (limit > 0 && limit <= MAX_TIME_LIMIT_US) return 0;
+    PyErr_SetString(PyExc_ValueError, "time_limit: more than 0 and at most 4.6e15 us");
+    return -1;
+}
+
 void ng_cache_enable(void) {
 #ifdef SCAN_MMAP
     pthread_mutex_lock(&cache_lock);
@@ -674,6 +680,9 @@ static inline int put_int(Col *c, int nullable, int ok, int64_t v) {
  * microseconds scaled apart (as tables._ns does: x * 1000 on an epoch-based time would exceed
  * a double's 53-bit mantissa) */
 static inline int64_t to_ns(double us) {
+    /* only times checked against the caller's limit get here (at most MAX_TIME_LIMIT_US, so that
+     * us * 1000 and the end ts + dur stay inside int64); anything else would be undefined */
+    if (!(us > -MAX_TIME_LIMIT_US && us < MAX_TIME_LIMIT_US)) return 0;
     double whole = floor(us);
     double frac = nearbyint((us - whole) * 1000.0);
     return (int64_t)whole * 1000 + (int64_t)frac;
@@ -688,7 +697,13 @@ static inline int put_span(Col *c, int nullable, const Span *sp) {
 
 /* one row of table t */
 static int put_row(Scan *sc, Table *t, const int *spec, const Ev *ev, const Route *rt, size_t ev_idx) {
-    int64_t ts_ns = to_ns(ev->f[F_TS]), dur_ns = to_ns(ev->f[F_DUR]);
+    /* other accelerators' events keep their duration in microseconds, and their start is not
+     * range-checked: no time of theirs is converted */
+    int64_t ts_ns = 0, dur_ns = 0;
+    if (rt->table != T_OTHER) {
+        ts_ns = to_ns(ev->f[F_TS]);
+        dur_ns = to_ns(ev->f[F_DUR]);
+    }
     for (const int *c = spec; *c >= 0; c++) {
         Col *col = &t->col[c - spec];
         int nullable = COLS[*c].nullable, rc = 0;
@@ -952,6 +967,7 @@ static PyObject *scan(PyObject *self, PyObject *args) {
     PyObject *buffer, *route_arg;
     double time_limit;
     if (!PyArg_ParseTuple(args, "OOd", &buffer, &route_arg, &time_limit)) return NULL;
+    if (ng_bad_time_limit(time_limit)) return NULL;
     Route routes[MAX_ROUTES];
     Scan sc;
     memset(&sc, 0, sizeof sc);

@@ -71,6 +71,11 @@ NG_HIDDEN void ng_scan_free(Scan *sc);
 NG_HIDDEN PyObject *ng_scan_result(Scan *sc);
 /* the routes argument ((category, table, kind or None), ...) into routes[0..*n) (GIL held) */
 NG_HIDDEN int ng_read_routes(PyObject *arg, Route *routes, int *n);
+/* the largest time limit a caller may give (microseconds): 1000 times it, and the sum of two
+ * times under it, fit int64 nanoseconds */
+#define MAX_TIME_LIMIT_US 4.6e15
+/* -1 with ValueError set unless 0 < limit <= MAX_TIME_LIMIT_US */
+NG_HIDDEN int ng_bad_time_limit(double limit);
 /* keep released column maps for reuse from now until trim() */
 NG_HIDDEN void ng_cache_enable(void);
 

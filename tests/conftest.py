@@ -16,6 +16,10 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
+if os.environ.get("NONGEMM_EXT_DIR"):  # a sanitizer build of the C extensions (bench/sanitize.sh)
+    import sys
+
+    sys.path.insert(0, os.environ["NONGEMM_EXT_DIR"])
 SAMPLES = REPO / "sample_traces"
 SHARED = Path(os.environ.get("NONGEMM_SHARED_TRACES", REPO.parent / "shared" / "traces"))
 

@@ -60,7 +60,7 @@ def build(path: str, meta: dict[str, Any], parts: dict[str, list[pl.DataFrame]],
             "other_device_events", tally.other_n,
             f"{tally.other_n} device events are not GPU activities this tool reads ("
             f"{'; '.join(f'{c}: {roles.OTHER_DEVICE_NOTES.get(c, c)}' for c in sorted(tally.other_cats))}; "
-            f"{tally.other_us:,.1f} us summed, overlapping) and are not in the GPU totals",
+            f"{tally.other_ns / 1000:,.1f} us summed, overlapping) and are not in the GPU totals",
         )
     return trace
 

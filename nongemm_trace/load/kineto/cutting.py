@@ -37,8 +37,11 @@ def chunk_bytes() -> int:
     except ValueError:
         raise TraceError(None, f"NONGEMM_CHUNK_BYTES must be a whole number of bytes, not {text!r}") from None
     return max(value, MIN_CHUNK_BYTES)
-_BOUNDARY = re.compile(rb"\}\s*,\s*\{")
-EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
+#: JSON's whitespace (not regex's ``\s``: a form feed or vertical tab between tokens is invalid JSON, and a
+#: cut there would drop it unseen)
+_WS = rb"[ \t\n\r]*"
+_BOUNDARY = re.compile(rb"\}" + _WS + rb"," + _WS + rb"\{")
+EVENTS_KEY = re.compile(rb'"traceEvents"' + _WS + rb":" + _WS + rb"\[")
 
 
 def read_block() -> int:

@@ -4,6 +4,7 @@ this path for small files, bare arrays and anything its chunks cannot hold."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,40 @@ def meta_of(top: dict[str, msgspec.Raw]) -> dict[str, Any]:
         except (msgspec.DecodeError, RecursionError):
             meta[key] = None
     return meta
+
+
+#: the key as writers spell it, and an escaped ASCII letter (another spelling of the same key)
+_EVENTS_KEY_TEXT = b'"traceEvents"'
+_LETTER_ESCAPE = re.compile(rb"\\u00[4-7][0-9a-fA-F]")
+#: the tokens that decide where a key of the top-level object is: strings, brackets, colons
+_TOKENS = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[\]{}:]')
+DUPLICATE_EVENTS = ("more than one 'traceEvents' key (the events of one would hide the other's): not a trace "
+                    "any writer makes; refusing to guess which holds the events")
+
+
+def events_keys(text: bytes, at_least: int) -> bool:
+    """Whether the top-level object that ``text`` opens (JSON, or the start of it) has at least
+    ``at_least`` keys ``traceEvents``, however spelled. At once where the key is written fewer
+    times and no letter is escaped (every trace a profiler writes); token by token otherwise."""
+    if text.count(_EVENTS_KEY_TEXT) < at_least and not _LETTER_ESCAPE.search(text):
+        return False
+    return _walk_keys(text) >= at_least
+
+
+def _walk_keys(text: bytes) -> int:
+    depth, found, last = 0, 0, None
+    for m in _TOKENS.finditer(text):
+        tok = m.group()
+        c = tok[:1]
+        if c in b"[{":
+            depth += 1
+        elif c in b"]}":
+            depth -= 1
+        elif c == b":":
+            if depth == 1 and last is not None and ANY_DECODER.decode(last) == "traceEvents":
+                found += 1
+        last = tok if c == b'"' and depth == 1 else None
+    return found
 
 
 def decode_document(path: str | Path, data: bytes) -> tuple[dict[str, Any], msgspec.Raw | None, bool]:
@@ -50,6 +85,8 @@ def decode_document(path: str | Path, data: bytes) -> tuple[dict[str, Any], msgs
     meta = meta_of(top)
     if events is None:
         raise TraceError(path, "no 'traceEvents' key: not a Kineto/Chrome trace")
+    if events_keys(data, 2):
+        raise TraceError(path, DUPLICATE_EVENTS)
     return meta, events, False
 
 
@@ -70,5 +107,8 @@ def repair(data: bytes) -> tuple[bytes, str] | None:
             doc = json.loads(data)
         except (ValueError, RecursionError):
             return None
-        return ENCODER.encode(doc), "NaN / Infinity numbers (not JSON) were read as null"
+        try:
+            return ENCODER.encode(doc), "NaN / Infinity numbers (not JSON) were read as null"
+        except (UnicodeEncodeError, msgspec.EncodeError, OverflowError, RecursionError):  # a lone surrogate escape: not JSON either
+            return None
     return None

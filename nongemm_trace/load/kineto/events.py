@@ -2,9 +2,10 @@
 
 Decoding uses msgspec with typed structs (only the fields we use are
 materialised; unknown keys are skipped inside the C decoder). An array whose
-events have fields of an unexpected type is decoded a second time loosely, and
-the offending events are counted and skipped with a warning instead of failing
-the whole file.
+events have fields of an unexpected type is decoded a second time item by item,
+and the offending events are counted and skipped with a warning instead of
+failing the whole file. This is the reference grammar: the C scanner accepts only
+what these decoders accept, and gives the same values.
 """
 
 from __future__ import annotations
@@ -60,7 +61,9 @@ LooseEvent = msgspec.defstruct("LooseEvent", [(f, Any, None) for f in Event.__st
 _EVENTS_TYPED = msgspec.json.Decoder(list[Event])
 _EVENT_TYPED = msgspec.json.Decoder(Event)
 ENCODER = msgspec.json.Encoder()
-_EVENTS_LOOSE = msgspec.json.Decoder(list[LooseEvent])
+_LOOSE_EVENT = msgspec.json.Decoder(LooseEvent)
+#: the items of an events array, each as its own text (the fallback decodes them one by one)
+_ITEMS = msgspec.json.Decoder(list[msgspec.Raw])
 TOP_DECODER = msgspec.json.Decoder(dict[str, msgspec.Raw])
 ANY_DECODER = msgspec.json.Decoder()
 
@@ -79,9 +82,11 @@ def short_error(exc: Exception) -> str:
 
 def decode_events(path: str | Path, raw: Any, malformed: dict[str, int]) -> list[Event]:
     """Decode a JSON array of events (bytes, memoryview or Raw): typed in one C pass; when a
-    field has the wrong type, loosely and item by item, so one bad event becomes ``SKIPPED``
-    (counted per category in ``malformed``, summed over calls) and keeps the positions equal
-    to the file's event indices."""
+    field has the wrong type, item by item from each item's own text, so one bad event becomes
+    ``SKIPPED`` (counted per category in ``malformed``, summed over calls), the positions stay
+    the file's event indices, and the other events (their raw ``args`` texts included) are
+    decoded exactly as the one pass would. Input that is not JSON raises :class:`MalformedJSON`
+    wherever the decode finds it (a repair may fix it, a chunk cut in a string is decoded whole)."""
     try:
         return _EVENTS_TYPED.decode(raw)
     except msgspec.ValidationError:
@@ -90,35 +95,38 @@ def decode_events(path: str | Path, raw: Any, malformed: dict[str, int]) -> list
         raise MalformedJSON(path, f"invalid or truncated JSON ({short_error(exc)})") from None
     except RecursionError:
         raise TraceError(path, "JSON nested too deeply") from None
-    try:
-        loose = _EVENTS_LOOSE.decode(raw)
+    try:  # the typed pass stops at the first ill-typed field: the rest may still be invalid JSON
+        items = _ITEMS.decode(raw)
     except msgspec.ValidationError:
-        loose = None  # some items are not objects: go item by item
-    except (msgspec.DecodeError, RecursionError) as exc:  # pragma: no cover - typed pass raised first
-        raise TraceError(path, f"invalid JSON ({short_error(exc)})") from None
-    if loose is None:
-        try:
-            items = ANY_DECODER.decode(raw)
-        except (msgspec.DecodeError, RecursionError) as exc:  # pragma: no cover
-            raise TraceError(path, f"invalid JSON ({short_error(exc)})") from None
-        if not isinstance(items, list):
-            raise TraceError(path, "'traceEvents' is not a list")
-        loose = [it if isinstance(it, dict) else None for it in items]
+        raise TraceError(path, "'traceEvents' is not a list") from None
+    except msgspec.DecodeError as exc:
+        raise MalformedJSON(path, f"invalid or truncated JSON ({short_error(exc)})") from None
+    except RecursionError:
+        raise TraceError(path, "JSON nested too deeply") from None
     good: list[Event] = []
     bad = malformed
-    for ev in loose:
-        if ev is None:
-            bad["(not an object)"] = bad.get("(not an object)", 0) + 1
-            good.append(SKIPPED)
-            continue
+    for item in items:
         try:
-            good.append(_EVENT_TYPED.decode(ENCODER.encode(ev)))
-        except (msgspec.ValidationError, msgspec.DecodeError, msgspec.EncodeError, TypeError, ValueError):
-            cat = ev.cat if isinstance(ev, LooseEvent) else ev.get("cat")
-            cat = cat if isinstance(cat, str) else "?"
-            bad[cat] = bad.get(cat, 0) + 1
-            good.append(SKIPPED)  # keeps positions equal to the file's event indices
+            good.append(_EVENT_TYPED.decode(item))
+            continue
+        except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):
+            pass
+        cat = _category(item)
+        bad[cat] = bad.get(cat, 0) + 1
+        good.append(SKIPPED)  # keeps positions equal to the file's event indices
     return good
+
+
+def _category(item: msgspec.Raw) -> str:
+    """The category an ill-typed item is counted under: its ``cat`` when that is a string, "?"
+    when it has none, "(not an object)" for numbers, strings, lists and nulls."""
+    try:
+        loose = _LOOSE_EVENT.decode(item)
+    except msgspec.ValidationError:
+        return "(not an object)"
+    except (msgspec.DecodeError, RecursionError):  # pragma: no cover - the item decoded as JSON already
+        return "?"
+    return loose.cat if isinstance(loose.cat, str) else "?"
 
 
 def malformed_notes(malformed: dict[str, int]) -> list[tuple[str, int, str]]:

@@ -17,12 +17,13 @@ from typing import Any, Iterable, Iterator
 import msgspec
 import polars as pl
 
+from ...errors import TraceError
 from ...trace import Trace
 from . import fast_scan
 from .build import build, in_file_order
 from .cutting import EVENTS_KEY, Cutter, release
-from .document import meta_of
-from .events import TOP_DECODER, MalformedJSON, malformed_notes
+from .document import events_keys, meta_of
+from .events import TOP_DECODER, malformed_notes
 from .fast_scan import decode_chunk
 from .read_ahead import ReadAhead
 from .tables import Tally
@@ -40,7 +41,8 @@ class ChunkPipeline:
 
     ``threads``: decode on :data:`SCAN_THREADS` threads (only where the C scanner is built);
     ``scanned``: the scanner's results of the chunks a read-ahead scanned (they come first).
-    A chunk that neither decoder accepts raises :class:`SplitFailed`."""
+    A chunk that neither decoder accepts raises :class:`SplitFailed`: the whole document's
+    decode then says what is wrong (so the answer, error included, never depends on the cuts)."""
 
     def __init__(self, path: str, keep_python: bool, threads: bool, scanned: Iterable[tuple] = ()) -> None:
         self.path, self.keep_python = path, keep_python
@@ -62,7 +64,7 @@ class ChunkPipeline:
         if self._pool is None:
             try:
                 self._chunks[n] = decode_chunk(self.path, raw, self.keep_python, self.tally, self.malformed)
-            except MalformedJSON:
+            except TraceError:  # the whole document's decode gives the answer (and the error's wording)
                 raise SplitFailed from None
             finally:
                 if isinstance(raw, memoryview):
@@ -106,7 +108,7 @@ class ChunkPipeline:
         n, fut, owner = self._pending.popleft()
         try:
             count, tables, their_tally, their_malformed = fut.result()
-        except MalformedJSON:
+        except TraceError:
             raise SplitFailed from None
         self._chunks[n] = (count, tables)
         if owner is not None:
@@ -145,10 +147,13 @@ def stream(path: str, held: list[bytearray], blocks: Iterator[bytes], keep_pytho
         key_start, key_end = key.start(), key.end()
     else:
         key_start, key_end = ahead.key_start, 1
+    head = bytes(prefix[:key_start])
     try:  # the text before the key, closed, must be an object: then the key is at the top level
-        meta = meta_of(TOP_DECODER.decode(bytes(prefix[:key_start]) + b'"traceEvents":[]}'))
+        meta = meta_of(TOP_DECODER.decode(head + b'"traceEvents":[]}'))
     except (msgspec.DecodeError, RecursionError):
         raise SplitFailed from None
+    if events_keys(head, 1):  # another traceEvents key before this one: the whole document's decode says
+        raise SplitFailed
     del prefix
     meta.pop("traceEvents", None)
     with ChunkPipeline(path, keep_python, threads, ahead.results if ahead else ()) as pipeline:
@@ -162,10 +167,10 @@ def stream(path: str, held: list[bytearray], blocks: Iterator[bytes], keep_pytho
             top = TOP_DECODER.decode(b'{"traceEvents":[' + cutter.buf[cutter.pos:cutter.end])
         except (msgspec.DecodeError, RecursionError):
             raise SplitFailed from None
-        cutter.buf = None
         tail = top.pop("traceEvents", None)
-        if tail is None:
-            raise SplitFailed
+        if tail is None or events_keys(b'{"traceEvents":[' + cutter.buf[cutter.pos:cutter.end], 2):
+            raise SplitFailed  # another traceEvents key after the array
+        cutter.buf = None
         pipeline.add(tail)  # beside the last chunks still being scanned, not after them
         parts = pipeline.tables()
     meta.update(meta_of(top))

@@ -90,9 +90,10 @@ def take(path: str | Path, keep_python: bool) -> ReadAhead | None:
     """The chunks read ahead for ``path``, or None (none started, another file or table set,
     nothing scanned). The thread stops at once (a chunk it is half-way through is the
     loader's); what it read is dropped when it is not for this load."""
-    if not _pending:
+    try:  # (another thread may have taken it meanwhile)
+        p, keep, handle = _pending.pop()
+    except IndexError:
         return None
-    p, keep, handle = _pending.pop()
     why, key_start, _, resume, results, prefix = scanner.SCANNER.read_ahead_take(handle)
     stopped[:] = [why, len(results)]
     if p != str(path) or keep != keep_python or resume < 0 or not results:
@@ -102,12 +103,19 @@ def take(path: str | Path, keep_python: bool) -> ReadAhead | None:
 
 def wait() -> None:
     """Until the read-ahead in flight stops by itself (tests: what is taken is then known)."""
-    if _pending:
-        scanner.SCANNER.read_ahead_wait(_pending[-1][2])
+    try:
+        handle = _pending[-1][2]
+    except IndexError:  # none in flight, or taken meanwhile
+        return
+    scanner.SCANNER.read_ahead_wait(handle)  # the thread's joins are serialised in C: take may run beside it
 
 
 def discard() -> None:
     """Stop and drop a read-ahead nobody took (the analysis failed before loading): its tables
     are freed now, not at exit."""
-    while _pending:
-        scanner.SCANNER.read_ahead_take(_pending.pop()[2])
+    while True:
+        try:
+            handle = _pending.pop()[2]
+        except IndexError:
+            return
+        scanner.SCANNER.read_ahead_take(handle)

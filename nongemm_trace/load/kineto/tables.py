@@ -34,12 +34,12 @@ class Tally:
     bad_phase: dict[str, int] = field(default_factory=dict)
     no_cat: int = 0
     other_n: int = 0
-    other_us: float = 0.0
+    other_ns: int = 0  # whole nanoseconds: the sum is the same in any order (chunks are summed apart)
     other_cats: set[str] = field(default_factory=set)
 
     def to_dict(self) -> dict[str, Any]:
         return {"bad_time": self.bad_time, "bad_phase": self.bad_phase, "no_cat": self.no_cat,
-                "other_n": self.other_n, "other_us": self.other_us, "other_cats": sorted(self.other_cats)}
+                "other_n": self.other_n, "other_ns": self.other_ns, "other_cats": sorted(self.other_cats)}
 
     def add(self, other: dict[str, Any]) -> None:
         """Add another chunk's tally (as :meth:`to_dict` gives it)."""
@@ -48,7 +48,7 @@ class Tally:
                 mine[cat] = mine.get(cat, 0) + n
         self.no_cat += other["no_cat"]
         self.other_n += other["other_n"]
-        self.other_us += other["other_us"]
+        self.other_ns += other["other_ns"]
         self.other_cats |= set(other["other_cats"])
 
 
@@ -133,7 +133,7 @@ def _other_frame(df: pl.DataFrame, tally: Tally) -> None:
 def count_other(ok: pl.DataFrame, tally: Tally) -> None:
     """Other accelerators' complete events with valid times (columns cat, dur): counted and summed."""
     tally.other_n += ok.height
-    tally.other_us += float(ok["dur"].sum())
+    tally.other_ns += int(ok.select((pl.col("dur") * 1000.0).round(0).cast(pl.Int64).sum()).item() or 0)
     tally.other_cats |= set(ok["cat"].unique().to_list())
 
 
