@@ -32,7 +32,7 @@ def main() -> int:
     importlib.import_module("nongemm_trace.cli")  # the command line's allocator settings, before polars
     from nongemm_trace import api, classify, link, load, measure
     from nongemm_trace.link import fast_sweep, nesting
-    from nongemm_trace.load import fast_scan, kineto
+    from nongemm_trace.load.kineto import fast_scan, loader, pipeline
 
     spent: dict[str, list[float]] = {}
 
@@ -49,11 +49,12 @@ def main() -> int:
         setattr(owner, name, timed)
 
     wrap(load, "load_trace", "load")
-    wrap(kineto, "decode_chunk", "load: chunks decoded (this process)")
+    wrap(pipeline, "decode_chunk", "load: chunks decoded (this process)")
     wrap(fast_scan, "scan", "load: C scanner, tables wrapped (this process)")
     wrap(fast_scan, "decode_events", "load: msgspec decode (this process)")
     wrap(fast_scan, "chunk_tables", "load: events to columns (this process)")
-    wrap(kineto, "_build", "load: tables assembled, duplicates checked")
+    wrap(pipeline, "build", "load: tables assembled, duplicates checked (streamed)")
+    wrap(loader, "build", "load: tables assembled, duplicates checked (whole document)")
     wrap(classify, "link_and_classify", "link")
     wrap(classify, "_with_name_columns", "link: op names to categories")
     wrap(nesting, "_packed", "link: op tree keys (thread, time) packed")
