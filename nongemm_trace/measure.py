@@ -16,6 +16,7 @@ from .classify.taxonomy import Taxonomy
 from .metrics.breakdown import (category_table, class_table, cpu_op_times, evidence_time, kernel_summary, op_table,
                                 step_table)
 from .metrics.engines import engine_view
+from .metrics.op_cpu import call_cpu_times, in_window
 from .metrics.steps import assign_steps, find_steps, guessed_steps_hold_work
 from .models.report import Report
 from .trace import Anomaly
@@ -110,13 +111,14 @@ def measure(analysis: Analysis, opts: Options) -> Report:
         effective_metric = "cpu"
         warnings.append(Anomaly("no_gpu_activities", 1,
                                 "the trace has no GPU activities: reporting the cpu metric (operator CPU time)"))
+    window = (None, None)
+    if skip_steps:  # the CPU window of the kept steps
+        keep = steps.filter(pl.col("step") >= skip_steps)
+        window = (keep["ts_ns"].min(), keep["end_ns"].max())
     if effective_metric in ("cpu", "paper") and not engine:
         cpu_rows = cpu_op_times(linked.ops, "top" if level == "top" else "launch")
         if skip_steps:
-            keep = steps.filter(pl.col("step") >= skip_steps)
-            lo, hi = keep["ts_ns"].min(), keep["end_ns"].max()
-            in_win = linked.ops.filter((pl.col("ts_ns") >= lo) & (pl.col("end_ns") <= hi)).select("op_id")
-            cpu_rows = cpu_rows.join(in_win, on="op_id", how="semi")
+            cpu_rows = cpu_rows.join(in_window(linked.ops, *window), on="op_id", how="semi")
         cpu_cats = category_table(cpu_rows.rename({"cpu_ns": "dur_ns"}), tax)
         cpu_total = int(cpu_cats["time_ns"].sum())
         if effective_metric == "cpu":
@@ -145,7 +147,8 @@ def measure(analysis: Analysis, opts: Options) -> Report:
         taxonomy_version=tax.version,
         categories=cats,
         classes=class_table(cats),
-        ops=op_table(linked.ops, acts),
+        ops=op_table(linked.ops, acts, None if engine else _call_cpu(linked, window),
+                     "cpu" if effective_metric == "cpu" else "gpu"),
         kernels=kernels,
         kernel_summary=kernel_summary(acts),
         steps=step_table(acts, steps),
@@ -165,6 +168,14 @@ def measure(analysis: Analysis, opts: Options) -> Report:
         category_names=tax.categories,
         engine=engine_view(acts, tax, trace.source_format) if engine else None,
     )
+
+
+def _call_cpu(linked, window: tuple) -> pl.DataFrame:
+    """Each op call's CPU and self CPU time (metrics/op_cpu.py), the calls inside ``window`` only."""
+    calls = call_cpu_times(linked.ops, linked.trace.launches, linked.launch_ops)
+    if window[0] is None:
+        return calls
+    return calls.join(in_window(linked.ops, *window), on="op_id", how="semi")
 
 
 def _paper_table(cpu_cats: pl.DataFrame, gpu_cats: pl.DataFrame, tax: Taxonomy) -> pl.DataFrame:

@@ -39,9 +39,15 @@ def test_json_contract_on_every_sample(capsys, path):
         assert set(c) >= {"category", "class", "gpu_time_us", "share", "activities"}
     assert any(c["category"] == "unclassified" for c in d["categories"])
     assert sum(c["share"] for c in d["categories"]) == pytest.approx(1.0, abs=1e-5)
+    cpu_by_name = {}
     for o in d["ops"]:
-        assert set(o) >= {"op", "category", "calls", "gpu_time_us", "self_gpu_time_us", "activities"}
+        assert set(o) >= {"op", "category", "calls", "gpu_time_us", "self_gpu_time_us", "activities", "cpu_time_us",
+                          "self_cpu_time_us"}
         assert o["self_gpu_time_us"] <= o["gpu_time_us"] + 1e-6
+        was = cpu_by_name.get(o["op"], (0.0, 0.0))
+        cpu_by_name[o["op"]] = (was[0] + o["cpu_time_us"], was[1] + o["self_cpu_time_us"])
+    # per name (a call's CPU time is in one row of its name): the self time lies inside the whole
+    assert all(own <= whole + 1e-3 * len(d["ops"]) for whole, own in cpu_by_name.values())
     linked = sum(o["self_gpu_time_us"] for o in d["ops"])
     assert linked <= d["gpu_time_us"] + 1e-3
     for w in d["warnings"]:

@@ -81,14 +81,15 @@ def test_kernel_names_normalized_to_kineto_spelling():
 
 
 def _variant(tmp_path, sql: list[str]):
+    """The shared export changed by ``sql``, as a file (edited in place: no ``deserialize``, which
+    Python 3.10's sqlite3 lacks)."""
     src = shared("h200_nsys", "bert_nvtx.sqlite.gz")
-    con = sqlite3.connect(":memory:")
-    con.deserialize(gzip.decompress(src.read_bytes()))
+    out = tmp_path / "variant.sqlite"
+    out.write_bytes(gzip.decompress(src.read_bytes()))
+    con = sqlite3.connect(out)
     for s in sql:
         con.execute(s)
     con.commit()
-    out = tmp_path / "variant.sqlite"
-    out.write_bytes(con.serialize())
     con.close()
     return out
 

@@ -43,6 +43,9 @@ class Linked:
     activities: pl.DataFrame
     #: what linking found odd, in the order found (the trace itself is not changed)
     anomalies: tuple[Anomaly, ...] = ()
+    #: ``launch_id, op_id``: every launch call's innermost op on its thread (null: none), from the
+    #: same sweep as the op tree; the runtime calls are children of that op (its self CPU time)
+    launch_ops: pl.DataFrame | None = None
 
 
 def link(trace: Trace, ops: pl.DataFrame | None = None) -> Linked:
@@ -60,7 +63,9 @@ def link(trace: Trace, ops: pl.DataFrame | None = None) -> Linked:
 
     acts = _attach_launches(trace, found)
     acts = _attach_ops(ops, acts, launch_ops, found)
-    return Linked(trace=trace, ops=ops, activities=acts, anomalies=tuple(found))
+    if launch_ops is not None:
+        launch_ops = launch_ops.select(pl.col("qid").alias("launch_id"), "op_id")
+    return Linked(trace=trace, ops=ops, activities=acts, anomalies=tuple(found), launch_ops=launch_ops)
 
 
 def _note(found: list[Anomaly], code: str, count: int, message: str) -> None:

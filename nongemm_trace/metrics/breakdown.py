@@ -15,7 +15,9 @@ Definitions
   ``self_gpu_time`` = activities the op launched itself; ``gpu_time`` = activities
   launched by the op or any op inside it (each activity counted once per op name);
   ``calls`` = calls of that op name that contributed; ops that launched nothing
-  appear with the category of their name and zero time.
+  appear with the category of their name and zero time. ``cpu_time`` /
+  ``self_cpu_time``: the host time of the calls (metrics/op_cpu.py), each call in
+  one row of its name.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import polars as pl
 from ..classify import EVIDENCE
 from ..classify.taxonomy import Taxonomy
 from ..frames import is_row_index, walk_up
+from .op_cpu import CPU_COLUMNS
 
 
 def category_table(acts: pl.DataFrame, tax: Taxonomy, value: str = "dur_ns") -> pl.DataFrame:
@@ -49,8 +52,11 @@ def class_table(categories: pl.DataFrame) -> pl.DataFrame:
         .sort("_o").drop("_o")
 
 
-def op_table(ops: pl.DataFrame, acts: pl.DataFrame) -> pl.DataFrame:
-    """Per (op name, category): calls, gpu_time_ns, self_gpu_time_ns, activities."""
+def op_table(ops: pl.DataFrame, acts: pl.DataFrame, cpu: pl.DataFrame | None = None, order: str = "gpu") -> pl.DataFrame:
+    """Per (op name, category): calls, gpu_time_ns, self_gpu_time_ns, activities, cpu_time_ns,
+    self_cpu_time_ns and ``wrapper`` (the name is a wrapper range: steps, annotations). ``cpu``: the calls whose CPU time counts (``op_id, cpu_ns, self_cpu_ns``, from
+    :func:`~nongemm_trace.metrics.op_cpu.call_cpu_times`; none: zero). ``order``: the rows sorted by
+    self GPU time (``gpu``) or self CPU time (``cpu``)."""
     by_row = is_row_index(ops["op_id"])
     # op names as small integer codes: the walk up the tree, the de-duplication and the grouping
     # handle ints, and the names come back once per result row
@@ -82,17 +88,39 @@ def op_table(ops: pl.DataFrame, acts: pl.DataFrame) -> pl.DataFrame:
         idle = names.with_columns(ops["op_category"]).join(incl.select("op_id").unique(), on="op_id", how="anti")
     idle = idle.select("op", pl.col("op_category").fill_null("unclassified").alias("category")) \
         .group_by(["op", "category"]).agg(pl.len().alias("calls"))
-    out = pl.concat([busy, idle], how="diagonal_relaxed")
+    parts = [busy, idle]
+    if cpu is not None and cpu.height:
+        parts.append(_cpu_rows(ops, incl, named(cpu)))
+    out = pl.concat(parts, how="diagonal_relaxed")
+    out = out.with_columns([pl.lit(0, pl.Int64).alias(c) for c in CPU_COLUMNS if c not in out.columns]
+                           + ([] if "wrapper" in out.columns else [pl.lit(False).alias("wrapper")]))
     out = out.group_by(["op", "category"]).agg(
         pl.col("calls").sum().cast(pl.Int64), pl.col("gpu_time_ns").sum().cast(pl.Int64),
-        pl.col("self_gpu_time_ns").sum().cast(pl.Int64), pl.col("activities").sum().cast(pl.Int64))
+        pl.col("self_gpu_time_ns").sum().cast(pl.Int64), pl.col("activities").sum().cast(pl.Int64),
+        *(pl.col(c).sum().cast(pl.Int64) for c in CPU_COLUMNS), pl.col("wrapper").any())
     if by_row:  # codes back to names (the first op of each code: unique on ints, not on the names)
         first = code.arg_unique()
         text = pl.DataFrame({"op": code.gather(first), "_name": ops["name"].gather(first)})
         out = out.join(text, on="op", how="left").drop("op").rename({"_name": "op"}).select(
-            "op", "category", "calls", "gpu_time_ns", "self_gpu_time_ns", "activities")
-    return out.with_columns(pl.col(c).fill_null(0) for c in ("gpu_time_ns", "self_gpu_time_ns", "activities")) \
-        .sort(["self_gpu_time_ns", "gpu_time_ns", "op", "category"], descending=[True, True, False, False])
+            "op", "category", "calls", "gpu_time_ns", "self_gpu_time_ns", "activities", *CPU_COLUMNS, "wrapper")
+    keys = ["self_gpu_time_ns", "gpu_time_ns"] if order == "gpu" else ["self_cpu_time_ns", "cpu_time_ns"]
+    return out.with_columns(*(pl.col(c).fill_null(0) for c in ("gpu_time_ns", "self_gpu_time_ns", "activities",
+                                                               *CPU_COLUMNS)),
+                            pl.col("wrapper").fill_null(False).any().over("op")) \
+        .sort([*keys, "op", "category"], descending=[True, True, False, False])
+
+
+def _cpu_rows(ops: pl.DataFrame, incl: pl.DataFrame, calls: pl.DataFrame) -> pl.DataFrame:
+    """CPU time per (op, category): each call counted once, in one row of its name: the category
+    holding most of the GPU time it launched (itself or below; ties: the first name), or, for a
+    call that launched nothing, its name's category (``unclassified`` when no rule names it)."""
+    main = incl.with_columns(pl.col("category").cast(pl.String)).group_by(["op_id", "category"]).agg(pl.col("dur_ns").sum().alias("_t")) \
+        .sort(["op_id", "_t", "category"], descending=[False, True, False]).unique("op_id", keep="first")
+    own = ops.select("op_id", pl.col("op_category").fill_null("unclassified").alias("_own"), "is_wrapper")
+    rows = calls.join(main.select("op_id", "category"), on="op_id", how="left").join(own, on="op_id", how="left")
+    return rows.group_by(["op", pl.coalesce("category", "_own").alias("category")]).agg(
+        pl.col("cpu_ns").sum().alias("cpu_time_ns"), pl.col("self_cpu_ns").sum().alias("self_cpu_time_ns"),
+        pl.col("is_wrapper").any().alias("wrapper"))
 
 
 def kernel_summary(acts: pl.DataFrame) -> pl.DataFrame:

@@ -24,7 +24,8 @@ from .rows import frame, warnings_of
 _S, _I, _F = pl.Utf8, pl.Int64, pl.Float64
 _OPS = {"op": ("op", _S), "category": ("category", _S), "calls": ("calls", _I),
         "gpu_time_ns": ("gpu_time_us", _I), "self_gpu_time_ns": ("self_gpu_time_us", _I),
-        "activities": ("activities", _I)}
+        "activities": ("activities", _I), "cpu_time_ns": ("cpu_time_us", _I),
+        "self_cpu_time_ns": ("self_cpu_time_us", _I)}
 _KERNELS = {"name": ("name", _S), "kind": ("kind", _S), "category": ("category", _S), "class": ("class", _S),
             "activities": ("activities", _I), "gpu_time_ns": ("gpu_time_us", _I)}
 _STEPS = {"step": ("step", _I), "name": ("name", _S), "cpu_time_ns": ("cpu_time_us", _I),
@@ -126,7 +127,8 @@ class Report:
         ops_df = self.ops if max_ops is None else self.ops.head(max_ops)
         ops = [{"op": r["op"], "category": r["category"], "calls": int(r["calls"]),
                 "gpu_time_us": _us(r["gpu_time_ns"]), "self_gpu_time_us": _us(r["self_gpu_time_ns"]),
-                "activities": int(r["activities"])} for r in ops_df.iter_rows(named=True)]
+                "activities": int(r["activities"]), "cpu_time_us": _us(r["cpu_time_ns"]),
+                "self_cpu_time_us": _us(r["self_cpu_time_ns"])} for r in ops_df.iter_rows(named=True)]
         ks = self.kernel_summary if max_kernels is None else self.kernel_summary.head(max_kernels)
         kernels = [{"name": r["name"], "kind": r["kind"], "category": r["category"], "class": r["class"],
                     "activities": int(r["activities"]), "gpu_time_us": _us(r["gpu_time_ns"])}

@@ -26,7 +26,8 @@ def table_frame(report: Report, table: str) -> pl.DataFrame:
         df = df.with_columns(_us(f"{report.metric}_time_ns"))
         return df.with_columns(pl.lit(report.metric).alias("metric"), pl.lit(report.level).alias("level"))
     if table == "ops":
-        return report.ops.with_columns(_us("gpu_time_ns"), _us("self_gpu_time_ns"))
+        return report.ops.with_columns(_us("gpu_time_ns"), _us("self_gpu_time_ns"), _us("cpu_time_ns"),
+                                       _us("self_cpu_time_ns"))
     if table == "kernels":
         return report.kernels.with_columns(_us("dur_ns"))
     raise ValueError(f"unknown table {table!r}")

@@ -37,10 +37,14 @@ def analyze_markdown(rep: Report, top: int = 10) -> str:
                     [[r["category"], r["class"], f"{r['time_ns'] / 1000:,.1f}", f"{100 * r['share']:.1f} %",
                       f"{r['activities']:,}"] for r in rep.categories.iter_rows(named=True)], right_from=2)
     if rep.ops.height:
-        lines += ["", f"Top {top} ops by self GPU time:", ""]
-        lines += _table(["op", "category", "calls", "GPU time (us)", "self GPU time (us)"],
-                        [[f"`{r['op']}`", r["category"], f"{r['calls']:,}", f"{r['gpu_time_ns'] / 1000:,.1f}",
-                          f"{r['self_gpu_time_ns'] / 1000:,.1f}"] for r in rep.ops.head(top).iter_rows(named=True)],
+        by = "cpu" if rep.metric == "cpu" else "gpu"
+        lines += ["", f"Top {top} ops by self {by.upper()} time:", ""]
+        lines += _table(["op", "category", "calls", f"{by.upper()} time (us)", f"self {by.upper()} time (us)",
+                         "self CPU time (us)" if by == "gpu" else "self GPU time (us)"],
+                        [[f"`{r['op']}`", r["category"], f"{r['calls']:,}", f"{r[f'{by}_time_ns'] / 1000:,.1f}",
+                          f"{r[f'self_{by}_time_ns'] / 1000:,.1f}",
+                          f"{r['self_cpu_time_ns' if by == 'gpu' else 'self_gpu_time_ns'] / 1000:,.1f}"]
+                         for r in rep.ops.head(top).iter_rows(named=True)],
                         right_from=2)
     if rep.warnings:
         lines += ["", "Warnings:", ""] + [f"- `{w.code}` ({w.count:,}): {w.message}" for w in rep.warnings]

@@ -57,15 +57,7 @@ def render_report(report: Report, console: Console, top: int = 15) -> None:
         _engine_tables(report.engine, console, top)
 
     if report.ops.height and top > 0 and report.engine is None:  # --top 0: no top tables, not empty ones
-        t = Table(title=f"Top {top} ops by self GPU time", title_justify="left")
-        for c in ("op", "category", "calls", "GPU time (us)", "self GPU (us)", "activities"):
-            t.add_column(c, justify="left" if c in ("op", "category") else "right", overflow="ellipsis",
-                         no_wrap=c == "op", max_width=max(16, console.width - 70) if c == "op" else None)
-        # ops that launched nothing themselves (wrappers, ranges) are the inclusive column's business
-        for r in report.ops.filter(pl.col("self_gpu_time_ns") > 0).head(top).iter_rows(named=True):
-            t.add_row(escape(r["op"]), r["category"], f"{r['calls']:,}", _us(r["gpu_time_ns"]), _us(r["self_gpu_time_ns"]),
-                      f"{r['activities']:,}")
-        console.print(t)
+        _op_table(report, console, top)
 
     if report.kernel_summary.height and top > 0:
         t = Table(title=f"Top {top} {kernels} by {'GPU time' if kernels == 'kernels' else 'time'}",
@@ -90,6 +82,32 @@ def render_report(report: Report, console: Console, top: int = 15) -> None:
         console.print(f"[{WARNINGS_HEADING}]warnings[/{WARNINGS_HEADING}]")
         for w in report.warnings:
             console.print(warning_line(w.code, w.message, w.count), highlight=False)
+
+
+def _op_table(report: Report, console: Console, top: int) -> None:
+    """The top ops: by self GPU time, or under the CPU metric by self CPU time (its GPU column only
+    where the trace has GPU activities). Rows: ops with self time of their own, never wrappers
+    (steps, annotations: the inclusive columns carry them, and the CPU metric does not count them)."""
+    by_cpu = report.metric == "cpu"
+    if by_cpu:
+        cols = [("CPU time (us)", "cpu_time_ns"), ("self CPU (us)", "self_cpu_time_ns")]
+        if report.gpu_activities:
+            cols.append(("self GPU (us)", "self_gpu_time_ns"))
+        # a report read back from JSON has no wrapper column (the document does not carry it)
+        real = ~pl.col("wrapper") if "wrapper" in report.ops.columns else pl.lit(True)
+        rows = report.ops.filter((pl.col("self_cpu_time_ns") > 0) & real)
+    else:
+        cols = [("GPU time (us)", "gpu_time_ns"), ("self GPU (us)", "self_gpu_time_ns"),
+                ("activities", "activities"), ("self CPU (us)", "self_cpu_time_ns")]
+        rows = report.ops.filter(pl.col("self_gpu_time_ns") > 0)
+    t = Table(title=f"Top {top} ops by self {'CPU' if by_cpu else 'GPU'} time", title_justify="left")
+    for c in ("op", "category", "calls", *(head for head, _ in cols)):
+        t.add_column(c, justify="left" if c in ("op", "category") else "right", overflow="ellipsis",
+                     no_wrap=c == "op", max_width=max(16, console.width - 80) if c == "op" else None)
+    for r in rows.head(top).iter_rows(named=True):
+        t.add_row(escape(r["op"]), r["category"], f"{r['calls']:,}",
+                  *("-" if r[c] is None else f"{r[c]:,}" if c == "activities" else _us(r[c]) for _, c in cols))
+    console.print(t)
 
 
 def _engine_tables(view: dict, console: Console, top: int) -> None:

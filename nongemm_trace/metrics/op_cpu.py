@@ -1,0 +1,59 @@
+"""Host (CPU) time of every op call, defined as torch.profiler defines it.
+
+* ``cpu_ns``: the call's duration (inclusive host time), counted for the outermost call of
+  its name only: a call nested inside a call of the same name on the same thread (``aten::set_``
+  calling its other overload) is already inside that call's time, so an op name's total is
+  not counted twice (torch.profiler's ``key_averages`` merges such a call into its parent).
+* ``self_cpu_ns``: the duration minus the durations of its direct children on the same
+  thread: the ops nested directly in it and the runtime/driver calls (``cudaLaunchKernel``,
+  ``cudaMemcpyAsync``, ``cudaStreamSynchronize``, …) whose innermost op it is. torch.profiler
+  lists those calls as events of their own, so its self CPU time leaves them out too.
+  Kineto writes its own overhead (``Activity Buffer Request``) on no thread of the process
+  (pid -1): the file does not say which op it interrupted, so that op keeps it (torch's
+  in-memory events know the thread and subtract it; docs/definitions.md).
+
+Columnar throughout: one sort for the same-name nesting, group-bys for the children.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+CPU_COLUMNS = ("cpu_time_ns", "self_cpu_time_ns")
+
+
+def call_cpu_times(ops: pl.DataFrame, launches: pl.DataFrame | None = None,
+                   launch_ops: pl.DataFrame | None = None) -> pl.DataFrame:
+    """``op_id, cpu_ns, self_cpu_ns`` for every op of the linked op table ``ops`` (with
+    ``parent_id``); ``launches`` (``launch_id, dur_ns``) and ``launch_ops`` (``launch_id,
+    op_id``: each launch call's innermost op) make the runtime calls children too."""
+    id_type = ops.schema["op_id"]
+    kids = [ops.filter(pl.col("parent_id").is_not_null()).select(
+        pl.col("parent_id").cast(id_type).alias("op_id"), "dur_ns")]
+    if launches is not None and launch_ops is not None and launches.height:
+        calls = launch_ops.filter(pl.col("op_id").is_not_null()).join(
+            launches.select("launch_id", "dur_ns"), on="launch_id")
+        kids.append(calls.select(pl.col("op_id").cast(id_type), "dur_ns"))
+    children = pl.concat(kids).group_by("op_id").agg(pl.col("dur_ns").sum().alias("_kids"))
+    # the outermost call of its name on its thread: no earlier-starting call of that name still open
+    # at its end (starts ascending, longer first at equal starts, so a parent precedes its children)
+    key = [pl.col("pid"), pl.col("tid"), pl.col("name").cast(pl.Categorical).to_physical().alias("_name")]
+    order = ops.select("op_id", *key, "ts_ns", "end_ns").sort(
+        ["pid", "tid", "_name", "ts_ns", "end_ns", "op_id"], descending=[False, False, False, False, True, False])
+    inside = order.select(
+        "op_id",
+        (pl.col("end_ns").cum_max().shift(1).over(["pid", "tid", "_name"]) >= pl.col("end_ns"))
+        .fill_null(False).alias("_nested"))
+    out = ops.select("op_id", "dur_ns").join(inside, on="op_id", how="left").join(children, on="op_id", how="left")
+    return out.select(
+        "op_id",
+        pl.when(pl.col("_nested")).then(0).otherwise(pl.col("dur_ns")).cast(pl.Int64).alias("cpu_ns"),
+        (pl.col("dur_ns") - pl.col("_kids").fill_null(0)).clip(lower_bound=0).cast(pl.Int64).alias("self_cpu_ns"),
+    )
+
+
+def in_window(ops: pl.DataFrame, lo: int | None, hi: int | None) -> pl.DataFrame:
+    """The op ids whose range lies inside [lo, hi] (the kept steps of ``skip_steps``); all when no window."""
+    if lo is None or hi is None:
+        return ops.select("op_id")
+    return ops.filter((pl.col("ts_ns") >= lo) & (pl.col("end_ns") <= hi)).select("op_id")
