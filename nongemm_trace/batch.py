@@ -55,9 +55,10 @@ def _one_core_each() -> None:
     os.environ["NONGEMM_SCAN_THREADS"] = "off"
 
 
-#: per rank, from its launch analysis: the time line the straggler is told by
+#: per rank, from its launch analysis: the time line the straggler is told by; busy time by class
+#: (GEMM, non-GEMM, unclassified, exposed communication) + idle = span
 TIMELINE_FIELDS = ("span_us", "busy_us", "idle_us", "host_bound_idle_us", "communication_us",
-                   "exposed_communication_us")
+                   "exposed_communication_us", "busy_by_class_us")
 
 
 def _work(path: str, options: dict[str, Any], parquet_dir: str | None, index: int) -> dict[str, Any]:

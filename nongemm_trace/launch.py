@@ -13,7 +13,8 @@ from typing import Any
 import polars as pl
 
 from .analysis import Analysis, open_analysis
-from .metrics.launch import activity_gaps, category_overhead, exposed_communication, timeline_stats
+from .metrics.launch import (BUSY_CLASS_ORDER, activity_gaps, busy_by_class, category_overhead, exposed_communication,
+                             timeline_stats)
 from .models.launch import FIELDS, LaunchReport
 from .models.launch import whole_us as _us
 
@@ -32,13 +33,15 @@ def launch_analysis(source: str | Path | Analysis, *, short_us: float = 10.0, **
         summary = {f"{f}_us": 0.0 for f in FIELDS} | {
             "activities": 0, "launches": 0, "short_activities": 0, "mean_launch_delay_us": None,
             "exposed_communication_us": 0.0, "overlapped_communication_us": 0.0, "communication_us": 0.0,
-            "activities_per_s": None, "idle_share": None, "host_bound_share_of_idle": None}
+            "activities_per_s": None, "idle_share": None, "host_bound_share_of_idle": None,
+            "busy_by_class_us": dict.fromkeys(BUSY_CLASS_ORDER, 0.0)}
         return LaunchReport(str(path), rep.taxonomy, rep.level, short_ns, summary, empty, empty, empty, empty, empty,
                             {}, "no GPU activities: nothing ran on the device", rep.metadata.get("device"), warnings)
 
     trace_stats = timeline_stats(acts, [], short_ns)
     comm_dev = exposed_communication(acts, ["device"])
     summary = _summary(trace_stats.row(0, named=True), comm_dev)
+    summary["busy_by_class_us"] = {k: _us(v) for k, v in busy_by_class(acts).items()}
 
     steps = _grouped(acts.filter(pl.col("step").is_not_null()), ["step"], short_ns)
     devices = _grouped(acts, ["device"], short_ns)

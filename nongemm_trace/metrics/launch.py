@@ -16,6 +16,10 @@ trace, step, device, stream — with the same columnar code):
 * exposed communication: communication-activity time not overlapped by any
   other (compute or copy) activity on the same device:
   ``busy(all) - busy(all but communication)``; overlapped = communication busy - exposed.
+* busy by class: the busy time split by which class was running, where classes
+  overlap the first of GEMM, non-GEMM, unclassified, communication (so its
+  communication part is the exposed communication): the classes' busy times and the
+  idle time add up to the span, exactly.
 """
 
 from __future__ import annotations
@@ -91,6 +95,31 @@ def exposed_communication(acts: pl.DataFrame, by: list[str]) -> pl.DataFrame:
     j = j.with_columns((pl.col("_all") - pl.col("_rest")).alias("exposed_communication_ns"))
     j = j.with_columns((pl.col("communication_ns") - pl.col("exposed_communication_ns")).alias("overlapped_communication_ns"))
     return j.select(cols)
+
+
+#: who owns busy time where activities of several classes overlap: compute first, communication
+#: last (then its share is the exposed communication: ``busy(all) - busy(all but communication)``)
+BUSY_CLASS_ORDER = ("GEMM", "non-GEMM", "unclassified", "communication")
+
+
+def busy_ns(acts: pl.DataFrame) -> int:
+    """The length of the union of the activities' intervals (one timeline, every stream and device)."""
+    if acts.height == 0:
+        return 0
+    df = acts.select("ts_ns", "end_ns").sort(["ts_ns", "end_ns"])
+    gaps = (pl.col("ts_ns") - pl.col("end_ns").cum_max().shift(1)).clip(lower_bound=0).fill_null(0).sum()
+    return int(df.select(pl.col("end_ns").max() - pl.col("ts_ns").min() - gaps).item())
+
+
+def busy_by_class(acts: pl.DataFrame) -> dict[str, int]:
+    """Busy time (ns) per class, overlaps given to the first class of :data:`BUSY_CLASS_ORDER`:
+    the union of the first k classes' intervals minus that of the first k-1."""
+    out, before = {}, 0
+    for k, cls in enumerate(BUSY_CLASS_ORDER):
+        upto = busy_ns(acts.filter(pl.col("class").is_in(BUSY_CLASS_ORDER[: k + 1])))
+        out[cls] = upto - before
+        before = upto
+    return out
 
 
 def category_overhead(acts: pl.DataFrame) -> pl.DataFrame:
