@@ -48,3 +48,14 @@ def test_top_ops_table_lists_ops_that_launched_work(capsys):
     out = capsys.readouterr().out
     ops_table = out.split("ops by self GPU time", 1)[1].split("kernels by GPU time", 1)[0]
     assert "## step ##" not in ops_table and "aten::addmm" in ops_table
+
+
+def test_every_subcommand_argument_has_help_text():
+    import argparse
+
+    from nongemm_trace.cli_args import parser
+
+    subs = next(a for a in parser()._actions if isinstance(a, argparse._SubParsersAction))
+    missing = {name: [x.option_strings or [x.dest] for x in sp._actions if not x.help]
+               for name, sp in subs.choices.items()}
+    assert not {k: v for k, v in missing.items() if v}

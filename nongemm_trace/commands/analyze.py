@@ -29,7 +29,8 @@ def arguments(a: argparse.ArgumentParser) -> None:
                    help="launch: the op that launched each activity (default); top: the outermost real operator; "
                         "module: the innermost named nn.Module (with_stack traces). Default: the taxonomy's")
     a.add_argument("--taxonomy", default="default", help="built-in taxonomy name or a .toml file (default: default)")
-    a.add_argument("--format", choices=("table", "json", "csv", "parquet", "markdown"), default="table")
+    a.add_argument("--format", choices=("table", "json", "csv", "parquet", "markdown"), default="table",
+                   help="table (default), json (the documented contract), csv/parquet (one --table), markdown")
     a.add_argument("--table", choices=("categories", "ops", "kernels"), default="categories",
                    help="which table csv/parquet write (default: categories)")
     a.add_argument("-o", "--output", help="write the report to PATH instead of stdout")

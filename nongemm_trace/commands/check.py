@@ -10,14 +10,16 @@ HELP = "regression gates: exit 1 when a limit is broken"
 
 
 def arguments(ck: argparse.ArgumentParser) -> None:
-    ck.add_argument("trace")
+    ck.add_argument("trace", help="the trace to gate")
     ck.add_argument("--baseline", metavar="BASE", help="the trace to compare with, or its stored report (analyze --format json)")
     ck.add_argument("--max-share", action="append", metavar="CLASS=FRACTION",
                     help="e.g. non-GEMM=0.45 or non-GEMM=45%% (repeatable; a category name works too)")
-    ck.add_argument("--max-category-share", action="append", metavar="CATEGORY=FRACTION")
+    ck.add_argument("--max-category-share", action="append", metavar="CATEGORY=FRACTION",
+                    help="e.g. memory=0.2 (repeatable; a taxonomy category)")
     ck.add_argument("--max-regression", metavar="PCT", help="GPU time per step against --baseline, e.g. 10%%")
-    ck.add_argument("--max-category-regression", action="append", metavar="CATEGORY=PCT")
-    ck.add_argument("--format", choices=("text", "json"), default="text")
+    ck.add_argument("--max-category-regression", action="append", metavar="CATEGORY=PCT",
+                    help="a category's GPU time per step against --baseline, e.g. memory=5%% (repeatable)")
+    ck.add_argument("--format", choices=("text", "json"), default="text", help="text (default) or json verdicts")
     analysis_arguments(ck)
 
 

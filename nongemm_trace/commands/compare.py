@@ -15,17 +15,18 @@ PLOT_HELP = "stacked bars of GPU time per category, one bar per trace"
 def arguments(cp: argparse.ArgumentParser) -> None:
     cp.add_argument("traces", nargs="+", metavar="TRACE", help="BASE first, then one or more traces to compare with it")
     cp.add_argument("--per-step", action="store_true", help="divide times and counts by each trace's step count")
-    cp.add_argument("--format", choices=("table", "json", "markdown"), default="table")
-    cp.add_argument("-o", "--output")
+    cp.add_argument("--format", choices=("table", "json", "markdown"), default="table",
+                    help="table (default), json, or markdown (a report for a pull request)")
+    cp.add_argument("-o", "--output", help="write the comparison to PATH instead of stdout")
     analysis_arguments(cp)
 
 
 def plot_arguments(pp: argparse.ArgumentParser) -> None:
-    pp.add_argument("traces", nargs="+", metavar="TRACE")
+    pp.add_argument("traces", nargs="+", metavar="TRACE", help="one bar per trace, in this order")
     pp.add_argument("-o", "--output", required=True, help="figure file (.png or .svg)")
     pp.add_argument("--absolute", action="store_true", help="bars in microseconds instead of shares")
-    pp.add_argument("--per-step", action="store_true")
-    pp.add_argument("--title")
+    pp.add_argument("--per-step", action="store_true", help="divide times by each trace's step count")
+    pp.add_argument("--title", help="the figure's title (default: none)")
     analysis_arguments(pp)
 
 

@@ -11,13 +11,13 @@ HELP = "which rule classified an op or kernel, in which taxonomy, at which level
 
 
 def arguments(e: argparse.ArgumentParser) -> None:
-    e.add_argument("trace")
+    e.add_argument("trace", help="the trace whose classification to explain")
     e.add_argument("name", nargs="?", help="an op or kernel name (exact, else every name containing it)")
     e.add_argument("--weak", action="store_true", help="instead of a name: the kernels with the most GPU time on "
                                                        "weak evidence, each with a TOML rule that would classify it")
     e.add_argument("--top", type=int, default=20, help="with --weak: how many kernels (default 20)")
-    e.add_argument("--taxonomy", default="default")
-    e.add_argument("--format", choices=("text", "json"), default="text")
+    e.add_argument("--taxonomy", default="default", help="built-in taxonomy name or a .toml file")
+    e.add_argument("--format", choices=("text", "json"), default="text", help="text (default) or json")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -10,14 +10,14 @@ HELP = "FLOPs, bytes and the roofline per op; where FLOPs misjudge time"
 
 
 def arguments(fp: argparse.ArgumentParser) -> None:
-    fp.add_argument("trace")
-    fp.add_argument("--format", choices=("table", "json", "csv"), default="table")
+    fp.add_argument("trace", help="a Kineto trace recorded with record_shapes=True")
+    fp.add_argument("--format", choices=("table", "json", "csv"), default="table", help="table (default), json or csv")
     fp.add_argument("--table", choices=("ops", "categories", "calls"), default="ops", help="which table csv writes")
-    fp.add_argument("-o", "--output")
+    fp.add_argument("-o", "--output", help="write the report to PATH instead of stdout")
     fp.add_argument("--device-spec", metavar="NAME|FILE.toml", help="peak specs to use instead of the detected device")
     fp.add_argument("--roofline", metavar="FILE", help="draw the roofline scatter to FILE (.png/.svg)")
     fp.add_argument("--shares-plot", metavar="FILE", help="draw FLOP share vs time share per class to FILE")
-    fp.add_argument("--top", type=int, default=15)
+    fp.add_argument("--top", type=int, default=15, metavar="N", help="rows of ops in the table view (default 15)")
     analysis_arguments(fp)
 
 

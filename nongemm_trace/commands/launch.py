@@ -11,8 +11,8 @@ HELP = "launch overhead, GPU idle gaps and communication overlap of one trace"
 
 
 def arguments(la: argparse.ArgumentParser) -> None:
-    la.add_argument("trace")
-    la.add_argument("--format", choices=("table", "json", "csv"), default="table")
+    la.add_argument("trace", help="the trace to analyse")
+    la.add_argument("--format", choices=("table", "json", "csv"), default="table", help="table (default), json or csv")
     la.add_argument("--table", choices=("streams", "steps", "devices", "categories", "activities"), default="streams",
                     help="which table csv writes (default: streams)")
     la.add_argument("-o", "--output", help="write the report to PATH instead of stdout")

@@ -15,8 +15,8 @@ ANNOTATE_HELP = ("write the trace with args.nongemm_category / nongemm_class on 
 
 
 def convert_arguments(cv: argparse.ArgumentParser) -> None:
-    cv.add_argument("report")
-    cv.add_argument("-o", "--output", required=True)
+    cv.add_argument("report", help="the Nsight Systems report (.sqlite[.gz] export, or .nsys-rep)")
+    cv.add_argument("-o", "--output", required=True, help="the Kineto trace to write (.json or .json.gz)")
 
 
 def run_convert(args: argparse.Namespace) -> int:
@@ -29,10 +29,11 @@ def run_convert(args: argparse.Namespace) -> int:
 
 
 def annotate_arguments(n: argparse.ArgumentParser) -> None:
-    n.add_argument("trace")
+    n.add_argument("trace", help="the trace to annotate")
     n.add_argument("-o", "--output", required=True, help="output trace (.json or .json.gz)")
-    n.add_argument("--taxonomy", default="default")
-    n.add_argument("--level", choices=tuple(LEVELS), default=None)
+    n.add_argument("--taxonomy", default="default", help="built-in taxonomy name or a .toml file")
+    n.add_argument("--level", choices=tuple(LEVELS), default=None,
+                   help="which op an activity is charged to (default: the taxonomy's)")
 
 
 def run_annotate(args: argparse.Namespace) -> int:
