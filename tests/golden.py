@@ -120,5 +120,7 @@ def digests(indices: list[int] | None = None, shared_loads: bool = False) -> dic
 if __name__ == "__main__":
     if sys.argv[1:] != ["record"]:
         sys.exit("usage: python3 tests/golden.py record")
+    # a script's path starts at tests/: without the tree first, an installed nongemm_trace would be recorded
+    sys.path.insert(0, str(ROOT))
     GOLDEN.write_text(json.dumps(digests(), indent=1, sort_keys=True) + "\n")
     print(f"wrote {GOLDEN}")
