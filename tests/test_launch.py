@@ -20,6 +20,9 @@ def test_busy_plus_idle_is_span_exactly(path):
     s = rep.summary
     assert round(s["busy_us"] * 1000) + round(s["idle_us"] * 1000) == round(s["span_us"] * 1000)
     assert 0 <= s["host_bound_idle_us"] <= s["idle_us"]
+    by_class = s["busy_by_class_us"]  # the busy time split by class: a partition, communication last
+    assert sum(round(v * 1000) for v in by_class.values()) == round(s["busy_us"] * 1000)
+    assert min(by_class.values()) >= 0 and by_class["communication"] == s["exposed_communication_us"]
     for table in (rep.steps, rep.devices, rep.streams):
         if table.height:
             assert (table["busy_ns"] + table["idle_ns"] == table["span_ns"]).all()
@@ -129,7 +132,8 @@ def test_cli_json_csv_and_plot(tmp_path, capsys):
     out = capsys.readouterr().out
     assert out.splitlines()[0].startswith("category")
     assert main(["launch", str(path)]) == 0
-    assert "Timeline" in capsys.readouterr().out
+    text = capsys.readouterr().out
+    assert "Timeline" in text and "busy in GEMM" in text and f"{d['busy_by_class_us']['GEMM']:,.1f} us" in text
     svg = tmp_path / "t.svg"
     assert main(["launch", str(path), "--plot", str(svg), "--format", "json"]) == 0
     assert svg.read_text().lstrip().startswith(("<?xml", "<svg"))

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import polars as pl
 
+from ..frames import add_columns
+
 CPU_COLUMNS = ("cpu_time_ns", "self_cpu_time_ns")
 
 
@@ -37,14 +39,11 @@ def call_cpu_times(ops: pl.DataFrame, launches: pl.DataFrame | None = None,
     children = pl.concat(kids).group_by("op_id").agg(pl.col("dur_ns").sum().alias("_kids"))
     # the outermost call of its name on its thread: no earlier-starting call of that name still open
     # at its end (starts ascending, longer first at equal starts, so a parent precedes its children)
-    key = [pl.col("pid"), pl.col("tid"), pl.col("name").cast(pl.Categorical).to_physical().alias("_name")]
-    order = ops.select("op_id", *key, "ts_ns", "end_ns").sort(
-        ["pid", "tid", "_name", "ts_ns", "end_ns", "op_id"], descending=[False, False, False, False, True, False])
+    group = pl.struct("pid", "tid", "name").rank("dense").alias("_g")
+    order = ops.select("op_id", group, "ts_ns", "end_ns").sort(["_g", "ts_ns", "end_ns"], descending=[False, False, True])
     inside = order.select(
-        "op_id",
-        (pl.col("end_ns").cum_max().shift(1).over(["pid", "tid", "_name"]) >= pl.col("end_ns"))
-        .fill_null(False).alias("_nested"))
-    out = ops.select("op_id", "dur_ns").join(inside, on="op_id", how="left").join(children, on="op_id", how="left")
+        "op_id", (pl.col("end_ns").cum_max().shift(1).over("_g") >= pl.col("end_ns")).fill_null(False).alias("_nested"))
+    out = add_columns(add_columns(ops.select("op_id", "dur_ns"), inside, "op_id"), children, "op_id")
     return out.select(
         "op_id",
         pl.when(pl.col("_nested")).then(0).otherwise(pl.col("dur_ns")).cast(pl.Int64).alias("cpu_ns"),

@@ -32,6 +32,8 @@ def render_launch(rep: LaunchReport, console: Console) -> None:
     rows = [
         ("span (first start to last end)", f"{_us(s['span_us'])} us"),
         ("busy (union of activities)", f"{_us(s['busy_us'])} us{pct(s['busy_us'])}"),
+        *((f"  busy in {cls}" + (" (exposed)" if cls == "communication" else ""), f"{_us(v)} us{pct(v)}")
+          for cls, v in (s.get("busy_by_class_us") or {}).items()),
         ("idle", f"{_us(s['idle_us'])} us{pct(s['idle_us'])}"),
         ("host-bound idle (waiting for a launch)", f"{_us(s['host_bound_idle_us'])} us{pct(s['host_bound_idle_us'])}"),
         ("activities / launches", f"{s['activities']:,} / {s['launches']:,}"),
