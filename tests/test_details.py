@@ -59,3 +59,33 @@ def test_every_subcommand_argument_has_help_text():
     missing = {name: [x.option_strings or [x.dest] for x in sp._actions if not x.help]
                for name, sp in subs.choices.items()}
     assert not {k: v for k, v in missing.items() if v}
+
+
+def test_every_option_the_readme_lists_is_accepted():
+    """The README's command list (COMMON expanded) names only options its subcommand takes."""
+    import argparse
+    from pathlib import Path
+
+    from nongemm_trace.cli_args import parser
+
+    text = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    block = text.split("## Command line", 1)[1].split("```text", 1)[1].split("```", 1)[0]
+    common = re.findall(r"--[a-z][a-z-]*", next(ln for ln in block.splitlines() if ln.startswith("# COMMON")))
+    listed: dict[str, set[str]] = {}
+    command = None
+    for line in block.splitlines():
+        m = re.match(r"nongemm-trace (\w+)", line)
+        if m:
+            command = m.group(1)
+        elif line.startswith("#"):
+            continue
+        if command:
+            code = line.split("#", 1)[0] if not line.lstrip().startswith("#") else ""
+            listed.setdefault(command, set()).update(re.findall(r"(?<![\w-])--[a-z][a-z-]*", code))
+            if "[COMMON]" in code:
+                listed[command].update(common)
+    subs = next(a for a in parser()._actions if isinstance(a, argparse._SubParsersAction))
+    assert set(listed) >= {"analyze", "launch", "compare", "check", "flops", "explain", "annotate"}
+    unknown = {cmd: sorted(opts - {o for a in subs.choices[cmd]._actions for o in a.option_strings})
+               for cmd, opts in listed.items()}
+    assert not {k: v for k, v in unknown.items() if v}, unknown
