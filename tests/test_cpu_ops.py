@@ -75,6 +75,9 @@ def test_cpu_columns_at_every_level_and_metric(capsys):
     assert cli.main(["analyze", str(BERT), "--metric", "cpu", "--top", "5"]) == 0
     table = capsys.readouterr().out.split("Top 5 ops by self CPU time", 1)[1].split("Top 5 kernels", 1)[0]
     assert "self GPU (us)" in table and "aten::addmm" in table
+    assert cli.main(["analyze", str(BERT), "--metric", "cpu", "--top", "5", "--format", "markdown"]) == 0
+    md = capsys.readouterr().out.split("Top 5 ops by self CPU time:", 1)[1]
+    assert "| self CPU time (us) |" in md and "`aten::addmm`" in md and "## step ##" not in md
 
 
 def test_skipped_steps_leave_their_cpu_time_out():

@@ -52,9 +52,11 @@ def class_table(categories: pl.DataFrame) -> pl.DataFrame:
         .sort("_o").drop("_o")
 
 
-def op_table(ops: pl.DataFrame, acts: pl.DataFrame, cpu: pl.DataFrame | None = None, order: str = "gpu") -> pl.DataFrame:
+def op_table(ops: pl.DataFrame, acts: pl.DataFrame, cpu: pl.DataFrame | None = None,
+             order: str = "gpu") -> pl.DataFrame:
     """Per (op name, category): calls, gpu_time_ns, self_gpu_time_ns, activities, cpu_time_ns,
-    self_cpu_time_ns and ``wrapper`` (the name is a wrapper range: steps, annotations). ``cpu``: the calls whose CPU time counts (``op_id, cpu_ns, self_cpu_ns``, from
+    self_cpu_time_ns and ``wrapper`` (the name is a wrapper range: steps, annotations). ``cpu``:
+    the calls whose CPU time counts (``op_id, cpu_ns, self_cpu_ns``, from
     :func:`~nongemm_trace.metrics.op_cpu.call_cpu_times`; none: zero). ``order``: the rows sorted by
     self GPU time (``gpu``) or self CPU time (``cpu``)."""
     by_row = is_row_index(ops["op_id"])
@@ -114,8 +116,9 @@ def _cpu_rows(ops: pl.DataFrame, incl: pl.DataFrame, calls: pl.DataFrame) -> pl.
     """CPU time per (op, category): each call counted once, in one row of its name: the category
     holding most of the GPU time it launched (itself or below; ties: the first name), or, for a
     call that launched nothing, its name's category (``unclassified`` when no rule names it)."""
-    main = incl.with_columns(pl.col("category").cast(pl.String)).group_by(["op_id", "category"]).agg(pl.col("dur_ns").sum().alias("_t")) \
-        .sort(["op_id", "_t", "category"], descending=[False, True, False]).unique("op_id", keep="first")
+    per_call = incl.with_columns(pl.col("category").cast(pl.String)).group_by(["op_id", "category"]) \
+        .agg(pl.col("dur_ns").sum().alias("_t"))
+    main = per_call.sort(["op_id", "_t", "category"], descending=[False, True, False]).unique("op_id", keep="first")
     own = ops.select("op_id", pl.col("op_category").fill_null("unclassified").alias("_own"), "is_wrapper")
     rows = calls.join(main.select("op_id", "category"), on="op_id", how="left").join(own, on="op_id", how="left")
     return rows.group_by(["op", pl.coalesce("category", "_own").alias("category")]).agg(

@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import polars as pl
+
 from ..models.batch import BatchResult
 from ..models.comparison import Comparison
 from ..models.report import Report
@@ -38,13 +40,18 @@ def analyze_markdown(rep: Report, top: int = 10) -> str:
                       f"{r['activities']:,}"] for r in rep.categories.iter_rows(named=True)], right_from=2)
     if rep.ops.height:
         by = "cpu" if rep.metric == "cpu" else "gpu"
+        other = "self_cpu_time_ns" if by == "gpu" else "self_gpu_time_ns"
+        # as the terminal's table: ops with self time of their own, never wrappers (a report read back
+        # from JSON has no wrapper column, and from an older document no CPU times: "-")
+        real = ~pl.col("wrapper") if "wrapper" in rep.ops.columns else pl.lit(True)
+        own = (pl.col("self_cpu_time_ns") > 0) & real if by == "cpu" else pl.col("self_gpu_time_ns") > 0
         lines += ["", f"Top {top} ops by self {by.upper()} time:", ""]
         lines += _table(["op", "category", "calls", f"{by.upper()} time (us)", f"self {by.upper()} time (us)",
-                         "self CPU time (us)" if by == "gpu" else "self GPU time (us)"],
-                        [[f"`{r['op']}`", r["category"], f"{r['calls']:,}", f"{r[f'{by}_time_ns'] / 1000:,.1f}",
-                          f"{r[f'self_{by}_time_ns'] / 1000:,.1f}",
-                          f"{r['self_cpu_time_ns' if by == 'gpu' else 'self_gpu_time_ns'] / 1000:,.1f}"]
-                         for r in rep.ops.head(top).iter_rows(named=True)],
+                         f"self {other[5:8].upper()} time (us)"],
+                        [[f"`{r['op']}`", r["category"], f"{r['calls']:,}",
+                          *("-" if r[c] is None else f"{r[c] / 1000:,.1f}"
+                            for c in (f"{by}_time_ns", f"self_{by}_time_ns", other))]
+                         for r in rep.ops.filter(own).head(top).iter_rows(named=True)],
                         right_from=2)
     if rep.warnings:
         lines += ["", "Warnings:", ""] + [f"- `{w.code}` ({w.count:,}): {w.message}" for w in rep.warnings]
