@@ -13,8 +13,8 @@ WHATIF_HELP = "replay the steps with changed durations: predicted latency, share
 
 
 def arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("trace")
-    p.add_argument("--format", choices=("table", "json", "csv"), default="table")
+    p.add_argument("trace", help="a trace with steps (ProfilerStep#N, or --step-marker NAME)")
+    p.add_argument("--format", choices=("table", "json", "csv"), default="table", help="table (default), json or csv")
     p.add_argument("-o", "--output", help="write the report to PATH instead of stdout")
     p.add_argument("--taxonomy", default="default", help="built-in taxonomy name or a .toml file")
     p.add_argument("--level", choices=tuple(LEVELS), default=None,
