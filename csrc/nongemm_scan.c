@@ -33,7 +33,7 @@
 #endif
 
 /* bumped whenever the result layout changes; the Python side checks it */
-#define SCAN_ABI 8
+#define SCAN_ABI 9
 #define MAX_DEPTH 256
 
 /* Column buffers are anonymous memory maps where there are such (not C heap blocks that grow
