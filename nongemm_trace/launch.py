@@ -34,6 +34,7 @@ def launch_analysis(source: str | Path | Analysis, *, short_us: float = 10.0, **
             "activities": 0, "launches": 0, "short_activities": 0, "mean_launch_delay_us": None,
             "exposed_communication_us": 0.0, "overlapped_communication_us": 0.0, "communication_us": 0.0,
             "activities_per_s": None, "idle_share": None, "host_bound_share_of_idle": None,
+            "launch_overhead_per_activity_us": None, "launch_call_us": 0.0,
             "busy_by_class_us": dict.fromkeys(BUSY_CLASS_ORDER, 0.0)}
         return LaunchReport(str(path), rep.taxonomy, rep.level, short_ns, summary, empty, empty, empty, empty, empty,
                             {}, "no GPU activities: nothing ran on the device", rep.metadata.get("device"), warnings)

@@ -50,6 +50,15 @@ def trace_ids(paths):
     return [p.name.replace(".json.gz", "")[:60] for p in paths]
 
 
+@pytest.fixture(autouse=True)
+def _no_terminal_size_from_the_runner(monkeypatch):
+    """pytest-xdist's workers run with COLUMNS=80 and LINES=24 in their environment, which the
+    command reads as a width asked for: each test starts without them (tests that want a width
+    set it themselves)."""
+    monkeypatch.delenv("COLUMNS", raising=False)
+    monkeypatch.delenv("LINES", raising=False)
+
+
 @lru_cache(maxsize=64)
 def raw_events(path: str) -> tuple:
     """The file's events, read with the standard library only (independent of the library)."""

@@ -145,3 +145,15 @@ def test_short_threshold_is_configurable():
     a = launch_analysis(path, short_us=5).summary["short_activities"]
     b = launch_analysis(path, short_us=50).summary["short_activities"]
     assert a < b
+
+
+def test_a_trace_without_gpu_work_has_the_whole_summary(capsys):
+    """A CPU-only trace's launch report says nothing ran on the device, in every format, with the
+    same summary fields as any other trace (a missing field was a KeyError in the terminal)."""
+    gpu = launch_analysis(shared("h200", "bert_base_fp32_bs8_s128__eager.json.gz")).summary
+    path = str(shared("external", "hta", "cpu_only__rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz"))
+    empty = launch_analysis(path).summary
+    assert set(gpu) - {"step_span_us"} <= set(empty)
+    assert main(["launch", path]) == 0
+    out = capsys.readouterr().out
+    assert "no GPU activities" in out and "launch overhead per activity" in out

@@ -164,7 +164,8 @@ def _synchronize() -> None:
 
 
 def _write_text(report: Any, out: Path) -> None:
-    from ..report.output import draw
+    from ..report.output import UNBOUNDED_WIDTH, draw
     from ..report.terminal.report import render_report
 
-    draw(str(out), lambda console: render_report(report, console))
+    # whole, whatever COLUMNS the training job's environment has (an 80-column cut hides numbers)
+    draw(str(out), lambda console: render_report(report, console), width=UNBOUNDED_WIDTH)

@@ -15,12 +15,15 @@ from ..errors import TraceError
 UNBOUNDED_WIDTH = 100_000
 
 
-def draw(output: str | None, render: Callable[[Any], None]) -> None:
-    """Draw a rich rendering to the terminal (its width), or whole to a pipe or to ``output`` as plain text."""
+def draw(output: str | None, render: Callable[[Any], None], width: int | None = None) -> None:
+    """Draw a rich rendering to the terminal (its width), or whole to a pipe or to ``output`` as plain text.
+    ``width`` fixes the width off a terminal (a summary file that must stay whole whatever the
+    environment says); otherwise ``COLUMNS`` sets it when given."""
     from rich.console import Console
 
-    columns = os.environ.get("COLUMNS", "").strip()
-    width = int(columns) if columns.isdigit() and int(columns) > 0 else UNBOUNDED_WIDTH
+    if width is None:
+        columns = os.environ.get("COLUMNS", "").strip()
+        width = int(columns) if columns.isdigit() and int(columns) > 0 else UNBOUNDED_WIDTH
     if output:
         with open_output(output) as fh:
             render(Console(file=fh, width=width, color_system=None))
