@@ -156,8 +156,8 @@ def _batch(args: argparse.Namespace, paths: list[str]) -> int:
     for f in result.failed:
         print(f"nongemm-trace: error: {f['error']}", file=sys.stderr)
     if args.format == "json":
-        from ..report.json_out import render_document
-        emit(render_document(result.to_dict()), args.output)
+        from ..report.json_out import render_json
+        emit(render_json(result), args.output)
     elif args.format == "parquet":
         print(f"wrote the Parquet dataset {parquet_dir} (table=categories|ops|kernels, one part per trace)",
               file=sys.stderr)

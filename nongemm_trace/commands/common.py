@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from typing import Any, Callable
 
 from ..vocabulary import LEVELS
 
@@ -29,3 +30,19 @@ def analysis_options(args: argparse.Namespace) -> dict:
     """The values of :func:`analysis_arguments`, as the library's keyword arguments."""
     return {"taxonomy": args.taxonomy, "level": args.level, "drop_unlinked": args.drop_unlinked,
             "step_marker": args.step_marker, "skip_steps": args.skip_steps}
+
+
+def write_model(args: argparse.Namespace, model: Any, table: Callable[[Any, Any], None],
+                **text_formats: Callable[[Any], str]) -> int:
+    """A result model in the format asked for: ``json`` (its document), a text format named in
+    ``text_formats`` (``csv=…``, ``markdown=…``: model -> text), else ``table`` on a rich console."""
+    from ..report.json_out import render_json
+    from ..report.output import draw, emit
+
+    if args.format == "json":
+        emit(render_json(model), args.output)
+    elif args.format in text_formats:
+        emit(text_formats[args.format](model), args.output)
+    else:
+        draw(args.output, lambda console: table(model, console))
+    return 0

@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from ..errors import TraceError
-from .common import analysis_arguments, analysis_options
+from .common import analysis_arguments, analysis_options, write_model
 
 HELP = "what changed between traces: per category, fusion and quantization views"
 PLOT_HELP = "stacked bars of GPU time per category, one bar per trace"
@@ -32,21 +32,14 @@ def plot_arguments(pp: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..compare import compare
-    from ..report.output import draw, emit
 
     if len(args.traces) < 2:
         raise TraceError(args.traces[0], "compare needs BASE and at least one more trace")
     cmp = compare(args.traces, per_step=args.per_step, **analysis_options(args))
-    if args.format == "json":
-        from ..report.json_out import render_document
-        emit(render_document(cmp.to_dict()), args.output)
-    elif args.format == "markdown":
-        from ..report.markdown import compare_markdown
-        emit(compare_markdown(cmp), args.output)
-    else:
-        from ..report.terminal.compare import render_compare
-        draw(args.output, lambda console: render_compare(cmp, console))
-    return 0
+    from ..report.markdown import compare_markdown
+    from ..report.terminal.compare import render_compare
+
+    return write_model(args, cmp, render_compare, markdown=compare_markdown)
 
 
 def run_plot(args: argparse.Namespace) -> int:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from .common import analysis_arguments, analysis_options
+from .common import analysis_arguments, analysis_options, write_model
 
 HELP = "FLOPs, bytes and the roofline per op; where FLOPs misjudge time"
 
@@ -23,7 +23,6 @@ def arguments(fp: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..flops import flops_analysis
-    from ..report.output import draw, emit
 
     rep = flops_analysis(args.trace, device_spec=args.device_spec, **analysis_options(args))
     if args.roofline or args.shares_plot:
@@ -32,13 +31,8 @@ def run(args: argparse.Namespace) -> int:
             figures.plot_roofline(rep, args.roofline)
         if args.shares_plot:
             figures.plot_shares(rep, args.shares_plot)
-    if args.format == "json":
-        from ..report.json_out import render_json
-        emit(render_json(rep), args.output)
-    elif args.format == "csv":
-        from ..report.files import flops_csv
-        emit(flops_csv(rep, args.table), args.output)
-    else:
-        from ..report.terminal.flops import render_flops
-        draw(args.output, lambda console: render_flops(rep, console, top=args.top))
-    return 0
+    from ..report.files import flops_csv
+    from ..report.terminal.flops import render_flops
+
+    return write_model(args, rep, lambda r, console: render_flops(r, console, top=args.top),
+                       csv=lambda r: flops_csv(r, args.table))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 
 from ..vocabulary import LEVELS
+from .common import write_model
 
 HELP = ("each step's wall time along its critical path, by category and bound (gpu, communication, launch, cpu, "
         "sync, other)")
@@ -42,25 +43,12 @@ def _options(args: argparse.Namespace) -> dict:
             "skip_steps": args.skip_steps}
 
 
-def _write(args: argparse.Namespace, rep, csv, table) -> int:
-    from ..report.json_out import render_json
-    from ..report.output import draw, emit
-
-    if args.format == "json":
-        emit(render_json(rep), args.output)
-    elif args.format == "csv":
-        emit(csv(rep), args.output)
-    else:
-        draw(args.output, lambda console: table(rep, console))
-    return 0
-
-
 def run(args: argparse.Namespace) -> int:
     from ..latency import latency_analysis
     from ..report.files import latency_csv
     from ..report.terminal.latency import render_latency
 
-    return _write(args, latency_analysis(args.trace, **_options(args)), latency_csv, render_latency)
+    return write_model(args, latency_analysis(args.trace, **_options(args)), render_latency, csv=latency_csv)
 
 
 def run_whatif(args: argparse.Namespace) -> int:
@@ -70,4 +58,4 @@ def run_whatif(args: argparse.Namespace) -> int:
 
     rep = whatif_analysis(args.trace, args.scale, cpu_scale=args.cpu_scale, launch_us=args.launch_us,
                           graphs=args.graphs, graph_launch_us=args.graph_launch_us, **_options(args))
-    return _write(args, rep, whatif_csv, render_whatif)
+    return write_model(args, rep, render_whatif, csv=whatif_csv)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from ..errors import TraceError
-from .common import analysis_arguments, analysis_options
+from .common import analysis_arguments, analysis_options, write_model
 
 HELP = "launch overhead, GPU idle gaps and communication overlap of one trace"
 
@@ -24,7 +24,6 @@ def arguments(la: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..launch import launch_analysis
-    from ..report.output import draw, emit
 
     window = None
     if args.window:
@@ -37,13 +36,7 @@ def run(args: argparse.Namespace) -> int:
     if args.plot:
         from ..report.figures import plot_timeline
         plot_timeline(rep, args.plot, window)
-    if args.format == "json":
-        from ..report.json_out import render_json
-        emit(render_json(rep), args.output)
-    elif args.format == "csv":
-        from ..report.files import launch_csv
-        emit(launch_csv(rep, args.table), args.output)
-    else:
-        from ..report.terminal.launch import render_launch
-        draw(args.output, lambda console: render_launch(rep, console))
-    return 0
+    from ..report.files import launch_csv
+    from ..report.terminal.launch import render_launch
+
+    return write_model(args, rep, render_launch, csv=lambda r: launch_csv(r, args.table))
