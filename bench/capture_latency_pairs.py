@@ -191,8 +191,9 @@ def merge(segdir, out, rounds, steps):
             head = {k: v for k, v in docs[0].items() if k != "traceEvents"}
             with gzip.open(os.path.join(out, f"{base}__{config}.json.gz"), "wt", 9) as fh:
                 json.dump({**head, "traceEvents": evs}, fh)
-            m = dict(workload=f"{base}__{config}", model=base, config=config, rounds=rounds,
-                     steps_profiled=rounds * min(steps, meta["steps_per_segment"]), interleaved_with=list(by_config),
+            kept = min(rounds, meta["rounds"])
+            m = dict(workload=f"{base}__{config}", model=base, config=config, rounds=kept,
+                     steps_profiled=kept * min(steps, meta["steps_per_segment"]), interleaved_with=list(by_config),
                      latency_ms_synced=meta["latency_ms_synced"][config],
                      latency_ms_cuda_events=meta["latency_ms_cuda_events"][config],
                      gpu=meta["gpu"], torch=meta["torch"])

@@ -2,8 +2,8 @@
 
     python3 bench/latency_validation.py DIR [--markdown]
 
-DIR holds NAME__fp32 / NAME__tf32 (TF32 off vs on: only GEMM kernels change) and
-NAME__tf32_graph (the same forward replayed from one CUDA graph) traces with their
+DIR holds NAME__fp32 / NAME__tf32 (TF32 off vs on), NAME__tf32_graph (the same forward
+replayed from one CUDA graph) and, with ``CONTROL=1``, NAME__fp32again (an A/A control) traces with their
 .meta.json (CUDA-event latencies), as ``bench/capture_latency_pairs.py merge`` writes them
 (pairs captured interleaved in one process; a subset is in sample_traces/latency/). From the slower trace alone, plus the GEMM time
 ratio measured on the pair (GEMM GPU time per step, faster / slower), ``whatif --scale
@@ -73,6 +73,16 @@ def pairs(folder: Path) -> list[dict]:
                              host_drift=round(drift, 3), predicted_at_fast_host_us=adjusted["predicted_us"],
                              activities=(activities_per_step(a_slow), activities_per_step(a_fast)),
                              cuda_events_ms=(meta(slow).get("latency_ms_synced"), meta(fast).get("latency_ms_synced"))))
+        twin = folder / f"{base}__fp32again.json.gz"
+        if twin.exists():  # the A/A control: the same configuration interleaved with itself, the noise floor
+            a_twin = Analysis(twin)
+            w = whatif_analysis(a_slow, ["GEMM=1"], skip_steps=SKIP).to_dict()
+            rows.append(dict(pair=f"{base}: fp32 -> fp32 again (A/A control)", gemm_ratio=None,
+                             slow_us=w["measured_us"], predicted_us=w["predicted_us"], amdahl_us=None,
+                             measured_us=mean_step(a_twin), host_drift=round(host_per_step(a_twin) / host_per_step(a_slow), 3),
+                             predicted_at_fast_host_us=None,
+                             activities=(activities_per_step(a_slow), activities_per_step(a_twin)),
+                             cuda_events_ms=(meta(slow).get("latency_ms_synced"), meta(twin).get("latency_ms_synced"))))
         if graph.exists() and a_fast is not None:
             w = whatif_analysis(a_fast, graphs=True, skip_steps=SKIP).to_dict()
             truth = mean_step(Analysis(graph))
