@@ -6,7 +6,8 @@ profiler session**, so that both runs of a pair see the same host (CPU clock, lo
                                                                         CONTROL=1 adds an fp32 twin)
     python3 bench/capture_latency_pairs.py merge SEGDIR OUTDIR [--rounds K] [--steps N]
 
-`capture`: per model, every configuration (fp32, tf32, and for three models tf32 replayed
+`capture`: per model (inference forwards, and two training steps with autograd's backward
+thread and an optimizer), every configuration (fp32, tf32, and for three models tf32 replayed
 from a CUDA graph) is warmed up, then one torch.profiler session runs ROUNDS rounds; each round
 runs every configuration once, in an order that rotates from round to round (A B C, B C A, …),
 as a *segment*: switch the configuration, one warm-up step, then STEPS steps, each in
@@ -62,12 +63,28 @@ def capture(out, only):
             fn()
         return g.replay
 
+    def hf_train(cls, cfg_cls, bs, seq):
+        """A training step: forward, loss, backward (autograd's own thread), AdamW step (foreach)."""
+        import transformers as T
+        m = getattr(T, cls)(getattr(T, cfg_cls)()).to(dev).train()
+        x = torch.randint(0, 30000, (bs, seq), device=dev)
+        opt = torch.optim.AdamW(m.parameters(), lr=1e-5)
+
+        def step():
+            out = m(input_ids=x)
+            out.last_hidden_state.float().pow(2).mean().backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+        return step
+
     makers = {
         "bert_bs1_s32": (lambda: hf_model("BertModel", "BertConfig", 1, 32), True),        # launch-bound
         "resnet18_bs1": (lambda: tv_model("resnet18", 1), True),                           # launch-bound convs
         "gpt2_bs4_s256": (lambda: hf_model("GPT2Model", "GPT2Config", 4, 256), True),      # between
         "resnet50_bs32": (lambda: tv_model("resnet50", 32), False),                        # cuDNN convs
         "bert_bs32_s256": (lambda: hf_model("BertModel", "BertConfig", 32, 256), False),   # GEMM-bound
+        "bert_train_bs8_s128": (lambda: hf_train("BertModel", "BertConfig", 8, 128), False),  # training
+        "gpt2_train_bs1_s64": (lambda: hf_train("GPT2Model", "GPT2Config", 1, 64), False),    # host-bound training
     }
     import gc
     for base, (make, with_graph) in makers.items():
@@ -75,7 +92,8 @@ def capture(out, only):
             continue
         t0 = time.time()
         try:
-            with torch.inference_mode():
+            import contextlib
+            with contextlib.nullcontext() if "train" in base else torch.inference_mode():
                 fn = make()
                 configs = {"fp32": (False, fn), "tf32": (True, fn)}
                 if os.environ.get("CONTROL"):  # an A/A control: fp32 twice, the capture's own noise floor
