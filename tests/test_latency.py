@@ -214,3 +214,25 @@ def test_a_wait_on_autograds_thread_follows_that_thread():
     assert launch["thr"].n_unique() == 2
     w = whatif_analysis(a, launch_us=30, skip_steps=1).to_dict()
     assert (w["predicted_us"] - w["measured_us"]) * 1000 == pytest.approx(added, rel=0.03)
+
+
+def test_steps_that_run_into_the_next_are_named_and_a_faster_host_ends_no_later():
+    """Without a synchronize per step a device-bound trace's steps queue behind one another: the
+    report says so (a faster host then lengthens each step's wall time while the work ends no later:
+    the replay is monotone in every duration), and a trace that synchronizes each step is not flagged."""
+    a = Analysis(shared("external", "hta", "ns_resolution_trace__rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"))
+    codes = [w["code"] for w in latency_analysis(a).to_dict()["warnings"]]
+    assert "steps_overlap" in codes
+    _, g, _, _ = graph_of(a)
+    measured = measured_timeline(g)
+    w = whatif_analysis(a, cpu_scale=0.5)
+    assert [x.code for x in w.warnings].count("steps_overlap") == 2  # measured and predicted timelines
+    from nongemm_trace.latency.replay import measured_piece_lengths, replay
+    import numpy as np
+    half = np.rint(measured_piece_lengths(g) * 0.5).astype(np.int64)
+    faster = replay(g, g.acts["dur"].to_numpy(), half, g.acts["lat"].to_numpy(allow_copy=True).astype(np.float64),
+                    g.acts["gap"].to_numpy().copy())
+    assert (faster.steps["gpu_end"] <= measured.steps["gpu_end"]).all()
+    assert int(faster.acts["end"].max()) <= int(measured.acts["end"].max())
+    synced = latency_analysis(Analysis(LAT / "bert_bs1_s32__fp32.json.gz")).to_dict()["warnings"]
+    assert "steps_overlap" not in [x["code"] for x in synced]

@@ -22,6 +22,7 @@ from ..metrics.steps import find_steps
 from ..trace import Anomaly
 from .graph import Graph, build
 from ..models.latency import LatencyReport, WhatIfReport
+from .overlap import overlapping_steps
 from .path import attribute
 from .replay import measured_piece_lengths, measured_timeline
 
@@ -92,6 +93,9 @@ def latency_analysis(source: str | Path | Analysis, **options: Any) -> LatencyRe
     steps = _kept(tl.steps, rep.steps_skipped)
     tl.steps = steps
     att = attribute(tl, analysis.taxonomy.classes, g.queue_gap_ns)
+    overlap = overlapping_steps(tl.steps, "measured")
+    if overlap is not None:
+        warnings.append(overlap)
     return LatencyReport(str(rep.trace), rep.taxonomy, rep.level, rep.step_marker,
                          steps.select("step", "name", "ts", "end", "cpu_end", "gpu_end", "wall"), att,
                          g.launch_latency_ns, g.queue_gap_ns, warnings)

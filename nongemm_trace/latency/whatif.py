@@ -21,6 +21,7 @@ import polars as pl
 from ..errors import OptionError
 from ..vocabulary import CLASSES
 from ..models.latency import WhatIfReport
+from .overlap import overlapping_steps
 from .path import attribute
 from .replay import measured_piece_lengths, measured_timeline, replay
 
@@ -165,6 +166,11 @@ def predict(analysis, g, rep, warnings, scales, *, cpu_scale: float = 1.0, launc
     keep = predicted.steps.filter(pl.col("step") >= skip) if skip else predicted.steps
     predicted.steps = keep
     att = attribute(predicted, analysis.taxonomy.classes, g.queue_gap_ns)
+    warnings = list(warnings)
+    for timeline, what in ((measured, "measured"), (predicted, "predicted")):
+        overlap = overlapping_steps(timeline.steps, what)
+        if overlap is not None:
+            warnings.append(overlap)
     saved = a.select("step", pl.Series("saved", d - new_d)).group_by("step").agg(pl.col("saved").sum())
     steps = measured.steps.select("step", "name", pl.col("wall").alias("measured")).join(
         keep.select("step", pl.col("wall").alias("predicted")), on="step").join(saved, on="step", how="left")
