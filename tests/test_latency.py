@@ -236,3 +236,18 @@ def test_steps_that_run_into_the_next_are_named_and_a_faster_host_ends_no_later(
     assert int(faster.acts["end"].max()) <= int(measured.acts["end"].max())
     synced = latency_analysis(Analysis(LAT / "bert_bs1_s32__fp32.json.gz")).to_dict()["warnings"]
     assert "steps_overlap" not in [x["code"] for x in synced]
+
+
+def test_the_span_is_the_throughput_answer_where_steps_queue():
+    """On a trace whose host and device each take about a step's time and never synchronize, halving
+    GEMM time shortens each step's wall time (less queueing) far more than the steps' span, which the
+    host now sets; the span is the kept steps' first start to last end, also through JSON."""
+    a = Analysis(shared("external", "hta", "ns_resolution_trace__rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"))
+    w = whatif_analysis(a, {"GEMM": 0.5})
+    d = w.to_dict()
+    tl = latency_analysis(a).steps
+    assert d["measured_span_us"] * 1000 == int(tl["end"].max() - tl["ts"].min())
+    host_bound = (int(tl["cpu_end"].max()) - int(tl["ts"].min())) / 1000
+    assert host_bound <= d["predicted_span_us"] < d["measured_span_us"]
+    assert d["predicted_us"] / d["measured_us"] < d["predicted_span_us"] / d["measured_span_us"] - 0.1
+    assert type(w).from_dict(d).to_dict() == d

@@ -180,5 +180,8 @@ def predict(analysis, g, rep, warnings, scales, *, cpu_scale: float = 1.0, launc
     shares = in_steps.group_by("class").agg(pl.col("m").sum().alias("measured_ns"), pl.col("p").sum().alias("predicted_ns"))
     order = {c: i for i, c in enumerate(CLASSES)}
     shares = shares.sort(pl.col("class").replace_strict(order, default=len(order), return_dtype=pl.Int64))
+    kept_measured = measured.steps.filter(pl.col("step").is_in(keep["step"].implode()))
+    span = {what: int(t["end"].max() - t["ts"].min()) if t.height else None
+            for what, t in (("measured", kept_measured), ("predicted", keep))}
     return WhatIfReport(str(path), rep.taxonomy, rep.level, [{"selector": t, "factor": f} for t, _, _, f in parsed],
-                        settings, steps, att, shares, warnings)
+                        settings, steps, att, shares, warnings, span)

@@ -110,7 +110,7 @@ class LatencyReport:
 
 #: the what-if document's keys that are not its settings
 _NOT_SETTINGS = ("schema_version", "tool_version", "trace", "taxonomy", "level", "scales", "measured_us",
-                 "predicted_us", "speedup", "amdahl_us", "steps", "gpu_shares", "attribution", "by_bound_us",
+                 "predicted_us", "speedup", "amdahl_us", "measured_span_us", "predicted_span_us", "steps", "gpu_shares", "attribution", "by_bound_us",
                  "by_class_us", "warnings")
 
 
@@ -127,6 +127,9 @@ class WhatIfReport:
     attribution: pl.DataFrame    # the predicted timeline's: step, category, class, bound, ns
     gpu_shares: pl.DataFrame     # class, measured_ns, predicted_ns
     warnings: list[Anomaly] = field(default_factory=list)
+    #: the kept steps' first start to last end, ns, ``measured`` and ``predicted``: where steps overlap
+    #: on the device (no synchronize per step), the throughput answer that per-step wall times are not
+    span: dict[str, int | None] = field(default_factory=dict)
 
     def mean(self, column: str) -> float | None:
         return us(self.steps[column].mean()) if self.steps.height else None
@@ -141,6 +144,7 @@ class WhatIfReport:
             "measured_us": measured, "predicted_us": predicted,
             "speedup": round(measured / predicted, 4) if measured and predicted else None,
             "amdahl_us": self.mean("amdahl"),
+            "measured_span_us": us(self.span.get("measured")), "predicted_span_us": us(self.span.get("predicted")),
             "steps": [{"step": r["step"], "name": r["name"], "measured_us": us(r["measured"]),
                        "predicted_us": us(r["predicted"]), "amdahl_us": us(r["amdahl"])}
                       for r in self.steps.iter_rows(named=True)],
@@ -166,5 +170,6 @@ class WhatIfReport:
                                "predicted_ns": [ns(r["predicted_gpu_us"]) for r in d["gpu_shares"]]},
                               schema={"class": pl.Utf8, "measured_ns": pl.Int64, "predicted_ns": pl.Int64})
         settings = {k: v for k, v in d.items() if k not in _NOT_SETTINGS}
+        span = {k: ns(d[f"{k}_span_us"]) for k in ("measured", "predicted") if d.get(f"{k}_span_us") is not None}
         return cls(d["trace"], d["taxonomy"], d["level"], d["scales"], settings, steps,
-                   attribution_frame(d["attribution"], None), shares, warnings_of(d))
+                   attribution_frame(d["attribution"], None), shares, warnings_of(d), span)
