@@ -4,9 +4,9 @@
  * Why: decoding a Kineto trace into one Python object per event and then reading
  * each object's fields back into columns costs about as much again as the decoding
  * (and both hold the GIL). This scanner reads the few fields the analysis needs
- * (ph, cat, name, pid, tid, ts, dur and seven keys of args) and writes each event
+ * (ph, cat, name, pid, tid, ts, dur and ten keys of args) and writes each event
  * straight into the Arrow buffers of its table (ops, launch calls, GPU activities,
- * Python functions: routed by category as the caller says), setting aside and
+ * Python functions, CUDA sync records: routed by category as the caller says), setting aside and
  * counting what the tables do not take and converting times to nanoseconds, as
  * the Python path does. It runs without the GIL, so two chunks can be scanned at
  * once on two cores, and no per-event work is left for Python or polars.
@@ -33,7 +33,7 @@
 #endif
 
 /* bumped whenever the result layout changes; the Python side checks it */
-#define SCAN_ABI 9
+#define SCAN_ABI 10
 #define MAX_DEPTH 256
 
 /* Column buffers are anonymous memory maps where there are such (not C heap blocks that grow
@@ -145,9 +145,9 @@ static inline int buf_put(Buf *b, const void *src, size_t n) {
 }
 
 /* the fields of one event, as read */
-enum { S_PH, S_CAT, S_NAME, S_PID, S_TID, S_DIMS, S_TYPE, S_CONCRETE, N_STR };
+enum { S_PH, S_CAT, S_NAME, S_PID, S_TID, S_DIMS, S_TYPE, S_CONCRETE, S_SYNC_KIND, N_STR };
 enum { F_TS, F_DUR, N_F };
-enum { I_EXT, I_EXT_LEGACY, I_CORR, I_DEVICE, I_STREAM, I_BYTES, N_I };
+enum { I_EXT, I_EXT_LEGACY, I_CORR, I_DEVICE, I_STREAM, I_BYTES, I_WAIT_STREAM, I_WAIT_CORR, N_I };
 
 typedef struct { const char *s; size_t n; int esc; } Span; /* s == NULL: absent or null */
 
@@ -164,14 +164,15 @@ typedef struct {
  * with plausible times) and their times turned into integer nanoseconds here, so that the
  * Python side only wraps the buffers. */
 enum { C_NAME, C_CAT, C_PID, C_TID, C_TS_NS, C_DUR_NS, C_KIND, C_EXT, C_CORR, C_DEVICE, C_STREAM, C_BYTES,
-       C_DIMS, C_TYPE, C_CONCRETE, C_END_NS, C_EV_IDX, C_DUR_US, N_COLKINDS };
+       C_DIMS, C_TYPE, C_CONCRETE, C_END_NS, C_EV_IDX, C_DUR_US, C_SYNC_KIND, C_WAIT_STREAM, C_WAIT_CORR, N_COLKINDS };
 static const struct { const char *name; const char *fmt; int nullable; } COLS[N_COLKINDS] = {
     [C_NAME] = {"name", "U", 0}, [C_CAT] = {"cat", "U", 0}, [C_PID] = {"pid", "U", 0}, [C_TID] = {"tid", "U", 0},
     [C_TS_NS] = {"ts_ns", "l", 0}, [C_DUR_NS] = {"dur_ns", "l", 0}, [C_KIND] = {"kind", "U", 0},
     [C_EXT] = {"external_id", "l", 1}, [C_CORR] = {"correlation", "l", 1}, [C_DEVICE] = {"device", "l", 1},
     [C_STREAM] = {"stream", "l", 1}, [C_BYTES] = {"bytes", "l", 1}, [C_DIMS] = {"input_dims", "U", 1},
     [C_TYPE] = {"input_type", "U", 1}, [C_CONCRETE] = {"concrete_inputs", "U", 1}, [C_END_NS] = {"end_ns", "l", 0},
-    [C_EV_IDX] = {"ev_idx", "l", 0}, [C_DUR_US] = {"dur", "g", 0},
+    [C_EV_IDX] = {"ev_idx", "l", 0}, [C_DUR_US] = {"dur", "g", 0}, [C_SYNC_KIND] = {"kind", "U", 1},
+    [C_WAIT_STREAM] = {"wait_on_stream", "l", 1}, [C_WAIT_CORR] = {"wait_on_cuda_event_record_corr_id", "l", 1},
 };
 
 /* the tables (the Python side's TABLES, then the other accelerators' events: category and duration) */
@@ -181,6 +182,8 @@ static const int SPEC[N_T][MAX_COLS + 1] = { /* each ends with -1 */
     [T_ACTS] = {C_NAME, C_CAT, C_PID, C_TID, C_TS_NS, C_DUR_NS, C_KIND, C_EXT, C_CORR, C_DEVICE, C_STREAM, C_BYTES,
                 C_END_NS, C_EV_IDX, -1},
     [T_PY] = {C_NAME, C_CAT, C_PID, C_TID, C_TS_NS, C_DUR_NS, C_EXT, C_END_NS, C_EV_IDX, -1},
+    [T_SYNCS] = {C_NAME, C_CAT, C_PID, C_TID, C_TS_NS, C_DUR_NS, C_EXT, C_SYNC_KIND, C_CORR, C_DEVICE, C_STREAM,
+                 C_WAIT_STREAM, C_WAIT_CORR, C_END_NS, C_EV_IDX, -1},
     [T_OTHER] = {C_CAT, C_DUR_US, -1},
 };
 
@@ -569,7 +572,14 @@ static const char *args_field(Scan *sc, const Span *key, const char *p, Ev *ev, 
         if (KEY(k, 11, "external id")) { *bit = 1; return int_field(sc, p, ev, I_EXT_LEGACY); }
         if (KEY(k, 11, "correlation")) { *bit = 2; return int_field(sc, p, ev, I_CORR); }
         break;
+    case 14:
+        if (KEY(k, 14, "cuda_sync_kind")) { *bit = 9; return text_field(sc, p, &ev->str[S_SYNC_KIND]); }
+        if (KEY(k, 14, "wait_on_stream")) { *bit = 10; return int_field(sc, p, ev, I_WAIT_STREAM); }
+        break;
     case 15: if (KEY(k, 15, "Concrete Inputs")) col = S_CONCRETE; break;
+    case 33:
+        if (KEY(k, 33, "wait_on_cuda_event_record_corr_id")) { *bit = 11; return int_field(sc, p, ev, I_WAIT_CORR); }
+        break;
     }
     if (col >= 0) { /* kept as the raw JSON text of the value */
         *bit = 6 + (col - S_DIMS);
@@ -715,6 +725,9 @@ static int put_row(Scan *sc, Table *t, const int *spec, const Ev *ev, const Rout
         case C_DIMS: rc = put_span(col, 1, &ev->str[S_DIMS]); break;
         case C_TYPE: rc = put_span(col, 1, &ev->str[S_TYPE]); break;
         case C_CONCRETE: rc = put_span(col, 1, &ev->str[S_CONCRETE]); break;
+        case C_SYNC_KIND: rc = put_span(col, 1, &ev->str[S_SYNC_KIND]); break;
+        case C_WAIT_STREAM: rc = put_int(col, nullable, ev->i_ok[I_WAIT_STREAM], ev->i[I_WAIT_STREAM]); break;
+        case C_WAIT_CORR: rc = put_int(col, nullable, ev->i_ok[I_WAIT_CORR], ev->i[I_WAIT_CORR]); break;
         case C_KIND: rc = put_text(col, rt->kind, (size_t)rt->kind_n, 0); break;
         case C_TS_NS: rc = put_int(col, 0, 1, ts_ns); break;
         case C_DUR_NS: rc = put_int(col, 0, 1, dur_ns); break;
@@ -946,7 +959,7 @@ int ng_read_routes(PyObject *arg, Route *routes, int *n) {
         int table;
         if (!PyArg_ParseTuple(item, "UiO", &cat, &table, &kind)) return -1;
         if (table < 0 || table >= N_T || (kind != Py_None && !PyUnicode_Check(kind))) {
-            PyErr_SetString(PyExc_ValueError, "routes: a table is 0-4, a kind a str or None");
+            PyErr_SetString(PyExc_ValueError, "routes: a table is 0-5, a kind a str or None");
             return -1;
         }
         routes[r].cat = PyUnicode_AsUTF8AndSize(cat, &routes[r].cat_n);
@@ -1020,7 +1033,7 @@ static PyMethodDef methods[] = {
      "scan(buffer, routes, time_limit) -> (events, tables, no_cat, bad_phase, bad_time) | str\n\n"
      "The tables of a JSON array of trace events (each a tuple of (column name, arrow_schema capsule,\n"
      "arrow_array capsule)), or the reason it was left to the Python decoder. routes: ((category,\n"
-     "table 0-4, activity kind or None), ...); time_limit: the largest valid |time| in us (exclusive);\n"
+     "table 0-5, activity kind or None), ...); time_limit: the largest valid |time| in us (exclusive);\n"
      "bad_phase / bad_time: counts per route."},
 #ifdef READ_AHEAD
     {"read_ahead", ng_read_ahead, METH_VARARGS,

@@ -35,9 +35,10 @@
 
 typedef struct { char *p; size_t len, cap; } Buf;
 
-/* the tables (the Python side's TABLES, then the other accelerators' events: category and duration) */
-enum { T_OPS, T_LAUNCHES, T_ACTS, T_PY, T_OTHER, N_T };
-#define MAX_COLS 14
+/* the tables (the Python side's TABLES: ops, launch calls, activities, Python functions, CUDA sync
+ * records; then the other accelerators' events: category and duration) */
+enum { T_OPS, T_LAUNCHES, T_ACTS, T_PY, T_SYNCS, T_OTHER, N_T };
+#define MAX_COLS 16
 
 /* one column: validity bytes (nullable columns), then values or offsets, then text */
 typedef struct { Buf valid, vals, data; } Col;

@@ -36,10 +36,23 @@ TABLES: dict[str, dict[str, object]] = {
                    "device": pl.Int64, "stream": pl.Int64, "bytes": pl.Int64},
     # python_function events, when the loader was asked to keep them (else empty)
     "python": {"op_id": pl.UInt32, **_EVENT},
+    # CUDA synchronization records (Kineto's cuda_sync events, else empty): the synchronizing call
+    # (correlation), kind ("Stream Wait Event", "Event Sync", "Stream Sync", "Context Sync"), the
+    # stream it synchronizes (-1: none), and for the event kinds the stream the awaited event was
+    # recorded on and that cudaEventRecord call's correlation
+    "cuda_syncs": {"sync_id": pl.UInt32, **_EVENT, "kind": pl.String, "correlation": pl.Int64,
+                   "device": pl.Int64, "stream": pl.Int64, "wait_on_stream": pl.Int64,
+                   "wait_on_cuda_event_record_corr_id": pl.Int64},
 }
 
 #: each table's id column: unique, the row number where the loader can make it so
-IDS = {"ops": "op_id", "launches": "launch_id", "activities": "activity_id", "python": "op_id"}
+IDS = {"ops": "op_id", "launches": "launch_id", "activities": "activity_id", "python": "op_id",
+       "cuda_syncs": "sync_id"}
+
+
+def empty(table: str) -> pl.DataFrame:
+    """A contract table with no rows."""
+    return pl.DataFrame(schema={c: (t[0] if isinstance(t, tuple) else t) for c, t in TABLES[table].items()})
 
 
 class SchemaError(AssertionError):

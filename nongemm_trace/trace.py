@@ -6,6 +6,7 @@ Tables (polars DataFrames, times in int64 nanoseconds since the trace's own orig
 ``launches``    host launch calls (``cuda_runtime``/``cuda_driver``/``hip*`` …)
 ``activities``  device activities: kernels, memcpys, memsets
 ``python``      ``python_function`` events, only when asked for (else empty)
+``cuda_syncs``  CUDA synchronization records (Kineto ``cuda_sync`` events; empty where none)
 
 Anomalies found while loading are kept as :class:`Anomaly` records so a report
 can count them instead of losing them.
@@ -17,6 +18,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import polars as pl
+
+
+def _empty(table: str) -> pl.DataFrame:
+    from .schema import empty
+
+    return empty(table)
 
 
 @dataclass(frozen=True)
@@ -41,6 +48,7 @@ class Trace:
     activities: pl.DataFrame
     python: pl.DataFrame
     anomalies: list[Anomaly] = field(default_factory=list)
+    cuda_syncs: pl.DataFrame = field(default_factory=lambda: _empty("cuda_syncs"))
 
     def note(self, code: str, count: int, message: str) -> None:
         if count:

@@ -38,7 +38,8 @@ def test_the_scanner_is_built():
 
 
 def _tables(trace):
-    return {"ops": trace.ops, "launches": trace.launches, "activities": trace.activities, "python": trace.python}
+    return {"ops": trace.ops, "launches": trace.launches, "activities": trace.activities, "python": trace.python,
+            "cuda_syncs": trace.cuda_syncs}
 
 
 @needs_scanner
@@ -125,6 +126,20 @@ def _ev(**over):
     '[{"ph":"\\u0058","cat":"\\u006bernel","name":"k","pid":0,"tid":7,"ts":0.0625,"dur":0.0005},'
     '{"ph":"X","cat":"cpu\\u005fop","name":"o","pid":1,"tid":1,"ts":-0.0625,"dur":2.5e-3},'
     '{"ph":"X","cat":"' + "\\u006b" * 300 + '","name":"long","pid":1,"tid":1,"ts":1,"dur":1}]',
+    # CUDA sync records: every kind, the event kinds' stream and record correlation, absent and null args,
+    # an escaped kind, and the keys on events of other tables (read, not kept)
+    '[{"ph":"X","cat":"cuda_sync","name":"Stream Wait Event","pid":0,"tid":20,"ts":5,"dur":0.003,'
+    '"args":{"External id":3,"cuda_sync_kind":"Stream Wait Event","stream":20,"correlation":9,"device":0,'
+    '"context":1,"wait_on_stream":7,"wait_on_cuda_event_record_corr_id":8,"wait_on_cuda_event_id":2}},'
+    '{"ph":"X","cat":"cuda_sync","name":"Context Sync","pid":0,"tid":-1,"ts":6,"dur":1,'
+    '"args":{"cuda_sync_kind":"Context\\u0020Sync","stream":-1,"correlation":10,"device":0}},'
+    '{"ph":"X","cat":"cuda_sync","name":"Event Sync","pid":0,"tid":-1,"ts":7,"dur":1,'
+    '"args":{"cuda_sync_kind":null,"wait_on_stream":null,"wait_on_cuda_event_record_corr_id":null}},'
+    '{"ph":"X","cat":"cuda_sync","name":"x","pid":0,"tid":1,"ts":8,"dur":1},'
+    '{"ph":"i","cat":"cuda_sync","name":"x","pid":0,"tid":1,"ts":8},'
+    '{"ph":"X","cat":"cuda_sync","name":"x","pid":0,"tid":1,"ts":8,"dur":-1},'
+    '{"ph":"X","cat":"kernel","name":"k","pid":0,"tid":7,"ts":1,"dur":1,"args":{"cuda_sync_kind":"k",'
+    '"wait_on_stream":1,"wait_on_cuda_event_record_corr_id":2,"stream":7}}]',
     "[]",
 ])
 def test_accepted_edge_cases_equal_msgspec(text):
@@ -143,6 +158,9 @@ def test_accepted_edge_cases_equal_msgspec(text):
     ('[{"ph":"X","args":{"stream":"0x0"}}]', "id of another type"),  # ROCm: parsed by the Python path
     ('[{"ph":"X","ts":1,"ts":2}]', "duplicate"),
     ('[{"ph":"X","args":{"correlation":1,"correlation":2}}]', "duplicate"),
+    ('[{"ph":"X","args":{"wait_on_stream":1,"wait_on_stream":2}}]', "duplicate"),
+    ('[{"ph":"X","args":{"cuda_sync_kind":1}}]', "text field"),
+    ('[{"ph":"X","args":{"wait_on_cuda_event_record_corr_id":"7"}}]', "id of another type"),
     ('[{"p\\u0068":"X"}]', "escaped key"),
     ('[{"ph":"X","pid":99999999999999999999}]', "int64"),
     ('[{"ph":"X","ts":1e999}]', "range"),
@@ -189,12 +207,13 @@ _args = st.fixed_dictionaries({}, optional={
     "External id": _int, "external id": _int, "correlation": _int, "device": _int, "stream": _int,
     "bytes": _int, "Input Dims": st.lists(st.lists(st.integers(0, 9), max_size=3), max_size=3),
     "Input type": st.lists(_text, max_size=3), "Concrete Inputs": st.lists(_text, max_size=2),
+    "cuda_sync_kind": st.one_of(_text, st.none()), "wait_on_stream": _int, "wait_on_cuda_event_record_corr_id": _int,
     "other": st.one_of(_text, _num, st.booleans()),
 })
 _event = st.fixed_dictionaries({}, optional={
     "ph": st.one_of(st.sampled_from(["X", "B", "i"]), st.none()),
     "cat": st.one_of(st.sampled_from(["kernel", "cpu_op", "cuda_runtime", "gpu_memcpy", "python_function",
-                                      "ac2g", "mtia_ccp_events"]), _text, st.none()),
+                                      "ac2g", "mtia_ccp_events", "cuda_sync"]), _text, st.none()),
     "name": st.one_of(_text, st.none()),
     "pid": st.one_of(st.integers(-2**63, 2**63 - 1), _text, st.none()),
     "tid": st.one_of(st.integers(-5, 10**6), _text, st.none()),

@@ -43,7 +43,8 @@ def _plain(path, tmp_path, name="t.json", edit=None):
 
 
 def _tables(trace):
-    return {"ops": trace.ops, "launches": trace.launches, "activities": trace.activities, "python": trace.python}
+    return {"ops": trace.ops, "launches": trace.launches, "activities": trace.activities, "python": trace.python,
+            "cuda_syncs": trace.cuda_syncs}
 
 
 def _same(a, b):

@@ -18,7 +18,8 @@ TRACES = kineto_traces()
 
 
 def _tables(trace):
-    return {"ops": trace.ops, "launches": trace.launches, "activities": trace.activities, "python": trace.python}
+    return {"ops": trace.ops, "launches": trace.launches, "activities": trace.activities, "python": trace.python,
+            "cuda_syncs": trace.cuda_syncs}
 
 
 @pytest.mark.parametrize("path", TRACES, ids=trace_ids(TRACES))
@@ -244,5 +245,5 @@ def test_scanning_threads_give_the_one_thread_tables(monkeypatch):
     monkeypatch.setattr(pipeline, "_decode_apart", lambda *a: on_threads.append(1) or real(*a))
     again = load_trace(path)
     assert len(on_threads) > 20
-    for name in ("ops", "launches", "activities", "python"):
+    for name in ("ops", "launches", "activities", "python", "cuda_syncs"):
         assert getattr(again, name).equals(getattr(whole, name))

@@ -17,7 +17,7 @@ import re
 
 import polars as pl
 
-from ..schema import TABLES
+from ..schema import empty
 
 #: a node name's op type: the last scope component, without ONNX export suffixes (_7, _clone_1)
 _SCOPE = re.compile(r"^.*/")
@@ -72,8 +72,7 @@ def node_op_types(nodes: list[str]) -> list[str]:
 
 def empty_table(table: str) -> pl.DataFrame:
     """A contract table with no rows (a profile without host ops, launch calls or stack events)."""
-    schema = {c: (t[0] if isinstance(t, tuple) else t) for c, t in TABLES[table].items()}
-    return pl.DataFrame(schema=schema)
+    return empty(table)
 
 
 def activities(rows: list[dict], extra: dict[str, pl.DataType]) -> pl.DataFrame:

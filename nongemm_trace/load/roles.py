@@ -32,6 +32,12 @@ OP_CATEGORIES = frozenset({"cpu_op", "user_annotation", "Operator", "operator"})
 #: Python stack events, kept only on request (often most of a trace's events).
 PYTHON_CATEGORIES = frozenset({"python_function"})
 
+#: CUDA synchronization records (``_ExperimentalConfig(enable_cuda_sync_events=True)``): on the GPU's
+#: track, ``args.cuda_sync_kind`` ("Stream Wait Event", "Event Sync", "Stream Sync", "Context Sync"),
+#: the synchronizing runtime call's ``correlation``, and for the event kinds the stream and the
+#: ``cudaEventRecord`` correlation of the awaited event. The latency graph reads them.
+SYNC_CATEGORIES = frozenset({"cuda_sync"})
+
 #: Device-side events that are not GPU activities this tool reads (other accelerators, CUPTI's
 #: range profiler, other converters' GPU categories), with what they are. They are counted and
 #: reported in a warning, never summed silently.
@@ -52,6 +58,7 @@ ROUTES: dict[str, str] = {
     **{c: "acts" for c in ACTIVITY_KIND},
     **{c: "ops" for c in OP_CATEGORIES},
     **{c: "launches" for c in LAUNCH_CATEGORIES},
+    **{c: "syncs" for c in SYNC_CATEGORIES},
     **{c: "other" for c in OTHER_DEVICE_CATEGORIES},
 }
 #: the same with Python stack events kept
@@ -65,4 +72,4 @@ def mark_graph_launches(launches: Any) -> Any:
 
 PY_ROUTES = {**ROUTES, **{c: "py" for c in PYTHON_CATEGORIES}}
 #: the loader's partial tables
-TABLES = ("ops", "launches", "acts", "py")
+TABLES = ("ops", "launches", "acts", "py", "syncs")

@@ -44,6 +44,7 @@ def build(path: str, meta: dict[str, Any], parts: dict[str, list[pl.DataFrame]],
         launches=table("launches", "launch_id"),
         activities=table("acts", "activity_id"),
         python=table("py", "op_id"),
+        cuda_syncs=table("syncs", "sync_id"),
     )
     for code, n, msg in pending:
         trace.note(code, n, msg)

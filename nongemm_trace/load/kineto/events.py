@@ -30,6 +30,7 @@ class Args(msgspec.Struct, gc=False, rename={
     "input_dims": "Input Dims",
     "input_type": "Input type",
     "concrete_inputs": "Concrete Inputs",
+    "wait_record_corr": "wait_on_cuda_event_record_corr_id",
 }):
     external_id: Num = None
     external_id_legacy: Num = None
@@ -37,6 +38,10 @@ class Args(msgspec.Struct, gc=False, rename={
     device: NumOrText = None
     stream: NumOrText = None
     bytes: NumOrText = None
+    # cuda_sync events: what kind of synchronization, and the stream / event record it waits on
+    cuda_sync_kind: Optional[str] = None
+    wait_on_stream: NumOrText = None
+    wait_record_corr: NumOrText = None
     # kept as raw JSON text (msgspec.Raw cannot sit in a Union; empty Raw = absent)
     input_dims: msgspec.Raw = msgspec.Raw()
     input_type: msgspec.Raw = msgspec.Raw()

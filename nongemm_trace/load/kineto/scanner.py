@@ -10,7 +10,7 @@ from ... import native
 from .. import roles
 
 #: the result layout the loader reads (the extension's ``ABI``)
-ABI = 9
+ABI = 10
 SCANNER: Any = native.load("_nongemm_scan", ABI)
 #: the scanner's tables, in its order: the loader's TABLES, then other accelerators' events
 TABLE_CODES = {key: code for code, key in enumerate((*roles.TABLES, "other"))}

@@ -243,4 +243,19 @@ def activity_table(evs: list[Event], cat: pl.Series, ev_idx: pl.Series) -> pl.Da
     return pl.DataFrame(cols)
 
 
-_BUILDERS = {"ops": op_table, "launches": launch_table, "acts": activity_table, "py": python_table}
+def sync_table(evs: list[Event], cat: pl.Series, ev_idx: pl.Series) -> pl.DataFrame:
+    """``cuda_sync`` events: the synchronizing call (``correlation``), its kind, and what it waits on."""
+    cols = _common(evs, cat, ev_idx)
+    args = _args(evs)
+    cols["external_id"] = _ext_ids(args)
+    cols["kind"] = pl.Series([a.cuda_sync_kind for a in args], dtype=pl.Utf8)
+    cols["correlation"] = _int([a.correlation for a in args])
+    cols["device"] = _int([a.device for a in args])
+    cols["stream"] = _int([a.stream for a in args])
+    cols["wait_on_stream"] = _int([a.wait_on_stream for a in args])
+    cols["wait_on_cuda_event_record_corr_id"] = _int([a.wait_record_corr for a in args])
+    return pl.DataFrame(cols)
+
+
+_BUILDERS = {"ops": op_table, "launches": launch_table, "acts": activity_table, "py": python_table,
+             "syncs": sync_table}
