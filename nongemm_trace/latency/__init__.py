@@ -75,7 +75,7 @@ def graph_of(source: str | Path | Analysis, **options: Any) -> tuple[Analysis, G
         ranges, _ = _step_ranges(analysis, rep.step_marker, warnings)
         linked, tax = analysis.linked(), analysis.taxonomy
         g = build(linked.ops, analysis.trace().launches, analysis.activities(rep.level),
-                  ranges, list(tax.semantics.generic_categories), rep.level)
+                  ranges, list(tax.semantics.generic_categories), rep.level, analysis.trace().cuda_syncs)
         cache[key] = (g, warnings)
     g, warnings = cache[key]
     return analysis, g, rep, list(warnings)

@@ -12,6 +12,8 @@ replay read.
   numbers that say how it started: ``lat`` (launch call start → activity start when the stream
   was waiting for the launch) and ``gap`` (previous activity's end → its start when it was
   queued behind it). See :mod:`.replay` for how they reproduce the measured start exactly.
+* **deps**: cross-stream dependencies (:mod:`.waits`): an activity that waited for one on another
+  stream, recorded (a ``cuda_sync`` stream wait) or inferred (a communication kernel).
 * **syncs**: each synchronizing call's piece and the activities it waited for
   (:mod:`.runtime` says which), and each wait of a thread on another (:mod:`.threads`: the
   awaited host piece, ``point``), in the order they resolve, with ``late`` (how far the awaited work ended after the call
@@ -23,7 +25,7 @@ per event.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import polars as pl
 
@@ -31,6 +33,7 @@ from ..frames import lookup_columns
 from ..link.nesting import innermost_containing
 from .runtime import EVENT_RECORDS, SYNC_KINDS
 from .threads import with_thread_waits
+from .waits import DEPS_SCHEMA, dependencies, recorded_sync_targets
 
 #: a call name with a version suffix (nsys writes ``cudaStreamSynchronize_v3020``)
 _VERSION_SUFFIX = r"_v\d{4,}$"
@@ -42,11 +45,13 @@ class Graph:
 
     pieces: pl.DataFrame   # row, thr, ts, end, kind, bound, category, op_id, launch_id, sync (row in syncs or null)
     acts: pl.DataFrame     # row, skey, pos, activity_id, name, category, class, ts, end, dur, lp (launch piece row), lat, gap, step
-    syncs: pl.DataFrame    # sync (row), piece, end_piece, thr, kind, launch_id, late, tail, point (awaited host piece)
+    syncs: pl.DataFrame    # sync (row), piece, end_piece, thr, kind, launch_id, late, tail, point (awaited host piece), key
     awaits: pl.DataFrame   # sync, act (row in acts)
     steps: pl.DataFrame    # step, name, first (piece row of its start), last (piece row of its end), ts, end
     launch_latency_ns: int
     queue_gap_ns: int
+    # cross-stream dependencies (:mod:`.waits`): act waits for dep's end + delta; recorded: a cuda_sync wait
+    deps: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=DEPS_SCHEMA))
 
 
 def thread_codes(ops: pl.DataFrame, calls: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series, pl.Series]:
@@ -155,9 +160,10 @@ def start_terms(acts: pl.DataFrame) -> tuple[pl.DataFrame, int, int]:
 
 
 def sync_table(pieces: pl.DataFrame, first: pl.DataFrame, calls: pl.DataFrame,
-               acts: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+               acts: pl.DataFrame, targets: pl.DataFrame | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
     """The synchronizing calls (one per call, at its first piece: ``first`` = ``launch_id, lp, thr``)
-    and what each waited for."""
+    and what each waited for; ``targets`` (:func:`.waits.recorded_sync_targets`): the stream (and
+    event record) a call's ``cuda_sync`` record names, in place of the inferred one."""
     base = pl.col("name").str.replace(_VERSION_SUFFIX, "")
     kinds = calls.with_columns(base.replace_strict(SYNC_KINDS, default=None, return_dtype=pl.Utf8).alias("kind"))
     sy = kinds.filter(pl.col("kind").is_not_null()).select("launch_id", "kind", "ts_ns", "end_ns", "dur_ns")
@@ -174,6 +180,12 @@ def sync_table(pieces: pl.DataFrame, first: pl.DataFrame, calls: pl.DataFrame,
     q = q.join_asof(records, on="t", by="thr", strategy="backward", check_sortedness=False)
     q = q.with_columns(pl.when(pl.col("kind") == "event").then(pl.coalesce("rec_t", "t")).otherwise(pl.col("t")).alias("t"))
     q = q.sort("t").join_asof(by_thr, on="t", by="thr", strategy="backward", check_sortedness=False)
+    if targets is not None and targets.height:
+        named = pl.col("kind").is_in(["stream", "event"]) & pl.col("rec_skey").is_not_null()
+        q = q.join(targets, on="launch_id", how="left").with_columns(
+            pl.when(named).then(pl.col("rec_skey")).otherwise(pl.col("cur_skey")).alias("cur_skey"),
+            pl.when(named & (pl.col("kind") == "event") & pl.col("rec_t").is_not_null()).then(pl.col("rec_t"))
+            .otherwise(pl.col("t")).alias("t"))
     own = launched.select(pl.col("launch_id").alias("launch_id"), pl.col("row").alias("act"))
     copy = q.filter(pl.col("kind") == "copy").join(own, on="launch_id").select("sync", "act")
     streams = acts.select("skey").unique()
@@ -259,10 +271,15 @@ def label_pieces(pieces: pl.DataFrame, op_cats: pl.DataFrame, launch_cats: pl.Da
 
 
 def build(ops: pl.DataFrame, calls: pl.DataFrame, activities: pl.DataFrame, step_ranges: pl.DataFrame,
-          generic: list[str], level: str) -> Graph:
+          generic: list[str], level: str, cuda_syncs: pl.DataFrame | None = None) -> Graph:
     """The graph of a linked, classified trace: ``ops`` (linked, with the classify stage's op
     columns), ``calls`` (every runtime/driver call), ``activities`` (classified at ``level``),
-    ``step_ranges`` (``step, name, pid, tid, ts, end``)."""
+    ``step_ranges`` (``step, name, pid, tid, ts, end``), ``cuda_syncs`` (the trace's CUDA sync
+    records, if any)."""
+    if cuda_syncs is None:
+        from ..schema import empty
+
+        cuda_syncs = empty("cuda_syncs")
     real_ops, real_calls = ops.filter(pl.col("dur_ns") > 0), calls.filter(pl.col("dur_ns") > 0)
     threads, op_thr, call_thr = thread_codes(real_ops, real_calls)
     pieces = host_pieces(real_ops, real_calls, op_thr, call_thr)
@@ -282,11 +299,13 @@ def build(ops: pl.DataFrame, calls: pl.DataFrame, activities: pl.DataFrame, step
     acts, lat0, gap0 = start_terms(_stream_order(acts))
     acts = acts.join(_after_communication(acts, gap0), on="row", how="left").with_columns(
         pl.col("after_comm").fill_null(False))
-    # the wait on the communication kernel replaces the measured gap: the queue gap is the usual one
-    acts = acts.with_columns(pl.when(pl.col("dep").is_not_null()).then(pl.min_horizontal("gap", pl.lit(gap0)))
-                             .otherwise(pl.col("gap")).alias("gap"))
+    deps = dependencies(acts, cuda_syncs, calls, gap0)
+    # a wait that held the activity replaces the measured gap: the queue gap is the usual one
+    held = deps.filter(pl.col("holds"))["act"].unique().implode()
+    acts = acts.with_columns(pl.when(pl.col("row").is_in(held)).then(pl.min_horizontal("gap", pl.lit(gap0)))
+                             .otherwise(pl.col("gap")).alias("gap")).drop("dep", "dep_delta")
     acts = acts.join(_step_of(acts, step_ranges), on="row", how="left").sort("row")
-    syncs, awaits = sync_table(pieces, first_piece, calls, acts)
+    syncs, awaits = sync_table(pieces, first_piece, calls, acts, recorded_sync_targets(cuda_syncs, calls, acts))
     launch_cats = acts.filter(pl.col("launch_id").is_not_null()).group_by(["launch_id", "category"]).agg(
         pl.col("dur").sum()).sort(["dur", "category"], descending=[True, False]).unique(
         "launch_id", keep="first").select("launch_id", pl.col("category").alias("launch_category"))
@@ -295,7 +314,7 @@ def build(ops: pl.DataFrame, calls: pl.DataFrame, activities: pl.DataFrame, step
     steps = step_ranges.join(threads, on=["pid", "tid"]).join(
         pieces.select("thr", "ts", pl.col("row").alias("first")), on=["thr", "ts"]).join(
         pieces.select("thr", pl.col("ts").alias("end"), pl.col("row").alias("last")), on=["thr", "end"]).sort("step")
-    return Graph(pieces, acts, syncs, awaits, steps, lat0, gap0)
+    return Graph(pieces, acts, syncs, awaits, steps, lat0, gap0, deps)
 
 
 #: an activity that starts this soon (or 4 typical queue gaps, if longer) after a communication kernel

@@ -6,7 +6,9 @@ the CPU range) or on the CPU. Backward from there:
 * **on a stream** at activity ``k``: the path runs back through the activities queued behind
   one another to the chain's head (the last activity before ``k`` that waited for its launch),
   then through that launch's latency (``launch`` of the head's category) to its launch call on
-  the CPU;
+  the CPU; when a recorded wait on another stream set the head's start (:mod:`.waits`), the delay
+  after the awaited activity's end is ``sync`` (of the head's category) and the path goes onto
+  that activity;
 * **on a CPU thread** at time ``t``: the path runs back through the thread's pieces until the
   latest synchronizing call that waited (its awaited work ended after it began); the call's
   return cost after that work ended is ``sync``, and the path goes onto the device at the
@@ -48,7 +50,7 @@ def walk(tl: Timeline) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     if len(S):
         new = np.r_[True, skey[1:] != skey[:-1]]
         stream_first = np.maximum.accumulate(np.where(new, np.arange(len(S)), 0))
-    head_row, launched = a["head_row"].to_numpy(), a["launched"].to_numpy()
+    head_row, launched, jump = a["head_row"].to_numpy(), a["launched"].to_numpy(), a["jump"].to_numpy()
     launch_t, launch_thr = a["launch_t"].to_numpy(), a["thr"].fill_null(-1).to_numpy()
     act_cat = a["category"]  # indexed at chain heads only: no list of every activity
     sy = tl.syncs.sort("sync")
@@ -59,6 +61,7 @@ def walk(tl: Timeline) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     by_thr = _thread_syncs(tl)
     last_act = a.filter(pl.col("step").is_not_null()).sort(["end", "row"]).group_by("step").agg(pl.col("row").last())
     last_of = dict(zip(last_act["step"].to_list(), last_act["row"].to_list()))
+    n_jumps = int((jump >= 0).sum())
     host, chains, single = [], [], []
     for st in tl.steps.iter_rows(named=True):
         step, lo, t = st["step"], st["ts"], st["end"]
@@ -66,7 +69,7 @@ def walk(tl: Timeline) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
         on_gpu = k is not None and st["gpu_end"] is not None and st["gpu_end"] > st["cpu_end"]
         thr = st["thr"]
         bound_of = {}
-        for _ in range(4 * (len(s_ts) + 2) + 8):
+        for _ in range(4 * (len(s_ts) + n_jumps + 2) + 8):
             if t <= lo:
                 break
             if on_gpu:
@@ -76,6 +79,12 @@ def walk(tl: Timeline) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
                 t = start
                 if t <= lo:
                     break
+                if jump[h] >= 0:  # a recorded wait on another stream set its start: onto the awaited activity
+                    k = int(jump[h])
+                    e = max(min(int(E[k]), t), lo)
+                    single.append((step, "sync", act_cat[h], t - e))
+                    t = e
+                    continue
                 if not launched[h]:
                     single.append((step, "other", "unclassified", t - lo))
                     t = lo

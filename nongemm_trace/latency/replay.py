@@ -12,6 +12,9 @@ The rules (integer ns):
   + ``lat`` (when it waited for its launch), ``E_prev`` = the previous activity's end on its
   stream. Unrolled per stream, ``E_k = C_k + max_{m<=k}(R_m + d_m - C_m)`` with ``C`` the
   running sum of ``gap + d``: a running maximum (``cum_max``), no loop per activity.
+* **Cross-stream waits** (``deps``): an activity that waits for another stream's activity starts no
+  earlier than that one's end + the kept delay; the bound joins its running maximum (``X``). Each
+  is resolved once, in launch order, from the ends known by then.
 * The host and the device meet only at syncs, so one pass over the syncs in time order (a
   few per step) fixes every thread's ``W``; each pass extends the streams' running maxima
   only over the activities not yet seen (numpy slices). Then every time is one columnar
@@ -82,17 +85,13 @@ def replay(g: Graph, act_dur: np.ndarray, piece_dur: np.ndarray, lat: np.ndarray
     U = np.where(launched, o_lp + lat_v, a["ts"].to_numpy()) + d - C
     act_seg = np.where(launched, gseg_lp, len(W) - 1)
 
-    # a wait on a communication kernel of another stream: start >= its end + the measured delay
-    dep = a["dep"].fill_null(-1).to_numpy()
-    xrel = a["dep_delta"].fill_null(0).to_numpy() + d - C
-    _sync_pass(g, o, gseg, sync_piece, W, _Streams(U, C, W, act_seg, skey, dep, xrel))
+    # cross-stream waits (recorded, or on a communication kernel): start >= the awaited end + the delay
+    streams = _Streams(U, C, W, act_seg, skey, d, g.deps)
+    _sync_pass(g, o, gseg, sync_piece, W, streams, a)
+    streams.resolve_all()
 
-    V = U + W[act_seg]
+    V = np.maximum(U + W[act_seg], streams.X)
     E = C + _stream_cummax(skey, V)
-    waits = np.flatnonzero(dep >= 0)
-    if len(waits):  # the communication streams wait on nothing of the others: their ends are final
-        V[waits] = np.maximum(V[waits], E[dep[waits]] + xrel[waits])
-        E = C + _stream_cummax(skey, V)
     launch_t = np.where(launched, o_lp + W[gseg_lp], E - d)
     return _assemble(g, d, E, launch_t, lat_v, gap, launched, o + W[gseg], starts)
 
@@ -106,17 +105,12 @@ def _assemble(g: Graph, d, E, launch_t, lat_v, gap, launched, t, starts) -> Time
     R = np.where(launched, launch_t + lat_v, a["ts"].to_numpy())
     first = np.r_[True, skey[1:] != skey[:-1]] if len(skey) else np.zeros(0, bool)
     E_prev = np.r_[_NEG, E[:-1]] if len(E) else E
-    head = first | ~launched | (R >= E_prev + gap)
-    dep = a["dep"].fill_null(-1).to_numpy()
-    waits = np.flatnonzero(dep >= 0)
-    if len(waits):  # a wait on a communication kernel that outlasted the launch: queued behind it, not a head
-        after = E[dep[waits]] + a["dep_delta"].to_numpy()[waits]
-        head[waits] &= R[waits] >= after
+    head, jump = _heads(g.deps, first, launched, R, E, E_prev, gap)
     rows = np.arange(len(E))
     head_row = np.maximum.accumulate(np.where(head, rows, -1)) if len(E) else rows
     acts = a.with_columns(pl.Series("ts", S), pl.Series("end", E), pl.Series("dur", d), pl.Series("head", head),
                           pl.Series("head_row", head_row), pl.Series("launch_t", launch_t),
-                          pl.Series("launched", launched))
+                          pl.Series("launched", launched), pl.Series("jump", jump))
     nxt = np.r_[t[1:], 0] if len(t) else t
     last = np.r_[starts[1:], True] if len(t) else starts
     pieces = g.pieces.with_columns(pl.Series("ts", t), pl.Series("end", np.where(last, t, nxt)))
@@ -138,11 +132,43 @@ def _stream_cummax(skey: np.ndarray, v: np.ndarray) -> np.ndarray:
     return pl.DataFrame({"k": skey, "v": v}).select(pl.col("v").cum_max().over("k"))["v"].to_numpy()
 
 
-class _Streams:
-    """The streams' running maxima, extended only over activities not yet seen (the sync pass)."""
+def _heads(deps: pl.DataFrame, first, launched, R, E, E_prev, gap) -> tuple[np.ndarray, np.ndarray]:
+    """Which activities head a chain, and for each, the activity it jumps to (-1: none). A head's start
+    was set by its launch (or it is its stream's first, or has no launch call), or by a recorded wait
+    that outlasted both its launch and the previous activity (then the path jumps to the awaited
+    activity: ``jump``). A wait on a communication kernel that outlasted the launch keeps the activity
+    queued in its chain (its wait is ``communication`` on the path)."""
+    n = len(E)
+    jump = np.full(n, -1, np.int64)
+    E_prev = np.where(first, _NEG, E_prev)  # a stream's first activity follows nothing
+    base = ~launched | (R >= E_prev + gap)
+    if deps.height == 0:
+        return first | base, jump
+    act, dep = deps["act"].to_numpy(), deps["dep"].to_numpy()
+    after = E[dep] + deps["delta"].to_numpy()
+    rec = deps["recorded"].to_numpy()
+    after_rec, after_comm = np.full(n, _NEG, np.int64), np.full(n, _NEG, np.int64)
+    np.maximum.at(after_rec, act[rec], after[rec])
+    np.maximum.at(after_comm, act[~rec], after[~rec])
+    base &= R >= np.maximum(after_rec, after_comm)
+    waited = launched & (after_rec > R) & (after_rec > E_prev + gap) & (after_rec >= after_comm)
+    # the awaited activity that ended last (+ its delay): the one that set the start
+    order = np.lexsort((after[rec], act[rec]))
+    r_act, r_dep = act[rec][order], dep[rec][order]
+    last = np.r_[r_act[1:] != r_act[:-1], True] if len(r_act) else np.zeros(0, bool)
+    best = np.full(n, -1, np.int64)
+    best[r_act[last]] = r_dep[last]
+    jump = np.where(waited, best, -1)
+    return first | base | waited, jump
 
-    def __init__(self, U, C, W, act_seg, skey, dep, xrel):
-        self.U, self.C, self.W, self.act_seg, self.skey, self.dep, self.xrel = U, C, W, act_seg, skey, dep, xrel
+
+class _Streams:
+    """The streams' running maxima, extended only over activities not yet seen (the sync pass), and
+    the cross-stream waits' bounds ``X`` (in the running maximum's terms: the awaited end + delay +
+    d - C), each resolved once, in launch order, so that extending a stream never recurses far."""
+
+    def __init__(self, U, C, W, act_seg, skey, d, deps: pl.DataFrame):
+        self.U, self.C, self.W, self.act_seg, self.skey, self.d = U, C, W, act_seg, skey, d
         n = len(U)
         self.start = np.zeros(int(skey.max()) + 2 if n else 1, np.int64)
         if n:
@@ -150,31 +176,63 @@ class _Streams:
             self.start[skey[firsts]] = firsts
         self.ptr = self.start.copy()
         self.PM = np.full(n, _NEG, np.int64)
+        self.X = np.full(n, _NEG, np.int64)
+        self.pending = np.zeros(n, bool)
+        self.dep, self.delta = deps["dep"].to_numpy(), deps["delta"].to_numpy()
+        act = deps["act"].to_numpy()  # sorted by act
+        self.pending[act] = True
+        self.lo = np.searchsorted(act, np.arange(n), side="left")
+        self.hi = np.searchsorted(act, np.arange(n), side="right")
+        self.waiting = np.unique(act)
+
+    def resolve(self, w: int) -> None:
+        """Fix activity ``w``'s wait bound from the ends of what it awaits."""
+        if not self.pending[w]:
+            return
+        self.pending[w] = False
+        x = max(self.end(int(self.dep[i])) + int(self.delta[i]) for i in range(self.lo[w], self.hi[w]))
+        self.X[w] = x + self.d[w] - self.C[w]
+
+    def resolve_all(self) -> None:
+        for w in self.waiting:
+            self.resolve(int(w))
 
     def end(self, k: int) -> int:
         """Activity ``k``'s end with the waits known so far."""
         s = self.skey[k]
         lo = self.ptr[s]
         if k >= lo:
-            vals = self.U[lo:k + 1] + self.W[self.act_seg[lo:k + 1]]
-            for i in np.flatnonzero(self.dep[lo:k + 1] >= 0):  # waits on a communication kernel (a few per step)
-                vals[i] = max(vals[i], self.end(int(self.dep[lo + i])) + self.xrel[lo + i])
+            for i in np.flatnonzero(self.pending[lo:k + 1]):  # not resolved in launch order (rare)
+                self.resolve(int(lo + i))
+            vals = np.maximum(self.U[lo:k + 1] + self.W[self.act_seg[lo:k + 1]], self.X[lo:k + 1])
             prev = self.PM[lo - 1] if lo > self.start[s] else _NEG
             self.PM[lo:k + 1] = np.maximum.accumulate(np.maximum(vals, prev))
-            self.ptr[s] = k + 1
+            self.ptr[s] = max(self.ptr[s], k + 1)
         return int(self.C[k] + self.PM[k])
 
 
-def _sync_pass(g: Graph, o, gseg, sync_piece, W, streams: _Streams) -> None:
+def _sync_pass(g: Graph, o, gseg, sync_piece, W, streams: _Streams, a: pl.DataFrame) -> None:
     """Fix every thread's waiting ``W``: the syncs in time order, each extending the running maxima of
-    the streams it waits on only over activities not yet seen."""
+    the streams it waits on only over activities not yet seen; the cross-stream waits launched
+    before each sync are resolved first (in launch order)."""
+    waiting = streams.waiting
+    w_key = a["call_ts"].fill_null(a["ts"]).to_numpy()[waiting] if len(waiting) else np.zeros(0, np.int64)
+    order = np.argsort(w_key, kind="stable")
+    waiting, w_key = waiting[order], w_key[order]
+    streams.waiting = waiting
     if g.syncs.height == 0:
         return
     aw = g.awaits.group_by("sync", maintain_order=True).agg("act")
     awaited = dict(zip(aw["sync"].to_list(), aw["act"].to_list()))
     late = g.syncs["late"].to_numpy()
     point = g.syncs["point"].fill_null(-1).to_numpy()
+    s_key = g.syncs["key"].to_numpy()
+    done = 0
     for j, piece in enumerate(sync_piece):
+        upto = int(np.searchsorted(w_key, s_key[j], side="right"))
+        for w in waiting[done:upto]:
+            streams.resolve(int(w))
+        done = max(done, upto)
         if point[j] >= 0:  # a wait on another thread: that thread's point is final (it resolved earlier)
             G = int(o[point[j]] + W[gseg[point[j]]])
         else:

@@ -121,4 +121,4 @@ def with_thread_waits(pieces: pl.DataFrame, syncs: pl.DataFrame, awaits: pl.Data
     pieces = pieces.join(marks, on="row", how="left", maintain_order="left").with_columns(
         pl.col("s").alias("sync"),
         pl.when(pl.col("k") == "thread").then(pl.lit("wait")).otherwise(pl.col("kind")).alias("kind")).drop("s", "k")
-    return pieces, new.drop("old", "key"), awaits
+    return pieces, new.drop("old"), awaits
