@@ -39,10 +39,10 @@ def test_the_records_are_read_as_written(parts, scanner, monkeypatch):
 
 
 def test_stream_waits_are_dependencies_across_streams():
-    """AlexNet's 20 stream waits: 12 wait on an event recorded on a stream that ran nothing (no-ops); the
-    other 8 give 6 dependencies (two waits of stream 20 fall on one kernel each, in each of 2 passes),
-    each from the last activity launched on the recorded stream before the record call to the first
-    launched on the waiting stream after the wait call."""
+    """AlexNet's 20 stream waits: 14 wait on an event recorded on a stream that ran nothing (no-ops); the
+    other 6 (in each of 2 passes, stream 20 waits twice for stream 7 and stream 7 once for stream 20)
+    are 6 dependencies, each from the last activity launched on the recorded stream before the record
+    call to the first launched on the waiting stream after the wait call."""
     a = Analysis(shared(*ALEXNET))
     _, g, _, _ = graph_of(a, step_marker=ALEXNET_STEP)
     rec = g.deps.filter(pl.col("recorded"))
