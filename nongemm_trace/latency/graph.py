@@ -29,8 +29,8 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
-from ..frames import lookup_columns
-from ..link.nesting import innermost_containing
+from ..frames import add_columns, lookup_columns
+from .pieces import host_pieces, thread_codes
 from .runtime import EVENT_RECORDS, SYNC_KINDS
 from .threads import with_thread_waits
 from .waits import DEPS_SCHEMA, dependencies, recorded_sync_targets
@@ -52,64 +52,6 @@ class Graph:
     queue_gap_ns: int
     # cross-stream dependencies (:mod:`.waits`): act waits for dep's end + delta; recorded: a cuda_sync wait
     deps: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=DEPS_SCHEMA))
-
-
-def thread_codes(ops: pl.DataFrame, calls: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series, pl.Series]:
-    """One small integer per (pid, tid) holding ops or runtime calls: the table ``pid, tid, thr`` and
-    the ``thr`` of every op and every call (from one categorical cast of both tables' threads:
-    joining millions of rows on text would cost seconds on a large trace)."""
-    both = pl.concat([ops.select("pid", "tid"), calls.select("pid", "tid")])
-    codes = both.select(pl.col("pid").cast(pl.Categorical).to_physical().cast(pl.Int64).alias("p"),
-                        pl.col("tid").cast(pl.Categorical).to_physical().cast(pl.Int64).alias("t"))
-    width = int(codes["t"].max() or 0) + 1 if codes.height else 1
-    raw = (codes["p"] * width + codes["t"]).rename("raw")
-    table = both.with_columns(raw).unique("raw").sort("raw").with_row_index("thr").with_columns(
-        pl.col("thr").cast(pl.Int64))
-    thr = raw.to_frame().join(table.select("raw", "thr"), on="raw", how="left", maintain_order="left")["thr"]
-    return table.select("pid", "tid", "thr"), thr.slice(0, ops.height), thr.slice(ops.height)
-
-
-def host_pieces(ops: pl.DataFrame, calls: pl.DataFrame, op_thr: pl.Series, call_thr: pl.Series) -> pl.DataFrame:
-    """Each thread's timeline cut at every op and call boundary: ``thr, ts, end, op_id`` (innermost
-    op, else null), ``launch_id`` (the runtime call it is inside, else null). A zero-length piece
-    closes each thread (its last boundary), so every boundary starts a piece."""
-    op_iv = ops.select("pid", "tid", "op_id", "ts_ns", "dur_ns", "end_ns")
-    times = pl.concat([
-        pl.DataFrame({"thr": op_thr, "t": ops["ts_ns"]}), pl.DataFrame({"thr": op_thr, "t": ops["end_ns"]}),
-        pl.DataFrame({"thr": call_thr, "t": calls["ts_ns"]}), pl.DataFrame({"thr": call_thr, "t": calls["end_ns"]}),
-    ])
-    lo, hi = int(times["t"].min() or 0), int(times["t"].max() or 0)
-    span = hi - lo + 1
-    if times.height and (int(times["thr"].max()) + 1) * span < (1 << 62):  # one int64 key: one fast sort
-        key = (pl.col("thr") * span + (pl.col("t") - lo)).alias("k")
-        bounds = times.select(key).unique().sort("k").select((pl.col("k") // span).alias("thr"),
-                                                             (pl.col("k") % span + lo).alias("t"))
-    else:
-        bounds = times.unique().sort(["thr", "t"])
-    pieces = bounds.with_columns(pl.col("t").shift(-1).over("thr").alias("end")).rename({"t": "ts"})
-    pieces = pieces.with_columns(pl.col("end").fill_null(pl.col("ts"))).with_row_index("row")
-    pieces = pieces.with_columns(pl.col("row").cast(pl.Int64))
-    names = pl.concat([op_iv.select("pid", "tid").with_columns(op_thr.alias("thr")),
-                       calls.select("pid", "tid").with_columns(call_thr.alias("thr"))]).unique("thr")
-    pts = pieces.filter(pl.col("end") > pl.col("ts")).join(names, on="thr").select(
-        pl.col("row").alias("qid"), "pid", "tid", pl.col("ts").alias("ts_ns"), pl.col("end").alias("end_ns"))
-    n = pieces.height
-    in_op = innermost_containing(op_iv, pts)
-    # runtime calls are leaves that do not overlap on a thread: the call around a piece is the last one
-    # started at or before it, if it ends at or after the piece's end (one join_asof, no sweep)
-    starts = pl.DataFrame({"thr": call_thr, "ts": calls["ts_ns"], "call_end": calls["end_ns"],
-                           "launch_id": calls["launch_id"]}).sort("ts")
-    in_call = pieces.filter(pl.col("end") > pl.col("ts")).select("row", "thr", "ts", "end").sort("ts").join_asof(
-        starts, on="ts", by="thr", strategy="backward", check_sortedness=False).filter(
-        pl.col("call_end") >= pl.col("end"))
-    return pieces.select("row", "thr", "ts", "end").with_columns(
-        _scatter(n, in_op["qid"], in_op["op_id"], "op_id"), _scatter(n, in_call["row"], in_call["launch_id"], "launch_id"))
-
-
-def _scatter(n: int, rows: pl.Series, values: pl.Series, name: str) -> pl.Series:
-    """A column of ``n`` nulls with ``values`` at ``rows`` (a join on the row number, without the join)."""
-    out = pl.Series(name, [None], dtype=pl.Int64).extend_constant(None, n - 1) if n else pl.Series(name, [], pl.Int64)
-    return out.scatter(rows.cast(pl.Int64), values.cast(pl.Int64)) if rows.len() else out
 
 
 def _stream_order(acts: pl.DataFrame) -> pl.DataFrame:
@@ -247,27 +189,47 @@ def host_category(ops: pl.DataFrame, generic: list[str], level: str) -> pl.DataF
     return own.select("op_id", pl.col("category").fill_null("unclassified"), "is_wrapper")
 
 
+#: a piece's kind by code, and its bound (the codes are what :func:`label_pieces` computes on)
+_KINDS = ("sync", "launch", "call", "gap", "wrapper", "op")
+_BOUNDS = ("sync", "launch", "cpu", "other", "other", "cpu")
+
+
 def label_pieces(pieces: pl.DataFrame, op_cats: pl.DataFrame, launch_cats: pl.DataFrame,
                  syncs: pl.DataFrame) -> pl.DataFrame:
-    """``kind``, ``bound`` and ``category`` of every piece, and ``sync`` (its row in ``syncs``)."""
-    p = lookup_columns(pieces, "op_id", op_cats, "op_id")
-    p = p.join(launch_cats.join(syncs.select("launch_id", "sync"), on="launch_id", how="full", coalesce=True),
-               on="launch_id", how="left", maintain_order="left")
-    kind = (pl.when(pl.col("sync").is_not_null()).then(pl.lit("sync"))
-            .when(pl.col("launch_category").is_not_null()).then(pl.lit("launch"))
-            .when(pl.col("launch_id").is_not_null()).then(pl.lit("call"))
-            .when(pl.col("op_id").is_null()).then(pl.lit("gap"))
-            .when(pl.col("is_wrapper").fill_null(False)).then(pl.lit("wrapper"))
-            .otherwise(pl.lit("op")))
-    p = p.with_columns(kind.alias("kind"))
-    bound = pl.col("kind").replace_strict({"sync": "sync", "launch": "launch", "call": "cpu", "op": "cpu",
-                                            "wrapper": "other", "gap": "other"}, return_dtype=pl.Utf8)
-    own = pl.when(pl.col("is_wrapper").fill_null(True)).then(pl.lit("unclassified")).otherwise(pl.col("category"))
-    category = (pl.when(pl.col("kind") == "launch").then(pl.col("launch_category"))
-                .when(pl.col("kind").is_in(["wrapper", "gap"])).then(pl.lit("unclassified"))
-                .otherwise(own.fill_null("unclassified")))
-    return p.with_columns(bound.alias("bound"), category.alias("category")).select(
-        "row", "thr", "ts", "end", "kind", "bound", "category", "op_id", "launch_id", "sync").sort("row")
+    """``kind``, ``bound`` and ``category`` of every piece, and ``sync`` (its row in ``syncs``). Worked
+    out on small integer codes, the text gathered once at the end: string conditions over millions
+    of pieces cost seconds on a large trace."""
+    per_call = launch_cats.join(syncs.select("launch_id", "sync"), on="launch_id", how="full", coalesce=True)
+    names = pl.concat([op_cats["category"].unique(), per_call["launch_category"], pl.Series(["unclassified"])])
+    names = names.drop_nulls().unique().sort()
+    code = {c: pl.col(c).cast(pl.Enum(names)).to_physical().cast(pl.Int64) for c in ("category", "launch_category")}
+    p = lookup_columns(pieces, "op_id", op_cats.select("op_id", code["category"], "is_wrapper"), "op_id")
+    p = lookup_columns(p, "launch_id", _dense(per_call.select("launch_id", code["launch_category"], "sync"),
+                                              p["launch_id"]), "launch_id")
+    kind = (pl.when(pl.col("sync").is_not_null()).then(0).when(pl.col("launch_category").is_not_null()).then(1)
+            .when(pl.col("launch_id").is_not_null()).then(2).when(pl.col("op_id").is_null()).then(3)
+            .when(pl.col("is_wrapper").fill_null(False)).then(4).otherwise(5))
+    unclassified = names.index_of("unclassified")
+    own = pl.when(pl.col("is_wrapper").fill_null(True)).then(unclassified).otherwise(pl.col("category"))
+    category = (pl.when(pl.col("k") == 1).then(pl.col("launch_category"))
+                .when(pl.col("k").is_in([3, 4])).then(unclassified).otherwise(own.fill_null(unclassified)))
+    codes = p.select(kind.alias("k")).with_columns(p["is_wrapper"], p["category"], p["launch_category"])
+    codes = codes.select("k", category.alias("c"))
+    return p.select("row", "thr", "ts", "end").with_columns(
+        pl.Series("kind", _KINDS).gather(codes["k"]), pl.Series("bound", _BOUNDS).gather(codes["k"]),
+        names.rename("category").gather(codes["c"]), p["op_id"], p["launch_id"], p["sync"])
+
+
+def _dense(per_call: pl.DataFrame, ids: pl.Series) -> pl.DataFrame:
+    """``per_call`` (unique ``launch_id``) as a table indexed by the launch id when the ids are small
+    non-negative integers (the loader's row numbers), so :func:`lookup_columns` gathers instead of
+    joining millions of pieces; else as it is."""
+    top = max(int(ids.max() or 0), int(per_call["launch_id"].max() or 0)) if per_call.height else 0
+    low = min(int(ids.min() or 0), int(per_call["launch_id"].min() or 0)) if per_call.height else 0
+    if low < 0 or top > 4 * ids.len() + 1024:
+        return per_call
+    rows = pl.DataFrame({"launch_id": pl.int_range(top + 1, eager=True, dtype=per_call.schema["launch_id"])})
+    return add_columns(rows, per_call, "launch_id")
 
 
 def build(ops: pl.DataFrame, calls: pl.DataFrame, activities: pl.DataFrame, step_ranges: pl.DataFrame,

@@ -33,6 +33,8 @@ from __future__ import annotations
 
 import polars as pl
 
+from ..frames import add_columns
+
 #: the shortest host piece read as a wait on another thread (shorter idle pieces are Python
 #: between ops; a hand-off to autograd's thread and back costs tens of microseconds alone)
 MIN_WAIT_NS = 200_000
@@ -50,7 +52,7 @@ def thread_waits(pieces: pl.DataFrame, threads: pl.DataFrame) -> pl.DataFrame:
     waits for, the waiting thread, and the time the wait is resolved at, for ordering with the
     synchronizing calls). ``pieces``: labelled (``row, thr, ts, end, kind``); ``threads``:
     ``pid, tid, thr``."""
-    p = pieces
+    p = pieces.select("row", "thr", "ts", "end", "kind")  # filters copy every column: only those read here
     cand = p.filter(pl.col("kind").is_in(["gap", "wrapper"]) & (pl.col("end") - pl.col("ts") >= MIN_WAIT_NS)).join(
         threads.select("thr", "pid"), on="thr", how="left")
     if cand.height == 0:
@@ -118,7 +120,7 @@ def with_thread_waits(pieces: pl.DataFrame, syncs: pl.DataFrame, awaits: pl.Data
     remap = new.filter(pl.col("old").is_not_null()).select(pl.col("old").alias("sync"), pl.col("sync").alias("new"))
     awaits = awaits.join(remap, on="sync").select(pl.col("new").alias("sync"), "act").sort(["sync", "act"])
     marks = new.select(pl.col("piece").alias("row"), pl.col("sync").alias("s"), pl.col("kind").alias("k"))
-    pieces = pieces.join(marks, on="row", how="left", maintain_order="left").with_columns(
+    pieces = add_columns(pieces, marks, "row").with_columns(
         pl.col("s").alias("sync"),
         pl.when(pl.col("k") == "thread").then(pl.lit("wait")).otherwise(pl.col("kind")).alias("kind")).drop("s", "k")
     return pieces, new.drop("old"), awaits

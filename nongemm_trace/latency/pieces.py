@@ -1,0 +1,126 @@
+"""The host pieces of the dependency graph: each CPU thread's timeline cut at every op and
+runtime-call boundary, each piece with its innermost op and the runtime call around it.
+
+Why a module of its own: on a 1 GB trace there are millions of pieces, and how they are cut
+and labelled is most of the graph's cost. The fast path packs thread and time into one int64
+key (``thread * span + time - first``), so cutting is one sort of integers; the innermost op
+of every piece comes from the C sweep (:mod:`..link.fast_sweep`, the linker's) fed those keys
+directly, checked by gathers; the call around a piece from the calls' starts placed among the
+pieces' keys and carried forward. Where the C sweep is not built, the keys would overflow or
+op ids do not rise with their rows, the reference path (:func:`..link.nesting.innermost_containing`
+and a ``join_asof``) gives the same table; ``tests/test_latency.py`` compares the two.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from ..link import fast_sweep
+from ..link.nesting import innermost_containing
+
+_INT64_MAX = (1 << 63) - 1
+
+
+def thread_codes(ops: pl.DataFrame, calls: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series, pl.Series]:
+    """One small integer per (pid, tid) holding ops or runtime calls: the table ``pid, tid, thr`` and
+    the ``thr`` of every op and every call (from one categorical cast of both tables' threads:
+    joining millions of rows on text would cost seconds on a large trace)."""
+    both = pl.concat([ops.select("pid", "tid"), calls.select("pid", "tid")])
+    codes = both.select(pl.col("pid").cast(pl.Categorical).to_physical().cast(pl.Int64).alias("p"),
+                        pl.col("tid").cast(pl.Categorical).to_physical().cast(pl.Int64).alias("t"))
+    width = int(codes["t"].max() or 0) + 1 if codes.height else 1
+    raw = (codes["p"] * width + codes["t"]).rename("raw")
+    table = both.with_columns(raw).unique("raw").sort("raw").with_row_index("thr").with_columns(
+        pl.col("thr").cast(pl.Int64))
+    thr = raw.to_frame().join(table.select("raw", "thr"), on="raw", how="left", maintain_order="left")["thr"]
+    return table.select("pid", "tid", "thr"), thr.slice(0, ops.height), thr.slice(ops.height)
+
+
+def host_pieces(ops: pl.DataFrame, calls: pl.DataFrame, op_thr: pl.Series, call_thr: pl.Series) -> pl.DataFrame:
+    """Each thread's timeline cut at every op and call boundary: ``row, thr, ts, end, op_id`` (innermost
+    op, else null), ``launch_id`` (the runtime call it is inside, else null), in (thread, time) order. A
+    zero-length piece closes each thread (its last boundary), so every boundary starts a piece. ``ops``
+    and ``calls`` have positive durations; ``op_thr`` / ``call_thr`` are their threads' codes."""
+    if ops.height and fast_sweep.available() and bool((ops["op_id"].diff().drop_nulls() > 0).all()):
+        lo = int(pl.concat([ops["ts_ns"], calls["ts_ns"]]).min())
+        hi = int(pl.concat([ops["end_ns"], calls["end_ns"]]).max())
+        n_thr = int(pl.concat([op_thr, call_thr]).max()) + 1
+        if n_thr * (hi - lo + 1) < _INT64_MAX:
+            return _packed_pieces(ops, calls, op_thr, call_thr, lo, hi - lo + 1, n_thr)
+    return reference_pieces(ops, calls, op_thr, call_thr)
+
+
+def _packed_pieces(ops: pl.DataFrame, calls: pl.DataFrame, op_thr: pl.Series, call_thr: pl.Series,
+                   lo: int, span: int, n_thr: int) -> pl.DataFrame:
+    """:func:`host_pieces` from packed keys and the C sweep (the op ids rise with the rows, so the
+    sweep's ties, by id, are the same by row position, which it is given as ids)."""
+    base_o, base_c = op_thr.cast(pl.Int64) * span - lo, call_thr.cast(pl.Int64) * span - lo
+    o_start, o_end = base_o + ops["ts_ns"], base_o + ops["end_ns"]
+    c_start, c_end = base_c + calls["ts_ns"], base_c + calls["end_ns"]
+    k = pl.concat([o_start, o_end, c_start, c_end]).sort()
+    k = k.filter(k.diff().fill_null(1) != 0).rename("k")  # the boundaries, each once
+    thr = (k // span).rename("thr")
+    nxt = k.shift(-1)
+    end_k = pl.select(pl.when(nxt // span == thr).then(nxt).otherwise(k)).to_series()
+    ts, end = (k - thr * span + lo).rename("ts"), (end_k - thr * span + lo).rename("end")
+    real = end_k > k
+    # innermost op: the sweep's hit (a row of ``ops``) when it contains the whole piece
+    rows = pl.int_range(ops.height, eager=True, dtype=pl.Int64)
+    _, _, hit = fast_sweep.op_tree(o_start, o_end, -ops["dur_ns"], rows, op_thr, k, thr, n_thr)
+    h = hit.fill_null(0)
+    inside = hit.is_not_null() & real & (o_start.gather(h) <= k) & (end_k <= o_end.gather(h))
+    op_id = pl.select(pl.when(inside).then(ops["op_id"].gather(h).cast(pl.Int64))).to_series().rename("op_id")
+    # runtime calls are leaves that do not overlap on a thread: the call around a piece is the last one
+    # started at or before it (placed at its first piece, carried forward), if it ends at or after the piece
+    order = c_start.arg_sort()
+    last_call = pl.Series("c", [None], dtype=pl.Int64).extend_constant(None, k.len() - 1)
+    if calls.height:
+        first = k.search_sorted(c_start.gather(order), side="left")
+        last_call = last_call.scatter(first, order.cast(pl.Int64)).fill_null(strategy="forward")
+    launch_id = last_call
+    if calls.height:
+        c = last_call.fill_null(0)
+        around = last_call.is_not_null() & real & (c_end.gather(c) >= end_k)
+        launch_id = pl.select(pl.when(around).then(calls["launch_id"].gather(c).cast(pl.Int64))).to_series()
+    return pl.DataFrame([pl.int_range(k.len(), eager=True, dtype=pl.Int64).alias("row"), thr, ts, end, op_id,
+                         launch_id.rename("launch_id")])
+
+
+def reference_pieces(ops: pl.DataFrame, calls: pl.DataFrame, op_thr: pl.Series, call_thr: pl.Series) -> pl.DataFrame:
+    """:func:`host_pieces` by sorts, the linker's nesting (:func:`innermost_containing`) and a ``join_asof``:
+    the general path, and the reference the packed one is tested against."""
+    op_iv = ops.select("pid", "tid", "op_id", "ts_ns", "dur_ns", "end_ns")
+    times = pl.concat([
+        pl.DataFrame({"thr": op_thr, "t": ops["ts_ns"]}), pl.DataFrame({"thr": op_thr, "t": ops["end_ns"]}),
+        pl.DataFrame({"thr": call_thr, "t": calls["ts_ns"]}), pl.DataFrame({"thr": call_thr, "t": calls["end_ns"]}),
+    ])
+    lo, hi = int(times["t"].min() or 0), int(times["t"].max() or 0)
+    span = hi - lo + 1
+    if times.height and (int(times["thr"].max()) + 1) * span < (1 << 62):  # one int64 key: one fast sort
+        key = (pl.col("thr") * span + (pl.col("t") - lo)).alias("k")
+        bounds = times.select(key).unique().sort("k").select((pl.col("k") // span).alias("thr"),
+                                                             (pl.col("k") % span + lo).alias("t"))
+    else:
+        bounds = times.unique().sort(["thr", "t"])
+    pieces = bounds.with_columns(pl.col("t").shift(-1).over("thr").alias("end")).rename({"t": "ts"})
+    pieces = pieces.with_columns(pl.col("end").fill_null(pl.col("ts"))).with_row_index("row")
+    pieces = pieces.with_columns(pl.col("row").cast(pl.Int64))
+    names = pl.concat([op_iv.select("pid", "tid").with_columns(op_thr.alias("thr")),
+                       calls.select("pid", "tid").with_columns(call_thr.alias("thr"))]).unique("thr")
+    pts = pieces.filter(pl.col("end") > pl.col("ts")).join(names, on="thr").select(
+        pl.col("row").alias("qid"), "pid", "tid", pl.col("ts").alias("ts_ns"), pl.col("end").alias("end_ns"))
+    n = pieces.height
+    in_op = innermost_containing(op_iv, pts)
+    starts = pl.DataFrame({"thr": call_thr, "ts": calls["ts_ns"], "call_end": calls["end_ns"],
+                           "launch_id": calls["launch_id"]}).sort("ts")
+    in_call = pieces.filter(pl.col("end") > pl.col("ts")).select("row", "thr", "ts", "end").sort("ts").join_asof(
+        starts, on="ts", by="thr", strategy="backward", check_sortedness=False).filter(
+        pl.col("call_end") >= pl.col("end"))
+    return pieces.select("row", "thr", "ts", "end").with_columns(
+        _scatter(n, in_op["qid"], in_op["op_id"], "op_id"), _scatter(n, in_call["row"], in_call["launch_id"], "launch_id"))
+
+
+def _scatter(n: int, rows: pl.Series, values: pl.Series, name: str) -> pl.Series:
+    """A column of ``n`` nulls with ``values`` at ``rows`` (a join on the row number, without the join)."""
+    out = pl.Series(name, [None], dtype=pl.Int64).extend_constant(None, n - 1) if n else pl.Series(name, [], pl.Int64)
+    return out.scatter(rows.cast(pl.Int64), values.cast(pl.Int64)) if rows.len() else out

@@ -1,0 +1,57 @@
+"""The latency graph's host pieces: the packed-key path (C sweep, gathers) gives the reference
+path's table (the linker's nesting and joins) row for row, and the integer-coded labels give
+the kinds, bounds and categories the definitions in docs/latency.md name."""
+
+from __future__ import annotations
+
+import polars as pl
+import pytest
+
+from conftest import SAMPLES, shared
+from nongemm_trace.analysis import Analysis
+from nongemm_trace.latency import graph_of
+from nongemm_trace.latency.pieces import _packed_pieces, host_pieces, reference_pieces, thread_codes
+from nongemm_trace.link import fast_sweep
+
+TRACES = [("h200", "bert_base_train_bs8_s128__eager.json.gz"), ("h200x2", "bert_ddp_train_rank0.json.gz"),
+          ("h200_nsys", "bert_nvtx.sqlite.gz"),
+          ("external", "hta", "critical_path__cuda_event_sync__event_sync_trace.json.gz"),
+          ("external2", "kineto", "tracelens__mi300__ddp_resnet18_no_pool__train_resnet18.json.gz")]
+
+
+def _inputs(a: Analysis) -> tuple:
+    ops = a.linked().ops.filter(pl.col("dur_ns") > 0)
+    calls = a.trace().launches.filter(pl.col("dur_ns") > 0)
+    _, op_thr, call_thr = thread_codes(ops, calls)
+    return ops, calls, op_thr, call_thr
+
+
+@pytest.mark.skipif(not fast_sweep.available(), reason="the C sweep is not built")
+@pytest.mark.parametrize("parts", TRACES, ids=[p[-1][:30] for p in TRACES])
+def test_packed_pieces_are_the_reference_pieces(parts):
+    ops, calls, op_thr, call_thr = _inputs(Analysis(shared(*parts)))
+    ref = reference_pieces(ops, calls, op_thr, call_thr)
+    lo = int(pl.concat([ops["ts_ns"], calls["ts_ns"]]).min())
+    span = int(pl.concat([ops["end_ns"], calls["end_ns"]]).max()) - lo + 1
+    fast = _packed_pieces(ops, calls, op_thr, call_thr, lo, span, int(pl.concat([op_thr, call_thr]).max()) + 1)
+    assert fast.equals(ref) and fast.schema == ref.schema
+    assert ref["op_id"].is_not_null().any() and ref["launch_id"].is_not_null().any()
+
+
+def test_pieces_without_calls_or_ops():
+    ops, calls, op_thr, call_thr = _inputs(Analysis(SAMPLES / "latency" / "bert_bs1_s32__fp32.json.gz"))
+    for o, c, ot, ct in ((ops, calls.head(0), op_thr, call_thr.head(0)), (ops.head(0), calls, op_thr.head(0), call_thr)):
+        got, ref = host_pieces(o, c, ot, ct), reference_pieces(o, c, ot, ct)
+        assert got.equals(ref) and got.height > 0
+
+
+def test_piece_labels_follow_the_definitions():
+    _, g, _, _ = graph_of(shared("h200", "bert_base_train_bs8_s128__eager.json.gz"))
+    p = g.pieces
+    bound = {"sync": "sync", "wait": "sync", "launch": "launch", "call": "cpu", "op": "cpu", "wrapper": "other",
+             "gap": "other"}
+    assert set(p["kind"].unique()) <= set(bound)
+    assert p.filter(pl.col("kind") != "wait").select(
+        (pl.col("kind").replace_strict(bound) == pl.col("bound")).all()).item()
+    assert p.filter(pl.col("kind").is_in(["gap", "wrapper"]))["category"].unique().to_list() == ["unclassified"]
+    assert p.filter(pl.col("kind") == "gap").select(pl.col("op_id").is_null().all() & pl.col("launch_id").is_null().all()).item()
