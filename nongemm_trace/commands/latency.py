@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+from typing import Callable
 
 from ..vocabulary import LEVELS
 from .common import write_model
@@ -43,7 +44,28 @@ def _options(args: argparse.Namespace) -> dict:
             "skip_steps": args.skip_steps}
 
 
+def _read_ahead(args: argparse.Namespace, command: Callable[[argparse.Namespace], int]) -> int:
+    """``command(args)`` with the trace's first chunks read and scanned on the other core while the
+    latency modules import (as ``analyze`` does; the tables the analysis's rule keeps)."""
+    from ..analysis import needs_python
+    from ..load import start_read_ahead, stop_read_ahead
+    if start_read_ahead(args.trace, needs_python(args.level)):
+        try:
+            return command(args)
+        finally:
+            stop_read_ahead()  # not taken: the command stopped before loading
+    return command(args)
+
+
 def run(args: argparse.Namespace) -> int:
+    return _read_ahead(args, _latency)
+
+
+def run_whatif(args: argparse.Namespace) -> int:
+    return _read_ahead(args, _whatif)
+
+
+def _latency(args: argparse.Namespace) -> int:
     from ..latency import latency_analysis
     from ..report.files import latency_csv
     from ..report.terminal.latency import render_latency
@@ -51,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
     return write_model(args, latency_analysis(args.trace, **_options(args)), render_latency, csv=latency_csv)
 
 
-def run_whatif(args: argparse.Namespace) -> int:
+def _whatif(args: argparse.Namespace) -> int:
     from ..latency import whatif_analysis
     from ..report.files import whatif_csv
     from ..report.terminal.latency import render_whatif
