@@ -149,7 +149,8 @@ def sync_table(pieces: pl.DataFrame, first: pl.DataFrame, calls: pl.DataFrame,
         pl.when(waited).then((pl.col("end_ns") - pl.col("awaited_end")).clip(0, pl.col("dur_ns")))
         .otherwise(pl.col("dur_ns")).alias("tail"),
     )
-    ends = pieces.join(sy.select("thr", pl.col("end_ns").alias("ts")), on=["thr", "ts"], how="semi").select(
+    ends = pieces.filter(pl.col("ts").is_in(sy["end_ns"].implode())).join(
+        sy.select("thr", pl.col("end_ns").alias("ts")), on=["thr", "ts"], how="semi").select(
         "thr", pl.col("ts").alias("end_ns"), pl.col("row").alias("end_piece"))
     sy = sy.join(ends, on=["thr", "end_ns"], how="left")
     return sy.select("sync", "piece", "end_piece", "thr", "kind", "launch_id", "late", "tail").sort("sync"), awaits
@@ -273,9 +274,12 @@ def build(ops: pl.DataFrame, calls: pl.DataFrame, activities: pl.DataFrame, step
         "launch_id", keep="first").select("launch_id", pl.col("category").alias("launch_category"))
     pieces = label_pieces(pieces, host_category(ops, generic, level), launch_cats, syncs)
     pieces, syncs, awaits = with_thread_waits(pieces, syncs, awaits, threads)
+    # the pieces at the steps' bounds: those few picked by time first (a join of millions of rows costs seconds)
+    at = pieces.select("thr", "ts", "row").filter(pl.col("ts").is_in(pl.concat([step_ranges["ts"], step_ranges["end"]])
+                                                                    .implode()))
     steps = step_ranges.join(threads, on=["pid", "tid"]).join(
-        pieces.select("thr", "ts", pl.col("row").alias("first")), on=["thr", "ts"]).join(
-        pieces.select("thr", pl.col("ts").alias("end"), pl.col("row").alias("last")), on=["thr", "end"]).sort("step")
+        at.select("thr", "ts", pl.col("row").alias("first")), on=["thr", "ts"]).join(
+        at.select("thr", pl.col("ts").alias("end"), pl.col("row").alias("last")), on=["thr", "end"]).sort("step")
     return Graph(pieces, acts, syncs, awaits, steps, lat0, gap0, deps)
 
 

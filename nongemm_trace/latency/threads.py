@@ -33,8 +33,6 @@ from __future__ import annotations
 
 import polars as pl
 
-from ..frames import add_columns
-
 #: the shortest host piece read as a wait on another thread (shorter idle pieces are Python
 #: between ops; a hand-off to autograd's thread and back costs tens of microseconds alone)
 MIN_WAIT_NS = 200_000
@@ -63,19 +61,26 @@ def thread_waits(pieces: pl.DataFrame, threads: pl.DataFrame) -> pl.DataFrame:
         threads.select("pid", pl.col("thr").alias("b")), on="pid").filter(pl.col("a") != pl.col("b"))
     if pairs.height == 0:
         return pl.DataFrame(schema=_SCHEMA)
-    by_start = busy.select("b", pl.col("ts").alias("t"), pl.col("row").alias("r"), pl.col("ts").alias("r_ts"),
-                           pl.col("end").alias("r_end")).sort("t")
-    # B's busy piece around the wait's start (must have ended), its first one after, its last one before the end
-    before = pairs.sort("ts").join_asof(by_start.rename({"t": "ts"}), on="ts", by="b", strategy="backward",
-                                        check_sortedness=False).rename({"r_end": "prev_end"}).select(
-        "a_row", "b", "prev_end")
-    first = pairs.sort("ts").join_asof(by_start.rename({"t": "ts"}), on="ts", by="b", strategy="forward",
-                                       allow_exact_matches=False, check_sortedness=False).select(
-        "a_row", "b", pl.col("r").alias("first_row"), pl.col("r_ts").alias("b_start"))
-    last = pairs.sort("end").join_asof(by_start.rename({"t": "end"}), on="end", by="b", strategy="backward",
-                                       allow_exact_matches=False, check_sortedness=False).select(
-        "a_row", "b", pl.col("r").alias("last_row"), pl.col("r_end").alias("b_end"))
-    w = pairs.join(before, on=["a_row", "b"]).join(first, on=["a_row", "b"]).join(last, on=["a_row", "b"])
+    # B's busy piece around the wait's start (must have ended), its first one after, its last one before the
+    # end: the busy pieces are in (thread, time) order (rows are numbered along each thread), so one
+    # int64 key of thread and time finds them by binary search
+    lo = int(busy["ts"].min() or 0) if busy.height else 0
+    span = max(int(p["end"].max() or 0), int(pairs["end"].max() or 0)) - lo + 1
+    key = busy["b"] * span + busy["ts"] - lo
+    b = pairs["b"]
+
+    def on_b(t: pl.Series, side: str, shift: int) -> pl.Series:
+        """The busy piece's position on B (``shift`` from the search's), null where B has none."""
+        i = key.search_sorted(b * span + t - lo, side=side).cast(pl.Int64) + shift
+        ok = (i >= 0) & (i < busy.height)
+        i = pl.select(pl.when(ok).then(i)).to_series()
+        same = busy["b"].gather(i.fill_null(0)) == b if busy.height else ok
+        return pl.select(pl.when(same & ok).then(i)).to_series()
+
+    at, after, inside = on_b(pairs["ts"], "right", -1), on_b(pairs["ts"], "right", 0), on_b(pairs["end"], "left", -1)
+    w = pairs.with_columns(busy["end"].gather(at).alias("prev_end"), busy["row"].gather(after).alias("first_row"),
+                           busy["ts"].gather(after).alias("b_start"), busy["row"].gather(inside).alias("last_row"),
+                           busy["end"].gather(inside).alias("b_end"))
     w = w.filter((pl.col("prev_end").is_null() | (pl.col("prev_end") <= pl.col("ts")))
                  & (pl.col("b_start") < pl.col("end")) & (pl.col("b_end") <= pl.col("end"))
                  & (pl.col("last_row") >= pl.col("first_row"))
@@ -119,8 +124,9 @@ def with_thread_waits(pieces: pl.DataFrame, syncs: pl.DataFrame, awaits: pl.Data
         "sync").with_row_index("sync").with_columns(pl.col("sync").cast(pl.Int64))
     remap = new.filter(pl.col("old").is_not_null()).select(pl.col("old").alias("sync"), pl.col("sync").alias("new"))
     awaits = awaits.join(remap, on="sync").select(pl.col("new").alias("sync"), "act").sort(["sync", "act"])
-    marks = new.select(pl.col("piece").alias("row"), pl.col("sync").alias("s"), pl.col("kind").alias("k"))
-    pieces = add_columns(pieces, marks, "row").with_columns(
-        pl.col("s").alias("sync"),
-        pl.when(pl.col("k") == "thread").then(pl.lit("wait")).otherwise(pl.col("kind")).alias("kind")).drop("s", "k")
+    # pieces are numbered by position (``row`` = index): the marks are written to their rows
+    sync = pl.repeat(None, pieces.height, dtype=pl.Int64, eager=True).alias("sync")
+    waiting = new.filter(pl.col("kind") == "thread")["piece"]
+    kind = pieces["kind"].scatter(waiting, "wait") if waiting.len() else pieces["kind"]
+    pieces = pieces.with_columns(sync.scatter(new["piece"], new["sync"]) if new.height else sync, kind)
     return pieces, new.drop("old"), awaits
