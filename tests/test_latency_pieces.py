@@ -55,3 +55,18 @@ def test_piece_labels_follow_the_definitions():
         (pl.col("kind").replace_strict(bound) == pl.col("bound")).all()).item()
     assert p.filter(pl.col("kind").is_in(["gap", "wrapper"]))["category"].unique().to_list() == ["unclassified"]
     assert p.filter(pl.col("kind") == "gap").select(pl.col("op_id").is_null().all() & pl.col("launch_id").is_null().all()).item()
+
+
+def test_locate_is_the_as_of_join_by_thread():
+    """Ties included (a replay can make pieces of no length: equal times along a thread)."""
+    from nongemm_trace.latency.pieces import locate
+    rows = pl.DataFrame({"thr": [0, 0, 0, 0, 0, 2, 2, 2], "ts": [1, 2, 2, 2, 5, 0, 3, 3]}).with_row_index("row")
+    q = pl.DataFrame({"thr": [0, 0, 0, 0, 2, 2, 2, 1, 0], "t": [0, 2, 3, 9, 3, -4, 7, 2, 5]}).sort("t")
+    right = rows.select("thr", pl.col("ts").alias("t"), pl.col("row").cast(pl.Int64))
+    cases = [("right", -1, "backward", True), ("left", 0, "forward", True), ("left", -1, "backward", False),
+             ("right", 0, "forward", False)]
+    got = locate(rows["thr"], rows["ts"], [(q["thr"], q["t"], side, shift) for side, shift, _, _ in cases])
+    for g, (_, _, strategy, exact) in zip(got, cases):
+        want = q.join_asof(right, on="t", by="thr", strategy=strategy, allow_exact_matches=exact,
+                           check_sortedness=False)["row"]
+        assert g.to_list() == want.to_list()

@@ -26,6 +26,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
+from .pieces import locate
 from .replay import Timeline
 
 from ..models.latency import BOUNDS  # noqa: F401  (re-exported: the walk produces these)
@@ -143,16 +144,11 @@ def _host_share(tl: Timeline, host: pl.DataFrame) -> pl.DataFrame:
     if host.height == 0:
         return pl.DataFrame(schema={"step": pl.Int64, "bound": pl.Utf8, "category": pl.Utf8, "ns": pl.Int64})
     # already in (thread, time) order: rows are numbered along each thread, which the replay keeps in order
-    pieces = tl.pieces.select("row", "thr", "ts")
     seg = host.with_row_index("seg").with_columns(pl.col("seg").cast(pl.Int64))
-    first = seg.sort("lo").join_asof(pieces.select("thr", pl.col("ts").alias("lo"), pl.col("row").alias("p_lo")),
-                                     on="lo", by="thr", strategy="backward", check_sortedness=False)
-    first = first.with_columns(pl.col("p_lo").fill_null(
-        seg.sort("lo").join_asof(pieces.select("thr", pl.col("ts").alias("lo"), pl.col("row").alias("p")),
-                                 on="lo", by="thr", strategy="forward", check_sortedness=False)["p"]))
-    spans = first.sort("hi").join_asof(pieces.select("thr", pl.col("ts").alias("hi"), pl.col("row").alias("p_hi")),
-                                       on="hi", by="thr", strategy="backward", allow_exact_matches=False,
-                                       check_sortedness=False)
+    # the piece at or else after each stretch's start, and the last one before its end: by binary search
+    on_start, after, before_end = locate(tl.pieces["thr"], tl.pieces["ts"], [
+        (seg["thr"], seg["lo"], "right", -1), (seg["thr"], seg["lo"], "left", 0), (seg["thr"], seg["hi"], "left", -1)])
+    spans = seg.with_columns(pl.coalesce(on_start, after).alias("p_lo"), before_end.alias("p_hi"))
     cover = spans.drop_nulls(["p_lo", "p_hi"]).filter(pl.col("p_hi") >= pl.col("p_lo")).select(
         "seg", "step", "lo", "hi", pl.int_ranges("p_lo", pl.col("p_hi") + 1).alias("row")).explode("row")
     # pieces are numbered by position (``row`` = index): gather, not a join of millions of rows

@@ -124,3 +124,26 @@ def _scatter(n: int, rows: pl.Series, values: pl.Series, name: str) -> pl.Series
     """A column of ``n`` nulls with ``values`` at ``rows`` (a join on the row number, without the join)."""
     out = pl.Series(name, [None], dtype=pl.Int64).extend_constant(None, n - 1) if n else pl.Series(name, [], pl.Int64)
     return out.scatter(rows.cast(pl.Int64), values.cast(pl.Int64)) if rows.len() else out
+
+
+def locate(thr: pl.Series, ts: pl.Series, queries: list[tuple[pl.Series, pl.Series, str, int]]) -> list[pl.Series]:
+    """Rows found by thread and time, by binary search: ``thr, ts`` in (thread, time) order (the pieces'
+    order along each thread, which every replay keeps); per query ``(q_thr, q_t, side, shift)`` the
+    position ``search_sorted(side) + shift`` on one int64 key of thread and time, null where that is
+    no row or a row of another thread. ``("right", -1)``: the last row at or before ``q_t`` (an as-of
+    join backward); ``("left", 0)``: the first at or after (forward); ``("left", -1)``: the last
+    before; ``("right", 0)``: the first after. Thread codes are small (below the number of threads),
+    so the key does not overflow."""
+    if thr.len() == 0:
+        return [pl.repeat(None, q[0].len(), dtype=pl.Int64, eager=True) for q in queries]
+    times = [ts] + [q[1] for q in queries]
+    lo = min(int(t.min()) for t in times if t.len())
+    span = max(int(t.max()) for t in times if t.len()) - lo + 1
+    key = thr.cast(pl.Int64) * span + ts - lo
+    out = []
+    for q_thr, q_t, side, shift in queries:
+        i = key.search_sorted(q_thr.cast(pl.Int64) * span + q_t - lo, side=side).cast(pl.Int64) + shift
+        i = pl.select(pl.when((i >= 0) & (i < thr.len())).then(i)).to_series()
+        same = thr.gather(i) == q_thr
+        out.append(pl.select(pl.when(same).then(i)).to_series())
+    return out

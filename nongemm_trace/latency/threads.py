@@ -33,6 +33,8 @@ from __future__ import annotations
 
 import polars as pl
 
+from .pieces import locate
+
 #: the shortest host piece read as a wait on another thread (shorter idle pieces are Python
 #: between ops; a hand-off to autograd's thread and back costs tens of microseconds alone)
 MIN_WAIT_NS = 200_000
@@ -62,22 +64,10 @@ def thread_waits(pieces: pl.DataFrame, threads: pl.DataFrame) -> pl.DataFrame:
     if pairs.height == 0:
         return pl.DataFrame(schema=_SCHEMA)
     # B's busy piece around the wait's start (must have ended), its first one after, its last one before the
-    # end: the busy pieces are in (thread, time) order (rows are numbered along each thread), so one
-    # int64 key of thread and time finds them by binary search
-    lo = int(busy["ts"].min() or 0) if busy.height else 0
-    span = max(int(p["end"].max() or 0), int(pairs["end"].max() or 0)) - lo + 1
-    key = busy["b"] * span + busy["ts"] - lo
+    # end (the busy pieces are in (thread, time) order: rows are numbered along each thread)
     b = pairs["b"]
-
-    def on_b(t: pl.Series, side: str, shift: int) -> pl.Series:
-        """The busy piece's position on B (``shift`` from the search's), null where B has none."""
-        i = key.search_sorted(b * span + t - lo, side=side).cast(pl.Int64) + shift
-        ok = (i >= 0) & (i < busy.height)
-        i = pl.select(pl.when(ok).then(i)).to_series()
-        same = busy["b"].gather(i.fill_null(0)) == b if busy.height else ok
-        return pl.select(pl.when(same & ok).then(i)).to_series()
-
-    at, after, inside = on_b(pairs["ts"], "right", -1), on_b(pairs["ts"], "right", 0), on_b(pairs["end"], "left", -1)
+    at, after, inside = locate(busy["b"], busy["ts"], [(b, pairs["ts"], "right", -1), (b, pairs["ts"], "right", 0),
+                                                       (b, pairs["end"], "left", -1)])
     w = pairs.with_columns(busy["end"].gather(at).alias("prev_end"), busy["row"].gather(after).alias("first_row"),
                            busy["ts"].gather(after).alias("b_start"), busy["row"].gather(inside).alias("last_row"),
                            busy["end"].gather(inside).alias("b_end"))
