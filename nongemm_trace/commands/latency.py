@@ -7,7 +7,7 @@ import argparse
 from typing import Callable
 
 from ..vocabulary import LEVELS
-from .common import write_model
+from .common import finished, write_model
 
 HELP = ("each step's wall time along its critical path, by category and bound (gpu, communication, launch, cpu, "
         "sync, other)")
@@ -46,15 +46,20 @@ def _options(args: argparse.Namespace) -> dict:
 
 def _read_ahead(args: argparse.Namespace, command: Callable[[argparse.Namespace], int]) -> int:
     """``command(args)`` with the trace's first chunks read and scanned on the other core while the
-    latency modules import (as ``analyze`` does; the tables the analysis's rule keeps)."""
+    latency modules import (as ``analyze`` does; the tables the analysis's rule keeps); once its
+    report is written, the process may exit without freeing the trace's tables one by one
+    (``cli.entry``: a second on a 1 GB trace, whose graph holds millions of pieces)."""
     from ..analysis import needs_python
     from ..load import start_read_ahead, stop_read_ahead
     if start_read_ahead(args.trace, needs_python(args.level)):
         try:
-            return command(args)
+            code = command(args)
         finally:
             stop_read_ahead()  # not taken: the command stopped before loading
-    return command(args)
+    else:
+        code = command(args)
+    finished["single_analysis"] = code == 0
+    return code
 
 
 def run(args: argparse.Namespace) -> int:
