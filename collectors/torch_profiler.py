@@ -122,7 +122,9 @@ def profile_steps(out_dir: str | os.PathLike, name: str, *, steps: int = 5, wait
                   summary: bool = True, on_written: Callable[[Path], None] | None = None
                   ) -> Iterator[Callable[[], None]]:
     """Profile the steps of an existing loop; call the yielded function once per step.
-    ``on_written(path)`` is called once the trace file is written."""
+    ``on_written(path)`` is called once the trace file is written. The yielded function carries
+    the ``torch.profiler.profile`` as ``.profiler``, so a caller can read torch's own tables of
+    the same steps (``step.profiler.key_averages()``, after the ``with`` block) as a reference."""
     import torch
 
     sched = torch.profiler.schedule(wait=wait, warmup=warmup, active=steps, repeat=1)
@@ -133,14 +135,17 @@ def profile_steps(out_dir: str | os.PathLike, name: str, *, steps: int = 5, wait
     active_from = wait + warmup  # metadata given before the trace is recording is dropped (with a warning)
 
     def add_metadata() -> None:
+        # Kineto writes a value's backslashes as slashes, so torch's escaped double quote would end
+        # the JSON string and break the file: values go in with single quotes (``nongemm_run`` keeps them)
         for k, v in meta.items():
-            prof.add_metadata(f"nongemm_{k}", str(v))
+            prof.add_metadata(f"nongemm_{k}", str(v).replace('"', "'"))
 
     def step() -> None:
         prof.step()
         if prof.step_num == active_from:
             add_metadata()
 
+    step.profiler = prof  # type: ignore[attr-defined]
     with prof:
         if active_from == 0:
             add_metadata()

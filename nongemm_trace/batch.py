@@ -59,6 +59,7 @@ def _one_core_each() -> None:
 #: (GEMM, non-GEMM, unclassified, exposed communication) + idle = span
 TIMELINE_FIELDS = ("span_us", "busy_us", "idle_us", "host_bound_idle_us", "communication_us",
                    "exposed_communication_us", "busy_by_class_us")
+#: plus ``host_communication_us``: the self CPU time of its communication ops (the straggler on CPU-only ranks)
 
 
 def _work(path: str, options: dict[str, Any], parquet_dir: str | None, index: int) -> dict[str, Any]:
@@ -74,6 +75,7 @@ def _work(path: str, options: dict[str, Any], parquet_dir: str | None, index: in
         if isinstance(di, dict) and di.get("rank") is not None:  # a rank: what it waited for, from the same load
             s = launch_analysis(analysis, **{k: v for k, v in report_opts.items() if k != "metric"}).summary
             timeline = {k: s.get(k) for k in TIMELINE_FIELDS}
+            timeline["host_communication_us"] = _host_communication_us(rep)
     except TraceError as exc:
         return {"trace": path, "error": exc.one_line()}
     except MemoryError:
@@ -88,6 +90,14 @@ def _work(path: str, options: dict[str, Any], parquet_dir: str | None, index: in
     if parquet_dir:
         _write_parts(rep, Path(parquet_dir), index, d["rank"])
     return d
+
+
+def _host_communication_us(rep) -> float:
+    """Self CPU time of the communication ops (every thread; wrappers left out, as in the cpu metric):
+    where a rank's host waits in collectives (gloo's run on its own threads, as ops of the trace)."""
+    import polars as pl
+    ops = rep.ops.filter((pl.col("category") == "communication") & ~pl.col("wrapper"))
+    return round(int(ops["self_cpu_time_ns"].sum()) / 1000, 3)
 
 
 def _write_parts(rep, root: Path, index: int, rank: Any) -> None:
@@ -105,7 +115,9 @@ def _write_parts(rep, root: Path, index: int, rank: Any) -> None:
 def _straggler(rows: list[dict[str, Any]]) -> tuple[Any, str]:
     """The rank the others wait for: in a collective every rank waits until the last one arrives, so the
     straggler is the rank with the least time in communication kernels (its collectives start last and
-    end at once), ties broken by the most host-bound idle time. Without collectives: the slowest mean step."""
+    end at once), ties broken by the most host-bound idle time. Without communication kernels (CPU-only
+    ranks, gloo), the same rule on the host time in communication ops; the step times cannot tell, as the
+    collectives make every rank's step as long as the slowest's. Without collectives: the slowest mean step."""
     timed = [r for r in rows if r.get("communication_us") is not None]
     if len(timed) == len(rows) and any(r["communication_us"] > 0 for r in rows):
         slow = min(rows, key=lambda r: (r["communication_us"], -(r.get("host_bound_idle_us") or 0.0)))
@@ -115,6 +127,14 @@ def _straggler(rows: list[dict[str, Any]]) -> tuple[Any, str]:
             f"{min(others) / 1000:,.1f}-{max(others) / 1000:,.1f} ms (waiting for it); it is "
             f"{(slow.get('host_bound_idle_us') or 0) / 1000:,.1f} ms idle waiting for its CPU and "
             f"{(slow.get('busy_us') or 0) / 1000:,.1f} ms busy")
+    host = [r.get("host_communication_us") for r in rows]
+    if all(h is not None for h in host) and any(host):
+        slow = min(rows, key=lambda r: r["host_communication_us"])
+        others = [r["host_communication_us"] for r in rows if r is not slow]
+        return slow["rank"], (
+            f"no communication kernels: rank {slow['rank']} spends {slow['host_communication_us'] / 1000:,.1f} ms of "
+            f"host time in collective ops, the others {min(others) / 1000:,.1f}-{max(others) / 1000:,.1f} ms "
+            f"(waiting for it)")
     slow = max(rows, key=lambda r: r["mean_step_us"])
     return slow["rank"], (f"no collectives in the traces: rank {slow['rank']} has the longest mean step "
                           f"({slow['mean_step_us'] / 1000:,.1f} ms)")

@@ -52,6 +52,21 @@ def test_profile_steps_in_an_existing_loop(tmp_path):
     doc = json.loads(gzip.decompress((tmp_path / "loop.json.gz").read_bytes()))
     assert sum(1 for e in doc["traceEvents"] if e.get("name", "").startswith("ProfilerStep#")) == 2
     assert not (tmp_path / "loop.nongemm.json").exists()
+    assert step.profiler.key_averages()  # torch's own table of the same steps, for cross-checks
+
+
+def test_metadata_with_double_quotes_keeps_the_trace_valid_json(tmp_path):
+    """Kineto turns torch's escaped quote into '/"', which ends the string: the collector must not pass quotes."""
+    from nongemm_trace.collectors.torch_profiler import profile_steps
+
+    settings = json.dumps({"mode": "tp-infer", "slow_rank": None})
+    with profile_steps(tmp_path, "quoted", steps=1, wait=0, warmup=0, summary=False,
+                       metadata={"settings": settings}) as step:
+        torch.ones(4).add_(1)
+        step()
+    doc = json.loads(gzip.decompress((tmp_path / "quoted.json.gz").read_bytes()))
+    assert doc["nongemm_run"]["settings"] == settings
+    assert doc["nongemm_settings"] == settings.replace('"', "'")
 
 
 def test_command_line_entry_point(tmp_path):

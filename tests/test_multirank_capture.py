@@ -1,0 +1,168 @@
+"""bench/capture_multirank.py on the CPU: two gloo ranks of a tiny Llama, FSDP2 training with rank 1
+slowed on purpose, and tensor-parallel inference. What the multi-rank analysis says about them is
+checked against torch.profiler's own key_averages (written beside each trace) and the slowed rank.
+
+CPU-only ranks have no device time line: exposed communication, busy time by class and GPU shares
+are zero there (the GPU checks of the same script wait for a multi-GPU run, docs/multigpu.md)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+import nongemm_trace
+from conftest import REPO, raw_events
+from nongemm_trace.cli import main
+
+torch = pytest.importorskip("torch", reason="torch not installed")
+pytest.importorskip("transformers", reason="transformers not installed (the capture builds LlamaForCausalLM)")
+if not (torch.distributed.is_available() and torch.distributed.is_gloo_available()):
+    pytest.skip("torch.distributed with gloo not available", allow_module_level=True)
+
+SLOW_RANK, SLOW_MS, STEPS = 1, 100, 3
+RUNS = {"fsdp": ["fsdp2-train", "--slow-rank", str(SLOW_RANK), "--slow-ms", str(SLOW_MS)], "tp": ["tp-infer"]}
+#: µs: both sides read the same whole-nanosecond timestamps (tests/test_references.py)
+TOL_US = 0.001
+
+
+@pytest.fixture(scope="module")
+def captured(tmp_path_factory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("multirank")
+    out = {}
+    for key, args in RUNS.items():
+        d = root / key
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+               str(REPO / "bench" / "capture_multirank.py"), *args, "-o", str(d), "--tiny", "--device", "cpu",
+               "--timed", "0", "--wait", "0", "--warmup", "1", "--steps", str(STEPS)]
+        r = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stderr[-3000:]
+        out[key] = d
+    return out
+
+
+def _traces(folder: Path) -> list[Path]:
+    return sorted(folder.glob("*_rank*.json.gz"))
+
+
+def _meta(trace: Path) -> dict:
+    return json.loads(trace.with_name(trace.name.replace(".json.gz", ".meta.json")).read_text())
+
+
+def _batch(capsys, *args) -> dict:
+    code = main(["analyze", *map(str, args), "--format", "json", "--quiet"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    return json.loads(out)
+
+
+@pytest.mark.parametrize("run", list(RUNS))
+def test_each_rank_writes_its_trace_and_torchs_tables(captured, run):
+    traces = _traces(captured[run])
+    assert [t.name.rsplit("_rank", 1)[1] for t in traces] == ["0.json.gz", "1.json.gz"]
+    for rank, t in enumerate(traces):
+        doc = json.loads(gzip.decompress(t.read_bytes()))
+        assert doc["distributedInfo"]["rank"] == rank and doc["distributedInfo"]["world_size"] == 2
+        assert doc["distributedInfo"]["backend"] == "gloo"
+        meta = _meta(t)
+        assert meta["rank"] == rank and meta["latency_source"] == "perf_counter"
+        assert len(meta["active_step_ms"]) == STEPS and all(x > 0 for x in meta["active_step_ms"])
+        assert len(meta["key_averages"]) >= 20
+        assert sum(1 for e in doc["traceEvents"] if str(e.get("name", "")).startswith("ProfilerStep#")) == STEPS
+
+
+@pytest.mark.parametrize("run", list(RUNS))
+def test_cpu_times_per_op_match_key_averages(captured, run):
+    """Per op name, CPU time equals key_averages' (a call nested in a same-name call: between once and
+    twice, docs/definitions.md), and so does self CPU time, but for gloo's collectives: torch marks them
+    async (begun on the calling thread, ended on gloo's worker) and gives them no self time; the file
+    writes them as ops of the worker thread, so here their self time is their duration."""
+    for t in _traces(captured[run]):
+        rep = nongemm_trace.analyze(t)
+        assert rep.metric == "cpu"  # a CPU-only trace reports host time by itself
+        g = rep.ops.group_by("op").agg(pl.col("cpu_time_ns").sum(), pl.col("self_cpu_time_ns").sum())
+        cpu = {n: c for n, c, _ in g.iter_rows()}
+        self_ = {n: s for n, _, s in g.iter_rows()}
+        torch_cpu, torch_self = Counter(), Counter()
+        for row in _meta(t)["key_averages"]:
+            if row["key"] in cpu:
+                torch_cpu[row["key"]] += row["cpu_time_total_us"]
+                torch_self[row["key"]] += row["self_cpu_time_total_us"]
+        assert len(torch_cpu) >= 20
+        same_name_nested = {e["name"] for e in _nested_same_name(t)}
+        for name, theirs in torch_cpu.items():
+            ours = cpu[name] / 1000
+            if name in same_name_nested:
+                assert ours - TOL_US <= theirs <= 2 * ours + TOL_US, name
+            else:
+                assert ours == pytest.approx(theirs, abs=TOL_US), name
+        off = {n for n in torch_self if abs(self_[n] / 1000 - torch_self[n]) > TOL_US}
+        assert off and all(n.startswith("gloo:") and torch_self[n] == 0 for n in off), off
+
+
+def _nested_same_name(path: Path) -> list[dict]:
+    """Op events that lie inside an op of the same name on the same thread (a plain scan of the file)."""
+    ops = sorted((e for e in raw_events(str(path)) if e.get("ph") == "X" and e.get("cat") in ("cpu_op", "user_annotation")),
+                 key=lambda e: (e["pid"], e["tid"], e["ts"], -e["dur"]))
+    out, open_ = [], []
+    for e in ops:
+        open_ = [o for o in open_ if (o["pid"], o["tid"]) == (e["pid"], e["tid"]) and o["ts"] + o["dur"] > e["ts"]]
+        if any(o["name"] == e["name"] for o in open_):
+            out.append(e)
+        open_.append(e)
+    return out
+
+
+@pytest.mark.parametrize("run", list(RUNS))
+def test_collectives_are_communication(captured, run):
+    for t in _traces(captured[run]):
+        ops = nongemm_trace.analyze(t).ops
+        coll = ops.filter(pl.col("op").str.contains(r"^(gloo:|c10d::|_c10d_functional::)"))
+        assert coll.height >= 2 and set(coll["category"]) == {"communication"}, coll
+        assert any(n.startswith("gloo:") for n in coll["op"])
+
+
+def test_the_slowed_rank_is_the_straggler(captured, capsys):
+    d = _batch(capsys, captured["fsdp"], "--workers", "1")
+    ranks = d["ranks"]
+    assert ranks["straggler_rank"] == SLOW_RANK, ranks["straggler_evidence"]
+    assert "host time in collective ops" in ranks["straggler_evidence"]
+    rows = {r["rank"]: r for r in ranks["ranks"]}
+    # the others wait for it in every collective: at least the spin time of the steps, once
+    assert rows[0]["host_communication_us"] - rows[SLOW_RANK]["host_communication_us"] > STEPS * SLOW_MS * 1000 / 2
+    for tr in d["traces"]:  # the rank's host time in communication: its communication category (cpu metric)
+        comm = sum(c["cpu_time_us"] for c in tr["categories"] if c["category"] == "communication")
+        assert rows[tr["rank"]]["host_communication_us"] == pytest.approx(comm, abs=1e-3)
+    for r in rows.values():  # no device time line on CPU-only ranks
+        assert r["span_us"] == 0 and r["exposed_communication_us"] == 0 and r["communication_us"] == 0
+
+
+def test_parquet_dataset_matches_the_json(captured, tmp_path, capsys):
+    folders = [captured["fsdp"], captured["tp"]]
+    one = _batch(capsys, *folders, "--workers", "1")
+    code = main(["analyze", *map(str, folders), "--format", "parquet", "-o", str(tmp_path / "ds"), "--quiet",
+                 "--workers", "1"])
+    assert code == 0, capsys.readouterr().err
+    cats = pl.read_parquet(tmp_path / "ds" / "table=categories" / "*.parquet")
+    ops = pl.read_parquet(tmp_path / "ds" / "table=ops" / "*.parquet")
+    for tr in one["traces"]:
+        mine = cats.filter(pl.col("trace") == tr["trace"])
+        assert set(mine["rank"]) == {tr["rank"]}
+        got = dict(zip(mine["category"], mine["cpu_time_us"]))
+        assert got == pytest.approx({c["category"]: c["cpu_time_us"] for c in tr["categories"]}, abs=1e-3)
+        assert ops.filter(pl.col("trace") == tr["trace"]).height == len(tr["ops"])
+
+
+def test_ray_engine_agrees_with_the_process_engine(captured, capsys):
+    """Ray's start is most of this test's time (about 15 s here): ``-k 'not ray'`` leaves it out."""
+    pytest.importorskip("ray", reason="Ray not installed (the [ray] extra)")
+    folders = [captured["fsdp"], captured["tp"]]
+    ray = _batch(capsys, *folders, "--engine", "ray", "--workers", "2")
+    process = _batch(capsys, *folders, "--workers", "2")
+    assert ray["traces"] == process["traces"] and ray["ranks"] == process["ranks"]
