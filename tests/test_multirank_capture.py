@@ -166,3 +166,58 @@ def test_ray_engine_agrees_with_the_process_engine(captured, capsys):
     ray = _batch(capsys, *folders, "--engine", "ray", "--workers", "2")
     process = _batch(capsys, *folders, "--workers", "2")
     assert ray["traces"] == process["traces"] and ray["ranks"] == process["ranks"]
+
+
+def _gpu_runs() -> list[Path]:
+    """Folders of GPU rank traces from bench/capture_multirank.py (docs/multigpu.md): under
+    sample_traces/multirank/ or the shared traces' h200x*/ (none yet: the test is skipped)."""
+    from conftest import SAMPLES, SHARED
+    metas = [*SAMPLES.glob("multirank/*/*_rank*.meta.json"), *SHARED.glob("h200x*/*/*_rank*.meta.json")]
+    return sorted({m.parent for m in metas if json.loads(m.read_text()).get("device") == "cuda"})
+
+
+def _merged_ns(spans) -> int:
+    """Length of the union of (start, duration) intervals, by a plain merge."""
+    total, cur = 0, None
+    for ts, dur in sorted(spans):
+        if cur is None or ts > cur[1]:
+            total += 0 if cur is None else cur[1] - cur[0]
+            cur = [ts, ts + dur]
+        else:
+            cur[1] = max(cur[1], ts + dur)
+    return total + (0 if cur is None else cur[1] - cur[0])
+
+
+@pytest.mark.parametrize("folder", _gpu_runs() or [None], ids=lambda p: p.name if p else "none")
+def test_gpu_ranks(folder, capsys, tmp_path):
+    """The checks of docs/multigpu.md on a multi-GPU run: per-op self GPU time against key_averages,
+    communication kernels, the slowed rank, exposed communication, the Parquet dataset."""
+    if folder is None:
+        pytest.skip("no GPU rank traces of bench/capture_multirank.py yet (docs/multigpu.md)")
+    d = _batch(capsys, folder, "--workers", "1")
+    for tr in d["traces"]:
+        path = Path(tr["trace"])
+        rep = nongemm_trace.analyze(path)
+        self_us = dict(rep.ops.group_by("op").agg(pl.col("self_gpu_time_ns").sum() / 1000).iter_rows())
+        ops = {e["name"] for e in raw_events(str(path)) if e.get("ph") == "X" and e.get("cat") == "cpu_op"}
+        rows = [r for r in _meta(path)["key_averages"] if r["key"] in ops]
+        assert len(rows) >= 20
+        for r in rows:
+            assert self_us.get(r["key"], 0.0) == pytest.approx(r["self_device_time_total_us"], rel=1e-3, abs=0.002), r["key"]
+        k = rep.kernels
+        nccl = k["name"].str.contains("(?i)nccl")
+        if _meta(path)["world_size"] > 1:  # one rank runs no collectives
+            assert nccl.any() and set(k.filter(nccl)["category"]) == {"communication"}
+            assert set(k.filter(pl.col("category") == "communication")["name"].str.contains("(?i)nccl")) == {True}
+        spans = list(zip(k["ts_ns"].to_list(), k["dur_ns"].to_list()))
+        rest = k.filter(pl.col("category") != "communication")
+        exposed = _merged_ns(spans) - _merged_ns(zip(rest["ts_ns"].to_list(), rest["dur_ns"].to_list()))
+        assert tr["timeline"]["exposed_communication_us"] == pytest.approx(exposed / 1000, abs=1e-3)
+    slow = _meta(Path(d["traces"][0]["trace"])).get("slow_rank")
+    if slow is not None:
+        assert d["ranks"]["straggler_rank"] == slow, d["ranks"]["straggler_evidence"]
+    assert main(["analyze", str(folder), "--format", "parquet", "-o", str(tmp_path / "ds"), "--quiet", "--workers", "1"]) == 0
+    cats = pl.read_parquet(tmp_path / "ds" / "table=categories" / "*.parquet")
+    for tr in d["traces"]:
+        got = cats.filter(pl.col("trace") == tr["trace"])["gpu_time_ns"].sum()
+        assert got / 1000 == pytest.approx(tr["gpu_time_us"], abs=0.01)
