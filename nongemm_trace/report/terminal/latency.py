@@ -96,7 +96,8 @@ def render_whatif(rep: WhatIfReport, console: Console) -> None:
         console.print(f"[bold]mean step: measured {m:,.1f} us -> predicted {p:,.1f} us ({100 * (p / m - 1):+.1f} %); "
                       f"naive Amdahl (step minus the time saved) {a:,.1f} us[/bold]")
     sm, sp = d.get("measured_span_us"), d.get("predicted_span_us")
-    if sm and sp is not None and rep.steps.height > 1:
+    queued = any(w.code == "steps_overlap" for w in rep.warnings)  # else the span adds only the time between steps
+    if queued and sm and sp is not None and rep.steps.height > 1:
         console.print(f"all {rep.steps.height} steps, first start to last end: measured {sm:,.1f} us -> predicted "
                       f"{sp:,.1f} us ({100 * (sp / sm - 1):+.1f} %)")
     t = Table(title="Steps", title_justify="left")
