@@ -39,9 +39,9 @@ def capture(out, only):
         torch.backends.cuda.matmul.allow_tf32 = on
         torch.backends.cudnn.allow_tf32 = on
 
-    def hf_model(cls, cfg_cls, bs, seq):
+    def hf_model(cls, cfg_cls, bs, seq, **cfg):
         import transformers as T
-        m = getattr(T, cls)(getattr(T, cfg_cls)()).to(dev).eval()
+        m = getattr(T, cls)(getattr(T, cfg_cls)(**cfg)).to(dev).eval()
         x = torch.randint(0, 30000, (bs, seq), device=dev)
         return lambda: m(input_ids=x)
 
@@ -83,6 +83,12 @@ def capture(out, only):
         "gpt2_bs4_s256": (lambda: hf_model("GPT2Model", "GPT2Config", 4, 256), True),      # between
         "resnet50_bs32": (lambda: tv_model("resnet50", 32), False),                        # cuDNN convs
         "bert_bs32_s256": (lambda: hf_model("BertModel", "BertConfig", 32, 256), False),   # GEMM-bound
+        # models the replay was not tuned on (a held-out check of the same protocol)
+        "vit_b16_bs32": (lambda: tv_model("vit_b_16", 32), False),                       # GEMM-bound ViT
+        "mobilenetv3_bs1": (lambda: tv_model("mobilenet_v3_large", 1), True),             # launch-bound convs
+        "llama_1k_bs1_s128": (lambda: hf_model("LlamaModel", "LlamaConfig", 1, 128, hidden_size=1024,
+                                               intermediate_size=2816, num_hidden_layers=8, num_attention_heads=16,
+                                               num_key_value_heads=4, vocab_size=32000), True),
         "bert_train_bs8_s128": (lambda: hf_train("BertModel", "BertConfig", 8, 128), False),  # training
         "gpt2_train_bs1_s64": (lambda: hf_train("GPT2Model", "GPT2Config", 1, 64), False),    # host-bound training
     }
