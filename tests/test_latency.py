@@ -238,6 +238,17 @@ def test_steps_that_run_into_the_next_are_named_and_a_faster_host_ends_no_later(
     assert "steps_overlap" not in [x["code"] for x in synced]
 
 
+def test_steps_left_out_are_not_counted_as_overlapping():
+    """``--skip-steps`` leaves warm-up steps out of every number, the overlap warning included: whatif's
+    measured timeline counts the steps latency counts, and with every factor 1 the predicted one too."""
+    a = Analysis(shared("external", "hta", "ns_resolution_trace__rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"))
+    for skip in (1, 4):
+        latency = [w.count for w in latency_analysis(a, skip_steps=skip).warnings if w.code == "steps_overlap"]
+        whatif = whatif_analysis(a, {"GEMM": 1}, skip_steps=skip).warnings
+        by_timeline = {w.message.split()[2]: w.count for w in whatif if w.code == "steps_overlap"}
+        assert list(by_timeline.values()) == latency * 2, (skip, by_timeline, latency)
+
+
 def test_the_span_is_the_throughput_answer_where_steps_queue():
     """On a trace whose host and device each take about a step's time and never synchronize, halving
     GEMM time shortens each step's wall time (less queueing) far more than the steps' span, which the

@@ -166,9 +166,10 @@ def predict(analysis, g, rep, warnings, scales, *, cpu_scale: float = 1.0, launc
     keep = predicted.steps.filter(pl.col("step") >= skip) if skip else predicted.steps
     predicted.steps = keep
     att = attribute(predicted, analysis.taxonomy.classes, g.queue_gap_ns)
+    kept_measured = measured.steps.filter(pl.col("step").is_in(keep["step"].implode()))
     warnings = list(warnings)
-    for timeline, what in ((measured, "measured"), (predicted, "predicted")):
-        overlap = overlapping_steps(timeline.steps, what)
+    for kept, what in ((kept_measured, "measured"), (keep, "predicted")):  # the steps left out are not reported
+        overlap = overlapping_steps(kept, what)
         if overlap is not None:
             warnings.append(overlap)
     saved = a.select("step", pl.Series("saved", d - new_d)).group_by("step").agg(pl.col("saved").sum())
@@ -180,7 +181,6 @@ def predict(analysis, g, rep, warnings, scales, *, cpu_scale: float = 1.0, launc
     shares = in_steps.group_by("class").agg(pl.col("m").sum().alias("measured_ns"), pl.col("p").sum().alias("predicted_ns"))
     order = {c: i for i, c in enumerate(CLASSES)}
     shares = shares.sort(pl.col("class").replace_strict(order, default=len(order), return_dtype=pl.Int64))
-    kept_measured = measured.steps.filter(pl.col("step").is_in(keep["step"].implode()))
     span = {what: int(t["end"].max() - t["ts"].min()) if t.height else None
             for what, t in (("measured", kept_measured), ("predicted", keep))}
     return WhatIfReport(str(path), rep.taxonomy, rep.level, [{"selector": t, "factor": f} for t, _, _, f in parsed],
