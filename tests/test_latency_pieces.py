@@ -58,15 +58,20 @@ def test_piece_labels_follow_the_definitions():
 
 
 def test_locate_is_the_as_of_join_by_thread():
-    """Ties included (a replay can make pieces of no length: equal times along a thread)."""
+    """Ties included (a replay can make pieces of no length: equal times along a thread), and times so
+    far apart that threads x span overflows an int64 key (a trace whose events lie decades apart, or its
+    replay: 3 threads x 4e18 ns, and 1e19 ns from the first time to the last, each over 2^63)."""
     from nongemm_trace.latency.pieces import locate
     rows = pl.DataFrame({"thr": [0, 0, 0, 0, 0, 2, 2, 2], "ts": [1, 2, 2, 2, 5, 0, 3, 3]}).with_row_index("row")
     q = pl.DataFrame({"thr": [0, 0, 0, 0, 2, 2, 2, 1, 0], "t": [0, 2, 3, 9, 3, -4, 7, 2, 5]}).sort("t")
-    right = rows.select("thr", pl.col("ts").alias("t"), pl.col("row").cast(pl.Int64))
     cases = [("right", -1, "backward", True), ("left", 0, "forward", True), ("left", -1, "backward", False),
              ("right", 0, "forward", False)]
-    got = locate(rows["thr"], rows["ts"], [(q["thr"], q["t"], side, shift) for side, shift, _, _ in cases])
-    for g, (_, _, strategy, exact) in zip(got, cases):
-        want = q.join_asof(right, on="t", by="thr", strategy=strategy, allow_exact_matches=exact,
-                           check_sortedness=False)["row"]
-        assert g.to_list() == want.to_list()
+    for first, last in ((0, 0), (0, 4 * 10**18), (-5 * 10**18, 5 * 10**18)):
+        r = rows.with_columns(pl.when(pl.col("thr") == 2).then(pl.col("ts") + last).otherwise(pl.col("ts") + first))
+        qq = q.with_columns(pl.when(pl.col("thr") == 2).then(pl.col("t") + last).otherwise(pl.col("t") + first)).sort("t")
+        got = locate(r["thr"], r["ts"], [(qq["thr"], qq["t"], side, shift) for side, shift, _, _ in cases])
+        rr = r.select("thr", pl.col("ts").alias("t"), pl.col("row").cast(pl.Int64))
+        for g, (_, _, strategy, exact) in zip(got, cases):
+            want = qq.join_asof(rr, on="t", by="thr", strategy=strategy, allow_exact_matches=exact,
+                                check_sortedness=False)["row"]
+            assert g.to_list() == want.to_list(), (first, last, strategy, exact)

@@ -132,16 +132,25 @@ def locate(thr: pl.Series, ts: pl.Series, queries: list[tuple[pl.Series, pl.Seri
     position ``search_sorted(side) + shift`` on one int64 key of thread and time, null where that is
     no row or a row of another thread. ``("right", -1)``: the last row at or before ``q_t`` (an as-of
     join backward); ``("left", 0)``: the first at or after (forward); ``("left", -1)``: the last
-    before; ``("right", 0)``: the first after. Thread codes are small (below the number of threads),
-    so the key does not overflow."""
+    before; ``("right", 0)``: the first after. Where the threads times the time span would overflow the
+    key (a trace whose events lie decades apart, or its replay), the times are replaced by their dense
+    ranks among all the times given, which keep their order and ties."""
     if thr.len() == 0:
         return [pl.repeat(None, q[0].len(), dtype=pl.Int64, eager=True) for q in queries]
     times = [ts] + [q[1] for q in queries]
     lo = min(int(t.min()) for t in times if t.len())
     span = max(int(t.max()) for t in times if t.len()) - lo + 1
+    n_thr = max(int(t.max()) for t in [thr] + [q[0] for q in queries] if t.len()) + 1
+    if n_thr * span >= _INT64_MAX:
+        ranks = pl.concat([t.cast(pl.Int64) for t in times]).rank("dense").cast(pl.Int64)
+        cuts = [0]
+        for t in times:
+            cuts.append(cuts[-1] + t.len())
+        times = [ranks.slice(a, b - a) for a, b in zip(cuts, cuts[1:])]
+        ts, lo, span = times[0], 1, int(ranks.max())
     key = thr.cast(pl.Int64) * span + ts - lo
     out = []
-    for q_thr, q_t, side, shift in queries:
+    for (q_thr, _, side, shift), q_t in zip(queries, times[1:]):
         i = key.search_sorted(q_thr.cast(pl.Int64) * span + q_t - lo, side=side).cast(pl.Int64) + shift
         i = pl.select(pl.when((i >= 0) & (i < thr.len())).then(i)).to_series()
         same = thr.gather(i) == q_thr
