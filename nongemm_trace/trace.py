@@ -19,11 +19,7 @@ from typing import Any
 
 import polars as pl
 
-
-def _empty(table: str) -> pl.DataFrame:
-    from .schema import empty
-
-    return empty(table)
+from .schema import empty
 
 
 @dataclass(frozen=True)
@@ -48,7 +44,7 @@ class Trace:
     activities: pl.DataFrame
     python: pl.DataFrame
     anomalies: list[Anomaly] = field(default_factory=list)
-    cuda_syncs: pl.DataFrame = field(default_factory=lambda: _empty("cuda_syncs"))
+    cuda_syncs: pl.DataFrame = field(default_factory=lambda: empty("cuda_syncs"))
 
     def note(self, code: str, count: int, message: str) -> None:
         if count:

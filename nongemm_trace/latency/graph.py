@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from ..frames import add_columns, lookup_columns
+from ..schema import empty
 from .pieces import host_pieces, thread_codes
 from .runtime import EVENT_RECORDS, SYNC_KINDS
 from .threads import with_thread_waits
@@ -240,8 +241,6 @@ def build(ops: pl.DataFrame, calls: pl.DataFrame, activities: pl.DataFrame, step
     ``step_ranges`` (``step, name, pid, tid, ts, end``), ``cuda_syncs`` (the trace's CUDA sync
     records, if any)."""
     if cuda_syncs is None:
-        from ..schema import empty
-
         cuda_syncs = empty("cuda_syncs")
     real_ops, real_calls = ops.filter(pl.col("dur_ns") > 0), calls.filter(pl.col("dur_ns") > 0)
     threads, op_thr, call_thr = thread_codes(real_ops, real_calls)
