@@ -40,7 +40,7 @@ TINY = dict(hidden=128, intermediate=256, layers=2, heads=8, kv_heads=4, vocab=5
 
 
 def parse_args(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))  # the first paragraph
     ap.add_argument("mode", choices=("fsdp2-train", "tp-infer"))
     ap.add_argument("-o", "--out", required=True, help="output folder (one trace and one .meta.json per rank)")
     ap.add_argument("--name", help="file name stem (default: llama_MODE[_slowR])")

@@ -56,10 +56,10 @@ def _one_core_each() -> None:
 
 
 #: per rank, from its launch analysis: the time line the straggler is told by; busy time by class
-#: (GEMM, non-GEMM, unclassified, exposed communication) + idle = span
+#: (GEMM, non-GEMM, unclassified, exposed communication) + idle = span. A rank's ``timeline`` adds
+#: ``host_communication_us``: the self CPU time of its communication ops (the straggler on CPU-only ranks)
 TIMELINE_FIELDS = ("span_us", "busy_us", "idle_us", "host_bound_idle_us", "communication_us",
                    "exposed_communication_us", "busy_by_class_us")
-#: plus ``host_communication_us``: the self CPU time of its communication ops (the straggler on CPU-only ranks)
 
 
 def _work(path: str, options: dict[str, Any], parquet_dir: str | None, index: int) -> dict[str, Any]:
