@@ -8,7 +8,7 @@ of every piece comes from the C sweep (:mod:`..link.fast_sweep`, the linker's) f
 directly, checked by gathers; the call around a piece from the calls' starts placed among the
 pieces' keys and carried forward. Where the C sweep is not built, the keys would overflow or
 op ids do not rise with their rows, the reference path (:func:`..link.nesting.innermost_containing`
-and a ``join_asof``) gives the same table; ``tests/test_latency.py`` compares the two.
+and a ``join_asof``) gives the same table; ``tests/test_latency_pieces.py`` compares the two.
 """
 
 from __future__ import annotations
