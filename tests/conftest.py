@@ -93,3 +93,16 @@ def tricky_names_trace(tmp_path: Path, every: int) -> Path:
     p = tmp_path / "tricky.json"
     p.write_text(json.dumps(doc))
     return p
+
+
+def interval_union_ns(acts) -> int:
+    """Length of the union of the activities' ``ts_ns``/``dur_ns`` intervals, by a plain merge (independent
+    of the library): the reference for exposed communication and busy time."""
+    total, cur_start, cur_end = 0, None, None
+    for ts, dur in sorted(zip(acts["ts_ns"].to_list(), acts["dur_ns"].to_list())):
+        if cur_end is None or ts > cur_end:
+            total += 0 if cur_end is None else cur_end - cur_start
+            cur_start, cur_end = ts, ts + dur
+        else:
+            cur_end = max(cur_end, ts + dur)
+    return total + (0 if cur_end is None else cur_end - cur_start)

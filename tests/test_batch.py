@@ -9,7 +9,7 @@ import polars as pl
 import pytest
 
 import nongemm_trace
-from conftest import SAMPLES, shared
+from conftest import SAMPLES, interval_union_ns, shared
 from nongemm_trace.cli import main
 
 
@@ -47,7 +47,7 @@ def test_folder_of_ranks(capsys):
     order = ("GEMM", "non-GEMM", "unclassified", "communication")
     for rank, single in zip((0, 1), singles):  # the time line by class: an interval union per class set
         row, acts = by_rank[rank], single.kernels
-        unions = [_union_ns(acts.filter(pl.col("class").is_in(order[: k + 1]))) for k in range(len(order))]
+        unions = [interval_union_ns(acts.filter(pl.col("class").is_in(order[: k + 1]))) for k in range(len(order))]
         want = {c: (unions[k] - (unions[k - 1] if k else 0)) / 1000 for k, c in enumerate(order)}
         assert row["busy_by_class_us"] == pytest.approx(want, abs=1e-3)
         assert row["busy_by_class_us"]["communication"] == pytest.approx(row["exposed_communication_us"], abs=1e-3)
@@ -62,18 +62,6 @@ def test_folder_of_ranks(capsys):
     text = console.export_text()
     assert "GEMM (us)" in text and "non-GEMM (us)" in text and "span (us)" in text
     assert f"{by_rank[1]['busy_by_class_us']['GEMM']:,.1f}" in text and f"{by_rank[0]['span_us']:,.1f}" in text
-
-
-def _union_ns(acts) -> int:
-    """Length of the union of the activities' intervals, by a plain merge (independent of the library)."""
-    total, cur_start, cur_end = 0, None, None
-    for ts, dur in sorted(zip(acts["ts_ns"].to_list(), acts["dur_ns"].to_list())):
-        if cur_end is None or ts > cur_end:
-            total += 0 if cur_end is None else cur_end - cur_start
-            cur_start, cur_end = ts, ts + dur
-        else:
-            cur_end = max(cur_end, ts + dur)
-    return total + (0 if cur_end is None else cur_end - cur_start)
 
 
 def test_one_bad_file_among_good_ones(tmp_path, capsys):

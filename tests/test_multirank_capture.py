@@ -18,7 +18,7 @@ import polars as pl
 import pytest
 
 import nongemm_trace
-from conftest import REPO, raw_events
+from conftest import REPO, interval_union_ns, raw_events
 from nongemm_trace.cli import main
 
 torch = pytest.importorskip("torch", reason="torch not installed")
@@ -167,18 +167,6 @@ def _gpu_runs() -> list[Path]:
     return sorted({m.parent for m in metas if json.loads(m.read_text()).get("device") == "cuda"})
 
 
-def _merged_ns(spans) -> int:
-    """Length of the union of (start, duration) intervals, by a plain merge."""
-    total, cur = 0, None
-    for ts, dur in sorted(spans):
-        if cur is None or ts > cur[1]:
-            total += 0 if cur is None else cur[1] - cur[0]
-            cur = [ts, ts + dur]
-        else:
-            cur[1] = max(cur[1], ts + dur)
-    return total + (0 if cur is None else cur[1] - cur[0])
-
-
 @pytest.mark.parametrize("folder", _gpu_runs() or [None], ids=lambda p: p.name if p else "none")
 def test_gpu_ranks(folder, capsys, tmp_path):
     """The checks of docs/multigpu.md on a multi-GPU run: per-op self GPU time against key_averages,
@@ -200,9 +188,7 @@ def test_gpu_ranks(folder, capsys, tmp_path):
         if _meta(path)["world_size"] > 1:  # one rank runs no collectives
             assert nccl.any() and set(k.filter(nccl)["category"]) == {"communication"}
             assert set(k.filter(pl.col("category") == "communication")["name"].str.contains("(?i)nccl")) == {True}
-        spans = list(zip(k["ts_ns"].to_list(), k["dur_ns"].to_list()))
-        rest = k.filter(pl.col("category") != "communication")
-        exposed = _merged_ns(spans) - _merged_ns(zip(rest["ts_ns"].to_list(), rest["dur_ns"].to_list()))
+        exposed = interval_union_ns(k) - interval_union_ns(k.filter(pl.col("category") != "communication"))
         assert tr["timeline"]["exposed_communication_us"] == pytest.approx(exposed / 1000, abs=1e-3)
     slow = _meta(Path(d["traces"][0]["trace"])).get("slow_rank")
     if slow is not None:
