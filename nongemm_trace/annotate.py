@@ -18,6 +18,7 @@ from .analysis import Analysis, needs_python
 from .classify.taxonomy import Taxonomy
 from .errors import TraceError
 from .load.source import read_bytes
+from .safe_write import refuse_input, write_file
 
 
 def annotate(source: str | Path | Analysis, output: str | Path, *, taxonomy: str | Path | Taxonomy | None = None,
@@ -26,6 +27,7 @@ def annotate(source: str | Path | Analysis, output: str | Path, *, taxonomy: str
     ends in .gz); returns counts."""
     analysis = Analysis.of(source, taxonomy=taxonomy)
     tax, path = analysis.taxonomy, analysis.path
+    refuse_input(output, [path])  # before the work, not only at the write
     level = level or tax.default_level
     trace = analysis.trace(python=needs_python(level))
     if trace.source_format != "kineto":
@@ -66,11 +68,7 @@ def annotate(source: str | Path | Analysis, output: str | Path, *, taxonomy: str
         n_acts += 1
     out = Path(output)
     blob = msgspec.json.encode(doc)
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_bytes(gzip.compress(blob, 6) if out.name.endswith(".gz") else blob)
-    except OSError as exc:
-        raise TraceError(out, f"cannot write: {exc.strerror or exc}") from None
+    write_file(out, gzip.compress(blob, 6) if out.name.endswith(".gz") else blob, inputs=[path])
     return {"ops": n_ops, "activities": n_acts}
 
 

@@ -104,12 +104,13 @@ def _write_parts(rep, root: Path, index: int, rank: Any) -> None:
     import polars as pl
 
     from .report.files import table_frame
+    from .safe_write import write_file
     for table in ("categories", "ops", "kernels"):
         df = table_frame(rep, table).with_columns(pl.lit(rep.trace).alias("trace"),
                                                   pl.lit(rank, dtype=pl.Int64).alias("rank"))
         d = root / f"table={table}"
         d.mkdir(parents=True, exist_ok=True)
-        df.write_parquet(d / f"part-{index:05d}.parquet")
+        write_file(d / f"part-{index:05d}.parquet", lambda path: df.write_parquet(path))
 
 
 def _straggler(rows: list[dict[str, Any]]) -> tuple[Any, str]:

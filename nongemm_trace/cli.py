@@ -74,8 +74,26 @@ def _as_flags(exc: OptionError) -> str:
     return text
 
 
+#: the arguments that name files a command reads, and those that name files it writes
+INPUT_ARGS = ("traces", "trace", "report", "baseline", "layer_info", "taxonomy", "device_spec")
+OUTPUT_ARGS = ("output", "plot", "roofline", "shares_plot")
+
+
 def _run(args: argparse.Namespace) -> int:
-    return BY_NAME[args.command].run(args)
+    """The command, with its inputs declared: an output that is one of them is refused before any
+    work, and every write of the command checks again (a file another output wrote meanwhile)."""
+    from .safe_write import reading, refuse_inputs
+
+    inputs = [p for name in INPUT_ARGS for p in _paths(getattr(args, name, None))]
+    refuse_inputs([getattr(args, name, None) for name in OUTPUT_ARGS], inputs)
+    with reading(inputs):
+        return BY_NAME[args.command].run(args)
+
+
+def _paths(value: object) -> list[str]:
+    """An argument's file paths: a list's items, or the one value (built-in names match no file)."""
+    items = value if isinstance(value, list) else [value]
+    return [str(v) for v in items if isinstance(v, str) and v]
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -8,6 +8,7 @@ from pathlib import Path
 from .errors import TraceError
 from .load import load_trace
 from .load.nsys import to_kineto
+from .safe_write import refuse_input, write_file
 from .trace import Trace
 
 
@@ -18,14 +19,11 @@ def convert(report: str | Path, output: str | Path) -> Trace:
 
     import msgspec
 
+    refuse_input(output, [report])
     trace = load_trace(report)
     if trace.source_format != "nsys":
         raise TraceError(report, "is not an Nsight Systems export (convert reads .sqlite[.gz] / .nsys-rep)")
     blob = msgspec.json.encode(to_kineto(trace))
     out = Path(output)
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_bytes(gzip.compress(blob, 6) if out.name.endswith(".gz") else blob)
-    except OSError as exc:
-        raise TraceError(out, f"cannot write: {exc.strerror or exc}") from None
+    write_file(out, gzip.compress(blob, 6) if out.name.endswith(".gz") else blob, inputs=[report])
     return trace

@@ -110,8 +110,9 @@ class NonGemm:
             from .analysis import report_of
             from .report.json_out import render_json
 
-            base.parent.mkdir(parents=True, exist_ok=True)
-            base.write_text(render_json(report_of(self.analysis(trace), {})), encoding="utf-8")
+            from .safe_write import write_file
+
+            write_file(base, render_json(report_of(self.analysis(trace), {})), inputs=[self.path(trace)])
         elif not base.exists():
             raise AssertionError(f"nongemm: no baseline at {base} (record it: pytest --nongemm-update-baselines)")
         return self.assert_checks(trace, baseline=base, max_regression=max_regression,

@@ -15,6 +15,7 @@ from .compare import compare
 from .errors import OptionError, TraceError
 from .launch import launch_analysis
 from .report.html import render_html
+from .safe_write import refuse_input, write_file
 from .vocabulary import TIME_BASES
 
 
@@ -41,12 +42,9 @@ def build_page(traces: list[str | Path | Analysis], *, top: int = 15, short_us: 
 
 
 def write_page(traces: list[str | Path | Analysis], output: str | Path, **kwargs: Any) -> Path:
-    """:func:`build_page` written to ``output`` (UTF-8); returns the path."""
+    """:func:`build_page` written to ``output`` (UTF-8; never over one of ``traces``); returns the path."""
+    inputs = [t.path if isinstance(t, Analysis) else t for t in traces]
+    refuse_input(output, inputs)
     html = build_page(traces, **kwargs)
-    out = Path(output)
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(html, encoding="utf-8")
-    except OSError as exc:
-        raise TraceError(out, f"cannot write: {exc.strerror or exc}") from None
-    return out
+    write_file(output, html, inputs=inputs)
+    return Path(output)

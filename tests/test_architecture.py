@@ -14,7 +14,8 @@ PKG = ROOT / "nongemm_trace"
 
 #: the stages, lowest first; a module may import its own stage or lower ones only
 STAGES = [
-    ("base", ("_version", "errors", "vocabulary", "trace", "schema", "frames", "native", "devices", "examples")),
+    ("base", ("_version", "errors", "vocabulary", "trace", "schema", "frames", "native", "devices", "examples",
+              "safe_write")),
     ("models", ("models",)),
     ("load", ("load",)),
     ("link", ("link",)),

@@ -78,10 +78,12 @@ class Gates:
         """Check the analysed trace; raise :class:`PerformanceGateError` or warn as asked, and write
         ``NAME.check.json`` next to the trace (what ``check --format json`` prints)."""
         from ..report.json_out import check_json
+        from ..safe_write import write_file
 
         violations, _ = check(analysis, baseline=self.baseline, **self.limits, **options)
         out = Path(str(analysis.path))
-        out.with_name(out.name.split(".json")[0] + ".check.json").write_text(check_json(str(out), violations))
+        write_file(out.with_name(out.name.split(".json")[0] + ".check.json"), check_json(str(out), violations),
+                   inputs=[out, self.baseline])
         if violations and self.on_violation == "warn":
             warnings.warn(PerformanceGateWarning(f"{out}: " + "; ".join(v.message for v in violations)), stacklevel=2)
         return violations

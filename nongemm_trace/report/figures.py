@@ -8,6 +8,7 @@ from pathlib import Path
 import polars as pl
 
 from ..errors import TraceError
+from ..safe_write import write_file
 from .palette import IDLE_HOST_BOUND, IDLE_OTHER, category_color
 
 
@@ -139,8 +140,6 @@ def _save(fig, output: str | Path, **savefig) -> None:
     import matplotlib.pyplot as plt
     try:
         fig.tight_layout()
-        fig.savefig(output, **savefig)
-    except OSError as exc:
-        raise TraceError(output, f"cannot write: {exc.strerror or exc}") from None
+        write_file(output, lambda path: fig.savefig(path, **savefig))
     finally:
         plt.close(fig)

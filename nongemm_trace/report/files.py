@@ -4,8 +4,6 @@ to the exact nanosecond columns (``*_ns``)."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import polars as pl
 
 from ..errors import TraceError
@@ -14,6 +12,7 @@ from ..models.flops import FlopsReport
 from ..models.latency import LatencyReport, WhatIfReport
 from ..models.launch import LaunchReport
 from ..models.report import Report
+from ..safe_write import write_file
 
 TABLES = ("categories", "ops", "kernels")
 LAUNCH_TABLES = ("streams", "steps", "devices", "categories", "activities")
@@ -45,22 +44,14 @@ def write_table(report: Report, table: str, fmt: str, output: str | None) -> str
     if fmt == "csv":
         if output is None:
             return df.write_csv()
-        _write(lambda: df.write_csv(output), output)
+        write_file(output, lambda path: df.write_csv(path))
         return None
     if fmt == "parquet":
         if output is None:
             raise TraceError(report.trace, "--format parquet needs -o/--output PATH")
-        _write(lambda: df.write_parquet(output), output)
+        write_file(output, lambda path: df.write_parquet(path))
         return None
     raise ValueError(fmt)
-
-
-def _write(fn, output: str) -> None:
-    try:
-        Path(output).parent.mkdir(parents=True, exist_ok=True)
-        fn()
-    except OSError as exc:
-        raise TraceError(output, f"cannot write: {exc.strerror or exc}") from None
 
 
 def launch_csv(rep: LaunchReport, table: str) -> str:

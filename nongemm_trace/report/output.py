@@ -3,12 +3,12 @@
 
 from __future__ import annotations
 
+import io
 import os
 import sys
-from pathlib import Path
 from typing import Any, Callable
 
-from ..errors import TraceError
+from ..safe_write import write_file
 
 #: the width of output that is not a terminal (a pipe, a CI log, a file): wide enough that every
 #: table is sized to its content and no number or name is cut; ``COLUMNS`` sets another
@@ -25,8 +25,9 @@ def draw(output: str | None, render: Callable[[Any], None], width: int | None = 
         columns = os.environ.get("COLUMNS", "").strip()
         width = int(columns) if columns.isdigit() and int(columns) > 0 else UNBOUNDED_WIDTH
     if output:
-        with open_output(output) as fh:
-            render(Console(file=fh, width=width, color_system=None))
+        buf = io.StringIO()
+        render(Console(file=buf, width=width, color_system=None))
+        write_file(output, buf.getvalue())
     elif sys.stdout.isatty():
         render(Console())
     else:
@@ -34,17 +35,8 @@ def draw(output: str | None, render: Callable[[Any], None], width: int | None = 
 
 
 def emit(text: str, output: str | None) -> None:
-    """Text to ``output``, or to standard output."""
+    """Text to ``output`` (written whole or not at all, never over an input), or to standard output."""
     if output:
-        with open_output(output) as fh:
-            fh.write(text)
+        write_file(output, text)
     else:
         sys.stdout.write(text)
-
-
-def open_output(path: str):
-    try:
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        return open(path, "w", encoding="utf-8")
-    except OSError as exc:
-        raise TraceError(path, f"cannot write: {exc.strerror or exc}") from None
