@@ -40,6 +40,8 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from .unprofiled import METADATA_KEY, Rounds
+
 
 def run_metadata(extra: dict[str, Any] | None = None) -> dict[str, Any]:
     """torch / CUDA versions, device, host, git commit of the working directory (if any), plus ``extra``."""
@@ -65,9 +67,13 @@ def run_metadata(extra: dict[str, Any] | None = None) -> dict[str, Any]:
 
 
 def trace_handler(out_dir: str | os.PathLike, name: str, metadata: dict[str, Any] | None = None,
-                  summary: bool = True, on_written: Callable[[Path], None] | None = None) -> Callable[[Any], None]:
+                  summary: bool = True, on_written: Callable[[Path], None] | None = None,
+                  held: list[tuple[Path, dict[str, Any]]] | None = None,
+                  extra: Callable[[], dict[str, Any]] | None = None) -> Callable[[Any], None]:
     """An ``on_trace_ready`` callback: writes ``NAME.json.gz`` and ``NAME.nongemm.json``, then calls
-    ``on_written(path)`` (the integrations' summaries and gates).
+    ``on_written(path)`` (the integrations' summaries and gates). ``extra()``: more top-level keys
+    for the document (the unprofiled measurement). With ``held`` (a list), the document is kept
+    there instead, to be written by :func:`finish_trace` once the steps after the window are timed.
 
     A second cycle of the schedule (``repeat`` > 1) writes ``NAME.2.json.gz`` and so on."""
     out = Path(out_dir)
@@ -77,21 +83,35 @@ def trace_handler(out_dir: str | os.PathLike, name: str, metadata: dict[str, Any
     def handler(prof) -> None:
         count["n"] += 1
         stem = name if count["n"] == 1 else f"{name}.{count['n']}"
-        out.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory() as tmp:
             raw = Path(tmp) / "trace.json"
             prof.export_chrome_trace(str(raw))
             doc = json.loads(raw.read_text())
         doc["nongemm_run"] = meta
+        doc.update(extra() if extra is not None else {})
         path = out / f"{stem}.json.gz"
-        with gzip.open(path, "wt", encoding="utf-8", compresslevel=6) as fh:
-            json.dump(doc, fh)
-        if summary:
-            write_summary(path)
-        if on_written is not None:
-            on_written(path)
+        if held is not None:
+            held.append((path, doc))
+        else:
+            finish_trace(path, doc, summary, on_written)
 
     return handler
+
+
+def finish_trace(path: Path, doc: dict[str, Any], summary: bool = True,
+                 on_written: Callable[[Path], None] | None = None) -> Path:
+    """Write the trace document (gzip, through a temporary file: a killed run leaves no half trace),
+    its summary, and call ``on_written``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.partial")
+    with gzip.open(tmp, "wt", encoding="utf-8", compresslevel=6) as fh:
+        json.dump(doc, fh)
+    os.replace(tmp, path)
+    if summary:
+        write_summary(path)
+    if on_written is not None:
+        on_written(path)
+    return path
 
 
 def write_summary(trace_path: Path) -> Path | None:
@@ -119,18 +139,25 @@ def _activities():
 @contextlib.contextmanager
 def profile_steps(out_dir: str | os.PathLike, name: str, *, steps: int = 5, wait: int = 1, warmup: int = 1,
                   metadata: dict[str, Any] | None = None, with_stack: bool = False, with_modules: bool = False,
-                  summary: bool = True, on_written: Callable[[Path], None] | None = None
-                  ) -> Iterator[Callable[[], None]]:
+                  record_shapes: bool = True, profile_memory: bool = False, with_flops: bool = False,
+                  summary: bool = True, on_written: Callable[[Path], None] | None = None,
+                  unprofiled: Callable[[], dict[str, Any]] | None = None,
+                  held: list[tuple[Path, dict[str, Any]]] | None = None) -> Iterator[Callable[[], None]]:
     """Profile the steps of an existing loop; call the yielded function once per step.
     ``on_written(path)`` is called once the trace file is written. The yielded function carries
     the ``torch.profiler.profile`` as ``.profiler``, so a caller can read torch's own tables of
-    the same steps (``step.profiler.key_averages()``, after the ``with`` block) as a reference."""
+    the same steps (``step.profiler.key_averages()``, after the ``with`` block) as a reference.
+    ``unprofiled()``: the run measured without the profiler (:mod:`.unprofiled`), written into the
+    trace as ``nongemm_unprofiled``; ``held``: keep the document for :func:`finish_trace`."""
     import torch
 
+    settings = dict(record_shapes=record_shapes, with_stack=with_stack, profile_memory=profile_memory,
+                    with_flops=with_flops, with_modules=with_modules)
+    extra = None if unprofiled is None else (lambda: {k: v for k, v in ((METADATA_KEY, unprofiled()),) if v})
     sched = torch.profiler.schedule(wait=wait, warmup=warmup, active=steps, repeat=1)
-    prof = torch.profiler.profile(activities=_activities(), schedule=sched, record_shapes=True,
-                                  with_stack=with_stack, with_modules=with_modules,
-                                  on_trace_ready=trace_handler(out_dir, name, metadata, summary, on_written))
+    prof = torch.profiler.profile(activities=_activities(), schedule=sched, **settings,
+                                  on_trace_ready=trace_handler(out_dir, name, metadata, summary, on_written,
+                                                               held=held, extra=extra))
     meta = run_metadata(metadata)
     active_from = wait + warmup  # metadata given before the trace is recording is dropped (with a warning)
 
@@ -154,17 +181,37 @@ def profile_steps(out_dir: str | os.PathLike, name: str, *, steps: int = 5, wait
 
 def capture(step: Callable[[], Any], out_dir: str | os.PathLike, name: str, *, steps: int = 5, wait: int = 1,
             warmup: int = 1, metadata: dict[str, Any] | None = None, with_stack: bool = False,
-            summary: bool = True) -> Path:
-    """Run ``step`` wait + warmup + steps times under the profiler; returns the trace path."""
+            summary: bool = True, unprofiled_rounds: int = 6, unprofiled_steps: int = 5,
+            **settings: bool) -> Path:
+    """Run ``step`` wait + warmup + steps times under the profiler; returns the trace path.
+
+    Around the profiled window, ``unprofiled_rounds`` rounds of ``unprofiled_steps`` steps run
+    without the profiler (half before, half after; :mod:`.unprofiled`), and their times go into
+    the trace as ``nongemm_unprofiled`` (0 rounds: none). ``settings``: the profiler's
+    ``record_shapes`` (default on), ``profile_memory``, ``with_flops``, ``with_modules``."""
     import torch
 
     sync = torch.cuda.synchronize if torch.cuda.is_available() else (lambda: None)
-    with profile_steps(out_dir, name, steps=steps, wait=wait, warmup=warmup, metadata=metadata,
-                       with_stack=with_stack, summary=summary) as mark:
+    rounds = Rounds(step, max(unprofiled_steps, 1))
+    chosen = {"record_shapes": True, **settings, "with_stack": with_stack}
+    held: list[tuple[Path, dict[str, Any]]] = []
+    if unprofiled_rounds:
+        step()
+        sync()  # a first step outside every timing (lazy initialisation, allocator growth)
+        rounds.run((unprofiled_rounds + 1) // 2, "before")
+    with profile_steps(out_dir, name, steps=steps, wait=wait, warmup=warmup, metadata=metadata, summary=summary,
+                       unprofiled=(lambda: rounds.summary(chosen)) if unprofiled_rounds else None, held=held,
+                       **chosen) as mark:
         for _ in range(wait + warmup + steps):
             step()
             sync()
             mark()
+    if unprofiled_rounds:
+        rounds.run(unprofiled_rounds // 2, "after")
+    for path, doc in held:
+        if unprofiled_rounds:
+            doc[METADATA_KEY] = rounds.summary(chosen)
+        finish_trace(path, doc, summary)
     return Path(out_dir) / f"{name}.json.gz"
 
 

@@ -13,15 +13,19 @@ from typing import Any
 import polars as pl
 
 from .analysis import Analysis, open_analysis
+from .errors import TraceError
 from .metrics.launch import (BUSY_CLASS_ORDER, activity_gaps, busy_by_class, category_overhead, exposed_communication,
                              timeline_stats)
 from .models.launch import FIELDS, LaunchReport
 from .models.launch import whole_us as _us
 
 
-def launch_analysis(source: str | Path | Analysis, *, short_us: float = 10.0, **options: Any) -> LaunchReport:
-    """Launch overhead and idle analysis of one trace (a path or an :class:`Analysis`). ``options`` are
-    those of :func:`nongemm_trace.analyze` (taxonomy, level, drop_unlinked, step_marker, skip_steps)."""
+def launch_analysis(source: str | Path | Analysis, *, short_us: float = 10.0, unprofiled_step_us: float | None = None,
+                    **options: Any) -> LaunchReport:
+    """Launch overhead and idle analysis of one trace (a path or an :class:`Analysis`), with the verdict
+    for the run without the profiler (``summary["unprofiled"]``; ``unprofiled_step_us`` as
+    :func:`nongemm_trace.latency.latency_analysis`). ``options`` are those of :func:`nongemm_trace.analyze`
+    (taxonomy, level, drop_unlinked, step_marker, skip_steps)."""
     analysis, report_opts = open_analysis(source, options, metric="gpu")
     rep = analysis.report(**report_opts)
     path = rep.trace
@@ -35,7 +39,7 @@ def launch_analysis(source: str | Path | Analysis, *, short_us: float = 10.0, **
             "exposed_communication_us": 0.0, "overlapped_communication_us": 0.0, "communication_us": 0.0,
             "activities_per_s": None, "idle_share": None, "host_bound_share_of_idle": None,
             "launch_overhead_per_activity_us": None, "launch_call_us": 0.0,
-            "busy_by_class_us": dict.fromkeys(BUSY_CLASS_ORDER, 0.0)}
+            "busy_by_class_us": dict.fromkeys(BUSY_CLASS_ORDER, 0.0), "unprofiled": None}
         return LaunchReport(str(path), rep.taxonomy, rep.level, short_ns, summary, empty, empty, empty, empty, empty,
                             {}, "no GPU activities: nothing ran on the device", rep.metadata.get("device"), warnings)
 
@@ -56,8 +60,55 @@ def launch_analysis(source: str | Path | Analysis, *, short_us: float = 10.0, **
     per_act = _per_activity(acts)
     graphs = _graphs(acts)
     verdict = _verdict(summary, acts, short_ns)
+    summary["unprofiled"] = without_profiler_view(analysis, options, unprofiled_step_us)
+    un = summary["unprofiled"]
+    if un is not None and un["kind"] != verdict.split(":")[0]:
+        verdict += f"; {verdict.split(':')[0]} under the profiler, {un['kind']} without it"
     return LaunchReport(str(path), rep.taxonomy, rep.level, short_ns, summary, steps, devices, streams, cats, per_act,
                         graphs, verdict, rep.metadata.get("device"), warnings)
+
+
+def without_profiler_view(analysis: Analysis, options: dict[str, Any], step_us: float | None) -> dict[str, Any] | None:
+    """``busy_share`` and ``verdict`` of the run without the profiler (the replay of
+    :mod:`.latency.unprofiled`), beside ``profiled_busy_share`` (the measured replay's, same scope: every
+    activity, first start to last end); None for a format with no host timeline."""
+    from .latency import graph_of
+    from .latency.path import attribute
+    from .latency.replay import measured_timeline
+    from .latency.unprofiled import unprofiled_summary, without_profiler
+    from .models.latency import bound_of
+
+    opts = {k: v for k, v in options.items() if k in ("taxonomy", "level", "step_marker", "skip_steps")}
+    try:
+        analysis, g, rep, _ = graph_of(analysis, **opts)
+    except TraceError:
+        return None
+    measured = measured_timeline(g)
+    kept = measured.steps.filter(pl.col("step") >= rep.steps_skipped)
+    un = without_profiler(analysis, g, kept, step_us=step_us, path=rep.trace)
+    busy = busy_share(un.timeline.acts)
+    if busy is None:
+        return None
+    un.timeline.steps = un.timeline.steps.filter(pl.col("step").is_in(kept["step"].implode()))
+    host_bound = bound_of(attribute(un.timeline, analysis.taxonomy.classes, g.queue_gap_ns)) == "host-bound"
+    kind = "GPU-bound" if busy >= 0.7 else "launch-bound" if host_bound else "idle (not launch-bound)"
+    return unprofiled_summary(un) | {
+        "busy_share": round(busy, 6), "profiled_busy_share": busy_share(measured.acts), "kind": kind,
+        "verdict": f"{kind} without the profiler ({un.source}): GPU busy {100 * busy:.0f} % of the span"}
+
+
+def busy_share(acts: pl.DataFrame) -> float | None:
+    """The union of the activities' intervals over the span from the first start to the last end."""
+    a = acts.select("ts", "end").drop_nulls().sort("ts")
+    if a.height == 0:
+        return None
+    span = int(a["end"].max()) - int(a["ts"].min())
+    if span <= 0:
+        return None
+    prev_end = pl.col("end").cum_max().shift(1)
+    merged = a.select((pl.col("end") - pl.max_horizontal("ts", prev_end.fill_null(pl.col("ts")))).clip(lower_bound=0)
+                      .alias("new"))
+    return round(int(merged["new"].sum()) / span, 6)
 
 
 def _summary(t: dict[str, Any], comm: pl.DataFrame) -> dict[str, Any]:

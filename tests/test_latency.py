@@ -142,7 +142,7 @@ def test_cli_json_contracts_and_selector_errors(pairs, capsys):
     assert {"step", "name", "wall_us", "attribution"} <= set(step)
     assert {"category", "class", "bound", "time_us"} <= set(step["attribution"][0])
     assert {"wall_us", "attribution"} <= set(d["total"])
-    assert main(["whatif", path, "--scale", "GEMM=0.25", "--scale", "kernel:softmax=0.5", "--format", "json"]) == 0
+    assert main(["whatif", path, "--scale", "GEMM=0.25", "--scale", "kernel:layer_norm=0.5", "--format", "json"]) == 0
     w = json.loads(capsys.readouterr().out)
     assert {"steps", "measured_us", "predicted_us", "scales", "warnings"} <= set(w)
     assert {"step", "measured_us", "predicted_us"} <= set(w["steps"][0])
@@ -152,6 +152,12 @@ def test_cli_json_contracts_and_selector_errors(pairs, capsys):
     assert "unknown selector 'normalisation'" in err and "normalization" in err and "--scale" in err
     assert main(["latency", path, "--format", "csv"]) == 0
     assert capsys.readouterr().out.startswith("step,name,wall_us,category,class,bound,time_us")
+    # a free-text selector that matches nothing is refused with the nearest names (no silent +0.0 %)
+    assert main(["whatif", path, "--scale", "op:aten::adddmm=0.5"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "op:aten::adddmm" in err[0] and "matches no GPU activity" in err[0] and "aten::addmm" in err[0]
+    assert main(["whatif", path, "--scale", "kernel:softmax=0.5"]) == 2
+    assert "kernel:softmax: matches no GPU activity" in capsys.readouterr().err
 
 
 def test_whole_trace_is_one_step_without_step_ranges(tmp_path):

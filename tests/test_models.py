@@ -107,5 +107,5 @@ def test_latency_round_trips(analyses, name):
 
     a = analyses[name]
     _round_trip(latency_analysis(a), LatencyReport)
-    _round_trip(whatif_analysis(a, ["GEMM=0.5", "kernel:elementwise=0.8"], cpu_scale=1.5), WhatIfReport)
+    _round_trip(whatif_analysis(a, ["GEMM=0.5", "kernel:elementwise|triton=0.8"], cpu_scale=1.5), WhatIfReport)
     _round_trip(whatif_analysis(a, graphs=True, launch_us=3.0), WhatIfReport)

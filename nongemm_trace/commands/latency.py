@@ -23,6 +23,14 @@ def arguments(p: argparse.ArgumentParser) -> None:
                    help="which op an activity and a host piece are charged to (default: the taxonomy's)")
     p.add_argument("--step-marker", metavar="NAME", help="name of the ranges that mark steps")
     p.add_argument("--skip-steps", type=int, default=0, metavar="N", help="leave out the first N steps (warm-up)")
+    unprofiled_argument(p)
+
+
+def unprofiled_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--unprofiled-step-us", type=float, default=None, metavar="X",
+                   help="the run's measured step time without the profiler (us, mean per step): calibrates the "
+                        "answers for the run without the profiler (default: the trace's nongemm_unprofiled "
+                        "metadata, else the profiler-overhead model alone)")
 
 
 def whatif_arguments(w: argparse.ArgumentParser) -> None:
@@ -75,7 +83,8 @@ def _latency(args: argparse.Namespace) -> int:
     from ..report.files import latency_csv
     from ..report.terminal.latency import render_latency
 
-    return write_model(args, latency_analysis(args.trace, **_options(args)), render_latency, csv=latency_csv)
+    rep = latency_analysis(args.trace, unprofiled_step_us=args.unprofiled_step_us, **_options(args))
+    return write_model(args, rep, render_latency, csv=latency_csv)
 
 
 def _whatif(args: argparse.Namespace) -> int:
@@ -84,5 +93,6 @@ def _whatif(args: argparse.Namespace) -> int:
     from ..report.terminal.latency import render_whatif
 
     rep = whatif_analysis(args.trace, args.scale, cpu_scale=args.cpu_scale, launch_us=args.launch_us,
-                          graphs=args.graphs, graph_launch_us=args.graph_launch_us, **_options(args))
+                          graphs=args.graphs, graph_launch_us=args.graph_launch_us,
+                          unprofiled_step_us=args.unprofiled_step_us, **_options(args))
     return write_model(args, rep, render_whatif, csv=whatif_csv)

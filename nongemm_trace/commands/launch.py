@@ -20,6 +20,8 @@ def arguments(la: argparse.ArgumentParser) -> None:
     la.add_argument("--plot", metavar="FILE", help="draw the timeline to FILE (.png or .svg)")
     la.add_argument("--window", metavar="START:END", help="plot only this window, in us from the first activity")
     analysis_arguments(la)
+    from .latency import unprofiled_argument
+    unprofiled_argument(la)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -32,7 +34,8 @@ def run(args: argparse.Namespace) -> int:
         except ValueError:
             raise TraceError(args.trace, f"--window wants START:END in microseconds, not {args.window!r}") from None
         window = (lo, hi)
-    rep = launch_analysis(args.trace, short_us=args.short_us, **analysis_options(args))
+    rep = launch_analysis(args.trace, short_us=args.short_us, unprofiled_step_us=args.unprofiled_step_us,
+                          **analysis_options(args))
     if args.plot:
         from ..report.figures import plot_timeline
         plot_timeline(rep, args.plot, window)

@@ -84,11 +84,14 @@ class StepProfiler:
         self.out_dir = Path(out_dir)
         self.run_name = name or self.name
         self._steps_seen = 0
+        self._unprofiled = LoopTimes(self.start - self.warmup, dict(with_stack=self.with_stack,
+                                                                   with_modules=self.with_modules, record_shapes=True))
         self._stack = contextlib.ExitStack()
         self._mark = self._stack.enter_context(profile_steps(
             self.out_dir, self.run_name, steps=self.steps, wait=self.start - self.warmup, warmup=self.warmup,
             metadata={**self.metadata, **(metadata or {}), "profiled_steps": f"{self.start}..{self.start + self.steps - 1}"},
-            with_stack=self.with_stack, with_modules=self.with_modules, summary=False, on_written=self._written))
+            with_stack=self.with_stack, with_modules=self.with_modules, summary=False, on_written=self._written,
+            unprofiled=self._unprofiled.summary))
 
     def step(self) -> None:
         """A training step ended. Once the window is complete the trace is written and checked; a
@@ -96,6 +99,7 @@ class StepProfiler:
         if self._stack is None:
             return
         self._steps_seen += 1
+        self._unprofiled.step_ended()
         if self._steps_seen == self.start + self.steps:
             _synchronize()  # the window's last kernels finish before the trace is cut
         self._mark()
@@ -134,6 +138,7 @@ class StepProfiler:
     def _written(self, path: Path) -> None:
         """The collector wrote the trace: analyse it once; write the summaries; check the gates."""
         from ..report.json_out import render_json
+        from ..safe_write import write_file
 
         self.trace_path = path
         stem = path.name.split(".json")[0]
@@ -141,7 +146,7 @@ class StepProfiler:
         self.report = analysis.report(**self.report_options)
         self.files = {"trace": path, "json": path.with_name(stem + ".nongemm.json"),
                       "text": path.with_name(stem + ".nongemm.txt")}
-        self.files["json"].write_text(render_json(self.report), encoding="utf-8")
+        write_file(self.files["json"], render_json(self.report), inputs=[path])
         _write_text(self.report, self.files["text"])
         if self.html:
             from ..report_page import write_page
@@ -153,6 +158,47 @@ class StepProfiler:
             self.files["check"] = path.with_name(stem + ".check.json")
             if self.violations and self.gates.on_violation == "raise":
                 self._failure = PerformanceGateError(path, self.violations)
+
+
+class LoopTimes:
+    """The steps of a training loop before the profiled window (the profiler idles then), timed
+    without it: a CUDA event recorded as each step ends, so a step's time is the device time
+    between two ends (the loop runs on without waiting). The first step is left out (lazy
+    initialisation). The host's issue time is not measured here: the loop's own steps end on no
+    boundary the callback sees (:mod:`nongemm_trace.collectors.unprofiled` measures it in
+    ``capture``)."""
+
+    def __init__(self, unprofiled_steps: int, settings: dict[str, Any]):
+        self.left, self.settings, self.events = unprofiled_steps, settings, []
+
+    def step_ended(self) -> None:
+        import torch
+
+        if self.left <= 0 or not (torch.cuda.is_available() and torch.cuda.is_initialized()):
+            return
+        self.left -= 1
+        ev = torch.cuda.Event(enable_timing=True)
+        ev.record()
+        self.events.append(ev)
+
+    def summary(self) -> dict[str, Any] | None:
+        """``nongemm_unprofiled`` (:mod:`nongemm_trace.collectors.unprofiled`), or None with fewer than
+        three timed step ends (two whole steps after the first)."""
+        import statistics
+
+        import torch
+
+        from ..collectors.unprofiled import SETTINGS
+
+        if len(self.events) < 3:
+            return None
+        self.events[-1].synchronize()
+        steps = [round(a.elapsed_time(b) * 1000.0, 3) for a, b in zip(self.events[1:], self.events[2:])]
+        return {"step_us": round(statistics.median(steps), 3), "host_issue_us": None, "round_step_us": steps,
+                "round_host_issue_us": [], "rounds": [{"where": "before", "step_us": steps, "host_issue_us": []}],
+                "steps_per_round": len(steps), "timing": "cuda_events", "synchronized_steps": False,
+                "profiler": {k: bool(self.settings.get(k, False)) for k in SETTINGS},
+                "torch": torch.__version__}
 
 
 def _synchronize() -> None:

@@ -25,6 +25,7 @@ from ..models.latency import LatencyReport, WhatIfReport
 from .overlap import overlapping_steps
 from .path import attribute
 from .replay import measured_piece_lengths, measured_timeline
+from .unprofiled import latency_unprofiled, without_profiler
 
 __all__ = ["latency_analysis", "whatif_analysis", "LatencyReport", "WhatIfReport", "graph_of", "measured_timeline"]
 
@@ -85,9 +86,12 @@ def _kept(steps: pl.DataFrame, skip: int) -> pl.DataFrame:
     return steps.filter(pl.col("step") >= skip) if skip else steps
 
 
-def latency_analysis(source: str | Path | Analysis, **options: Any) -> LatencyReport:
-    """Per-step latency attribution of one trace (a path or an :class:`Analysis`). ``options``: those
-    of :func:`nongemm_trace.analyze` (taxonomy, level, step_marker, skip_steps)."""
+def latency_analysis(source: str | Path | Analysis, *, unprofiled_step_us: float | None = None,
+                     **options: Any) -> LatencyReport:
+    """Per-step latency attribution of one trace (a path or an :class:`Analysis`), as profiled and
+    without the profiler (``unprofiled_step_us``: the run's measured step time without it, else the
+    trace's ``nongemm_unprofiled`` metadata, else the overhead model alone). ``options``: those of
+    :func:`nongemm_trace.analyze` (taxonomy, level, step_marker, skip_steps)."""
     analysis, g, rep, warnings = graph_of(source, **options)
     tl = measured_timeline(g)
     steps = _kept(tl.steps, rep.steps_skipped)
@@ -96,22 +100,28 @@ def latency_analysis(source: str | Path | Analysis, **options: Any) -> LatencyRe
     overlap = overlapping_steps(tl.steps, "measured")
     if overlap is not None:
         warnings.append(overlap)
+    un = without_profiler(analysis, g, steps, step_us=unprofiled_step_us, path=rep.trace)
+    if un.note:
+        warnings.append(Anomaly("unprofiled_calibration", 1, un.note))
     return LatencyReport(str(rep.trace), rep.taxonomy, rep.level, rep.step_marker,
                          steps.select("step", "name", "ts", "end", "cpu_end", "gpu_end", "wall"), att,
-                         g.launch_latency_ns, g.queue_gap_ns, warnings)
+                         g.launch_latency_ns, g.queue_gap_ns, warnings,
+                         latency_unprofiled(un, steps, att, analysis.taxonomy.classes, g.queue_gap_ns))
 
 
 def whatif_analysis(source: str | Path | Analysis, scales: list[str] | dict[str, float] | None = None, *,
                     cpu_scale: float = 1.0, launch_us: float | None = None, graphs: bool = False,
-                    graph_launch_us: float | None = None, **options: Any) -> WhatIfReport:
+                    graph_launch_us: float | None = None, unprofiled_step_us: float | None = None,
+                    **options: Any) -> WhatIfReport:
     """Replay one trace with changed durations: ``scales`` (``["GEMM=0.5", "kernel:nccl=2"]`` or a dict
     selector -> factor; a factor multiplies durations), ``cpu_scale`` (host work that many times as
     long), ``launch_us`` (every launch call costs that), ``graphs`` (each step's launches replayed as
-    CUDA graphs); ``options`` as :func:`latency_analysis`."""
+    CUDA graphs); each answered for the profiled run and for the run without the profiler
+    (``unprofiled_step_us`` as :func:`latency_analysis`); ``options`` as :func:`latency_analysis`."""
     from .whatif import parse_scales, predict
 
     analysis, _ = open_analysis(source, dict(options))
     parse_scales(scales, analysis.taxonomy.categories, analysis.path)  # refused before the trace is read
     analysis, g, rep, warnings = graph_of(analysis, **options)
     return predict(analysis, g, rep, warnings, scales, cpu_scale=cpu_scale, launch_us=launch_us, graphs=graphs,
-                   graph_launch_us=graph_launch_us)
+                   graph_launch_us=graph_launch_us, unprofiled_step_us=unprofiled_step_us)

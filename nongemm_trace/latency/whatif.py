@@ -20,10 +20,12 @@ import polars as pl
 
 from ..errors import OptionError
 from ..vocabulary import CLASSES
-from ..models.latency import WhatIfReport
+from ..models.latency import WhatIfReport, bound_of
 from .overlap import overlapping_steps
 from .path import attribute
+from ..trace import Anomaly
 from .replay import measured_piece_lengths, measured_timeline, replay
+from .unprofiled import unprofiled_summary, without_profiler
 
 #: the host cost of a CUDA-graph replay call, per activity in the graph, when the trace holds none
 #: (``cudaGraphLaunch`` under torch.profiler on an H200: 1.3-2.0 us per kernel: docs/latency.md)
@@ -133,49 +135,106 @@ def _graph_launch_cost(trace_launches: pl.DataFrame, acts: pl.DataFrame, given_u
     return None, GRAPH_LAUNCH_NS_PER_ACTIVITY, "default"
 
 
+def _changed(g, base_d: np.ndarray, base_len: np.ndarray, base_lat: np.ndarray, factors: np.ndarray, *,
+             cpu_scale: float, launch_us: float | None, graph_cost: tuple[int | None, int] | None,
+             settings: dict[str, Any] | None = None):
+    """The replay of ``g`` from the given durations, piece lengths and launch latencies with the
+    changes applied (the measured run's or the run without the profiler's)."""
+    new_d = np.rint(base_d * factors).astype(np.int64)
+    piece_len = np.rint(base_len * float(cpu_scale)).astype(np.int64)
+    if launch_us is not None:
+        kinds = g.pieces["kind"].to_numpy()
+        launch_rows = g.pieces.filter(pl.col("kind") == "launch").group_by("launch_id").agg(pl.col("row").min())["row"]
+        piece_len[kinds == "launch"] = 0
+        piece_len[launch_rows.to_numpy()] = int(round(launch_us * 1000))
+    lat = np.asarray(base_lat, np.float64).copy()
+    gap = g.acts["gap"].to_numpy().copy()
+    if graph_cost is not None:
+        n = graph_regions(g, piece_len, lat, gap, graph_cost[0], graph_cost[1])
+        if settings is not None:
+            settings["graphs_replayed"] = n
+    return replay(g, new_d, piece_len, lat, gap), new_d
+
+
+def unmatched_selectors(acts: pl.DataFrame, parsed: list[tuple[str, str, str, float]], path: Any) -> list[Anomaly]:
+    """An ``op:`` or ``kernel:`` selector that matches no activity of the trace is refused, naming the
+    nearest names the trace holds (a typo would otherwise predict +0.0 % silently); a class or category
+    (names the taxonomy has already checked) that the trace does not hold is a warning."""
+    import difflib
+
+    out = []
+    for text, kind, value, _ in parsed:
+        if kind == "op":
+            names = pl.concat([acts["launch_op"], acts["top_op"]]).drop_nulls().unique()
+            hit = bool(names.is_in([value]).any())
+        elif kind == "kernel":
+            names = acts["name"].drop_nulls().unique()
+            hit = bool(names.str.contains(value).any())
+        else:
+            names = acts[kind].drop_nulls().unique()
+            hit = bool(names.is_in([value]).any())
+        if hit:
+            continue
+        if kind in ("class", "category"):
+            out.append(Anomaly("selector_unmatched", 1, f"scale {text}: the trace has no GPU activity in this {kind}"))
+            continue
+        near = [n if len(n) <= 60 else n[:57] + "..." for n in
+                difflib.get_close_matches(value, names.sort().to_list(), n=3, cutoff=0.4)]
+        hint = f"; nearest: {', '.join(near)}" if near else ""
+        raise OptionError(path, f"scale {text}: matches no GPU activity of the trace{hint}", "scale")
+    return out
+
+
 def predict(analysis, g, rep, warnings, scales, *, cpu_scale: float = 1.0, launch_us: float | None = None,
-            graphs: bool = False, graph_launch_us: float | None = None) -> WhatIfReport:
-    """The what-if report of graph ``g`` (of ``analysis``; ``rep`` its report)."""
+            graphs: bool = False, graph_launch_us: float | None = None,
+            unprofiled_step_us: float | None = None) -> WhatIfReport:
+    """The what-if report of graph ``g`` (of ``analysis``; ``rep`` its report): the changes replayed on
+    the profiled run and on the run without the profiler (:mod:`.unprofiled`)."""
     path = rep.trace
     for name, v in (("cpu_scale", cpu_scale), ("launch_us", launch_us), ("graph_launch_us", graph_launch_us)):
         if v is not None and (not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0):
             raise OptionError(path, f"{name} must be a finite number >= 0, not {v!r}", name)
     parsed = parse_scales(scales, analysis.taxonomy.categories, path)
     a = g.acts
+    unmatched = unmatched_selectors(a, parsed, path)
     factors = activity_factors(a, parsed).to_numpy()
     d = a["dur"].to_numpy()
-    new_d = np.rint(d * factors).astype(np.int64)
-    piece_len = np.rint(measured_piece_lengths(g) * float(cpu_scale)).astype(np.int64)
     settings: dict[str, Any] = {"cpu_scale": cpu_scale, "launch_us": launch_us, "graphs": graphs}
-    if launch_us is not None:
-        kinds = g.pieces["kind"].to_numpy()
-        launch_rows = g.pieces.filter(pl.col("kind") == "launch").group_by("launch_id").agg(pl.col("row").min())["row"]
-        piece_len[kinds == "launch"] = 0
-        piece_len[launch_rows.to_numpy()] = int(round(launch_us * 1000))
-    lat = a["lat"].to_numpy(allow_copy=True).astype(np.float64)
-    gap = a["gap"].to_numpy().copy()
+    graph_cost = None
     if graphs:
         fixed, per_act, source = _graph_launch_cost(analysis.trace().launches, a, graph_launch_us)
-        n = graph_regions(g, piece_len, lat, gap, fixed, per_act)
+        graph_cost = (fixed, per_act)
         settings.update(graph_launch_us=None if fixed is None else fixed / 1000,
                         graph_launch_us_per_activity=None if fixed is not None else per_act / 1000,
-                        graph_launch_cost=source, graphs_replayed=n)
+                        graph_launch_cost=source)
     measured = measured_timeline(g)
-    predicted = replay(g, new_d, piece_len, lat, gap)
+    predicted, new_d = _changed(g, d, measured_piece_lengths(g), a["lat"].to_numpy(allow_copy=True), factors,
+                                cpu_scale=cpu_scale, launch_us=launch_us, graph_cost=graph_cost, settings=settings)
     skip = rep.steps_skipped
     keep = predicted.steps.filter(pl.col("step") >= skip) if skip else predicted.steps
     predicted.steps = keep
     att = attribute(predicted, analysis.taxonomy.classes, g.queue_gap_ns)
     kept_measured = measured.steps.filter(pl.col("step").is_in(keep["step"].implode()))
-    warnings = list(warnings)
+    un = without_profiler(analysis, g, kept_measured, step_us=unprofiled_step_us, path=path)
+    # a graph launch without the profiler costs what the model leaves of the profiled one (unless given)
+    un_cost = None if graph_cost is None else graph_cost if graph_launch_us is not None else (
+        None if graph_cost[0] is None else int(graph_cost[0] * un.model.remains["graph_launch"]),
+        int(graph_cost[1] * un.model.remains["graph_launch"]))
+    un_pred, _ = _changed(g, un.act_dur, un.piece_len, un.lat, factors, cpu_scale=cpu_scale, launch_us=launch_us,
+                          graph_cost=un_cost)
+    warnings = list(warnings) + unmatched
     for kept, what in ((kept_measured, "measured"), (keep, "predicted")):  # the steps left out are not reported
         overlap = overlapping_steps(kept, what)
         if overlap is not None:
             warnings.append(overlap)
+    if un.note:
+        warnings.append(Anomaly("unprofiled_calibration", 1, un.note))
     saved = a.select("step", pl.Series("saved", d - new_d)).group_by("step").agg(pl.col("saved").sum())
     steps = measured.steps.select("step", "name", pl.col("wall").alias("measured")).join(
         keep.select("step", pl.col("wall").alias("predicted")), on="step").join(saved, on="step", how="left")
     steps = steps.with_columns((pl.col("measured") - pl.col("saved").fill_null(0)).alias("amdahl")).drop("saved").sort("step")
+    steps = steps.join(un.timeline.steps.select("step", pl.col("wall").alias("unprofiled")), on="step", how="left").join(
+        un_pred.steps.select("step", pl.col("wall").alias("predicted_unprofiled")), on="step", how="left")
     in_steps = a.select("class", "step", pl.Series("m", d), pl.Series("p", new_d)).filter(
         pl.col("step").is_in(steps["step"].implode()))
     shares = in_steps.group_by("class").agg(pl.col("m").sum().alias("measured_ns"), pl.col("p").sum().alias("predicted_ns"))
@@ -183,5 +242,17 @@ def predict(analysis, g, rep, warnings, scales, *, cpu_scale: float = 1.0, launc
     shares = shares.sort(pl.col("class").replace_strict(order, default=len(order), return_dtype=pl.Int64))
     span = {what: int(t["end"].max() - t["ts"].min()) if t.height else None
             for what, t in (("measured", kept_measured), ("predicted", keep))}
+    kept = steps["step"].implode()
+    un_pred.steps = un_pred.steps.filter(pl.col("step").is_in(kept))
+    un.timeline.steps = un.timeline.steps.filter(pl.col("step").is_in(kept))
+    bounds = {"profiled_bound": bound_of(attribute(_kept(measured, kept), analysis.taxonomy.classes, g.queue_gap_ns)),
+              "predicted_profiled_bound": bound_of(att),
+              "bound": bound_of(attribute(un.timeline, analysis.taxonomy.classes, g.queue_gap_ns)),
+              "predicted_bound": bound_of(attribute(un_pred, analysis.taxonomy.classes, g.queue_gap_ns))}
     return WhatIfReport(str(path), rep.taxonomy, rep.level, [{"selector": t, "factor": f} for t, _, _, f in parsed],
-                        settings, steps, att, shares, warnings, span)
+                        settings, steps, att, shares, warnings, span, unprofiled_summary(un) | bounds)
+
+
+def _kept(tl, kept):
+    tl.steps = tl.steps.filter(pl.col("step").is_in(kept))
+    return tl

@@ -21,6 +21,20 @@ from .rows import warnings_of
 
 #: where the critical path can be, in report order (docs/latency.md)
 BOUNDS = ("gpu", "communication", "launch", "cpu", "sync", "other")
+#: the bounds that are the host's, and the device's
+HOST_BOUNDS, DEVICE_BOUNDS = ("launch", "cpu", "other"), ("gpu", "communication")
+
+
+def bound_of(attribution: pl.DataFrame) -> str | None:
+    """``host-bound`` or ``device-bound``: which side holds more of the critical path (None: no time)."""
+    if attribution.height == 0:
+        return None
+    side = attribution.group_by("bound").agg(pl.col("ns").sum())
+    bb = dict(zip(side["bound"].to_list(), side["ns"].to_list()))
+    host, dev = sum(bb.get(b, 0) for b in HOST_BOUNDS), sum(bb.get(b, 0) for b in DEVICE_BOUNDS)
+    if host == dev == 0:
+        return None
+    return "host-bound" if host > dev else "device-bound"
 
 _ATTRIBUTION = {"step": pl.Int64, "category": pl.Utf8, "class": pl.Utf8, "bound": pl.Utf8, "ns": pl.Int64}
 
@@ -77,6 +91,10 @@ class LatencyReport:
     launch_latency_ns: int
     queue_gap_ns: int
     warnings: list[Anomaly] = field(default_factory=list)
+    #: the run without the profiler (latency/unprofiled.py): ``source``, ``setting``, ``calibration_k``,
+    #: ``measured_step_us``, ``note``, ``step_us``, ``profiler_overhead_us``, ``bound``, ``profiled_bound``
+    #: (means per step) and ``steps``: ``[{step, step_us, profiler_overhead_us, bound}]``
+    unprofiled: dict[str, Any] | None = None
 
     @property
     def total(self) -> pl.DataFrame:
@@ -85,15 +103,22 @@ class LatencyReport:
     def to_dict(self) -> dict[str, Any]:
         wall = int(self.steps["wall"].sum() or 0)
         total = self.total
+        un = self.unprofiled or {}
+        per_step = {r["step"]: {k: r[k] for k in UNPROFILED_STEP} for r in un.get("steps", [])}
+        steps = _steps(self.steps, self.attribution)
+        for r in steps:
+            r["unprofiled"] = per_step.get(r["step"])
         return {
             "schema_version": SCHEMA_VERSION, "tool_version": __version__, "trace": self.trace,
             "taxonomy": self.taxonomy, "level": self.level, "step_marker": self.step_marker,
             "typical_launch_latency_us": us(self.launch_latency_ns), "typical_queue_gap_us": us(self.queue_gap_ns),
-            "steps": _steps(self.steps, self.attribution),
+            "steps": steps,
             "total": {"steps": self.steps.height, "wall_us": us(wall),
                       "mean_step_us": us(wall / self.steps.height) if self.steps.height else None,
                       "attribution": attribution_rows(total), "by_bound_us": by(total, "bound"),
-                      "by_class_us": by(total, "class")},
+                      "by_class_us": by(total, "class"),
+                      "unprofiled": {k: un[k] for k in UNPROFILED_STEP if k != "step"} if un else None},
+            "unprofiled": self.unprofiled,
             "warnings": [w.as_dict() for w in self.warnings],
         }
 
@@ -109,11 +134,16 @@ class LatencyReport:
         att = pl.concat([attribution_frame(r["attribution"], r["step"]) for r in rows]) if rows else \
             pl.DataFrame(schema=_ATTRIBUTION)
         return cls(d["trace"], d["taxonomy"], d["level"], d["step_marker"], steps, att,
-                   ns(d["typical_launch_latency_us"]), ns(d["typical_queue_gap_us"]), warnings_of(d))
+                   ns(d["typical_launch_latency_us"]), ns(d["typical_queue_gap_us"]), warnings_of(d),
+                   d.get("unprofiled"))
 
+
+#: a step's figures for the run without the profiler, in the latency document
+UNPROFILED_STEP = ("step", "step_us", "profiler_overhead_us", "bound")
 
 #: the what-if document's keys that are not its settings
-_NOT_SETTINGS = ("schema_version", "tool_version", "trace", "taxonomy", "level", "scales", "measured_us",
+_NOT_SETTINGS = ("unprofiled_step_us", "predicted_unprofiled_step_us", "unprofiled_source", "unprofiled",
+                 "schema_version", "tool_version", "trace", "taxonomy", "level", "scales", "measured_us",
                  "predicted_us", "speedup", "amdahl_us", "measured_span_us", "predicted_span_us", "steps", "gpu_shares", "attribution", "by_bound_us",
                  "by_class_us", "warnings")
 
@@ -127,16 +157,22 @@ class WhatIfReport:
     level: str
     scales: list[dict[str, Any]]
     settings: dict[str, Any]
-    steps: pl.DataFrame          # step, name, measured, predicted, amdahl (ns)
+    steps: pl.DataFrame          # step, name, measured, predicted, amdahl (ns); unprofiled, predicted_unprofiled
     attribution: pl.DataFrame    # the predicted timeline's: step, category, class, bound, ns
     gpu_shares: pl.DataFrame     # class, measured_ns, predicted_ns
     warnings: list[Anomaly] = field(default_factory=list)
     #: the kept steps' first start to last end, ns, ``measured`` and ``predicted``: where steps overlap
     #: on the device (no synchronize per step), the throughput answer that per-step wall times are not
     span: dict[str, int | None] = field(default_factory=dict)
+    #: the run without the profiler: ``source`` ("measured"/"estimated"), ``setting``, ``calibration_k``,
+    #: ``measured_step_us``, ``note``, ``bound`` / ``predicted_bound`` and ``profiled_bound`` /
+    #: ``predicted_profiled_bound`` (host- or device-bound, with and without the profiler)
+    unprofiled: dict[str, Any] | None = None
 
     def mean(self, column: str) -> float | None:
-        return us(self.steps[column].mean()) if self.steps.height else None
+        if not self.steps.height or column not in self.steps.columns or self.steps[column].null_count() == self.steps.height:
+            return None
+        return us(self.steps[column].mean())
 
     def to_dict(self) -> dict[str, Any]:
         total = totals(self.attribution)
@@ -148,9 +184,15 @@ class WhatIfReport:
             "measured_us": measured, "predicted_us": predicted,
             "speedup": round(measured / predicted, 4) if measured and predicted else None,
             "amdahl_us": self.mean("amdahl"),
+            "unprofiled_step_us": self.mean("unprofiled"),
+            "predicted_unprofiled_step_us": self.mean("predicted_unprofiled"),
+            "unprofiled_source": (self.unprofiled or {}).get("source"),
+            "unprofiled": self.unprofiled,
             "measured_span_us": us(self.span.get("measured")), "predicted_span_us": us(self.span.get("predicted")),
             "steps": [{"step": r["step"], "name": r["name"], "measured_us": us(r["measured"]),
-                       "predicted_us": us(r["predicted"]), "amdahl_us": us(r["amdahl"])}
+                       "predicted_us": us(r["predicted"]), "amdahl_us": us(r["amdahl"]),
+                       "unprofiled_us": _us_or_none(r.get("unprofiled")),
+                       "predicted_unprofiled_us": _us_or_none(r.get("predicted_unprofiled"))}
                       for r in self.steps.iter_rows(named=True)],
             "gpu_shares": [{"class": r["class"], "measured": round(r["measured_ns"] / gm, 6) if gm else None,
                             "predicted": round(r["predicted_ns"] / gp, 6) if gp else None,
@@ -166,9 +208,8 @@ class WhatIfReport:
         """A what-if report from its JSON document (the predicted attribution over all steps, as it holds)."""
         rows = d["steps"]
         steps = pl.DataFrame({"step": [r["step"] for r in rows], "name": [r["name"] for r in rows],
-                              **{c: [ns(r[f"{c}_us"]) for r in rows] for c in ("measured", "predicted", "amdahl")}},
-                             schema={"step": pl.Int64, "name": pl.Utf8, "measured": pl.Int64, "predicted": pl.Int64,
-                                     "amdahl": pl.Int64})
+                              **{c: [ns(r.get(f"{c}_us")) for r in rows] for c in _WHATIF_STEP}},
+                             schema={"step": pl.Int64, "name": pl.Utf8, **dict.fromkeys(_WHATIF_STEP, pl.Int64)})
         shares = pl.DataFrame({"class": [r["class"] for r in d["gpu_shares"]],
                                "measured_ns": [ns(r["measured_gpu_us"]) for r in d["gpu_shares"]],
                                "predicted_ns": [ns(r["predicted_gpu_us"]) for r in d["gpu_shares"]]},
@@ -176,4 +217,12 @@ class WhatIfReport:
         settings = {k: v for k, v in d.items() if k not in _NOT_SETTINGS}
         span = {k: ns(d[f"{k}_span_us"]) for k in ("measured", "predicted") if d.get(f"{k}_span_us") is not None}
         return cls(d["trace"], d["taxonomy"], d["level"], d["scales"], settings, steps,
-                   attribution_frame(d["attribution"], None), shares, warnings_of(d), span)
+                   attribution_frame(d["attribution"], None), shares, warnings_of(d), span, d.get("unprofiled"))
+
+
+def _us_or_none(v: Any) -> float | None:
+    return None if v is None else us(v)
+
+
+#: a what-if step's times (ns in the table, ``NAME_us`` in the document)
+_WHATIF_STEP = ("measured", "predicted", "amdahl", "unprofiled", "predicted_unprofiled")

@@ -9,7 +9,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from ...models.latency import BOUNDS, LatencyReport, WhatIfReport
-from . import warning_line
+from . import unprofiled_source, warning_line
 
 _HOST = ("launch", "cpu", "other")
 
@@ -51,6 +51,17 @@ def _verdict(att: pl.DataFrame, wall_ns: int) -> str:
             f"sync; non-GEMM ops hold {pct(int(non['ns'].sum() or 0))}, {pct(non_launch)} of it on the host")
 
 
+def _pct(part: float, whole: float) -> str:
+    return f"{100 * part / whole:.0f} % of the step without it" if whole else "-"
+
+
+def _changed(profiled: str | None, unprofiled: str | None) -> str:
+    """Says when the profiler changes the verdict."""
+    if profiled and unprofiled and profiled != unprofiled:
+        return f" ({profiled} under the profiler, {unprofiled} without it)"
+    return ""
+
+
 def render_latency(rep: LatencyReport, console: Console) -> None:
     wall = int(rep.steps["wall"].sum() or 0)
     n = rep.steps.height
@@ -58,18 +69,29 @@ def render_latency(rep: LatencyReport, console: Console) -> None:
     console.print(f"taxonomy: {rep.taxonomy} | level: {rep.level} | steps: {n} ({rep.step_marker or 'whole trace'}) | "
                   f"mean step {wall / max(n, 1) / 1000:,.1f} us | typical launch latency "
                   f"{rep.launch_latency_ns / 1000:,.1f} us, queue gap {rep.queue_gap_ns / 1000:,.2f} us")
-    console.print(f"[bold]{escape(_verdict(rep.attribution, wall))}[/bold]")
-    console.print(_pivot_table("Critical-path latency per step (us) by category and bound", rep.attribution, n, wall))
+    console.print(f"[bold]profiled: {escape(_verdict(rep.attribution, wall))}[/bold]")
+    un = rep.unprofiled
+    if un:
+        console.print(f"[bold]without the profiler: mean step {un['step_us']:,.1f} us (the profiler adds "
+                      f"{un['profiler_overhead_us']:,.1f} us, {_pct(un['profiler_overhead_us'], un['step_us'])}); "
+                      f"{un['bound']}{_changed(un.get('profiled_bound'), un.get('bound'))}[/bold]")
+        console.print(f"  ({escape(unprofiled_source(un))})")
+    console.print(_pivot_table("Critical-path latency per step (us) by category and bound (profiled)", rep.attribution,
+                               n, wall))
     t = Table(title="Steps", title_justify="left")
-    for col in ("step", "name", "wall (us)", "host (us)", "device (us)", "sync (us)"):
+    un_steps = {r["step"]: r for r in (un or {}).get("steps", [])}
+    cols = ("step", "name", "wall (us)", "host (us)", "device (us)", "sync (us)") + (
+        ("without profiler (us)",) if un_steps else ())
+    for col in cols:
         t.add_column(col, justify="right" if col != "name" else "left")
     bb = rep.attribution.with_columns(pl.when(pl.col("bound").is_in(list(_HOST))).then(pl.lit("host"))
                                       .when(pl.col("bound") == "sync").then(pl.lit("sync")).otherwise(pl.lit("device"))
                                       .alias("side")).group_by(["step", "side"]).agg(pl.col("ns").sum())
     cell = {(r["step"], r["side"]): r["ns"] for r in bb.iter_rows(named=True)}
     for r in rep.steps.iter_rows(named=True):
+        extra = [f"{un_steps[r['step']]['step_us']:,.1f}" if r["step"] in un_steps else "-"] if un_steps else []
         t.add_row(str(r["step"]), escape(r["name"]), f"{r['wall'] / 1000:,.1f}",
-                  *[f"{cell.get((r['step'], s), 0) / 1000:,.1f}" for s in ("host", "device", "sync")])
+                  *[f"{cell.get((r['step'], s), 0) / 1000:,.1f}" for s in ("host", "device", "sync")], *extra)
     console.print(t)
     if rep.warnings:
         console.print("warnings:")
@@ -93,8 +115,14 @@ def render_whatif(rep: WhatIfReport, console: Console) -> None:
     console.print("what if: " + (", ".join(changes) or "nothing changes (replays the measured steps)"))
     m, p, a = d["measured_us"], d["predicted_us"], d["amdahl_us"]
     if m is not None:
-        console.print(f"[bold]mean step: measured {m:,.1f} us -> predicted {p:,.1f} us ({100 * (p / m - 1):+.1f} %); "
-                      f"naive Amdahl (step minus the time saved) {a:,.1f} us[/bold]")
+        console.print(f"[bold]profiled run, mean step: measured {m:,.1f} us -> predicted {p:,.1f} us "
+                      f"({100 * (p / m - 1):+.1f} %); naive Amdahl (step minus the time saved) {a:,.1f} us[/bold]")
+    um, up, un = d.get("unprofiled_step_us"), d.get("predicted_unprofiled_step_us"), rep.unprofiled or {}
+    if um is not None and up is not None:
+        console.print(f"[bold]without the profiler, mean step: {um:,.1f} us -> predicted {up:,.1f} us "
+                      f"({100 * (up / um - 1):+.1f} %); {un.get('predicted_bound')}"
+                      f"{_changed(un.get('predicted_profiled_bound'), un.get('predicted_bound'))}[/bold]")
+        console.print(f"  ({escape(unprofiled_source(un))})")
     sm, sp = d.get("measured_span_us"), d.get("predicted_span_us")
     queued = any(w.code == "steps_overlap" for w in rep.warnings)  # else the span adds only the time between steps
     if queued and sm and sp is not None and rep.steps.height > 1:

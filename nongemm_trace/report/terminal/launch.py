@@ -10,7 +10,7 @@ from rich.table import Table
 
 from ...models.launch import LaunchReport
 from ..palette import TITLE
-from . import warning_line
+from . import unprofiled_source, warning_line
 
 
 def _us(v: Any) -> str:
@@ -23,7 +23,11 @@ def render_launch(rep: LaunchReport, console: Console) -> None:
     console.print(f"[{TITLE}]{escape(rep.trace)}[/{TITLE}]")
     console.print(f"device: {dev} | taxonomy: {rep.taxonomy} | level: {rep.level} | short activity: "
                   f"< {rep.short_ns / 1000:g} us")
-    console.print(f"[{TITLE}]{escape(rep.verdict)}[/{TITLE}]")
+    console.print(f"[{TITLE}]profiled: {escape(rep.verdict)}[/{TITLE}]")
+    un = rep.summary.get("unprofiled")
+    if un:
+        console.print(f"[{TITLE}]{escape(un['verdict'])}[/{TITLE}] (profiled run: GPU busy "
+                      f"{100 * (un.get('profiled_busy_share') or 0):.0f} %; {escape(unprofiled_source(un))})")
     t = Table(title="Timeline, all streams", title_justify="left")
     t.add_column("measure")
     t.add_column("value", justify="right")

@@ -1,0 +1,93 @@
+"""What-if against the real run without the profiler, on the pairs of bench/capture_unprofiled.py.
+
+    python3 bench/unprofiled_validation.py CAPTURES_DIR [--markdown]
+
+For every pair (the slower configuration A, the faster B, captured under the same profiler setting,
+one after the other) the slower trace alone predicts B's step without the profiler:
+
+* TF32 and bf16 pairs: ``whatif A --scale GEMM=r [--scale non-GEMM=q]``, ``r`` (``q``) the ratio of B's
+  GEMM (non-GEMM) GPU time per step to A's, measured on the two traces (bf16 autocast changes both);
+* eager/graph pairs: ``whatif A --graphs``.
+
+Each prediction is made twice: from the trace alone (``estimated``: the overhead model) and given A's
+measured step without the profiler (``calibrated``: the ``nongemm_unprofiled`` metadata). The truth is
+B's own measured unprofiled step (CUDA events, medians of rounds around B's window). Beside them: the
+profiled prediction (what the tool answered before: the what-if's ``predicted_us``) and naive
+Amdahl (A's unprofiled step minus the GPU time saved).
+"""
+from __future__ import annotations
+
+import glob
+import os
+import sys
+import warnings
+
+import polars as pl
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+warnings.filterwarnings("ignore")
+
+from nongemm_trace import analyze  # noqa: E402
+from nongemm_trace.analysis import Analysis  # noqa: E402
+from nongemm_trace.latency import whatif_analysis  # noqa: E402
+from nongemm_trace.latency.unprofiled import METADATA_KEY  # noqa: E402
+
+PAIRS = {"tf32": ("fp32", "tf32"), "bf16": ("fp32", "bf16"), "graphs": ("eager", "graph")}
+
+
+def per_step_class_ns(path: str) -> dict[str, float]:
+    rep = analyze(path)
+    n = max(rep.steps.height, 1)
+    return {r["class"]: r["time_ns"] / n for r in rep.classes.iter_rows(named=True)}
+
+
+def main(argv):
+    folder = argv[0]
+    rows = []
+    names = sorted({os.path.basename(p).split("__")[0] for p in glob.glob(os.path.join(folder, "*__*__*.json.gz"))})
+    for workload in names:
+        for kind, (slow, fast) in PAIRS.items():
+            for setting in ("plain", "shapes", "stack"):
+                a = os.path.join(folder, f"{workload}__{slow}__{setting}.json.gz")
+                b = os.path.join(folder, f"{workload}__{fast}__{setting}.json.gz")
+                if not (os.path.exists(a) and os.path.exists(b)):
+                    continue
+                truth = Analysis(b).trace().metadata[METADATA_KEY]["step_us"]
+                if kind == "graphs":
+                    scales, opts = [], {"graphs": True}
+                else:
+                    ca, cb = per_step_class_ns(a), per_step_class_ns(b)
+                    scales = [f"GEMM={cb.get('GEMM', 0) / ca['GEMM']:.4f}"]
+                    if kind == "bf16" and ca.get("non-GEMM"):
+                        scales.append(f"non-GEMM={cb.get('non-GEMM', 0) / ca['non-GEMM']:.4f}")
+                    opts = {}
+                cal = whatif_analysis(a, scales, **opts).to_dict()
+                alone = Analysis(a)
+                del alone.trace().metadata[METADATA_KEY]  # the trace alone: no measurement
+                est = whatif_analysis(alone, scales, **opts).to_dict()
+                a_unprof = cal["unprofiled"]["measured_step_us"]
+                saved = cal["measured_us"] - cal["amdahl_us"]
+                rows.append(dict(workload=workload, pair=f"{slow}->{fast}", setting=setting, scales=" ".join(scales) or "--graphs",
+                                 truth_us=truth, estimated_us=est["predicted_unprofiled_step_us"],
+                                 calibrated_us=cal["predicted_unprofiled_step_us"], profiled_us=cal["predicted_us"],
+                                 amdahl_us=a_unprof - saved))
+    df = pl.DataFrame(rows).with_columns(
+        *[((pl.col(c) / pl.col("truth_us") - 1) * 100).alias(c.replace("_us", "_err_%"))
+          for c in ("estimated_us", "calibrated_us", "profiled_us", "amdahl_us")])
+    summary = df.group_by("setting").agg(
+        pl.len().alias("pairs"),
+        (pl.col("estimated_err_%").abs() <= 20).sum().alias("estimated_within_20%"),
+        (pl.col("calibrated_err_%").abs() <= 10).sum().alias("calibrated_within_10%"),
+        pl.col("estimated_err_%").abs().median().alias("estimated_median_abs_%"),
+        pl.col("calibrated_err_%").abs().median().alias("calibrated_median_abs_%"),
+        pl.col("profiled_err_%").abs().median().alias("profiled_median_abs_%"),
+        pl.col("amdahl_err_%").abs().median().alias("amdahl_median_abs_%"))
+    fmt = "MARKDOWN" if "--markdown" in argv else None
+    with pl.Config(tbl_rows=200, tbl_width_chars=250, float_precision=1, tbl_formatting=fmt, tbl_hide_column_data_types=True,
+                   tbl_hide_dataframe_shape=True):
+        print(df.drop("scales").sort("workload", "pair", "setting"))
+        print(summary.sort("setting"))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,252 @@
+"""The run without the profiler: the host time the profiler added, taken out of the replay.
+
+A profiled run's host is slower than the user's: every op event, runtime call and launch runs the
+profiler's callbacks (more with ``record_shapes``, much more with ``with_stack``), and a CUDA-graph
+launch instruments every kernel of the graph before the first one starts. The **overhead model**
+(data: ``devices/profiler_overhead.toml``, fitted by ``bench/fit_profiler_overhead.py`` on H200
+captures with and without the profiler, docs/latency.md) gives, per profiler setting, the share of
+each kind of host piece that remains without the profiler: an op's own time, a wrapper's, the time
+between ops, a launch call, another runtime call, a graph launch. Measured on one host whose speed
+drifts by up to 2x within seconds, the profiler's cost follows the host's speed (it is host work
+too): a share of the host time fits every capture better than a fixed cost per event (docs/latency.md
+gives both fits). An activity that waited for its launch call starts as much earlier as its call got
+shorter. Waiting (a sync's wait, a thread's wait on another) is never scaled: the replay recomputes it.
+
+**Calibration**: when the unchanged run's step time without the profiler is known (the collectors'
+``nongemm_unprofiled`` metadata, or ``--unprofiled-step-us``), the model's removed time is scaled by
+the one factor ``k`` that makes the replayed step match it (the replay is monotone in ``k``), and the
+answer is ``measured``; otherwise ``k`` = 1 and it is ``estimated`` from the trace alone.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from ..errors import OptionError
+from .graph import Graph
+from .replay import Timeline, measured_piece_lengths, replay
+
+#: the trace metadata key the collectors write (nongemm_trace/collectors/unprofiled.py)
+METADATA_KEY = "nongemm_unprofiled"
+#: the piece kinds the model scales (a graph launch is a ``launch`` piece of a ``cudaGraphLaunch``)
+PIECE_KINDS = ("op", "wrapper", "gap", "launch", "call", "graph_launch")
+#: the calibration factor's search range and its bisection steps
+K_MAX = 4.0
+_BISECTIONS = 20
+
+
+@dataclass(frozen=True)
+class OverheadModel:
+    """The share of each kind of host piece that remains without the profiler, for one setting."""
+
+    setting: str
+    remains: dict[str, float]
+    activity_ns: float  # device time the profiler's activity tracing adds to each GPU activity
+    torch: str
+    fit: str  # where the numbers come from (captures, error)
+
+
+@functools.lru_cache(maxsize=None)
+def _models() -> dict[str, Any]:
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python < 3.11
+        import tomli as tomllib
+    return tomllib.loads((resources.files("nongemm_trace.devices") / "profiler_overhead.toml").read_text())
+
+
+def profiler_settings(metadata: dict[str, Any], has_shapes: bool) -> dict[str, bool]:
+    """The profiler's settings for the trace: the collectors' record, else torch's own metadata keys
+    (it writes ``record_shapes``, ``with_stack``, ``profile_memory``, ``with_flops`` when set), else what
+    the events show (input shapes recorded)."""
+    doc = metadata.get(METADATA_KEY)
+    recorded = doc.get("profiler") if isinstance(doc, dict) else None
+    out = {}
+    for key, seen in (("record_shapes", has_shapes), ("with_stack", False), ("profile_memory", False),
+                      ("with_flops", False)):
+        if isinstance(recorded, dict) and key in recorded:
+            out[key] = bool(recorded[key])
+        elif key in metadata:
+            out[key] = str(metadata[key]).strip().lower() in ("1", "true", "yes")
+        else:
+            out[key] = seen
+    return out
+
+
+def model_for(settings: dict[str, bool]) -> OverheadModel:
+    """The fitted model of the nearest setting: with_stack, record_shapes, or neither."""
+    data = _models()
+    name = "with_stack" if settings.get("with_stack") else "record_shapes" if settings.get("record_shapes") else "plain"
+    row = data["settings"][name]
+    return OverheadModel(name, {k: float(row["remains"][k]) for k in PIECE_KINDS},
+                         float(data.get("device", {}).get("activity_ns", 0.0)), str(data.get("torch", "")),
+                         str(row.get("fit", "")))
+
+
+def piece_kinds(g: Graph, graph_launch_ids: pl.Series) -> np.ndarray:
+    """Each piece's kind for the model: the graph's kinds, a ``cudaGraphLaunch``'s pieces ``graph_launch``."""
+    p = g.pieces
+    graph = p["launch_id"].is_in(graph_launch_ids.implode()).fill_null(False) & (p["kind"] == "launch")
+    return np.where(graph.to_numpy(), "graph_launch", p["kind"].to_numpy())
+
+
+def removable(g: Graph, kinds: np.ndarray, lengths: np.ndarray, model: OverheadModel) -> np.ndarray:
+    """The profiler's time in each piece (float ns): ``(1 - remains[kind]) x length``; 0 for syncs and waits."""
+    share = np.zeros(len(kinds), np.float64)
+    for kind, r in model.remains.items():
+        share[kinds == kind] = 1.0 - r
+    return share * lengths
+
+
+@dataclass
+class Unprofiled:
+    """The run without the profiler, replayed: its timeline, where its answer comes from, and the
+    factor ``k`` applied to the model's costs."""
+
+    timeline: Timeline
+    piece_len: np.ndarray       # the host pieces without the profiler's cost (int64 ns)
+    act_dur: np.ndarray         # the activities' durations without the profiler (int64 ns)
+    lat: np.ndarray             # the launch latencies without the profiler (ns)
+    source: str                 # "measured" (calibrated on a measured step) or "estimated" (the model alone)
+    k: float
+    model: OverheadModel
+    settings: dict[str, bool]
+    measured_step_us: float | None
+    note: str | None = None     # why a measurement could not be matched, when it could not
+    calibrated_on: str | None = None  # "host_issue" or "step": the measurement matched
+
+
+def unprofiled_summary(un: Unprofiled) -> dict[str, Any]:
+    """What a report says of where its unprofiled figures come from."""
+    return {"source": un.source, "setting": un.model.setting, "calibration_k": round(un.k, 4),
+            "measured_step_us": un.measured_step_us, "calibrated_on": un.calibrated_on, "note": un.note,
+            "model": f"profiler_overhead.toml [{un.model.setting}], torch {un.model.torch}: {un.model.fit}"}
+
+
+def latency_unprofiled(un: Unprofiled, steps: pl.DataFrame, profiled_att: pl.DataFrame, classes: dict,
+                       queue_gap_ns: int) -> dict[str, Any]:
+    """The latency report's ``unprofiled``: per kept step and on average, the step without the profiler,
+    the profiler's share of the step (profiled minus unprofiled wall time) and which side bounds it."""
+    from ..models.latency import bound_of
+    from .path import attribute
+
+    kept = steps["step"].implode()
+    un.timeline.steps = un.timeline.steps.filter(pl.col("step").is_in(kept))
+    att = attribute(un.timeline, classes, queue_gap_ns)
+    walls = steps.select("step", "wall").join(un.timeline.steps.select("step", pl.col("wall").alias("un")), on="step")
+    rows = [{"step": r["step"], "step_us": round(r["un"] / 1000, 3), "profiler_overhead_us": round((r["wall"] - r["un"]) / 1000, 3),
+             "bound": bound_of(att.filter(pl.col("step") == r["step"]))} for r in walls.iter_rows(named=True)]
+    n = max(walls.height, 1)
+    return unprofiled_summary(un) | {
+        "step_us": round(float(walls["un"].sum()) / n / 1000, 3),
+        "profiler_overhead_us": round(float((walls["wall"] - walls["un"]).sum()) / n / 1000, 3),
+        "bound": bound_of(att), "profiled_bound": bound_of(profiled_att), "steps": rows}
+
+
+def measured_unprofiled(metadata: dict[str, Any]) -> tuple[float | None, float | None]:
+    """(step time, host issue time) in us from the trace's ``nongemm_unprofiled``, when present."""
+    doc = metadata.get(METADATA_KEY)
+    if not isinstance(doc, dict):
+        return None, None
+
+    def num(v: Any) -> float | None:
+        try:
+            f = float(v)
+        except (TypeError, ValueError):
+            return None
+        return f if np.isfinite(f) and f > 0 else None
+
+    return num(doc.get("step_us")), num(doc.get("host_issue_us"))
+
+
+def without_profiler(analysis, g: Graph, kept_steps: pl.DataFrame, *, step_us: float | None = None,
+                     path: Any = None, model: OverheadModel | None = None) -> Unprofiled:
+    """The unchanged run replayed without the profiler's cost. ``step_us``: the run's measured step
+    time without the profiler (mean per step), which wins over the trace's metadata; ``model``: another
+    overhead model than the fitted one of the trace's settings."""
+    if step_us is not None and (not isinstance(step_us, (int, float)) or not np.isfinite(step_us) or step_us <= 0):
+        raise OptionError(path, f"unprofiled_step_us must be a finite number > 0, not {step_us!r}", "unprofiled_step_us")
+    trace = analysis.trace()
+    ops = analysis.linked().ops
+    shapes = "input_dims" in ops.columns and bool(ops["input_dims"].is_not_null().any())
+    settings = profiler_settings(trace.metadata, shapes)
+    model = model or model_for(settings)
+    lengths = measured_piece_lengths(g)
+    launches = trace.launches
+    kinds = piece_kinds(g, launches.filter(pl.col("graph_launch"))["launch_id"] if "graph_launch" in launches.columns
+                        else pl.Series([], dtype=pl.Int64))
+    cut = removable(g, kinds, lengths.astype(np.float64), model)
+    meta_step, meta_issue = measured_unprofiled(trace.metadata)
+    target = float(step_us) if step_us is not None else meta_step
+    issue = meta_issue if step_us is None else None  # a step time given by hand wins over the metadata
+    dur = g.acts["dur"].to_numpy()
+    # the activity tracing's own device time, never more than half an activity
+    d = np.rint(dur - np.minimum(model.activity_ns, dur / 2)).astype(np.int64)
+    lat = g.acts["lat"].to_numpy(allow_copy=True).astype(np.float64)
+    lp = g.acts["lp"].fill_null(0).to_numpy()
+    waited = g.acts["launch_bound"].fill_null(False).to_numpy() & g.acts["lp"].is_not_null().to_numpy()
+    steps = kept_steps["step"]
+
+    def terms(k: float) -> tuple[np.ndarray, np.ndarray]:
+        taken = np.minimum(cut * k, lengths)
+        # an activity that waited for its launch call starts as much earlier as the call got shorter
+        return np.rint(lengths - taken).astype(np.int64), np.where(waited, np.maximum(lat - taken[lp], 0.0), lat)
+
+    def run(k: float) -> tuple[Timeline, np.ndarray]:
+        new, new_lat = terms(k)
+        return replay(g, d, new, new_lat, None), new
+
+    def result(k: float, source: str, target: float | None, note: str | None = None,
+               on: str | None = None) -> Unprofiled:
+        new, new_lat = terms(k)
+        return Unprofiled(replay(g, d, new, new_lat, None), new, d, new_lat, source, k, model, settings, target, note,
+                          on)
+
+    def mean_wall(tl: Timeline) -> float:
+        return float(tl.steps.filter(pl.col("step").is_in(steps.implode()))["wall"].mean() or 0.0) / 1000.0
+
+    if target is None and issue is None:
+        return result(1.0, "estimated", None)
+    if issue is not None:
+        # the host issue time isolates the host: the host-only replay (no device time) matched to it
+        zero_d, zero_gap = np.zeros_like(d), np.zeros(len(d), np.int64)
+
+        def wall_at(k: float) -> float:
+            new, _ = terms(k)
+            return mean_wall(replay(g, zero_d, new, np.zeros(len(d)), zero_gap))
+        what = f"host issue time {issue:,.1f} us"
+        goal = issue
+    else:
+        def wall_at(k: float) -> float:
+            return mean_wall(run(k)[0])
+        what = f"step {target:,.1f} us"
+        goal = target
+    lo, hi = wall_at(K_MAX), wall_at(0.0)
+    note = None
+    if issue is None and hi - lo < 0.02 * hi:
+        k = 1.0
+        note = (f"the measured {what} cannot calibrate the model: the step is device-bound whatever the host costs "
+                f"(the model's estimate is kept)")
+    elif goal >= hi:
+        k = 0.0
+        note = f"the measured {what} is no shorter than the profiled run's: no profiler time is taken out"
+    elif goal <= lo:
+        k = K_MAX
+        note = (f"the measured {what} is shorter than the replay reaches with {K_MAX:g}x the model's profiler time "
+                f"taken out ({lo:,.1f} us): the rest is not host time the trace shows")
+    else:
+        a, b = 0.0, K_MAX
+        for _ in range(_BISECTIONS):
+            mid = (a + b) / 2
+            if wall_at(mid) > goal:
+                a = mid
+            else:
+                b = mid
+        k = (a + b) / 2
+    return result(k, "measured", target if issue is None else meta_step, note, "step" if issue is None else "host_issue")
