@@ -162,7 +162,7 @@ def main(argv):
         pl.len().alias("captures"), (pl.col("held_out_err_%").abs() <= 15).sum().alias("held_out_within_15%"),
         pl.col("held_out_err_%").abs().median().alias("held_out_median_abs_%"),
         (pl.col("profiled_err_%").abs() <= 15).sum().alias("profiled_within_15%"))
-    with pl.Config(tbl_rows=200, tbl_width_chars=200, float_precision=1, tbl_formatting="MARKDOWN" if "--markdown" in argv else None):
+    with pl.Config(tbl_rows=200, tbl_cols=-1, tbl_width_chars=200, float_precision=1, tbl_formatting="MARKDOWN" if "--markdown" in argv else None):
         print(df.sort("workload", "config", "setting"))
         print(summary.sort("setting"))
     print(json.dumps(models, indent=1))

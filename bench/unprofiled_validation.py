@@ -83,7 +83,7 @@ def main(argv):
         pl.col("profiled_err_%").abs().median().alias("profiled_median_abs_%"),
         pl.col("amdahl_err_%").abs().median().alias("amdahl_median_abs_%"))
     fmt = "MARKDOWN" if "--markdown" in argv else None
-    with pl.Config(tbl_rows=200, tbl_width_chars=250, float_precision=1, tbl_formatting=fmt, tbl_hide_column_data_types=True,
+    with pl.Config(tbl_rows=200, tbl_cols=-1, tbl_width_chars=250, float_precision=1, tbl_formatting=fmt, tbl_hide_column_data_types=True,
                    tbl_hide_dataframe_shape=True):
         print(df.drop("scales").sort("workload", "pair", "setting"))
         print(summary.sort("setting"))
