@@ -38,7 +38,7 @@ METADATA_KEY = "nongemm_unprofiled"
 PIECE_KINDS = ("op", "wrapper", "gap", "launch", "call", "graph_launch")
 #: the calibration factor's search range and its bisection steps
 K_MAX = 4.0
-_BISECTIONS = 20
+_BISECTIONS = 14
 
 
 @dataclass(frozen=True)
