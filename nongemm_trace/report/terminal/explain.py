@@ -9,6 +9,7 @@ from typing import Any
 RULE_TEXT = {
     "launch_op": "the launching op's category",
     "enclosing_op": "the category of the specific op around its generic launching op",
+    "forward_op": "the forward op its backward node differentiates (autograd sequence number), in its context",
     "op_pattern": "a written-out operation its launching op is part of (e.g. RMSNorm as pow/mean/rsqrt/mul)",
     "qdq_dataflow": "a quantize/dequantize dataflow its launching op is part of",
     "top_op": "the top-level op's category",
