@@ -27,7 +27,7 @@ from .calls import qdq_calls
 from .engines import is_engine, with_engine_columns
 from .modules import module_of_activities, module_table
 from .rules import inductor_fused_ops, is_composite, is_wrapper, kernel_verdict, op_category
-from .semantics import chain_category, enclosing_category
+from .semantics import call_category, chain_category, enclosing_category
 from .taxonomy import Taxonomy, load_taxonomy
 
 __all__ = ["classify", "link_and_classify", "load_taxonomy", "Taxonomy", "LEVELS", "EVIDENCE"]
@@ -109,9 +109,7 @@ def classify(linked: Linked, tax: Taxonomy, level: str = "launch") -> pl.DataFra
     in_chain = pl.col("chain_category").is_not_null() & generic
     enclosed = pl.col("enclosing_category").is_not_null() & generic & pl.col("op_category").is_not_null()
     lop = ops.select("op_id", pl.col("name").alias("launch_op"),
-                     pl.when(pl.col("qdq_call")).then(pl.lit("qdq")).when(in_bwd).then(pl.col("backward_category"))
-                     .when(in_chain).then(pl.col("chain_category"))
-                     .when(enclosed).then(pl.col("enclosing_category")).otherwise(pl.col("op_category")).alias("_lop_cat"),
+                     call_category(tax.semantics.generic_categories).alias("_lop_cat"),
                      in_bwd.alias("_lop_bwd"), in_chain.alias("_lop_chain"), enclosed.alias("_lop_enc"),
                      pl.col("is_wrapper").alias("_lop_wrap"), pl.col("qdq_call").alias("_lop_qdq"))
     # a top-level op that is one call of a written-out operation counts as that operation too

@@ -26,6 +26,7 @@ from __future__ import annotations
 import polars as pl
 
 from ..frames import nearest_down
+from .semantics import call_category
 from .taxonomy import Taxonomy
 
 #: the wrapper range autograd's engine opens around each node it runs
@@ -35,19 +36,17 @@ BACKWARD_NODE = "autograd::engine::evaluate_function"
 def forward_context(tax: Taxonomy) -> pl.Expr:
     """An op's category in the forward pass: qdq dataflow, then a written-out operation or the
     specific op around a generic call, then its name's (the launch-level ladder, read per op)."""
-    generic = pl.col("op_category").is_null() | pl.col("op_category").is_in(list(tax.semantics.generic_categories))
-    return (pl.when(pl.col("qdq_call")).then(pl.lit("qdq"))
-            .when(pl.col("chain_category").is_not_null() & generic).then(pl.col("chain_category"))
-            .when(pl.col("enclosing_category").is_not_null() & generic & pl.col("op_category").is_not_null())
-            .then(pl.col("enclosing_category"))
-            .otherwise(pl.col("op_category")))
+    return call_category(tax.semantics.generic_categories, backward=False)
 
 
 def backward_category(ops: pl.DataFrame, tax: Taxonomy) -> pl.DataFrame:
     """``op_id, backward_category``: for every op in a backward node's range, the forward-context
     category of the forward op with the node's sequence number (null elsewhere, or unmatched)."""
     none = ops.select("op_id", pl.lit(None, pl.Utf8).alias("backward_category"))
-    if "seq" not in ops.columns or ops.height == 0 or ops["seq"].null_count() == ops.height:
+    # which categories are generic is the taxonomy's [semantics] word: without it (the paper's
+    # taxonomy) there is no rule
+    if (not tax.semantics.generic_categories or "seq" not in ops.columns or ops.height == 0
+            or ops["seq"].null_count() == ops.height):
         return none
     wrapper = pl.col("name").cast(pl.Utf8).str.starts_with(BACKWARD_NODE) & pl.col("seq").is_not_null()
     marked = ops.select("op_id", "parent_id", "depth", pl.when(wrapper).then(pl.col("seq")).alias("_bseq"))
