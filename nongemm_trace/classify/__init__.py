@@ -181,7 +181,9 @@ def classify(linked: Linked, tax: Taxonomy, level: str = "launch") -> pl.DataFra
     return acts.drop("_lop_cat", "_lop_bwd", "_lop_chain", "_lop_enc", "_lop_wrap", "_lop_qdq", "_top_cat", "_top_comp")
 
 
-_RULE_EVIDENCE = {"onnx_nodes": "semantics", "layer_type": "semantics", "region_endpoints": "generic", "launch_op": "semantics", "enclosing_op": "semantics", "forward_op": "semantics", "top_op": "semantics", "module": "semantics",
+_RULE_EVIDENCE = {"onnx_nodes": "semantics", "layer_type": "semantics", "region_endpoints": "generic",
+                  "region_inputs": "dataflow", "region_tactic": "family", "launch_op": "semantics",
+                  "enclosing_op": "semantics", "forward_op": "semantics", "top_op": "semantics", "module": "semantics",
                   "activity_kind": "semantics", "qdq_dataflow": "dataflow", "op_pattern": "dataflow", "none": "none"}
 
 

@@ -14,6 +14,8 @@ RULE_TEXT = {
     "qdq_dataflow": "a quantize/dequantize dataflow its launching op is part of",
     "top_op": "the top-level op's category",
     "module": "the enclosing nn.Module's category",
+    "region_inputs": "a GEMM node that reads one of the Myelin region's input tensors (onnx::MatMul_N)",
+    "region_tactic": "the Myelin region's tactic, a GEMM kernel by the kernel-name rules",
     "kernel_name": "the kernel-name rules",
     "activity_kind": "its kind (memcpy/memset)",
     "none": "no rule (unclassified)",
