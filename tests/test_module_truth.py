@@ -122,3 +122,18 @@ def test_the_tool_agrees_with_the_modules(path, tmp_path):
         misses = (got.filter(pl.col("truth").is_in(low["truth"].implode()) & (pl.col("category") != pl.col("truth")))
                   .group_by("truth", "category", "launch_op").agg(pl.col("dur_ns").sum()).sort("dur_ns", descending=True))
         pytest.fail(f"{path.name}: below {MIN_AGREEMENT:.0%}:\n{low}\nmisses:\n{misses.head(12)}")
+
+
+if __name__ == "__main__":  # the table in docs/benchmarks.md: PYTHONPATH=. python3 tests/test_module_truth.py
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        print("| capture | category | pass | tagged GPU time (us) | tool agrees |")
+        print("|---|---|---|---:|---:|")
+        for trace in TRACES:
+            got = agreement(trace, Path(tmp))
+            for where in ("forward", "backward"):
+                part = got.filter(pl.col("where") == where)
+                for r in (per_category(part).iter_rows(named=True) if part.height else []):
+                    print(f"| {trace.name.split('.')[0]} | {r['truth']} | {where} | {r['truth_ns'] / 1000:,.1f} "
+                          f"| {100 * r['share']:.1f} % |")
