@@ -40,7 +40,7 @@ class Args(msgspec.Struct, gc=False, rename={
     stream: NumOrText = None
     bytes: NumOrText = None
     # autograd's sequence number: a forward op and the backward node that differentiates it share it
-    seq: Num = None
+    seq: NumOrText = None  # a malformed number is read as none, not a reason to drop the op
     # cuda_sync events: what kind of synchronization, and the stream / event record it waits on
     cuda_sync_kind: Optional[str] = None
     wait_on_stream: NumOrText = None
