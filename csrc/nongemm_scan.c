@@ -147,7 +147,7 @@ static inline int buf_put(Buf *b, const void *src, size_t n) {
 /* the fields of one event, as read */
 enum { S_PH, S_CAT, S_NAME, S_PID, S_TID, S_DIMS, S_TYPE, S_CONCRETE, S_SYNC_KIND, N_STR };
 enum { F_TS, F_DUR, N_F };
-enum { I_EXT, I_EXT_LEGACY, I_CORR, I_DEVICE, I_STREAM, I_BYTES, I_WAIT_STREAM, I_WAIT_CORR, N_I };
+enum { I_EXT, I_EXT_LEGACY, I_CORR, I_DEVICE, I_STREAM, I_BYTES, I_WAIT_STREAM, I_WAIT_CORR, I_SEQ, N_I };
 
 typedef struct { const char *s; size_t n; int esc; } Span; /* s == NULL: absent or null */
 
@@ -164,7 +164,7 @@ typedef struct {
  * with plausible times) and their times turned into integer nanoseconds here, so that the
  * Python side only wraps the buffers. */
 enum { C_NAME, C_CAT, C_PID, C_TID, C_TS_NS, C_DUR_NS, C_KIND, C_EXT, C_CORR, C_DEVICE, C_STREAM, C_BYTES,
-       C_DIMS, C_TYPE, C_CONCRETE, C_END_NS, C_EV_IDX, C_DUR_US, C_SYNC_KIND, C_WAIT_STREAM, C_WAIT_CORR, N_COLKINDS };
+       C_DIMS, C_TYPE, C_CONCRETE, C_END_NS, C_EV_IDX, C_DUR_US, C_SYNC_KIND, C_WAIT_STREAM, C_WAIT_CORR, C_SEQ, N_COLKINDS };
 static const struct { const char *name; const char *fmt; int nullable; } COLS[N_COLKINDS] = {
     [C_NAME] = {"name", "U", 0}, [C_CAT] = {"cat", "U", 0}, [C_PID] = {"pid", "U", 0}, [C_TID] = {"tid", "U", 0},
     [C_TS_NS] = {"ts_ns", "l", 0}, [C_DUR_NS] = {"dur_ns", "l", 0}, [C_KIND] = {"kind", "U", 0},
@@ -173,11 +173,13 @@ static const struct { const char *name; const char *fmt; int nullable; } COLS[N_
     [C_TYPE] = {"input_type", "U", 1}, [C_CONCRETE] = {"concrete_inputs", "U", 1}, [C_END_NS] = {"end_ns", "l", 0},
     [C_EV_IDX] = {"ev_idx", "l", 0}, [C_DUR_US] = {"dur", "g", 0}, [C_SYNC_KIND] = {"kind", "U", 1},
     [C_WAIT_STREAM] = {"wait_on_stream", "l", 1}, [C_WAIT_CORR] = {"wait_on_cuda_event_record_corr_id", "l", 1},
+    [C_SEQ] = {"seq", "l", 1},
 };
 
 /* the tables (the Python side's TABLES, then the other accelerators' events: category and duration) */
 static const int SPEC[N_T][MAX_COLS + 1] = { /* each ends with -1 */
-    [T_OPS] = {C_NAME, C_CAT, C_PID, C_TID, C_TS_NS, C_DUR_NS, C_EXT, C_DIMS, C_TYPE, C_CONCRETE, C_END_NS, C_EV_IDX, -1},
+    [T_OPS] = {C_NAME, C_CAT, C_PID, C_TID, C_TS_NS, C_DUR_NS, C_EXT, C_DIMS, C_TYPE, C_CONCRETE, C_SEQ, C_END_NS,
+                C_EV_IDX, -1},
     [T_LAUNCHES] = {C_NAME, C_CAT, C_PID, C_TID, C_TS_NS, C_DUR_NS, C_EXT, C_CORR, C_END_NS, C_EV_IDX, -1},
     [T_ACTS] = {C_NAME, C_CAT, C_PID, C_TID, C_TS_NS, C_DUR_NS, C_KIND, C_EXT, C_CORR, C_DEVICE, C_STREAM, C_BYTES,
                 C_END_NS, C_EV_IDX, -1},
@@ -576,7 +578,10 @@ static const char *args_field(Scan *sc, const Span *key, const char *p, Ev *ev, 
         if (KEY(k, 14, "cuda_sync_kind")) { *bit = 9; return text_field(sc, p, &ev->str[S_SYNC_KIND]); }
         if (KEY(k, 14, "wait_on_stream")) { *bit = 10; return int_field(sc, p, ev, I_WAIT_STREAM); }
         break;
-    case 15: if (KEY(k, 15, "Concrete Inputs")) col = S_CONCRETE; break;
+    case 15:
+        if (KEY(k, 15, "Concrete Inputs")) col = S_CONCRETE;
+        else if (KEY(k, 15, "Sequence number")) { *bit = 12; return int_field(sc, p, ev, I_SEQ); }
+        break;
     case 33:
         if (KEY(k, 33, "wait_on_cuda_event_record_corr_id")) { *bit = 11; return int_field(sc, p, ev, I_WAIT_CORR); }
         break;
@@ -741,6 +746,7 @@ static int put_row(Scan *sc, Table *t, const int *spec, const Ev *ev, const Rout
         case C_DEVICE: rc = put_int(col, nullable, ev->i_ok[I_DEVICE], ev->i[I_DEVICE]); break;
         case C_STREAM: rc = put_int(col, nullable, ev->i_ok[I_STREAM], ev->i[I_STREAM]); break;
         case C_BYTES: rc = put_int(col, nullable, ev->i_ok[I_BYTES], ev->i[I_BYTES]); break;
+        case C_SEQ: rc = put_int(col, nullable, ev->i_ok[I_SEQ], ev->i[I_SEQ]); break;
         case C_DUR_US: rc = buf_put(&col->vals, &ev->f[F_DUR], sizeof(double)); break;
         }
         if (rc) return -1;

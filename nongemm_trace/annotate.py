@@ -15,6 +15,7 @@ import msgspec
 import polars as pl
 
 from .analysis import Analysis, needs_python
+from .classify.semantics import call_category
 from .classify.taxonomy import Taxonomy
 from .errors import TraceError
 from .load.source import read_bytes
@@ -46,10 +47,10 @@ def annotate(source: str | Path | Analysis, output: str | Path, *, taxonomy: str
             raise TraceError(path, f"cannot re-read the trace to annotate it ({exc})") from None
     events = doc["traceEvents"] if isinstance(doc, dict) else doc
 
+    # an op's category is the launch level's for the call (its dataflow, backward node, enclosing op)
     op_cat = linked.ops.select(
         "ev_idx", "is_wrapper",
-        pl.when(pl.col("qdq_call")).then(pl.lit("qdq")).otherwise(pl.col("op_category"))
-        .fill_null("unclassified").alias("category"))
+        call_category(tax.semantics.generic_categories).fill_null("unclassified").alias("category"))
     n_ops = n_acts = 0
     for idx, wrapper, cat in op_cat.iter_rows():
         args = _args(events[idx])

@@ -116,7 +116,7 @@ def measure(analysis: Analysis, opts: Options) -> Report:
         keep = steps.filter(pl.col("step") >= skip_steps)
         window = (keep["ts_ns"].min(), keep["end_ns"].max())
     if effective_metric in ("cpu", "paper") and not engine:
-        cpu_rows = cpu_op_times(linked.ops, "top" if level == "top" else "launch")
+        cpu_rows = cpu_op_times(linked.ops, "top" if level == "top" else "launch", tax.semantics.generic_categories)
         if skip_steps:
             cpu_rows = cpu_rows.join(in_window(linked.ops, *window), on="op_id", how="semi")
         cpu_cats = category_table(cpu_rows.rename({"cpu_ns": "dur_ns"}), tax)

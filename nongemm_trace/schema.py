@@ -28,7 +28,9 @@ _EVENT = {
 #: table -> column -> dtype (or a tuple of accepted dtypes)
 TABLES: dict[str, dict[str, object]] = {
     # host ranges that can launch work (cpu_op, user_annotation, NVTX ranges)
-    "ops": {"op_id": pl.UInt32, **_EVENT, "input_dims": TEXT, "input_type": TEXT, "concrete_inputs": TEXT},
+    # seq: autograd's ``Sequence number`` (a forward op and its backward node share it; null: none)
+    "ops": {"op_id": pl.UInt32, **_EVENT, "input_dims": TEXT, "input_type": TEXT, "concrete_inputs": TEXT,
+            "seq": pl.Int64},
     # host launch calls; graph_launch: the call replays a CUDA/HIP graph (one call, many activities)
     "launches": {"launch_id": pl.UInt32, **_EVENT, "correlation": pl.Int64, "graph_launch": pl.Boolean},
     # device activities: kernels, memcpys, memsets

@@ -87,3 +87,20 @@ def test_skipped_steps_leave_their_cpu_time_out():
     marker = kept.step_marker
     assert kept.ops.filter(pl.col("op") == marker)["cpu_time_ns"].sum() == step
     assert 0 < kept.ops["self_cpu_time_ns"].sum() < full.ops["self_cpu_time_ns"].sum()
+
+
+def test_cpu_metric_reads_the_calls_categories_of_the_gpu_metric():
+    """One rule for every metric: under ``--metric cpu`` a written-out RMSNorm's calls count their
+    host time in normalization, as their kernels do under the GPU metric."""
+    path = shared("h200", "llama_1b_bf16_bs1_s2048__eager.json.gz")
+    a = nongemm_trace.Analysis(path)
+    from nongemm_trace.metrics.breakdown import cpu_op_times
+
+    linked = a.linked()
+    rows = cpu_op_times(linked.ops, "launch", a.taxonomy.semantics.generic_categories).join(
+        linked.ops.select("op_id", "name"), on="op_id")
+    rsqrt = rows.filter(pl.col("name") == "aten::rsqrt")
+    gpu = a.activities("launch").filter(pl.col("launch_op") == "aten::rsqrt")
+    assert rsqrt.height and set(rsqrt["category"]) == set(gpu["category"]) == {"normalization"}
+    cats = dict(a.report(metric="cpu").categories.select("category", "time_ns").iter_rows())
+    assert cats["normalization"] >= int(rsqrt["cpu_ns"].sum())

@@ -253,3 +253,32 @@ def test_tensorrt_profiles_of_other_versions(tmp_path):
     rep = nongemm_trace.analyze(huge)
     assert rep.gpu_activities == 1 and any(w.code == "bad_layer_time" for w in rep.warnings)
     assert cli.main(["analyze", str(huge), "--format", "json"]) == 0
+
+
+def test_myelin_regions_are_gemm_when_their_contents_show_one(tmp_path):
+    """A Myelin region that fused a transformer block is GEMM when its layer information shows a
+    GEMM inside (hand-made after a Stable-Diffusion UNet engine's shape: no such engine is in
+    shared/): an input tensor the exporter named after a MatMul that reads it, or a GEMM tactic;
+    a region whose inputs and tactic show none stays non-GEMM, and a reformat layer whose input
+    feeds a MatMul is no region (its input's reader is outside it)."""
+    block = "{ForeignNode[/down_blocks.0/attentions.0/Transpose.../down_blocks.0/attentions.0/Add]}"
+    tactic_block = "{ForeignNode[/up_blocks.1/attentions.2/Transpose.../up_blocks.1/attentions.2/Reshape_1]}"
+    plain = "{ForeignNode[/mid/Transpose.../mid/Reshape]}"
+    reformat = "Reformatting CopyNode for Input Tensor 0 to /mid/MatMul"
+    prof = tmp_path / "unet.profile.json"
+    prof.write_text(json.dumps([{"count": 1}] + [{"name": n, "averageMs": ms} for n, ms in
+                                                  ((block, 2.0), (tactic_block, 1.0), (plain, 0.5), (reformat, 0.25))]))
+    tensor = lambda name: {"Name": name, "Location": "Device", "Dimensions": [2, 4096, 320]}  # noqa: E731
+    (tmp_path / "unet.graph.json").write_text(json.dumps({"Layers": [
+        {"Name": block, "LayerType": "Myelin", "Inputs": [tensor("onnx::Transpose_812"), tensor("onnx::MatMul_9031")],
+         "TacticName": "__myl_TranMulAdd_0x1"},
+        {"Name": tactic_block, "LayerType": "Myelin", "Inputs": [tensor("input.84")],
+         "TacticName": "sm90_xmma_gemm_f16f16_f16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1"},
+        {"Name": plain, "LayerType": "Myelin", "Inputs": [tensor("onnx::Transpose_77")], "TacticName": "__myl_Tran_0x2"},
+        {"Name": reformat, "LayerType": "Reformat", "Inputs": [tensor("onnx::MatMul_5")]},
+    ]}))
+    k = nongemm_trace.analyze(prof).kernels
+    got = {r["name"]: (r["category"], r["rule"]) for r in k.iter_rows(named=True)}
+    assert got[block] == ("gemm", "region_inputs")
+    assert got[tactic_block] == ("gemm", "region_tactic")
+    assert got[plain][0] != "gemm" and got[reformat] == ("memory", "layer_type")

@@ -318,3 +318,35 @@ def test_rmsnorm_written_out_is_normalization_at_the_top_level_too():
     launch, top = nongemm_trace.analyze(path), nongemm_trace.analyze(path, level="top")
     assert launch.share("normalization") > 0.03
     assert top.share("normalization") == pytest.approx(launch.share("normalization"), abs=0.01)
+
+
+# -- one category per kernel, with or without its launching op ----------------------------------
+
+@pytest.mark.parametrize("name, want", [
+    ("batched_transpose_16x32_half", "gemm"),  # MIOpen's convolution layout transposes
+    ("SubTensorOpWithScalar1d", "gemm"),  # ... and its bias/scale tensor ops
+    ("transpose_NCHW2CNHW_V2_2D_WG_off64", "gemm"),
+    ("void cudnn::ops::nchwToNhwcKernel<float, float, float, false, true, (cudnnKernelDataType_t)0>()", "gemm"),
+    ("void cublasLt::splitKreduce_kernel<32, 16, int, float, float, float, float, false, float>()", "gemm"),
+    ("void transformer_engine::detail::per_channel_cast_and_transpose_kernel<8, 4, true, float, __nv_fp8_e4m3>()",
+     "qdq"),  # FP8 per-channel cast (and transpose for the weight-gradient GEMM): quantization
+    ("void at::native::(anonymous namespace)::coalesceValuesKernel<float, float>(long*, long*, float*)", "memory"),
+    ("void thrust::cuda_cub::core::_kernel_agent<thrust::cuda_cub::__unique_by_key::UniqueByKeyAgent<"
+     "thrust::device_ptr<long>>>()", "other"),  # sparse coalescing's unique, like sort
+])
+def test_kernel_rules_for_kernels_seen_without_their_op(name, want):
+    from nongemm_trace.classify.rules import kernel_verdict
+
+    assert kernel_verdict(load_taxonomy("default"), name)[0] == want
+
+
+def test_miopen_helpers_get_one_category_with_and_without_their_op():
+    """The MIOpen kernels a convolution launches are GEMM under aten::miopen_convolution (ROCm
+    ResNet-18 DDP trace) and in the GPU-only MI210 export that recorded no ops."""
+    helper = r"^(batched_transpose|SubTensorOp|transpose_NCHW2CNHW)"
+    with_op = nongemm_trace.analyze(shared("external2", "kineto", "tracelens__mi300__ddp_resnet18_no_pool__"
+                                           "train_resnet18.json.gz")).kernels.filter(pl.col("name").str.contains(helper))
+    gpu_only = nongemm_trace.analyze(shared("external2", "kineto", "tracelens__mi210__gpu_only_trace__gpu_only_"
+                                            "trace.json.gz")).kernels.filter(pl.col("name").str.contains(helper))
+    assert with_op.height and gpu_only.height and gpu_only["launch_op"].null_count() == gpu_only.height
+    assert set(with_op["category"]) == set(gpu_only["category"]) == {"gemm"}

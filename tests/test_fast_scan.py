@@ -140,6 +140,12 @@ def _ev(**over):
     '{"ph":"X","cat":"cuda_sync","name":"x","pid":0,"tid":1,"ts":8,"dur":-1},'
     '{"ph":"X","cat":"kernel","name":"k","pid":0,"tid":7,"ts":1,"dur":1,"args":{"cuda_sync_kind":"k",'
     '"wait_on_stream":1,"wait_on_cuda_event_record_corr_id":2,"stream":7}}]',
+    # autograd's sequence number on forward ops and backward ranges, null, negative, absent
+    '[{"ph":"X","cat":"cpu_op","name":"aten::mul","pid":1,"tid":1,"ts":1,"dur":2,"args":{"Sequence number":41,'
+    '"Fwd thread id":0}},{"ph":"X","cat":"cpu_op","name":"autograd::engine::evaluate_function: MulBackward0",'
+    '"pid":1,"tid":2,"ts":5,"dur":2,"args":{"Sequence number":41,"Fwd thread id":1}},'
+    '{"ph":"X","cat":"cpu_op","name":"o","pid":1,"tid":1,"ts":9,"dur":1,"args":{"Sequence number":null}},'
+    '{"ph":"X","cat":"cpu_op","name":"o","pid":1,"tid":1,"ts":9,"dur":1,"args":{"Sequence number":-3}}]',
     "[]",
 ])
 def test_accepted_edge_cases_equal_msgspec(text):
@@ -161,6 +167,8 @@ def test_accepted_edge_cases_equal_msgspec(text):
     ('[{"ph":"X","args":{"wait_on_stream":1,"wait_on_stream":2}}]', "duplicate"),
     ('[{"ph":"X","args":{"cuda_sync_kind":1}}]', "text field"),
     ('[{"ph":"X","args":{"wait_on_cuda_event_record_corr_id":"7"}}]', "id of another type"),
+    ('[{"ph":"X","args":{"Sequence number":"7"}}]', "id of another type"),  # the Python path: seq none
+    ('[{"ph":"X","args":{"Sequence number":1,"Sequence number":2}}]', "duplicate"),
     ('[{"p\\u0068":"X"}]', "escaped key"),
     ('[{"ph":"X","pid":99999999999999999999}]', "int64"),
     ('[{"ph":"X","ts":1e999}]', "range"),
@@ -261,3 +269,22 @@ def test_spare_column_buffers_are_returned_after_a_load(monkeypatch):
     loader.load_kineto(shared("h200", "bert_base_train_bs8_s128__eager.json.gz"))
     assert len(kept) > 20 and max(kept) > 0  # reuse happened during the load
     assert fast_scan._SCANNER.cached() == 0
+
+
+def test_a_sequence_number_that_is_no_number_keeps_its_op(tmp_path):
+    """``Sequence number`` is read as a number or none: a text or a huge value leaves the op in the
+    trace with no sequence number (the scanner leaves the chunk to the Python path, which parses it)."""
+    from nongemm_trace.load import load_trace
+
+    path = tmp_path / "seq.json"
+    path.write_text(json.dumps({"traceEvents": [
+        {"ph": "X", "cat": "cpu_op", "name": "aten::mul", "pid": 1, "tid": 1, "ts": 0, "dur": 5,
+         "args": {"Sequence number": "abc"}},
+        {"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1, "tid": 1, "ts": 10, "dur": 5,
+         "args": {"Sequence number": 1e30}},
+        {"ph": "X", "cat": "cpu_op", "name": "aten::sub", "pid": 1, "tid": 1, "ts": 20, "dur": 5,
+         "args": {"Sequence number": 12}}]}))
+    ops = load_trace(path).ops.sort("ts_ns")
+    assert ops["name"].to_list() == ["aten::mul", "aten::add", "aten::sub"]
+    assert ops["seq"].to_list() == [None, None, 12]
+    assert not load_trace(path).anomalies

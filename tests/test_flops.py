@@ -182,3 +182,42 @@ def test_cli_json_and_figures(tmp_path, capsys):
     assert capsys.readouterr().out.startswith("op,category")
     assert main(["flops", str(path)]) == 0
     assert "FLOP share vs GPU-time share" in capsys.readouterr().out
+
+
+def _every_shared_trace() -> list[Path]:
+    import golden
+
+    return golden.shared_traces() if SHARED.is_dir() else []
+
+
+@pytest.mark.parametrize("path", _every_shared_trace(), ids=lambda p: p.name[:50])
+def test_flops_reads_the_categories_of_analyze(path):
+    """One classified table for every command: flops's category times are analyze's, and no
+    category with >= 2 % of the time has neither FLOPs nor bytes while a call in it has a formula
+    or an estimate (a call's numbers count in the category that holds its time)."""
+    from nongemm_trace.analysis import Analysis
+
+    a = Analysis(path)
+    rep, fr = a.report(metric="gpu"), flops_analysis(a)
+    if rep.kernels.height == 0:  # no GPU activity (CPU only, another accelerator's events)
+        return
+    ours = {c: t for c, t in rep.categories.select("category", "time_ns").iter_rows() if t}
+    theirs = {c: t for c, t in fr.categories.select("category", "time_ns").iter_rows() if t}
+    assert theirs == ours
+    total = sum(ours.values())
+    for r in fr.categories.filter((pl.col("time_ns") >= 0.02 * total) & (pl.col("flops") == 0)
+                                  & (pl.col("bytes") == 0)).iter_rows(named=True):
+        counted = fr.calls.filter((pl.col("category") == r["category"]) & pl.col("flops").is_not_null())
+        assert counted.height == 0, (r["category"], counted.head(3))
+
+
+def test_a_written_out_norm_counts_its_bytes_in_normalization():
+    """The FP8 Llama trace: RMSNorm's pow/mean/rsqrt/mul are normalization in analyze, so their
+    bytes are too (they were counted as arithmetic's, leaving normalization 0 bytes beside an
+    arithmetic rate near the H200's peak)."""
+    fr = flops_analysis(shared("h200", "llama_1b_fp8dyn_bs1_s2048__eager.json.gz"))
+    cats = {r["category"]: r for r in fr.categories.iter_rows(named=True)}
+    assert cats["normalization"]["bytes"] > 1e9 and cats["normalization"]["flops"] > 0
+    assert cats["arithmetic"]["achieved_tbps"] < 0.6 * fr.device.memory_tbps
+    mine = fr.calls.filter(pl.col("op").is_in(["aten::pow", "aten::rsqrt"]))
+    assert set(mine["category"]) == {"normalization"}

@@ -22,11 +22,12 @@ import polars as pl
 from ..frames import add_columns, lookup_columns, outermost_up
 from ..link import Linked, link
 from ..trace import Trace
+from .backward import backward_category
 from .calls import qdq_calls
 from .engines import is_engine, with_engine_columns
 from .modules import module_of_activities, module_table
 from .rules import inductor_fused_ops, is_composite, is_wrapper, kernel_verdict, op_category
-from .semantics import chain_category, enclosing_category
+from .semantics import call_category, chain_category, enclosing_category
 from .taxonomy import Taxonomy, load_taxonomy
 
 __all__ = ["classify", "link_and_classify", "load_taxonomy", "Taxonomy", "LEVELS", "EVIDENCE"]
@@ -83,6 +84,8 @@ def link_and_classify(trace: Trace, tax: Taxonomy) -> Linked:
     linked.ops = add_columns(linked.ops, flags, "op_id").with_columns(pl.col("qdq_call").fill_null(False))
     context = chain_category(linked.ops, tax).join(enclosing_category(linked.ops, tax), on="op_id", how="left")
     linked.ops = add_columns(linked.ops, context, "op_id")
+    # the backward pass: each node's generic work takes its forward op's category (sequence numbers)
+    linked.ops = add_columns(linked.ops, backward_category(linked.ops, tax), "op_id")
     return linked
 
 
@@ -102,16 +105,17 @@ def classify(linked: Linked, tax: Taxonomy, level: str = "launch") -> pl.DataFra
     # whatever its name says; a generic call in a written-out operation (RMSNorm as pow/mean/rsqrt/mul)
     # or inside an op naming a specific operation takes that operation's category; else its name's
     generic = pl.col("op_category").is_null() | pl.col("op_category").is_in(list(tax.semantics.generic_categories))
+    in_bwd = pl.col("backward_category").is_not_null() & generic
     in_chain = pl.col("chain_category").is_not_null() & generic
     enclosed = pl.col("enclosing_category").is_not_null() & generic & pl.col("op_category").is_not_null()
     lop = ops.select("op_id", pl.col("name").alias("launch_op"),
-                     pl.when(pl.col("qdq_call")).then(pl.lit("qdq")).when(in_chain).then(pl.col("chain_category"))
-                     .when(enclosed).then(pl.col("enclosing_category")).otherwise(pl.col("op_category")).alias("_lop_cat"),
-                     in_chain.alias("_lop_chain"), enclosed.alias("_lop_enc"),
+                     call_category(tax.semantics.generic_categories).alias("_lop_cat"),
+                     in_bwd.alias("_lop_bwd"), in_chain.alias("_lop_chain"), enclosed.alias("_lop_enc"),
                      pl.col("is_wrapper").alias("_lop_wrap"), pl.col("qdq_call").alias("_lop_qdq"))
     # a top-level op that is one call of a written-out operation counts as that operation too
     top = ops.select("op_id", pl.col("name").alias("top_op"),
-                     pl.when(in_chain).then(pl.col("chain_category")).otherwise(pl.col("op_category")).alias("_top_cat"),
+                     pl.when(in_bwd).then(pl.col("backward_category")).when(in_chain).then(pl.col("chain_category"))
+                     .otherwise(pl.col("op_category")).alias("_top_cat"),
                      pl.col("is_composite").alias("_top_comp"))
     acts = lookup_columns(lookup_columns(acts, "launch_op_id", lop, "op_id"), "top_op_id", top, "op_id")
     kinds = tax.activity_kinds
@@ -127,6 +131,7 @@ def classify(linked: Linked, tax: Taxonomy, level: str = "launch") -> pl.DataFra
     launch_rule = (
         pl.when(pl.col("kernel_authoritative").fill_null(False)).then(pl.lit("kernel_name"))
         .when(use_lop & pl.col("_lop_qdq").fill_null(False)).then(pl.lit("qdq_dataflow"))
+        .when(use_lop & pl.col("_lop_bwd").fill_null(False)).then(pl.lit("forward_op"))
         .when(use_lop & pl.col("_lop_chain").fill_null(False)).then(pl.lit("op_pattern"))
         .when(use_lop & pl.col("_lop_enc").fill_null(False)).then(pl.lit("enclosing_op"))
         .when(use_lop).then(pl.lit("launch_op"))
@@ -173,10 +178,12 @@ def classify(linked: Linked, tax: Taxonomy, level: str = "launch") -> pl.DataFra
     if engine:
         acts = acts.with_columns(pl.coalesce("engine_fused", "fused_ops").alias("fused_ops")).drop(
             "engine_category", "engine_rule", "engine_fused")
-    return acts.drop("_lop_cat", "_lop_chain", "_lop_enc", "_lop_wrap", "_lop_qdq", "_top_cat", "_top_comp")
+    return acts.drop("_lop_cat", "_lop_bwd", "_lop_chain", "_lop_enc", "_lop_wrap", "_lop_qdq", "_top_cat", "_top_comp")
 
 
-_RULE_EVIDENCE = {"onnx_nodes": "semantics", "layer_type": "semantics", "region_endpoints": "generic", "launch_op": "semantics", "enclosing_op": "semantics", "top_op": "semantics", "module": "semantics",
+_RULE_EVIDENCE = {"onnx_nodes": "semantics", "layer_type": "semantics", "region_endpoints": "generic",
+                  "region_inputs": "dataflow", "region_tactic": "family", "launch_op": "semantics",
+                  "enclosing_op": "semantics", "forward_op": "semantics", "top_op": "semantics", "module": "semantics",
                   "activity_kind": "semantics", "qdq_dataflow": "dataflow", "op_pattern": "dataflow", "none": "none"}
 
 

@@ -9,6 +9,13 @@ has a formula, so FLOPs are never counted twice (``aten::addmm``, not again
 ``aten::linear``). Activities with no formula-owning op above them are owned by
 their launching op and estimated by its category (bytes moved; a few FLOPs per
 element); launching ops with neither are listed, never silently zero.
+
+No call is classified here: a call's FLOPs and bytes count in the category that holds its
+time, the category ``analyze`` gave the activities it owns (the most of their time, where
+they differ), so RMSNorm's written-out ``pow``/``mean``/``rsqrt``/``mul`` count in
+normalization and a Linear's bias-gradient ``sum`` in GEMM, and the category times are
+``analyze``'s own. The op's own kind (its name's category, or qdq) only picks the estimate's
+formula (an element-wise ``mul`` costs one FLOP per element wherever its time is counted).
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ from typing import Any
 import polars as pl
 
 from ..analysis import Analysis, open_analysis
+from ..classify.semantics import call_category
 from ..devices import match_device
 from ..frames import nearest_down, strict_ancestors
 from ..trace import Anomaly
@@ -65,31 +73,40 @@ def flops_analysis(source: str | Path | Analysis, *, device_spec: str | None = N
     has_inner = strict_ancestors(calls, calls.filter(pl.col("has_formula"))["op_id"])
     calls = calls.with_columns(pl.col("op_id").is_in(has_inner.implode()).alias("_inner"))
     calls = calls.with_columns((pl.col("has_formula") & ~(pl.col("composite") & pl.col("_inner"))).alias("counted"))
+    # the op's own kind: which estimate applies to it (not where its numbers count)
     calls = calls.with_columns(
         pl.when(pl.col("qdq_call")).then(pl.lit("qdq")).otherwise(pl.col("op_category")).fill_null("unclassified")
-        .alias("category"))
+        .alias("kind"))
 
     acts = rep.kernels
     own = _owners(calls, acts)
     acts = acts.join(own, on="activity_id", how="left")
-    owner_time = acts.filter(pl.col("owner").is_not_null()).group_by("owner").agg(
-        pl.col("dur_ns").sum().alias("time_ns"), pl.col("name").unique().alias("kernels"))
+    owned = acts.filter(pl.col("owner").is_not_null())
+    # the category that holds an owner's time: analyze's, of the most of its activities' time
+    holder = (owned.group_by("owner", "category").agg(pl.col("dur_ns").sum().alias("_t"))
+              .sort(["owner", "_t", "category"], descending=[False, True, False])
+              .group_by("owner", maintain_order=True).agg(pl.col("category").first().alias("_held")))
+    owner_time = owned.group_by("owner").agg(
+        pl.col("dur_ns").sum().alias("time_ns"), pl.col("name").unique().alias("kernels")).join(
+        holder, on="owner", how="left")
     targets = calls.filter(pl.col("counted")).select("op_id").vstack(
         owner_time.select(pl.col("owner").alias("op_id")).cast({"op_id": calls.schema["op_id"]})).unique()
     sel = calls.join(targets, on="op_id", how="semi").join(
-        owner_time.rename({"owner": "op_id"}), on="op_id", how="left")
+        owner_time.rename({"owner": "op_id"}), on="op_id", how="left").with_columns(
+        # a call that owns no GPU time (it launched nothing) counts where analyze's rule puts the call
+        pl.coalesce("_held", call_category(analysis.taxonomy.semantics.generic_categories), "kind").alias("category"))
 
     rows = []
-    for r in sel.select("op_id", "name", "category", "counted", "input_dims", "input_type", "concrete_inputs",
+    for r in sel.select("op_id", "name", "category", "kind", "counted", "input_dims", "input_type", "concrete_inputs",
                         "time_ns", "kernels").iter_rows(named=True):
         call = OpCall.parse(r["name"], r["input_dims"], r["input_type"], r["concrete_inputs"])
         res, how = None, "none"
         if r["counted"]:
             res = lookup(r["name"])(call)
             how = "formula" if res else "formula (shapes missing)"
-        if res is None and r["category"] not in ("gemm", "attention"):
-            res = category_estimate(call, r["category"])
-            how = f"estimate ({r['category']})" if res else how
+        if res is None and r["kind"] not in ("gemm", "attention"):
+            res = category_estimate(call, r["kind"])
+            how = f"estimate ({r['kind']})" if res else how
         prec = _PRECISION.get(call.types[call.tensor_inputs()[0]] if call.tensor_inputs() else "", None)
         if prec == "fp32" and any(("tf32" in (k or "").lower() or "tensorop" in (k or "")) for k in (r["kernels"] or [])):
             prec = "tf32"  # cuDNN / cuBLAS ran the fp32 op on TF32 tensor cores

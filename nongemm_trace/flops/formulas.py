@@ -218,6 +218,8 @@ def _conv(c: OpCall, stride_i: int, pad_i: int, dil_i: int, groups_i: int, trans
         v = [int(t) for t in v]
         return v * nsp if len(v) == 1 else v
     stride, pad, dil = vec(stride, 1), vec(pad, 0), vec(dil, 1)
+    if not isinstance(groups, int) or groups < 1 or any(st < 1 for st in stride):
+        return None  # arguments that are not a convolution's (another signature, a bad file)
     n, cin, spatial = x[0], x[1], x[2:]
     kernel = w[2:]
     if transposed:
@@ -243,9 +245,14 @@ def _f_convolution(c: OpCall):  # (input, weight, bias, stride, padding, dilatio
     return _conv(c, 3, 4, 5, 8, transposed_i=6)
 
 
-@formula("cudnn_convolution", "miopen_convolution")
+@formula("cudnn_convolution")
 def _f_cudnn_conv(c: OpCall):  # (input, weight, padding, stride, dilation, groups, benchmark, deterministic, tf32)
     return _conv(c, 3, 2, 4, 5, transposed=False)
+
+
+@formula("miopen_convolution")
+def _f_miopen_conv(c: OpCall):  # (input, weight, bias, padding, stride, dilation, groups, benchmark, deterministic)
+    return _conv(c, 4, 3, 5, 6, transposed=False)
 
 
 @formula("cudnn_convolution_transpose")

@@ -175,15 +175,12 @@ def _returned_after(sy: pl.DataFrame, awaits: pl.DataFrame, acts: pl.DataFrame) 
 
 def host_category(ops: pl.DataFrame, generic: list[str], level: str) -> pl.DataFrame:
     """``op_id, category`` of each op's own host time: the category its call takes at the launch
-    level (a call in a quantize/dequantize dataflow is qdq; a generic call in a written-out
-    operation or inside a specific op takes that operation's; else its name's), or at the top
-    level its top-level op's."""
-    is_generic = pl.col("op_category").is_null() | pl.col("op_category").is_in(generic)
-    cat = (pl.when(pl.col("qdq_call").fill_null(False)).then(pl.lit("qdq"))
-           .when(pl.col("chain_category").is_not_null() & is_generic).then(pl.col("chain_category"))
-           .when(pl.col("enclosing_category").is_not_null() & is_generic & pl.col("op_category").is_not_null())
-           .then(pl.col("enclosing_category")).otherwise(pl.col("op_category")))
-    own = ops.select("op_id", "top_id", cat.alias("category"), "is_wrapper")
+    level (:func:`~nongemm_trace.classify.semantics.call_category`: qdq dataflow, the forward op
+    of a backward node, a written-out operation, the specific op around it, else its name), or
+    at the top level its top-level op's."""
+    from ..classify.semantics import call_category
+
+    own = ops.select("op_id", "top_id", call_category(generic).alias("category"), "is_wrapper")
     if level == "top":
         top = own.select(pl.col("op_id").alias("top_id"), pl.col("category").alias("top_category"))
         own = own.join(top, on="top_id", how="left").with_columns(

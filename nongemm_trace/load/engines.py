@@ -29,6 +29,8 @@ _METADATA_NODE = re.compile(r"\[ONNX Layer: ([^\]]+)\]")
 _REFORMAT = re.compile(r"^Reformatting CopyNode for ")
 _TRAIN_STATION = re.compile(r"^\[trainStation\d*\]$")  # TensorRT's synchronization between engine streams
 _SPLIT = re.compile(r"\s*\+\s*|PWN\(|[(),]")
+#: a tensor the PyTorch exporter named after the node that consumes it (``onnx::MatMul_1234``)
+_CONSUMER = re.compile(r"^onnx::([A-Z][A-Za-z0-9]*)_\d+$")
 
 
 def op_type(node: str) -> str | None:
@@ -58,6 +60,18 @@ def layer_nodes(name: str, metadata: str | None = None) -> tuple[list[str], str 
 def is_region(name: str, metadata: str | None = None) -> bool:
     """A Myelin region named by its first and last node only: what lies between is unknown."""
     return bool(_FOREIGN.search(name)) and not (metadata and _METADATA_NODE.search(metadata))
+
+
+def consumer_op_types(tensors: object) -> list[str]:
+    """The op types a layer's input tensors name as their consumers (the PyTorch exporter calls an
+    intermediate value ``onnx::<OpType>_<n>`` after the node that reads it), in order, each once:
+    for a Myelin region, evidence of what runs inside it that its name does not show."""
+    seen: dict[str, None] = {}
+    for t in tensors if isinstance(tensors, list) else []:
+        m = _CONSUMER.match(t.get("Name", "") if isinstance(t, dict) else str(t))
+        if m:
+            seen.setdefault(m.group(1), None)
+    return list(seen)
 
 
 def node_op_types(nodes: list[str]) -> list[str]:

@@ -238,7 +238,7 @@ def _ops(path, con, tables, s, notes) -> pl.DataFrame:
             notes.append(("start_end_ranges", other, f"{other} NVTX start/end ranges (not push/pop, may cross "
                                                      f"threads) are not used as op ranges"))
     df = pl.DataFrame(rows, schema={"name": pl.Utf8, "cat": pl.Utf8, "pid": pl.Utf8, "tid": pl.Utf8, "ts_ns": pl.Int64,
-                                    "dur_ns": pl.Int64, "input_dims": pl.Utf8, "sequence_number": pl.Int64},
+                                    "dur_ns": pl.Int64, "input_dims": pl.Utf8, "seq": pl.Int64},
                       orient="row").sort(["ts_ns", "dur_ns"], descending=[False, True])
     df = df.with_columns(
         pl.lit(None, pl.Int64).alias("external_id"), pl.lit(None, pl.Utf8).alias("input_type"),
@@ -246,7 +246,7 @@ def _ops(path, con, tables, s, notes) -> pl.DataFrame:
     # the NVTX sequence number (``seq=``) is kept for the Kineto conversion ("Sequence number")
     df = df.select("name", "cat", "pid", "tid", "ts_ns", "dur_ns", "external_id",
                    *(pl.col(c).cast(pl.Categorical) for c in ("input_dims", "input_type", "concrete_inputs")),
-                   "sequence_number", "end_ns")  # the same dtypes as the Kineto loader's op table
+                   "seq", "end_ns")  # the same dtypes as the Kineto loader's op table
     return df.with_row_index("op_id").with_columns(pl.lit(None, pl.Int64).alias("ev_idx"))
 
 
@@ -295,8 +295,8 @@ def to_kineto(trace: Trace) -> dict[str, Any]:
                 args["Input Dims"] = json.loads(r["input_dims"])
             except ValueError:
                 pass
-        if r["sequence_number"] is not None:
-            args["Sequence number"] = r["sequence_number"]
+        if r["seq"] is not None:
+            args["Sequence number"] = r["seq"]
         events.append({"ph": "X", "cat": r["cat"], "name": r["name"], "pid": ident(r["pid"]), "tid": ident(r["tid"]),
                        "ts": us(r["ts_ns"]), "dur": us(r["dur_ns"]), "args": args})
     for r in trace.launches.iter_rows(named=True):

@@ -12,7 +12,9 @@ Each layer becomes one activity of the layer's mean time per inference (``dur_ns
 to end in engine order (TensorRT reports no start times); ``median_ns`` keeps the median
 (the NonGEMM artifact's choice). ``layer_type``, ``origin`` and ``onnx_ops`` (the op types of
 the ONNX nodes the layer fused, see :mod:`.engines`) are the classifier's evidence;
-``origin_nodes`` is ``endpoints`` for a Myelin region known by its first and last node only.
+``origin_nodes`` is ``endpoints`` for a Myelin region known by its first and last node only;
+``input_ops`` the op types its input tensors name as their consumers (``onnx::MatMul_12``) and
+``tactic`` its tactic, what a region's contents show besides its name.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import polars as pl
 
 from ..errors import TraceError
 from ..trace import Trace
-from .engines import activities, empty_table, is_region, layer_nodes, node_op_types
+from .engines import activities, consumer_op_types, empty_table, is_region, layer_nodes, node_op_types
 
 #: the layer-information file's names beside a profile named ``…profile.json``
 LAYER_INFO_NAMES = ("graph.json", "layer_info.json", "layerinfo.json", "layers.json")
@@ -104,6 +106,7 @@ def load_tensorrt(path: str | Path, doc: list, layer_info: str | Path | None = N
                      "dur_ns": mean_ns, "kind": "layer", "device": 0, "stream": 0, "ev_idx": i,
                      "median_ns": median_ns, "layer_type": info.get("LayerType") or bracket,
                      "origin": info.get("Origin"), "onnx_ops": ",".join(node_op_types(nodes)) or None,
+                     "input_ops": ",".join(consumer_op_types(info.get("Inputs"))) or None,
                      "onnx_nodes": " + ".join(nodes) or None, "tactic": info.get("TacticName"),
                      "origin_nodes": "endpoints" if is_region(name, meta) else "all"})
         ts += mean_ns
@@ -124,7 +127,7 @@ def load_tensorrt(path: str | Path, doc: list, layer_info: str | Path | None = N
             notes.append(("layer_not_in_info", missing, f"{missing} profiled layers are not in {info_path.name} "
                                                         "(another engine's file?): classified from their names"))
     acts = activities(rows, {"median_ns": pl.Int64, "layer_type": pl.String, "origin": pl.String,
-                             "onnx_ops": pl.String, "onnx_nodes": pl.String, "tactic": pl.String,
+                             "onnx_ops": pl.String, "input_ops": pl.String, "onnx_nodes": pl.String, "tactic": pl.String,
                              "origin_nodes": pl.String})
     meta = {"time_basis": "layer", "tensorrt": {
         "inferences": count, "layers": len(rows), "layer_info": str(info_path) if info_path else None,

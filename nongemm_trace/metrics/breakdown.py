@@ -148,8 +148,13 @@ def step_table(acts: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
                             pl.col("activities").fill_null(0).cast(pl.Int64)).sort("step")
 
 
-def cpu_op_times(ops: pl.DataFrame, level: str) -> pl.DataFrame:
-    """CPU time per op for the ``cpu`` metric: columns ``op_id, category, cpu_ns``."""
+def cpu_op_times(ops: pl.DataFrame, level: str, generic: frozenset[str] = frozenset()) -> pl.DataFrame:
+    """CPU time per op for the ``cpu`` metric: columns ``op_id, category, cpu_ns``. At level
+    ``launch`` a call's category is the one the launch level gives its activities
+    (:func:`~nongemm_trace.classify.semantics.call_category`, ``generic`` the taxonomy's generic
+    categories: RMSNorm's written-out calls are normalization here too); at ``top`` its name's."""
+    from ..classify.semantics import call_category
+
     real = ops.filter(~pl.col("is_wrapper"))
     if level == "top":
         sel = real.filter(pl.col("top_id") == pl.col("op_id"))
@@ -158,7 +163,8 @@ def cpu_op_times(ops: pl.DataFrame, level: str) -> pl.DataFrame:
     child = ops.filter(pl.col("parent_id").is_not_null()).group_by("parent_id").agg(
         pl.col("dur_ns").sum().alias("_kids")).rename({"parent_id": "op_id"})
     sel = real.join(child, on="op_id", how="left")
-    return sel.select("op_id", pl.col("op_category").fill_null("unclassified").alias("category"),
+    cat = call_category(generic) if generic and "chain_category" in ops.columns else pl.col("op_category")
+    return sel.select("op_id", cat.fill_null("unclassified").alias("category"),
                       (pl.col("dur_ns") - pl.col("_kids").fill_null(0)).clip(lower_bound=0).alias("cpu_ns"))
 
 

@@ -31,6 +31,7 @@ class Args(msgspec.Struct, gc=False, rename={
     "input_type": "Input type",
     "concrete_inputs": "Concrete Inputs",
     "wait_record_corr": "wait_on_cuda_event_record_corr_id",
+    "seq": "Sequence number",
 }):
     external_id: Num = None
     external_id_legacy: Num = None
@@ -38,6 +39,8 @@ class Args(msgspec.Struct, gc=False, rename={
     device: NumOrText = None
     stream: NumOrText = None
     bytes: NumOrText = None
+    # autograd's sequence number: a forward op and the backward node that differentiates it share it
+    seq: NumOrText = None  # a malformed number is read as none, not a reason to drop the op
     # cuda_sync events: what kind of synchronization, and the stream / event record it waits on
     cuda_sync_kind: Optional[str] = None
     wait_on_stream: NumOrText = None

@@ -214,6 +214,7 @@ def op_table(evs: list[Event], cat: pl.Series, ev_idx: pl.Series) -> pl.DataFram
     cols["input_dims"] = _raw_texts([a.input_dims for a in args]).cast(pl.Categorical)
     cols["input_type"] = _raw_texts([a.input_type for a in args]).cast(pl.Categorical)
     cols["concrete_inputs"] = _raw_texts([a.concrete_inputs for a in args]).cast(pl.Categorical)
+    cols["seq"] = _int([a.seq for a in args])
     return pl.DataFrame(cols)
 
 

@@ -9,10 +9,13 @@ from typing import Any
 RULE_TEXT = {
     "launch_op": "the launching op's category",
     "enclosing_op": "the category of the specific op around its generic launching op",
+    "forward_op": "the forward op its backward node differentiates (autograd sequence number), in its context",
     "op_pattern": "a written-out operation its launching op is part of (e.g. RMSNorm as pow/mean/rsqrt/mul)",
     "qdq_dataflow": "a quantize/dequantize dataflow its launching op is part of",
     "top_op": "the top-level op's category",
     "module": "the enclosing nn.Module's category",
+    "region_inputs": "a GEMM node that reads one of the Myelin region's input tensors (onnx::MatMul_N)",
+    "region_tactic": "the Myelin region's tactic, a GEMM kernel by the kernel-name rules",
     "kernel_name": "the kernel-name rules",
     "activity_kind": "its kind (memcpy/memset)",
     "none": "no rule (unclassified)",

@@ -1,0 +1,68 @@
+"""The backward pass takes the categories of the forward pass, through autograd's sequence numbers.
+
+Autograd numbers every node it records: the forward op that made a node carries its
+``Sequence number``, and so does the ``autograd::engine::evaluate_function: <Node>`` range
+that runs the node in the backward pass. Names alone cannot say what a backward node
+differentiates: RMSNorm written out as ``pow, mean, add, rsqrt, mul`` has a backward of
+``PowBackward0``, ``MeanBackward1``, ``RsqrtBackward0`` and ``MulBackward0``, each an
+arithmetic name, and a Linear's bias gradient is a ``sum`` the engine runs beside
+``AddmmBackward0`` (reducing the broadcast bias's gradient to its shape). The number says
+which forward op each node belongs to, and that op's category *in its context* (the
+written-out operation or the specific op around it, as the forward pass was classified) is
+the category of the generic work in the node's range.
+
+Only a forward op of a specific category or a GEMM passes its category on: a generic forward
+op (``add``, ``copy_``) says nothing its backward's own names do not. Everything generic in
+the range counts: the node's own calls and what the engine runs beside it for the node's
+outputs (reducing a broadcast gradient to its input's shape, summing the gradients of a
+tensor's several consumers when the last of them arrives). A residual stream's gradient sum
+thus counts with the node in whose range it runs (a norm's or a Linear's), as a module hook
+sees it. The match is per process; a number that forward ops of more than one thread carry
+is ambiguous (autograd counts per thread) and matches nothing.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from ..frames import nearest_down
+from .semantics import call_category
+from .taxonomy import Taxonomy
+
+#: the wrapper range autograd's engine opens around each node it runs
+BACKWARD_NODE = "autograd::engine::evaluate_function"
+
+
+def forward_context(tax: Taxonomy) -> pl.Expr:
+    """An op's category in the forward pass: qdq dataflow, then a written-out operation or the
+    specific op around a generic call, then its name's (the launch-level ladder, read per op)."""
+    return call_category(tax.semantics.generic_categories, backward=False)
+
+
+def backward_category(ops: pl.DataFrame, tax: Taxonomy) -> pl.DataFrame:
+    """``op_id, backward_category``: for every op in a backward node's range, the forward-context
+    category of the forward op with the node's sequence number (null elsewhere, or unmatched)."""
+    none = ops.select("op_id", pl.lit(None, pl.Utf8).alias("backward_category"))
+    # which categories are generic is the taxonomy's [semantics] word: without it (the paper's
+    # taxonomy) there is no rule
+    if (not tax.semantics.generic_categories or "seq" not in ops.columns or ops.height == 0
+            or ops["seq"].null_count() == ops.height):
+        return none
+    wrapper = pl.col("name").cast(pl.Utf8).str.starts_with(BACKWARD_NODE) & pl.col("seq").is_not_null()
+    marked = ops.select("op_id", "parent_id", "depth", pl.when(wrapper).then(pl.col("seq")).alias("_bseq"))
+    inside = nearest_down(marked, "_bseq")
+    if inside["_bseq"].null_count() == inside.height:
+        return none
+    table = (ops.select("op_id", "pid", "tid", "depth", "ts_ns", "seq", forward_context(tax).alias("_fwd"))
+             .join(inside, on="op_id", how="left", maintain_order="left"))
+    # the forward ops: numbered, outside every backward range; the outermost one of each number
+    # speaks for it (aten::linear, not the aten::t it runs under the same number)
+    fwd = (table.filter(pl.col("seq").is_not_null() & pl.col("_bseq").is_null())
+           .sort("depth", "ts_ns")
+           .group_by("pid", "seq", maintain_order=True)
+           .agg(pl.col("_fwd").first(), pl.col("tid").n_unique().alias("_threads"))
+           .filter((pl.col("_threads") == 1) & pl.col("_fwd").is_not_null()
+                   & ~pl.col("_fwd").is_in(list(tax.semantics.generic_categories)))
+           .select("pid", pl.col("seq").alias("_bseq"), pl.col("_fwd").alias("backward_category")))
+    got = table.select("op_id", "pid", "_bseq").join(fwd, on=["pid", "_bseq"], how="left", maintain_order="left")
+    return got.select("op_id", "backward_category")
