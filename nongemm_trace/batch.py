@@ -3,9 +3,10 @@
 
 Each worker runs the same :func:`~nongemm_trace.analyze` as a single-file run and
 returns its JSON object; a file that cannot be analysed is named with its one-line
-error while the others still report. The combined view sums GPU time and
-activities per category over all traces; the ranks view compares per-rank step
-times (mean CPU span of the steps) and their straggler spread.
+error while the others still report, and so is one whose worker died or that ran past
+its time limit (the engines, which isolate each trace: :mod:`.batch_workers`). The
+combined view sums GPU time and activities per category over all traces; the ranks
+view compares per-rank step times (mean CPU span of the steps) and their straggler spread.
 """
 
 from __future__ import annotations
@@ -225,8 +226,8 @@ def _failed(path: str, f) -> dict[str, str]:
 
 
 def _prepare_worker() -> None:
-    """A worker process or Ray task, before its (first) trace: one core each, and the analysis imported (so that
-    a trace's time limit never counts the interpreter's start-up)."""
+    """A worker process or Ray task, before its (first) trace: one core each, and the analysis imported
+    (so that a trace's time limit never counts the interpreter's start-up)."""
     _one_core_each()
     from . import analysis  # noqa: F401
 

@@ -104,6 +104,8 @@ def run_processes(jobs: list[tuple], work: Callable[..., Any], *, workers: int, 
     import multiprocessing
     from multiprocessing.connection import wait
 
+    if not jobs:
+        return []
     ctx = multiprocessing.get_context("spawn")
     results: list[Any] = [None] * len(jobs)
     queue = list(range(len(jobs)))[::-1]
@@ -131,7 +133,10 @@ def run_processes(jobs: list[tuple], work: Callable[..., Any], *, workers: int, 
             for w in pool:
                 if w.ready and w.index is None and queue:
                     i = queue.pop()
-                    w.give(i, jobs[i], timeout)
+                    try:
+                        w.give(i, jobs[i], timeout)
+                    except OSError:  # it died since it said ready: the trace waits for another worker
+                        queue.append(i)
             first = min(w.deadline for w in pool)
             ready = set(wait([w.conn for w in pool] + [w.process.sentinel for w in pool],
                              None if first == float("inf") else max(0.0, first - time.monotonic())))
