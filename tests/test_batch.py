@@ -220,3 +220,15 @@ def test_a_timeout_that_can_never_be_met_is_refused(capsys, value):
         code, out, err = _run(capsys, "analyze", *args, "--timeout", value, "--quiet")
         assert code == 2 and out == ""
         assert len(err.strip().splitlines()) == 1 and "--timeout must be a number of seconds above 0" in err
+
+
+def _exit_at_start() -> None:
+    os._exit(3)
+
+
+def test_workers_that_cannot_start_fail_the_jobs_instead_of_starting_forever():
+    """A broken environment (every worker dies before it is ready) ends the run, each job failed in one line."""
+    from nongemm_trace.batch_workers import Failure, run_processes
+
+    got = run_processes([(1,), (2,), (3,)], abs, workers=1, prepare=_exit_at_start)
+    assert got == [Failure("died", "no worker process could start (exit status 3)")] * 3
