@@ -117,14 +117,15 @@ def analyze_with_progress(trace: str, opts: dict):
     from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeElapsedColumn, TransferSpeedColumn
 
     from ..api import analyze
+    from ..report.terminal import escape  # a file name is text, never rich markup or an escape sequence
 
     bar = Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
                    TimeElapsedColumn(), transient=True)
-    task = bar.add_task(f"reading {Path(trace).name}", total=Path(trace).stat().st_size)
+    task = bar.add_task(f"reading {escape(Path(trace).name)}", total=Path(trace).stat().st_size)
 
     def on_progress(done: int, total: int) -> None:
         bar.update(task, completed=done,
-                   description=f"{'analysing' if done >= total else 'reading'} {Path(trace).name}")
+                   description=f"{'analysing' if done >= total else 'reading'} {escape(Path(trace).name)}")
 
     with bar:
         return analyze(trace, progress=on_progress, **opts)
@@ -148,9 +149,10 @@ def _batch(args: argparse.Namespace, paths: list[str]) -> int:
                        TextColumn("{task.description}"), transient=True)
         task = bar.add_task("", total=len(paths))
         bar.start()
+        from ..report.terminal import escape
 
-        def progress_cb(done, total, path):
-            bar.update(task, completed=done, description=Path(path).name)
+        def progress_cb(done, total, path):  # a file name is text, never rich markup or an escape sequence
+            bar.update(task, completed=done, description=escape(Path(path).name))
     try:
         result = run_batch(paths, _options(args), engine=args.engine, workers=args.workers, parquet_dir=parquet_dir,
                            progress=progress_cb, timeout=args.timeout)
