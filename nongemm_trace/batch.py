@@ -3,9 +3,10 @@
 
 Each worker runs the same :func:`~nongemm_trace.analyze` as a single-file run and
 returns its JSON object; a file that cannot be analysed is named with its one-line
-error while the others still report. The combined view sums GPU time and
-activities per category over all traces; the ranks view compares per-rank step
-times (mean CPU span of the steps) and their straggler spread.
+error while the others still report, and so is one whose worker died or that ran past
+its time limit (the engines, which isolate each trace: :mod:`.batch_workers`). The
+combined view sums GPU time and activities per category over all traces; the ranks
+view compares per-rank step times (mean CPU span of the steps) and their straggler spread.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import os
 from pathlib import Path
 from typing import Any, Callable
 
-from .errors import TraceError
+from .errors import OptionError, TraceError
 from .models.batch import BatchResult
 
 TRACE_SUFFIXES = (".json", ".json.gz", ".sqlite", ".sqlite.gz", ".nsys-rep")
@@ -185,76 +186,49 @@ def ranks(reports: list[dict[str, Any]]) -> dict[str, Any] | None:
 
 
 def run_batch(paths: list[str], options: dict[str, Any], *, engine: str = "process", workers: int | None = None,
-              parquet_dir: str | None = None, progress: Callable[[int, int, str], None] | None = None) -> BatchResult:
-    """Analyse ``paths`` (already expanded) in parallel; results keep the input order."""
-    results: list[dict[str, Any] | None] = [None] * len(paths)
-    done = 0
+              parquet_dir: str | None = None, progress: Callable[[int, int, str], None] | None = None,
+              timeout: float | None = None) -> BatchResult:
+    """Analyse ``paths`` (already expanded) in parallel; results keep the input order. Each trace
+    is isolated (:mod:`.batch_workers`): one whose worker dies, or that takes longer than
+    ``timeout`` seconds, is failed with its one-line error and the others still report."""
+    from .batch_workers import Failure, run_processes, run_ray
+
+    if timeout is not None and not timeout > 0:  # NaN, 0 and negative limits could never be met
+        raise OptionError(None, f"timeout must be a number of seconds above 0, not {timeout!r}", "timeout")
+    jobs = [(p, options, parquet_dir, i) for i, p in enumerate(paths)]
+    count = [0]
+
+    def done(i: int) -> None:
+        count[0] += 1
+        if progress:
+            progress(count[0], len(paths), paths[i])
     if engine == "ray":
-        results = _run_ray(paths, options, parquet_dir, workers, progress)
+        try:
+            import ray  # noqa: F401
+        except ImportError:
+            raise TraceError(None, "--engine ray needs Ray: pip install 'nongemm-trace[ray]'") from None
+        results = run_ray(jobs, _work, workers=workers, timeout=timeout, prepare=_prepare_worker, done=done)
     elif engine == "process":
-        n = max(1, min(len(paths), workers or os.cpu_count() or 1))
-        if n == 1:
-            for i, p in enumerate(paths):
-                results[i] = _work(p, options, parquet_dir, i)
-                done += 1
-                if progress:
-                    progress(done, len(paths), p)
-        else:
-            # spawn, never fork: forking a process whose polars thread pool is running can deadlock
-            import multiprocessing
-            from concurrent.futures import ProcessPoolExecutor, as_completed  # here: a one-file run skips it
-            with ProcessPoolExecutor(max_workers=n, mp_context=multiprocessing.get_context("spawn"),
-                                     initializer=_one_core_each) as pool:
-                futs = {pool.submit(_work, p, options, parquet_dir, i): i for i, p in enumerate(paths)}
-                for f in as_completed(futs):
-                    i = futs[f]
-                    try:
-                        results[i] = f.result()
-                    except Exception as exc:  # a worker that died (killed, out of memory)
-                        results[i] = {"trace": paths[i], "error": f"{paths[i]}: worker failed ({type(exc).__name__})"}
-                    done += 1
-                    if progress:
-                        progress(done, len(paths), paths[i])
+        results = run_processes(jobs, _work, workers=max(1, workers or os.cpu_count() or 1), timeout=timeout,
+                                prepare=_prepare_worker, done=done)
     else:
         raise TraceError(None, f"unknown engine '{engine}' (process or ray)")
+    results = [_failed(paths[i], r) if isinstance(r, Failure) else r for i, r in enumerate(results)]
     ok = [r for r in results if r and "error" not in r]
     failed = [{"trace": r["trace"], "error": r["error"]} for r in results if r and "error" in r]
     return BatchResult(ok, failed, combined(ok, failed), ranks(ok))
 
 
-def _ray_work(path: str, options: dict[str, Any], parquet_dir: str | None, index: int) -> dict[str, Any]:
+def _failed(path: str, f) -> dict[str, str]:
+    """A trace whose worker gave no result: its one-line error."""
+    problem = (f"timed out (no result within the time limit of {f.how} per trace)" if f.kind == "timeout"
+               else f"the worker analysing it died ({f.how})")
+    return {"trace": path, "error": TraceError(path, problem).one_line()}
+
+
+def _prepare_worker() -> None:
+    """A worker process or Ray task, before its (first) trace: one core each, and the analysis imported
+    (so that a trace's time limit never counts the interpreter's start-up)."""
     _one_core_each()
-    return _work(path, options, parquet_dir, index)
+    from . import analysis  # noqa: F401
 
-
-def _run_ray(paths, options, parquet_dir, workers, progress):
-    try:
-        import ray
-    except ImportError:
-        raise TraceError(None, "--engine ray needs Ray: pip install 'nongemm-trace[ray]'") from None
-    started = False
-    if not ray.is_initialized():
-        ray.init(num_cpus=workers or None, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True)
-        started = True
-    try:
-        task = ray.remote(_ray_work)
-        refs = [task.remote(p, options, parquet_dir, i) for i, p in enumerate(paths)]
-        index = {r: i for i, r in enumerate(refs)}
-        results: list[dict[str, Any] | None] = [None] * len(paths)
-        pending = list(refs)
-        done = 0
-        while pending:
-            ready, pending = ray.wait(pending, num_returns=1)
-            for r in ready:
-                i = index[r]
-                try:
-                    results[i] = ray.get(r)
-                except Exception as exc:
-                    results[i] = {"trace": paths[i], "error": f"{paths[i]}: ray task failed ({type(exc).__name__})"}
-                done += 1
-                if progress:
-                    progress(done, len(paths), paths[i])
-        return results
-    finally:
-        if started:
-            ray.shutdown()

@@ -76,6 +76,11 @@ def validate_limits(taxonomy: Taxonomy, *, max_share: dict[str, float] | None = 
     _validate(max_share, CLASSES + tuple(c for c in declared if c not in CLASSES), "max_share", share=True)
     _validate(max_category_share, declared, "max_category_share", share=True)
     _validate(max_category_regression, declared, "max_category_regression", share=False)
+    import math
+    for name, value in [("max_regression", max_regression), *(max_category_regression or {}).items()]:
+        if value is not None and not math.isfinite(value):  # NaN never compares above: the gate would be off
+            raise OptionError(path, f"the regression limit {name} is {value}, not a finite fraction",
+                              "max_regression", "max_category_regression")
     if not (max_share or max_category_share or max_regression is not None or max_category_regression):
         raise OptionError(path, "no limit to check (give max_share, max_category_share, max_regression or "
                                 "max_category_regression)",
@@ -101,19 +106,50 @@ class Baseline:
 
     @classmethod
     def of_json(cls, path: str | Path) -> Baseline:
+        """A stored report read back, every number it gives the gate checked (:func:`_time_ns`): a
+        negative, NaN, infinite or ill-typed time, or categories that do not add up to the total,
+        would turn the gate off (a regression against -1 us never fires), so they are refused."""
         import json
 
         try:
             d = json.loads(Path(path).read_text(encoding="utf-8"))
-            cats = {c["category"]: int(round(c["gpu_time_us"] * 1000)) for c in d["categories"]}
-            return cls(int(round(d["gpu_time_us"] * 1000)), len(d["steps"]), cats)
         except OSError as exc:
             raise TraceError(path, f"cannot read the baseline: {exc.strerror or exc}") from None
-        except (ValueError, KeyError, TypeError) as exc:
+        except ValueError as exc:
             raise TraceError(path, f"not a report JSON of 'analyze --format json' ({type(exc).__name__}: {exc})") from None
+        if not isinstance(d, dict) or not isinstance(d.get("categories"), list) or not isinstance(d.get("steps"), list):
+            raise TraceError(path, "not a report JSON of 'analyze --format json' (no categories and steps lists)")
+        total = _time_ns(path, d.get("gpu_time_us"), "gpu_time_us")
+        cats: dict[str, int] = {}
+        for c in d["categories"]:
+            name = c.get("category") if isinstance(c, dict) else None
+            if not isinstance(name, str) or name in cats:
+                raise TraceError(path, f"baseline category entry {c!r:.80} has no category name of its own")
+            cats[name] = _time_ns(path, c.get("gpu_time_us"), f"gpu_time_us of category {name!r}")
+        if abs(sum(cats.values()) - total) > len(cats):  # each category rounded to the nanosecond
+            raise TraceError(path, f"baseline categories sum to {sum(cats.values()) / 1000:,.3f} us, not its "
+                                   f"gpu_time_us {total / 1000:,.3f} us: not a report as analyze writes it")
+        return cls(total, len(d["steps"]), cats)
 
     def per_step(self, ns: float) -> float:
         return ns / self.steps if self.steps else ns
+
+
+#: the largest time a baseline may hold: int64 nanoseconds (292 years)
+_MAX_NS = 2**63 - 1
+
+
+def _time_ns(path: str | Path, value: Any, what: str) -> int:
+    """A baseline's time in microseconds -> nanoseconds: a finite number (not a bool, not text) from 0
+    to the int64 range, else a one-line refusal naming the field."""
+    import math
+
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TraceError(path, f"baseline {what} is {value!r:.40}, not a number of microseconds")
+    if not math.isfinite(value) or value < 0 or value * 1000 > _MAX_NS:
+        raise TraceError(path, f"baseline {what} is {value!r}: a time must be finite, at least 0 and at most "
+                               "292 years")
+    return int(round(value * 1000))
 
 
 def _baseline(source: str | Path | Analysis | Report, options: dict[str, Any]) -> Baseline:
@@ -171,10 +207,11 @@ def check(
         mine = Baseline.of_report(rep)
         if max_regression is not None:
             b, n = base.per_step(base.gpu_time_ns), mine.per_step(mine.gpu_time_ns)
-            change = (n - b) / b if b else 0.0
+            change = (n - b) / b if b else (float("inf") if n > 0 else 0.0)  # from none: a rise
             if change > max_regression:
                 out.append(Violation("max-regression", change, max_regression,
-                                     f"GPU time per step rose {100 * change:.1f} % ({b / 1000:,.1f} -> {n / 1000:,.1f} us), "
+                                     f"GPU time per step {'appeared' if b == 0 else f'rose {100 * change:.1f} %'} "
+                                     f"({b / 1000:,.1f} -> {n / 1000:,.1f} us), "
                                      f"above the limit of {_percent(max_regression)} %"))
         for cat, allowed in (max_category_regression or {}).items():
             b, n = base.per_step(base.category_ns.get(cat, 0)), mine.per_step(mine.category_ns.get(cat, 0))

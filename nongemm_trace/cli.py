@@ -30,7 +30,15 @@ from .commands.common import EXIT_BAD_INPUT, finished  # noqa: E402
 def entry() -> None:
     """The console command: :func:`main`; after a single-trace analysis, the process exits
     without the interpreter's teardown (freeing a big trace's tables and modules one by one
-    takes 0.06-0.1 s, about 5 % of a 200 MB run), its output flushed first."""
+    takes 0.06-0.1 s, about 5 % of a 200 MB run), its output flushed first.
+
+    Nothing at all in a batch worker that is starting: ``spawn`` imports the parent's main script
+    again in each worker, and a wrapper script that calls ``entry()`` without an
+    ``if __name__ == "__main__"`` guard would otherwise run the whole command again there."""
+    import multiprocessing.process
+
+    if getattr(multiprocessing.process.current_process(), "_inheriting", False):
+        return
     code = main()
     if finished["single_analysis"]:
         try:

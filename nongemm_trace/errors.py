@@ -1,12 +1,25 @@
 """One exception type for every refusal, so the CLI can print one line and exit 2.
 
 A :class:`TraceError` always names the file and the problem; library callers can
-catch it to tell bad input from bugs.
+catch it to tell bad input from bugs. Its line is :func:`printable`: a file name or a quoted
+kernel name never sends an escape sequence to the terminal it is printed on.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
+
+#: line breaks and tabs -> a space; other C0/C1 controls, DEL and the bidirectional controls -> dropped
+_TABLE: dict[int, str | None] = {c: " " for c in (0x09, 0x0A, 0x0B, 0x0C, 0x0D)}
+_TABLE.update({c: None for c in [*range(0x00, 0x20), *range(0x7F, 0xA0)] if c not in _TABLE})
+_TABLE.update({c: None for c in (0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A))})
+
+
+def printable(text: Any) -> str:
+    """``text`` without control characters (nor the bidirectional overrides that make text read
+    otherwise than it is stored): safe to write to a terminal."""
+    return str(text).translate(_TABLE)
 
 
 class TraceError(Exception):
@@ -18,7 +31,7 @@ class TraceError(Exception):
         super().__init__(self.one_line())
 
     def one_line(self) -> str:
-        return f"{self.path}: {self.problem}" if self.path else self.problem
+        return printable(f"{self.path}: {self.problem}" if self.path else self.problem)
 
 
 class OptionError(TraceError):

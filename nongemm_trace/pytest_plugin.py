@@ -23,6 +23,7 @@ This module imports nothing heavy until a test uses it: every pytest run loads i
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -95,7 +96,8 @@ class NonGemm:
         from .check import parse_fraction
         from .testing import assert_share_at_least
 
-        return assert_share_at_least(self.analysis(trace), name, parse_fraction(limit, name), **options)
+        with _refusals_fail():
+            return assert_share_at_least(self.analysis(trace), name, parse_fraction(limit, name), **options)
 
     def assert_unclassified_at_most(self, trace: str | Path, limit: float | str = 0.01, **options: Any):
         return self.assert_category_share_at_most(trace, "unclassified", limit, **options)
@@ -123,14 +125,27 @@ class NonGemm:
         from .check import parse_fraction
         from .testing import assert_checks
 
-        for key in ("max_share", "max_category_share", "max_category_regression"):
-            if limits.get(key):
-                limits[key] = {k: parse_fraction(v, k) for k, v in limits[key].items()}
-        if isinstance(limits.get("max_regression"), str):
-            limits["max_regression"] = parse_fraction(limits["max_regression"], "max_regression")
-        if limits.get("baseline") is not None and not isinstance(limits["baseline"], Path):
-            limits["baseline"] = self.path(limits["baseline"])
-        return assert_checks(self.analysis(trace), **limits)
+        with _refusals_fail():
+            for key in ("max_share", "max_category_share", "max_category_regression"):
+                if limits.get(key):
+                    limits[key] = {k: parse_fraction(v, k) for k, v in limits[key].items()}
+            if isinstance(limits.get("max_regression"), str):
+                limits["max_regression"] = parse_fraction(limits["max_regression"], "max_regression")
+            if limits.get("baseline") is not None and not isinstance(limits["baseline"], Path):
+                limits["baseline"] = self.path(limits["baseline"])
+            return assert_checks(self.analysis(trace), **limits)
+
+
+@contextmanager
+def _refusals_fail():
+    """A refused input (a baseline with a negative time, a typo in a limit, a truncated trace) fails the
+    test with its one line, as ``check`` exits 2 with it: never a pass, and no traceback into the library."""
+    from .errors import TraceError
+
+    try:
+        yield
+    except TraceError as exc:
+        pytest.fail(f"nongemm: {exc.one_line()}", pytrace=False)
 
 
 @pytest.fixture

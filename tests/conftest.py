@@ -36,6 +36,20 @@ def shared(*parts: str) -> Path:
     return p
 
 
+#: the reproducers of inputs that ended badly (../shared/fuzz/hostile and its README)
+HOSTILE = SHARED.parent / "fuzz" / "hostile"
+
+
+def hostile(name: str) -> Path:
+    """One reproducer of ../shared/fuzz/hostile (skipped when absent, failed under CI=true)."""
+    p = HOSTILE / name
+    if not p.exists():
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            pytest.fail(f"hostile reproducers not found at {HOSTILE} (CI=true)")
+        pytest.skip(f"hostile reproducers not found at {HOSTILE}")
+    return p
+
+
 def kineto_traces() -> list[Path]:
     """Every Kineto trace the core must load (h200, h200x2, external tracelens and hta)."""
     out: list[Path] = []

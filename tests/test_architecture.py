@@ -25,7 +25,7 @@ STAGES = [
     ("analyses", ("api", "launch", "flops", "explain", "weak", "annotate", "compare", "check", "testing",
                   "convert", "latency")),
     ("render", ("report",)),
-    ("pipelines", ("batch", "report_page", "integrations", "pytest_plugin")),
+    ("pipelines", ("batch", "batch_workers", "report_page", "integrations", "pytest_plugin")),
     ("command line", ("cli", "cli_args", "commands", "__main__", "")),
 ]
 

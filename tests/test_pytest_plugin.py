@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from conftest import REPO, SAMPLES, shared
+from conftest import REPO, SAMPLES, hostile, shared
 
 pytest_plugins = ["pytester"]
 
@@ -117,6 +117,40 @@ def test_baselines_are_recorded_then_compared(pytester, run):
     slower = run()
     slower.assert_outcomes(failed=1)
     slower.stdout.fnmatch_lines(["*GPU time per step rose 20.0 % (5,336.2 -> 6,404.7 us), above the limit of 10.0 %*"])
+
+
+def test_a_baseline_with_negative_times_fails_the_fixture_and_the_marker_in_one_line(pytester, run):
+    """S12 (../shared/fuzz/hostile): a stored baseline with a negative total or category time compared
+    as 'no regression' (a change of -100 %): now the test fails with the baseline's one line, as
+    ``check`` exits 2 with it, and no traceback into the library."""
+    for name in ("S12-baseline-negative.json", "S12-baseline-category-negative.json"):
+        shutil.copy(hostile(name), pytester.path / "traces" / name)
+    pytester.makepyfile(test_gate="""
+        import pytest
+
+        def test_fixture_total(nongemm):
+            nongemm.assert_no_regression("traces/bert.json.gz", baseline="traces/S12-baseline-negative.json",
+                                         max_regression="5%")
+
+        def test_fixture_category(nongemm):
+            nongemm.assert_no_regression("traces/bert.json.gz", baseline="traces/S12-baseline-category-negative.json",
+                                         max_regression=None, categories={"gemm": "5%"})
+
+        @pytest.mark.nongemm("traces/bert.json.gz", baseline="traces/S12-baseline-negative.json", max_regression=0.05)
+        def test_marker_total():
+            pass
+
+        @pytest.mark.nongemm("traces/bert.json.gz", baseline="traces/S12-baseline-category-negative.json",
+                             max_category_regression={"gemm": 0.05})
+        def test_marker_category():
+            pass
+    """)
+    result = run("-v")
+    result.assert_outcomes(failed=4)
+    out = result.stdout.str()
+    assert out.count("S12-baseline-negative.json: baseline gpu_time_us is -1.0: a time must be finite") == 4  # 2 + summary
+    assert out.count("S12-baseline-category-negative.json: baseline gpu_time_us of category 'gemm' is -5.0") == 4
+    assert "Traceback" not in out and "nongemm_trace/check.py" not in out
 
 
 def test_the_entry_point_names_the_plugin():

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ..errors import TraceError
 from ..vocabulary import LEVELS, METRICS
-from .common import EXIT_BAD_INPUT, finished
+from .common import EXIT_BAD_INPUT, finished, time_limit
 
 HELP = "GEMM / non-GEMM breakdown of traces (Kineto .json[.gz], nsys .sqlite[.gz])"
 
@@ -21,6 +21,9 @@ def arguments(a: argparse.ArgumentParser) -> None:
     a.add_argument("--engine", choices=("process", "ray"), default="process",
                    help="several traces: worker processes on this machine (default) or Ray tasks")
     a.add_argument("--workers", type=int, default=None, help="parallel workers (default: the CPU count)")
+    a.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
+                   help="per trace: a trace not analysed within SECONDS is failed with one line (its worker "
+                        "ended) while the others report; exit 2. Default: no limit")
     a.add_argument("-q", "--quiet", action="store_true", help="no progress display on stderr")
     a.add_argument("--metric", choices=tuple(METRICS), default=None,
                    help="gpu: summed GPU activity time (default); cpu: operator CPU time; paper: cpu + gpu "
@@ -85,10 +88,11 @@ def _analyze_one(args: argparse.Namespace) -> int:
     opts = _options(args)
     size = Path(args.trace).stat().st_size if Path(args.trace).is_file() else 0
     big = size > (4 << 20 if args.trace.endswith(".gz") else 32 << 20)  # gzip: ~10x that much JSON
-    if big and not args.quiet and sys.stderr.isatty():
-        report = analyze_with_progress(args.trace, opts)
-    else:
-        report = analyze(args.trace, **opts)
+    with time_limit(args.trace, args.timeout):
+        if big and not args.quiet and sys.stderr.isatty():
+            report = analyze_with_progress(args.trace, opts)
+        else:
+            report = analyze(args.trace, **opts)
     if args.format == "json":
         from ..report.json_out import render_json
         emit(render_json(report, max_ops=args.max_ops), args.output)
@@ -113,14 +117,15 @@ def analyze_with_progress(trace: str, opts: dict):
     from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeElapsedColumn, TransferSpeedColumn
 
     from ..api import analyze
+    from ..report.terminal import escape  # a file name is text, never rich markup or an escape sequence
 
     bar = Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
                    TimeElapsedColumn(), transient=True)
-    task = bar.add_task(f"reading {Path(trace).name}", total=Path(trace).stat().st_size)
+    task = bar.add_task(f"reading {escape(Path(trace).name)}", total=Path(trace).stat().st_size)
 
     def on_progress(done: int, total: int) -> None:
         bar.update(task, completed=done,
-                   description=f"{'analysing' if done >= total else 'reading'} {Path(trace).name}")
+                   description=f"{'analysing' if done >= total else 'reading'} {escape(Path(trace).name)}")
 
     with bar:
         return analyze(trace, progress=on_progress, **opts)
@@ -144,12 +149,13 @@ def _batch(args: argparse.Namespace, paths: list[str]) -> int:
                        TextColumn("{task.description}"), transient=True)
         task = bar.add_task("", total=len(paths))
         bar.start()
+        from ..report.terminal import escape
 
-        def progress_cb(done, total, path):
-            bar.update(task, completed=done, description=Path(path).name)
+        def progress_cb(done, total, path):  # a file name is text, never rich markup or an escape sequence
+            bar.update(task, completed=done, description=escape(Path(path).name))
     try:
         result = run_batch(paths, _options(args), engine=args.engine, workers=args.workers, parquet_dir=parquet_dir,
-                           progress=progress_cb)
+                           progress=progress_cb, timeout=args.timeout)
     finally:
         if bar is not None:
             bar.stop()

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import TraceError
+from .bounds import sums_checked
 from .formats import by_name, sniff
 from .kineto import read_ahead
 from .kineto.cutting import read_block
@@ -35,12 +36,14 @@ def stop_read_ahead() -> None:
     read_ahead.discard()
 
 
+@sums_checked
 def load_trace(path: str | Path, *, keep_python: bool = False, progress: Progress | None = None,
                layer_info: str | Path | None = None) -> Trace:
     """Load ``path``: a Kineto ``.json``/``.json.gz`` trace, an Nsight Systems SQLite export
     (``.sqlite``/``.sqlite.gz``), or an ``.nsys-rep`` report (exported first when an ``nsys``
     binary is on PATH), a TensorRT profile (``layer_info``: its layer-information file, else the one
-    next to it by name) or an ONNX Runtime profile. Bad input raises :class:`TraceError`.
+    next to it by name) or an ONNX Runtime profile. Bad input raises :class:`TraceError`, and so
+    does a trace whose durations add up beyond int64 nanoseconds (:mod:`.bounds`).
     ``progress(done, total)`` is called with the bytes of the file read so far."""
     if str(path).endswith(".nsys-rep"):
         from .nsys import load_nsys  # Nsight Systems exports only: not imported for Kineto traces

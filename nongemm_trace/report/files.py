@@ -1,6 +1,8 @@
 """CSV and Parquet rendering: a report's tables (``categories``, ``ops``, ``kernels``), a launch
 or FLOPs report's tables, a batch's rows. Times are written in microseconds (``*_us``) next
-to the exact nanosecond columns (``*_ns``)."""
+to the exact nanosecond columns (``*_ns``). Every CSV goes through :func:`.escape.csv_frame` /
+:func:`.escape.csv_text`: a name that starts like a formula (``=``, ``+``, ``-``, ``@``) is written
+with a leading ``'``, as text; Parquet keeps every name as it is."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from ..models.latency import LatencyReport, WhatIfReport
 from ..models.launch import LaunchReport
 from ..models.report import Report
 from ..safe_write import write_file
+from .escape import csv_frame, csv_text
 
 TABLES = ("categories", "ops", "kernels")
 LAUNCH_TABLES = ("streams", "steps", "devices", "categories", "activities")
@@ -42,6 +45,7 @@ def write_table(report: Report, table: str, fmt: str, output: str | None) -> str
     the CSV text when it should be printed."""
     df = table_frame(report, table)
     if fmt == "csv":
+        df = csv_frame(df)
         if output is None:
             return df.write_csv()
         write_file(output, lambda path: df.write_csv(path))
@@ -57,12 +61,13 @@ def write_table(report: Report, table: str, fmt: str, output: str | None) -> str
 def launch_csv(rep: LaunchReport, table: str) -> str:
     """One of a launch report's tables (``LAUNCH_TABLES``) as CSV, ``*_us`` beside each ``*_ns``."""
     df = getattr(rep, table)
-    return df.with_columns((pl.col(c) / 1000).alias(c[:-3] + "_us") for c in df.columns if c.endswith("_ns")).write_csv()
+    return csv_frame(df.with_columns((pl.col(c) / 1000).alias(c[:-3] + "_us") for c in df.columns
+                                     if c.endswith("_ns"))).write_csv()
 
 
 def flops_csv(rep: FlopsReport, table: str) -> str:
     """One of a FLOPs report's tables (``FLOPS_TABLES``) as CSV."""
-    return getattr(rep, table).write_csv()
+    return csv_frame(getattr(rep, table)).write_csv()
 
 
 #: a batch's per-trace columns (CSV; markdown shows them by name)
@@ -88,7 +93,7 @@ def batch_csv(result: BatchResult) -> str:
     buf = io.StringIO()
     w = csv.writer(buf)
     w.writerow(BATCH_COLUMNS)
-    w.writerows(batch_rows(result))
+    w.writerows([csv_text(v) for v in row] for row in batch_rows(result))
     return buf.getvalue()
 
 
@@ -100,10 +105,10 @@ def latency_csv(rep: LatencyReport) -> str:
     per = per.with_columns(pl.col("wall").cast(pl.Int64), pl.col("ns").cast(pl.Int64))
     rows = pl.concat([per.select("step", "name", "wall", "category", "class", "bound", "ns"),
                       tot.select("step", "name", "wall", "category", "class", "bound", "ns")])
-    return rows.select("step", "name", (pl.col("wall") / 1000).alias("wall_us"), "category", "class", "bound",
-                       (pl.col("ns") / 1000).alias("time_us")).write_csv()
+    return csv_frame(rows.select("step", "name", (pl.col("wall") / 1000).alias("wall_us"), "category", "class",
+                                 "bound", (pl.col("ns") / 1000).alias("time_us"))).write_csv()
 
 
 def whatif_csv(rep: WhatIfReport) -> str:
-    return rep.steps.select("step", "name", *((pl.col(c) / 1000).alias(f"{c}_us")
-                                              for c in ("measured", "predicted", "amdahl"))).write_csv()
+    return csv_frame(rep.steps.select("step", "name", *((pl.col(c) / 1000).alias(f"{c}_us")
+                                                        for c in ("measured", "predicted", "amdahl")))).write_csv()

@@ -10,11 +10,9 @@ import polars as pl
 from ..models.batch import BatchResult
 from ..models.comparison import Comparison
 from ..models.report import Report
+from .escape import md_cell as _cell
+from .escape import md_code, md_text
 from .files import batch_rows
-
-
-def _cell(x: Any) -> str:
-    return str(x).replace("|", "\\|")
 
 
 def _table(head: list[str], rows: list[list[Any]], right_from: int = 1) -> list[str]:
@@ -27,8 +25,8 @@ def _table(head: list[str], rows: list[list[Any]], right_from: int = 1) -> list[
 def analyze_markdown(rep: Report, top: int = 10) -> str:
     dev = (rep.metadata.get("device") or {}).get("name") or "unknown device"
     total = int(rep.categories["time_ns"].sum())
-    lines = [f"### {Path(rep.trace).name}", "",
-             f"{dev} · metric **{rep.metric}** · level **{rep.level}** · taxonomy {rep.taxonomy} v{rep.taxonomy_version} · "
+    lines = [f"### {md_code(Path(rep.trace).name)}", "",
+             f"{md_code(dev)} · metric **{rep.metric}** · level **{rep.level}** · taxonomy {rep.taxonomy} v{rep.taxonomy_version} · "
              f"{total / 1000:,.1f} us over {rep.gpu_activities:,} GPU activities"
              + (f" · {rep.steps.height} steps" if rep.steps.height else ""), ""]
     lines += _table(["class", "time (us)", "share"],
@@ -48,13 +46,13 @@ def analyze_markdown(rep: Report, top: int = 10) -> str:
         lines += ["", f"Top {top} ops by self {by.upper()} time:", ""]
         lines += _table(["op", "category", "calls", f"{by.upper()} time (us)", f"self {by.upper()} time (us)",
                          f"self {other[5:8].upper()} time (us)"],
-                        [[f"`{r['op']}`", r["category"], f"{r['calls']:,}",
+                        [[md_code(r["op"]), r["category"], f"{r['calls']:,}",
                           *("-" if r[c] is None else f"{r[c] / 1000:,.1f}"
                             for c in (f"{by}_time_ns", f"self_{by}_time_ns", other))]
                          for r in rep.ops.filter(own).head(top).iter_rows(named=True)],
                         right_from=2)
     if rep.warnings:
-        lines += ["", "Warnings:", ""] + [f"- `{w.code}` ({w.count:,}): {w.message}" for w in rep.warnings]
+        lines += ["", "Warnings:", ""] + [f"- `{w.code}` ({w.count:,}): {md_text(w.message)}" for w in rep.warnings]
     return "\n".join(lines) + "\n"
 
 
@@ -62,8 +60,8 @@ def compare_markdown(cmp: Comparison) -> str:
     d = cmp.to_dict()
     names = [Path(t["trace"]).name for t in d["traces"]]
     unit = "us per step" if d["per_step"] else "us"
-    lines = ["### Comparison", "", f"BASE: `{names[0]}` · GPU time in {unit} · ratio = trace / BASE", ""]
-    head = ["", *[f"`{n}`" for n in names]]
+    lines = ["### Comparison", "", f"BASE: {md_code(names[0])} · GPU time in {unit} · ratio = trace / BASE", ""]
+    head = ["", *[md_code(n) for n in names]]
     lines += _table(head, [
         ["GPU time", *[f"{t['gpu_time_us']:,.1f}" for t in d["traces"]]],
         ["activities", *[f"{t['activities']:,}" for t in d["traces"]]],
@@ -78,19 +76,19 @@ def compare_markdown(cmp: Comparison) -> str:
         for t, r in zip(c["gpu_time_us"][1:], c["ratio"][1:]):
             cells.append(f"{t:,.1f} ({'new' if r is None else f'{r:.2f}x'})")
         rows.append([c["category"], c["class"], *cells])
-    lines += _table(["category", "class", *[f"`{n}`" for n in names]], rows, right_from=2)
+    lines += _table(["category", "class", *[md_code(n) for n in names]], rows, right_from=2)
     for section in ("quantization", "fusion"):
         if d.get(section):
             lines += ["", f"**{section.capitalize()}**:", ""]
-            lines += [f"- `{Path(p['trace']).name}`: {p['summary']}" for p in d[section]["pairs"]]
+            lines += [f"- {md_code(Path(p['trace']).name)}: {md_text(p['summary'])}" for p in d[section]["pairs"]]
     if d.get("fusion"):
         p = d["fusion"]["pairs"][0]
         lines += ["", "Fused kernels and the eager ops they replaced:", ""]
         lines += _table(["kernel", "category", "time (us)", "replaces"],
-                        [[f"`{k['kernel']}`", k["category"], f"{k['time_us']:,.1f}",
-                          ", ".join(k["replaces_eager_ops"]) or "-"] for k in p["kernels"][:10]], right_from=2)
+                        [[md_code(k["kernel"]), k["category"], f"{k['time_us']:,.1f}",
+                          ", ".join(md_code(o) for o in k["replaces_eager_ops"]) or "-"] for k in p["kernels"][:10]], right_from=2)
     if d["warnings"]:
-        lines += ["", "Warnings:", ""] + [f"- `{w['code']}`: {w['message']}" for w in d["warnings"]]
+        lines += ["", "Warnings:", ""] + [f"- `{w['code']}`: {md_text(w['message'])}" for w in d["warnings"]]
     return "\n".join(lines) + "\n"
 
 
@@ -98,7 +96,8 @@ def batch_markdown(result: BatchResult) -> str:
     """A batch's traces, one row each, and the combined row."""
     out = ["| trace | GPU time (us) | activities | GEMM | non-GEMM | top non-GEMM |", "|---|---:|---:|---:|---:|---|"]
     for r in batch_rows(result):
-        out.append(f"| {Path(r[0]).name} | {r[3]:,.1f} | {r[4]:,} | {100 * r[5]:.1f} % | {100 * r[6]:.1f} % | {r[7]} |")
+        out.append(f"| {_cell(md_code(Path(r[0]).name))} | {r[3]:,.1f} | {r[4]:,} | {100 * r[5]:.1f} % | {100 * r[6]:.1f} % | "
+                   f"{_cell(r[7])} |")
     c = result.combined
     out.append(f"| **all {c['traces']} traces** | {c['gpu_time_us']:,.1f} | {c['gpu_activities']:,} | "
                + " | ".join(f"{100 * next((x['share'] for x in c['classes'] if x['class'] == k), 0.0):.1f} %"

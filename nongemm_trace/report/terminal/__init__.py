@@ -6,9 +6,16 @@ whole (see :func:`nongemm_trace.report.output.draw`). Styles come from :mod:`..p
 
 from __future__ import annotations
 
-from rich.markup import escape
+from rich.markup import escape as _markup_escape
 
+from ..escape import printable
 from ..palette import WARNING
+
+
+def escape(text: str) -> str:
+    """Text from a trace for a rich console: control characters dropped (:func:`..escape.printable`: no
+    escape sequence reaches the terminal) and rich's markup escaped (a name never styles or links)."""
+    return _markup_escape(printable(text))
 
 
 def warning_line(code: str, message: str, count: int | None = None) -> str:

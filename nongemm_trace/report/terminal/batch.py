@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
 from ...models.batch import BatchResult
 from ..palette import FAILED
+from . import escape
 
 
 def render_batch(result: BatchResult, console: Console) -> None:

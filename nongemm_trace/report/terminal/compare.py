@@ -5,12 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
 from ...models.comparison import Comparison
 from ..palette import TITLE
-from . import warning_line
+from . import escape, warning_line
 
 
 def render_compare(cmp: Comparison, console: Console) -> None:
@@ -40,7 +39,7 @@ def render_compare(cmp: Comparison, console: Console) -> None:
             cells = [f"{r['gpu_time_us'][0]:,.1f}"]
             for tm, ra in zip(r["gpu_time_us"][1:], r["ratio"][1:]):
                 cells += [f"{tm:,.1f}", "new" if ra is None else f"{ra:.2f}x"]
-            t.add_row(r[key], *cells)
+            t.add_row(escape(r[key]), *cells)
         console.print(t)
     for section in ("quantization", "fusion"):
         for p in (d.get(section) or {}).get("pairs", []):

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..escape import printable_lines
+
 #: what each step of the classifier's decision means, for a reader
 RULE_TEXT = {
     "launch_op": "the launching op's category",
@@ -43,7 +45,7 @@ def render_explain(d: dict[str, Any]) -> str:
         _levels(lines, k["levels"])
     if d["more_ops"] or d["more_kernels"]:
         lines.append(f"\n(+{d['more_ops']} more ops, +{d['more_kernels']} more kernels match; give an exact name)")
-    return "\n".join(lines) + "\n"
+    return printable_lines("\n".join(lines)) + "\n"
 
 
 def _levels(lines: list[str], levels: dict[str, list[dict[str, Any]]]) -> None:
@@ -71,4 +73,4 @@ def render_weak(d: dict[str, Any]) -> str:
     if d["more_kernels"]:
         lines.append(f"\n(+{d['more_kernels']} more kernels on weak evidence; --top N shows more)")
     lines.append("\nPut the snippets in a file that starts with: extends = \"default\" and pass it with --taxonomy FILE.")
-    return "\n".join(lines) + "\n"
+    return printable_lines("\n".join(lines)) + "\n"

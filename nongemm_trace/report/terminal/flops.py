@@ -5,12 +5,11 @@ from __future__ import annotations
 import math
 
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
 from ...models.flops import FlopsReport
 from ..palette import TITLE
-from . import warning_line
+from . import escape, warning_line
 
 
 def _g(x) -> str:

@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import polars as pl
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
 from ...models.latency import BOUNDS, LatencyReport, WhatIfReport
-from . import unprofiled_source, warning_line
+from . import escape, unprofiled_source, warning_line
 
 _HOST = ("launch", "cpu", "other")
 

@@ -5,12 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
 from ...models.launch import LaunchReport
 from ..palette import TITLE
-from . import unprofiled_source, warning_line
+from . import escape, unprofiled_source, warning_line
 
 
 def _us(v: Any) -> str:
@@ -21,7 +20,7 @@ def render_launch(rep: LaunchReport, console: Console) -> None:
     s = rep.summary
     dev = (rep.device or {}).get("name") or "unknown device"
     console.print(f"[{TITLE}]{escape(rep.trace)}[/{TITLE}]")
-    console.print(f"device: {dev} | taxonomy: {rep.taxonomy} | level: {rep.level} | short activity: "
+    console.print(f"device: {escape(dev)} | taxonomy: {rep.taxonomy} | level: {rep.level} | short activity: "
                   f"< {rep.short_ns / 1000:g} us")
     console.print(f"[{TITLE}]profiled: {escape(rep.verdict)}[/{TITLE}]")
     un = rep.summary.get("unprofiled")
@@ -63,7 +62,7 @@ def render_launch(rep: LaunchReport, console: Console) -> None:
         for c in by + ["span", "busy", "idle", "host idle", "activities", "exp. comm"]:
             t.add_column(c, justify="right")
         for r in df.iter_rows(named=True):
-            t.add_row(*[str(r[c]) for c in by], _us(r["span_ns"] / 1000), _us(r["busy_ns"] / 1000),
+            t.add_row(*[escape(str(r[c])) for c in by], _us(r["span_ns"] / 1000), _us(r["busy_ns"] / 1000),
                       _us(r["idle_ns"] / 1000), _us(r["host_bound_idle_ns"] / 1000), f"{r['activities']:,}",
                       _us((r["exposed_communication_ns"] or 0) / 1000))
         console.print(t)

@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import polars as pl
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
 from ...models.report import Report
 from ...vocabulary import METRICS, TIME_BASES
 from ..palette import TITLE, WARNINGS_HEADING
-from . import warning_line
+from . import escape, warning_line
 
 METRIC_TEXT = {**METRICS, **TIME_BASES}
 
@@ -30,7 +29,7 @@ def render_report(report: Report, console: Console, top: int = 15) -> None:
     metric = METRIC_TEXT.get(report.metric, report.metric)
     console.print(f"[{TITLE}]{escape(report.trace)}[/{TITLE}]")
     total = int(report.categories["time_ns"].sum())
-    console.print(f"device: {dev} | metric: {report.metric} ({metric}) | level: {report.level} | "
+    console.print(f"device: {escape(dev)} | metric: {report.metric} ({metric}) | level: {report.level} | "
                   f"taxonomy: {report.taxonomy} v{report.taxonomy_version}")
     unit, kernels = _UNITS.get(report.metric, ("GPU activities", "kernels"))
     console.print(f"total: {_us(total or 0)} us over {report.gpu_activities:,} {unit}"
