@@ -96,9 +96,9 @@ def _export_nsys_rep(path: str | Path) -> bytes:
                             "'nsys export --type sqlite --output REPORT.sqlite REPORT.nsys-rep', then analyze the .sqlite")
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "report.sqlite"
-        try:
+        try:  # the report's name after "--" (and absolute): a file named "-o…" is never read as an option
             r = subprocess.run([nsys, "export", "--type", "sqlite", "--force-overwrite", "true", "--output", str(out),
-                                str(p)], capture_output=True, text=True, timeout=1800)
+                                "--", str(p.resolve())], capture_output=True, text=True, timeout=1800)
         except (OSError, subprocess.TimeoutExpired) as exc:
             raise TraceError(p, f"nsys export failed ({exc})") from None
         if r.returncode != 0 or not out.exists():
