@@ -36,7 +36,7 @@ _METADATA_OPEN = "[ONNX Layer: "
 
 
 def _strip_suffix(base: str) -> str:
-    """``base`` without ONNX export suffixes: a run of ``_7``-style groups at its end (underscores,
+    r"""``base`` without ONNX export suffixes: a run of ``_7``-style groups at its end (underscores,
     then decimal digits), with ``_output`` and/or ``_clone`` before it: what
     ``(?:_output)?(?:_clone)?(?:_+\d+)+$`` removes, read from the end once (``$`` also matches
     before a final newline)."""
@@ -62,7 +62,7 @@ def _strip_suffix(base: str) -> str:
 
 
 def _foreign_regions(name: str) -> list[tuple[int, int, str]]:
-    """``(start, end, inside)`` of each ``{ForeignNode[…]}`` in ``name``, left to right, as
+    r"""``(start, end, inside)`` of each ``{ForeignNode[…]}`` in ``name``, left to right, as
     ``\{ForeignNode\[(.*?)\]\}`` finds them (the first ``]}`` after the opening, on the same line),
     in one pass: the next ``]}`` and newline are remembered, never searched for again from each opening."""
     out: list[tuple[int, int, str]] = []
@@ -87,7 +87,7 @@ def _foreign_regions(name: str) -> list[tuple[int, int, str]]:
 
 
 def _metadata_nodes(metadata: str) -> list[str]:
-    """The names in ``[ONNX Layer: name]`` of a layer's metadata (``\[ONNX Layer: ([^\]]+)\]``),
+    r"""The names in ``[ONNX Layer: name]`` of a layer's metadata (``\[ONNX Layer: ([^\]]+)\]``),
     in one pass."""
     out: list[str] = []
     pos = 0
