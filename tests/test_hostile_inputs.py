@@ -213,3 +213,14 @@ def test_hostile_mangled_names_tokenize_in_one_pass():
     assert tokens("_Z" + "9a" * 100_000)[:2] == ("a", "9")
     assert tokens("_Z" + "1" * 5000 + "abc") == ("z", "1" * 5000, "abc")  # no identifier: the name's own tokens
     assert tokens("_ZN7ck_tile6kentryE") == ("ck", "tile", "kentry")
+
+
+def test_dense_events_past_the_memory_budget_are_one_line(hostile_dir, tmp_path):
+    """Dense small events cost more memory as tables than as JSON: the streamed load counts its
+    tables against NONGEMM_MAX_MEMORY and refuses in one line once past it, on both paths."""
+    path = _bomb("ev", tmp_path / "ev.json.gz")
+    for engine, env in PATHS.items():
+        code, out, err, peak = run_cli(["analyze", str(path), "--format", "json"],
+                                       {**env, "NONGEMM_MAX_MEMORY": str(20 << 20)})
+        assert judge(path, code, out, err, peak) is None, engine
+        assert "NONGEMM_MAX_MEMORY" in err, engine

@@ -114,7 +114,7 @@ def _dedupe(trace: Trace) -> None:
         rows = times.filter(same.fill_null(False) | same.shift(-1).fill_null(False))["_row"]
         if rows.len() == 0:
             continue
-        cand = df[rows.sort()]
+        cand = df.select(idx, *keys)[rows.sort()]  # the key columns only: all rows are candidates in a dense file
         dup = cand.select(idx, (~pl.struct(keys).is_first_distinct()).alias("_dup")).filter(pl.col("_dup"))[idx]
         dropped = dup.len()
         if dropped:
