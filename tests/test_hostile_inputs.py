@@ -224,3 +224,19 @@ def test_dense_events_past_the_memory_budget_are_one_line(hostile_dir, tmp_path)
                                        {**env, "NONGEMM_MAX_MEMORY": str(20 << 20)})
         assert judge(path, code, out, err, peak) is None, engine
         assert "NONGEMM_MAX_MEMORY" in err, engine
+
+
+def test_nsys_lambda_names_are_renamed_in_one_pass():
+    """``[lambda(…) (instance N)]`` in an Nsight kernel name: the regular expression rescanned to the
+    next ``)`` from every opening (160 KB of openings: 22 s); the scan gives its answers in one pass."""
+    from nongemm_trace.load.nsys import _lambdas
+
+    ref = re.compile(r"\[lambda\(([^)]*)\) \(instance (\d+)\)\]")
+    atoms = ["[lambda(", ")", " (instance ", "1", "2", ")]", "int", "(", "]", "x", " "]
+    rnd = random.Random(7)
+    for _ in range(20000):
+        s = "".join(rnd.choice(atoms) for _ in range(rnd.randint(0, 10)))
+        assert _lambdas(s) == ref.sub(r"{lambda(\1)#\2}", s), s
+    code = ("from nongemm_trace.load.nsys import normalize_kernel_name as n; "
+            "assert n('[lambda(' * 200000 + '[lambda(int) (instance 3)]').endswith('[lambda(int)#3}')")
+    subprocess.run([sys.executable, "-c", code], cwd=REPO, check=True, timeout=60)

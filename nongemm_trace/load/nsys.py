@@ -41,15 +41,40 @@ _NORMALIZE = [
     (re.compile(r"\((?:unsigned )?(?:int|long|char|short|unsigned|long long)\)(-?\d+)[uUlL]*"), r"\1"),
     (re.compile(r"\(bool\)0"), "false"),
     (re.compile(r"\(bool\)1"), "true"),
-    (re.compile(r"\[lambda\(([^)]*)\) \(instance (\d+)\)\]"), r"{lambda(\1)#\2}"),
     (re.compile(r"<unnamed>"), "(anonymous namespace)"),
 ]
+_INSTANCE = re.compile(r"\) \(instance (\d+)\)\]")
+_LAMBDAS_AT = 3  # lambdas are renamed after the int and bool rules, before <unnamed>
 
 
 def normalize_kernel_name(name: str) -> str:
-    for pat, rep in _NORMALIZE:
+    for i, (pat, rep) in enumerate(_NORMALIZE):
+        if i == _LAMBDAS_AT:
+            name = _lambdas(name)
         name = pat.sub(rep, name)
     return name
+
+
+def _lambdas(name: str) -> str:
+    r"""``[lambda(ARGS) (instance N)]`` -> ``{lambda(ARGS)#N}`` (what ``\[lambda\(([^)]*)\) \(instance
+    (\d+)\)\]`` replaces, before the other rules), in one pass: every opening before the same ``)``
+    shares its verdict, so the scan goes on after that ``)`` instead of from each opening."""
+    out, pos = [], 0
+    while True:
+        at = name.find("[lambda(", pos)
+        if at < 0:
+            break
+        close = name.find(")", at + 8)
+        if close < 0:
+            break
+        m = _INSTANCE.match(name, close)
+        if m is None:
+            out.append(name[pos:close])
+            pos = close
+            continue
+        out += [name[pos:at], "{lambda(", name[at + 8:close], ")#", m.group(1), "}"]
+        pos = m.end()
+    return "".join(out) + name[pos:]
 
 
 #: what an event's start and end may be (ns): within it, an end minus a start fits in int64
