@@ -134,11 +134,21 @@ def test_every_reproducer_ends_in_a_report_or_one_line(hostile_dir, engine):
         assert outcomes[name] == "report", (name, outcomes[name])
 
 
-def _bomb(kind: str, out: Path) -> Path:
-    """The S1/S2 generator at its smallest size (one 16 MB block of whitespace, events or string)."""
-    subprocess.run([sys.executable, str(HOSTILE / "S1-S2-make-gzip-bombs.py"), kind, "0.017", str(out)], check=True,
-                   timeout=TIMEOUT_S)
-    return out
+@pytest.fixture(scope="module")
+def bombs(hostile_dir, tmp_path_factory):
+    """The S1/S2 generator at its smallest size (one 16 MB block of whitespace, events or string),
+    each kind made once for the module."""
+    made: dict[str, Path] = {}
+    folder = tmp_path_factory.mktemp("bombs")
+
+    def bomb(kind: str) -> Path:
+        if kind not in made:
+            out = folder / f"{kind}.json.gz"
+            subprocess.run([sys.executable, str(HOSTILE / "S1-S2-make-gzip-bombs.py"), kind, "0.017", str(out)],
+                           check=True, timeout=TIMEOUT_S)
+            made[kind] = out
+        return made[kind]
+    return bomb
 
 
 #: 16 KB chunks (4 KB blocks): a cutter that rescanned the stretch without a boundary after each
@@ -147,10 +157,10 @@ SMALL_CHUNKS = {"NONGEMM_CHUNK_BYTES": str(16 << 10)}
 
 
 @pytest.mark.parametrize("kind,engine", [("ws", "C"), ("ws", "Python"), ("str", "C"), ("str", "Python"), ("ev", "C")])
-def test_gzip_bombs_stream_in_linear_time(hostile_dir, tmp_path, kind, engine):
+def test_gzip_bombs_stream_in_linear_time(bombs, kind, engine):
     """No boundary for 16 MB (whitespace, one string) on both paths; dense small events (a million
     copies of one kernel) on the C path (the Python path reads the same events, more slowly)."""
-    path = _bomb(kind, tmp_path / f"{kind}.json.gz")
+    path = bombs(kind)
     code, out, err, peak = run_cli(["analyze", str(path), "--format", "json"], {**PATHS[engine], **SMALL_CHUNKS})
     d = judge(path, code, out, err, peak)
     assert d is not None  # each bomb is a valid trace
@@ -215,10 +225,10 @@ def test_hostile_mangled_names_tokenize_in_one_pass():
     assert tokens("_ZN7ck_tile6kentryE") == ("ck", "tile", "kentry")
 
 
-def test_dense_events_past_the_memory_budget_are_one_line(hostile_dir, tmp_path):
+def test_dense_events_past_the_memory_budget_are_one_line(bombs):
     """Dense small events cost more memory as tables than as JSON: the streamed load counts its
     tables against NONGEMM_MAX_MEMORY and refuses in one line once past it, on both paths."""
-    path = _bomb("ev", tmp_path / "ev.json.gz")
+    path = bombs("ev")
     for engine, env in PATHS.items():
         code, out, err, peak = run_cli(["analyze", str(path), "--format", "json"],
                                        {**env, "NONGEMM_MAX_MEMORY": str(20 << 20)})

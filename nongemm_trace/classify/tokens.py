@@ -19,6 +19,7 @@ Template arguments and parameter lists stay in: the element-wise functor's name
 from __future__ import annotations
 
 import re
+from itertools import filterfalse
 
 #: a token: an upper-case run not followed by a lower-case letter (``CUDA`` in ``CUDAFunctor``), an
 #: optional capital and lower-case letters (``Functor``), or digits; everything else separates tokens.
@@ -69,7 +70,7 @@ def tokens(name: str) -> tuple[str, ...]:
     low = " ".join(_TOKEN.findall(name)).lower().split()  # tokens hold no spaces: lower-cased in one call
     if _NOISE.isdisjoint(low):
         return tuple(low)
-    return tuple(t for t in low if t not in _NOISE)
+    return tuple(filterfalse(_NOISE.__contains__, low))
 
 
 class TokenIndex:
