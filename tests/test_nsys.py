@@ -143,6 +143,38 @@ def test_nsys_rep_without_nsys_binary(tmp_path, capsys, monkeypatch):
     assert code == 2 and "nsys export --type sqlite" in err and len(err.strip().splitlines()) == 1
 
 
+def test_nsys_rep_name_reaches_nsys_after_double_dash(tmp_path, capsys, monkeypatch):
+    """A report named like an option (``-o…``) is handed to ``nsys export`` after ``--``, as an
+    absolute path: nsys never reads it as an option."""
+    export = tmp_path / "export.sqlite"
+    export.write_bytes(gzip.decompress(shared("h200_nsys", "bert_nvtx.sqlite.gz").read_bytes()))
+    argv = tmp_path / "argv.txt"
+    fake = tmp_path / "bin" / "nsys"
+    fake.parent.mkdir()
+    fake.write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" > {argv}\n'
+                    f'while [ "$1" != "--output" ]; do shift; done\ncp {export} "$2"\n')
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake.parent}:/usr/bin:/bin")
+    monkeypatch.chdir(tmp_path)
+    rep = tmp_path / "-o.nsys-rep"
+    rep.write_bytes(b"a report")
+    code, out, err = _run("./-o.nsys-rep", capsys)
+    assert code == 0, err
+    args = argv.read_text().splitlines()
+    assert args[-2:] == ["--", str(rep.resolve())]
+    assert json.loads(out)["gpu_activities"] == 308
+
+
+def test_a_query_past_its_time_budget_is_one_line(capsys, monkeypatch):
+    """Every statement runs under a time budget (sqlite_safe.budget_seconds): one past it is
+    interrupted and refused in one line naming the budget."""
+    from nongemm_trace.load import sqlite_safe
+
+    monkeypatch.setattr(sqlite_safe, "budget_seconds", lambda size: -1.0)
+    code, out, err = _run(shared("h200_nsys", "bert_nvtx.sqlite.gz"), capsys)
+    assert code == 2 and "took longer than" in err and len(err.strip().splitlines()) == 1
+
+
 def test_convert_refuses_kineto_input(tmp_path, capsys):
     code = main(["convert", str(shared("h200", "bert_base_fp32_bs8_s128__eager.json.gz")), "-o", str(tmp_path / "x")])
     assert code == 2
@@ -167,7 +199,7 @@ def test_exports_load_without_deserialize(monkeypatch):
     file instead, with the same tables."""
     import sqlite3
 
-    from nongemm_trace.load import nsys
+    from nongemm_trace.load import sqlite_safe
 
     path = shared("h200_nsys", "bert_nvtx.sqlite.gz")
     want = nongemm_trace.analyze(path)
@@ -184,9 +216,9 @@ def test_exports_load_without_deserialize(monkeypatch):
             return getattr(self._con, name)
 
     made = []
-    real_restore = nsys._restore
-    monkeypatch.setattr(nsys.sqlite3, "connect", lambda *a, **k: made.append(1) or NoDeserialize(*a, **k))
+    real_restore = sqlite_safe._restore
+    monkeypatch.setattr(sqlite_safe.sqlite3, "connect", lambda *a, **k: made.append(1) or NoDeserialize(*a, **k))
     restored = []
-    monkeypatch.setattr(nsys, "_restore", lambda con, data: restored.append(1) or real_restore(con._con, data))
+    monkeypatch.setattr(sqlite_safe, "_restore", lambda con, data: restored.append(1) or real_restore(con._con, data))
     got = nongemm_trace.analyze(path)
     assert made and restored and got.to_dict()["categories"] == want.to_dict()["categories"]

@@ -94,11 +94,19 @@ def test_corrupt_gzip_mid_stream(big_json, tmp_path, monkeypatch):
         load_trace(bad)
 
 
-def test_gzip_bomb_stops_mid_stream(big_json, monkeypatch):
+def test_memory_budget_stops_a_stream_mid_way(big_json, monkeypatch):
+    """A streamed trace is budgeted by its tables (NONGEMM_MAX_MEMORY), not by its JSON size: a
+    budget below what its tables need stops it mid-stream; a JSON cap below its size does not."""
     _, gz, raw = big_json
     monkeypatch.setenv("NONGEMM_CHUNK_BYTES", str(16 << 10))
     monkeypatch.setenv("NONGEMM_MAX_TRACE_BYTES", str(len(raw) // 3))
-    with pytest.raises(TraceError, match="decompresses to more than"):
+    whole = load_trace(gz)
+    need = sum(getattr(whole, k).estimated_size() for k in ("ops", "launches", "activities", "python", "cuda_syncs"))
+    monkeypatch.setenv("NONGEMM_MAX_MEMORY", str(need))  # less than 4x the tables
+    with pytest.raises(TraceError, match="NONGEMM_MAX_MEMORY"):
+        load_trace(gz)
+    monkeypatch.setenv("NONGEMM_MAX_MEMORY", "lots")
+    with pytest.raises(TraceError, match="must be a number of bytes"):
         load_trace(gz)
 
 

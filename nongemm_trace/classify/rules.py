@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 
 from .taxonomy import Taxonomy
-from .tokens import TokenIndex, tokens
+from .tokens import tokens
 
 _INDUCTOR = re.compile(r"^triton_(poi|red|per|tem)_fused_?(.*?)(?:_\d+)?$")
 _BACKWARD_SUFFIX = re.compile(r"_backward(?:_data|_input|_weight|_elemt)?$")
@@ -55,14 +55,16 @@ def op_category(tax: Taxonomy, name: str, use_tokens: bool = True) -> tuple[str 
 
 
 def _patterns(tax: Taxonomy, name: str, use_tokens: bool = True) -> tuple[str | None, str]:
-    for pat, cat in tax.op_patterns:
-        if pat.search(name):
-            return cat, f"op pattern /{pat.pattern}/"
+    compiled = tax.compiled
+    i = compiled.op_patterns.first(name)
+    if i is not None:
+        pat, cat = tax.op_patterns[i]
+        return cat, f"op pattern /{pat.pattern}/"
     if use_tokens and tax.op_token_runs:
-        toks = TokenIndex(tokens(name))
-        for run, cat in tax.op_token_runs:
-            if toks.has(run):
-                return cat, f"op tokens '{' '.join(run)}'"
+        j = compiled.op_runs.first(tokens(name))
+        if j is not None:
+            run, cat = tax.op_token_runs[j]
+            return cat, f"op tokens '{' '.join(run)}'"
     return None, "no op rule"
 
 
@@ -71,12 +73,13 @@ def fused_ops(tax: Taxonomy, body: str) -> list[str]:
     names, matching the longest vocabulary word at each position (op names contain '_')."""
     out: list[str] = []
     i, n = 0, len(body)
-    vocab = tax.vocabulary
+    vocab, lengths = tax.compiled.vocabulary, tax.compiled.vocabulary_lengths  # longest first
     while i < n:
         hit = None
-        for w in vocab:
-            if body.startswith(w, i) and (i + len(w) == n or body[i + len(w)] == "_"):
-                hit = w
+        for length in lengths:
+            j = i + length
+            if j <= n and (j == n or body[j] == "_") and body[i:j] in vocab:
+                hit = body[i:j]
                 break
         if hit is None:  # unknown token: skip to the next separator
             j = body.find("_", i + 1)
@@ -127,11 +130,10 @@ def kernel_verdict(tax: Taxonomy, name: str) -> tuple[str | None, bool, str, str
         cat, why = fused_category(tax, m.group(1), m.group(2))
         if cat:
             return cat, False, "family", why
-    toks = TokenIndex(tokens(name))
-    for rule in tax.kernel_rules:
-        hit = rule.match(name, toks)
-        if hit is not None:
-            return rule.category, rule.authoritative, rule.evidence, f"kernel rule {hit} (priority {rule.priority})"
+    found = tax.compiled.kernel_rule(name, tokens(name))
+    if found is not None:
+        rule, hit = found
+        return rule.category, rule.authoritative, rule.evidence, f"kernel rule {hit} (priority {rule.priority})"
     return None, False, "none", "no kernel rule"
 
 
@@ -148,9 +150,10 @@ def module_category(tax: Taxonomy, cls: str) -> tuple[str | None, str]:
     """Category of an nn.Module class name (module level), or None."""
     if cls in tax.module_names:
         return tax.module_names[cls], f"module '{cls}'"
-    for pat, cat in tax.module_patterns:
-        if pat.search(cls):
-            return cat, f"module pattern /{pat.pattern}/"
+    i = tax.compiled.modules.first(cls)
+    if i is not None:
+        pat, cat = tax.module_patterns[i]
+        return cat, f"module pattern /{pat.pattern}/"
     return None, "no module rule"
 
 
@@ -162,10 +165,10 @@ def inductor_fused_ops(tax: Taxonomy, name: str) -> list[str] | None:
 
 def is_wrapper(tax: Taxonomy, name: str, cat: str | None, op_cat: str | None) -> bool:
     """Wrappers are ranges that are not operators (steps, compiled regions, annotations)."""
-    if any(p.search(name) for p in tax.wrapper_patterns):
+    if tax.compiled.wrappers.any(name):
         return True
     return cat in tax.annotation_categories and op_cat is None
 
 
 def is_composite(tax: Taxonomy, name: str) -> bool:
-    return name in tax.composite_names or any(p.search(name) for p in tax.composite_patterns)
+    return name in tax.composite_names or tax.compiled.composite.any(name)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 import sys
 from dataclasses import dataclass, field, replace
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -24,6 +24,7 @@ else:  # pragma: no cover - exercised on 3.10 only
 
 from ..errors import TraceError
 from .engine_rules import EngineRules, engine_rules
+from .matcher import Compiled, run_reason
 from .tokens import TokenIndex, parse_runs
 
 from ..vocabulary import CLASSES, KERNEL_EVIDENCE  # noqa: E402
@@ -46,12 +47,13 @@ class KernelRule:
     evidence: str = "family"
 
     def match(self, name: str, toks: TokenIndex) -> str | None:
-        """What of this rule matched ``name`` (whose tokens are ``toks``), or None."""
+        """What of this rule matched ``name`` (whose tokens are ``toks``), or None: the rule-by-rule
+        reference of :meth:`.matcher.Compiled.kernel_rule`, which decides in one pass over the tokens."""
         if self.pattern is not None and self.pattern.search(name):
             return f"/{self.pattern.pattern}/"
         for run in self.runs:
             if toks.has(run):
-                return f"token{'s' if len(run) > 1 else ''} '{' '.join(run)}'"
+                return run_reason(run)
         return None
 
 
@@ -132,6 +134,11 @@ class Taxonomy:
     chains: tuple[Chain, ...] = ()
     #: deployment stacks (TensorRT layers, ONNX Runtime nodes): see :class:`EngineRules`
     engines: EngineRules = field(default_factory=lambda: EngineRules())
+
+    @cached_property
+    def compiled(self) -> Compiled:
+        """The name rules compiled for speed (:mod:`.matcher`), built on first use."""
+        return Compiled(self)
 
     @property
     def categories(self) -> tuple[str, ...]:

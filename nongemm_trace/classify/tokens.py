@@ -19,32 +19,47 @@ Template arguments and parameter lists stay in: the element-wise functor's name
 from __future__ import annotations
 
 import re
+from itertools import filterfalse
 
-_MANGLED_ID = re.compile(r"(\d+)([A-Za-z_][A-Za-z0-9_]*)")
-_SPLIT = re.compile(r"[^A-Za-z0-9]+")
-#: an upper-case run before an upper+lower pair, a lower/digit before an upper, letters around digits
-_CASE = re.compile(r"(?<=[A-Z])(?=[A-Z][a-z])|(?<=[a-z])(?=[A-Z])|(?<=[A-Za-z])(?=\d)|(?<=\d)(?=[A-Za-z])")
+#: a token: an upper-case run not followed by a lower-case letter (``CUDA`` in ``CUDAFunctor``), an
+#: optional capital and lower-case letters (``Functor``), or digits; everything else separates tokens.
+#: One scan of the name: splitting it on separators and then at each case change with look-arounds
+#: cost twice as much on long templated names
+_TOKEN = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
+_DIGITS = re.compile(r"[0-9]+")
+_WORD = re.compile(r"[A-Za-z0-9_]+")
+_IDENT_START = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_")
+#: a length prefix longer than this many digits names no identifier (and ``int`` of thousands of
+#: digits is refused by CPython)
+_MAX_LENGTH_DIGITS = 9
 _NOISE = frozenset({"void", "const", "unsigned", "signed", "struct", "class", "typename", "anonymous", "namespace",
                     "unnamed"})
 
 
 def _demangle_ids(name: str) -> str:
-    """The identifiers of an Itanium-mangled symbol, space-separated (no types or nesting)."""
+    """The identifiers of an Itanium-mangled symbol, space-separated (no types or nesting): each run
+    of digits followed by an identifier that is at least that long names its first that many
+    characters. Linear in the name: the identifier run around a length prefix is known from one
+    scan of the name's word runs, never rescanned from each prefix (a hostile name of
+    ``9a9a9a…`` would otherwise cost its length squared)."""
     out = []
+    words = _WORD.finditer(name, 2)
+    word_end = 0
     i, n = 2, len(name)
-    while i < n:
-        m = _MANGLED_ID.match(name, i)
+    while True:
+        m = _DIGITS.search(name, i)
         if m is None:
-            i += 1
+            break
+        at, start = m.span()
+        while word_end <= at:  # the word run holding these digits (and the identifier after them)
+            word_end = next(words).end()
+        i = start
+        if start >= n or name[start] not in _IDENT_START or len(m.group()) > _MAX_LENGTH_DIGITS:
             continue
-        length = int(m.group(1))
-        start = m.start(2)
-        ident = name[start:start + length]
-        if 0 < length <= len(m.group(2)) and ident:
-            out.append(ident)
+        length = int(m.group())
+        if 0 < length <= word_end - start:
+            out.append(name[start:start + length])
             i = start + length
-        else:
-            i = m.end(1)
     return " ".join(out)
 
 
@@ -52,15 +67,10 @@ def tokens(name: str) -> tuple[str, ...]:
     """The lower-cased identifier tokens of a kernel or op name (see the module's docstring)."""
     if name.startswith("_Z"):
         name = _demangle_ids(name) or name
-    out: list[str] = []
-    for word in _SPLIT.split(name):
-        if not word:
-            continue
-        for part in _CASE.split(word):
-            low = part.lower()
-            if low and low not in _NOISE:
-                out.append(low)
-    return tuple(out)
+    low = " ".join(_TOKEN.findall(name)).lower().split()  # tokens hold no spaces: lower-cased in one call
+    if _NOISE.isdisjoint(low):
+        return tuple(low)
+    return tuple(filterfalse(_NOISE.__contains__, low))
 
 
 class TokenIndex:

@@ -10,7 +10,7 @@ from .bounds import sums_checked
 from .formats import by_name, sniff
 from .kineto import read_ahead
 from .kineto.cutting import read_block
-from .source import Progress, iter_blocks
+from .source import Progress, iter_blocks, join_capped
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..trace import Trace
@@ -53,7 +53,7 @@ def load_trace(path: str | Path, *, keep_python: bool = False, progress: Progres
     taken = read_ahead.take(path, keep_python)
     if taken is not None:  # the first chunks were scanned while the command line imported
         return load_read_ahead(path, keep_python, taken, progress)
-    blocks = iter_blocks(path, block=read_block(), progress=progress)
+    blocks = iter_blocks(path, block=read_block(), progress=progress, capped=False)  # Kineto: tables budgeted
     try:
         first = next(blocks)
     except StopIteration:  # pragma: no cover - iter_blocks raises on an empty file
@@ -61,12 +61,12 @@ def load_trace(path: str | Path, *, keep_python: bool = False, progress: Progres
     fmt = sniff(first, str(path))
     if fmt == "nsys-sqlite":
         from .nsys import load_nsys
-        return load_nsys(path, b"".join([first, *blocks]))
+        return load_nsys(path, join_capped(path, _chain(first, blocks)))
     reader = by_name(fmt).load
     if reader is not None:  # a profile of a deployment stack: small, read as one document
         import msgspec
 
-        data = b"".join([first, *blocks])
+        data = join_capped(path, _chain(first, blocks))
         try:
             doc = msgspec.json.decode(data)
         except (msgspec.DecodeError, RecursionError) as exc:
@@ -99,9 +99,9 @@ def _export_nsys_rep(path: str | Path) -> bytes:
                             "'nsys export --type sqlite --output REPORT.sqlite REPORT.nsys-rep', then analyze the .sqlite")
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "report.sqlite"
-        try:
+        try:  # the report's name after "--" (and absolute): a file named "-o…" is never read as an option
             r = subprocess.run([nsys, "export", "--type", "sqlite", "--force-overwrite", "true", "--output", str(out),
-                                str(p)], capture_output=True, text=True, timeout=1800)
+                                "--", str(p.resolve())], capture_output=True, text=True, timeout=1800)
         except (OSError, subprocess.TimeoutExpired) as exc:
             raise TraceError(p, f"nsys export failed ({exc})") from None
         if r.returncode != 0 or not out.exists():

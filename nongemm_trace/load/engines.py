@@ -21,14 +21,89 @@ from ..schema import empty
 
 #: a node name's op type: the last scope component, without ONNX export suffixes (_7, _clone_1)
 _SCOPE = re.compile(r"^.*/")
-_SUFFIX = re.compile(r"(?:_output)?(?:_clone)?(?:_+\d+)+$")
 _OP_TYPE = re.compile(r"^[A-Z][A-Za-z0-9]*$")
-_FOREIGN = re.compile(r"\{ForeignNode\[(.*?)\]\}")
 _BRACKET_TYPE = re.compile(r"\(Unnamed Layer\* *\d+\) *\[([A-Za-z ]+)\]")
-_METADATA_NODE = re.compile(r"\[ONNX Layer: ([^\]]+)\]")
 _REFORMAT = re.compile(r"^Reformatting CopyNode for ")
 _TRAIN_STATION = re.compile(r"^\[trainStation\d*\]$")  # TensorRT's synchronization between engine streams
-_SPLIT = re.compile(r"\s*\+\s*|PWN\(|[(),]")
+#: separators of a layer name's nodes (`` + ``, ``PWN(``, parentheses, commas); the whitespace around
+#: them is stripped from the parts (``\s*\+\s*`` rescanned a run of spaces from each of its positions)
+_SPLIT = re.compile(r"\+|PWN\(|[(),]")
+# Layer names are matched with plain string work where a regular expression would rescan the
+# rest of the name from every position (a hostile 80 KB name cost a minute):
+#   {ForeignNode[a...b]} (a Myelin region), [ONNX Layer: name] in metadata, the _output/_clone/_7 suffix
+_FOREIGN_OPEN, _FOREIGN_CLOSE = "{ForeignNode[", "]}"
+_METADATA_OPEN = "[ONNX Layer: "
+
+
+def _strip_suffix(base: str) -> str:
+    r"""``base`` without ONNX export suffixes: a run of ``_7``-style groups at its end (underscores,
+    then decimal digits), with ``_output`` and/or ``_clone`` before it: what
+    ``(?:_output)?(?:_clone)?(?:_+\d+)+$`` removes, read from the end once (``$`` also matches
+    before a final newline)."""
+    if base.endswith("\n"):
+        return _strip_suffix(base[:-1]) + "\n"
+    start = end = len(base)
+    while True:
+        digits = end
+        while digits > 0 and base[digits - 1].isdecimal():
+            digits -= 1
+        under = digits
+        while under > 0 and base[under - 1] == "_":
+            under -= 1
+        if digits == end or under == digits:
+            break
+        start = end = under
+    if start == len(base):
+        return base
+    for word in ("_clone", "_output"):
+        if base.endswith(word, 0, start):
+            start -= len(word)
+    return base[:start]
+
+
+def _foreign_regions(name: str) -> list[tuple[int, int, str]]:
+    r"""``(start, end, inside)`` of each ``{ForeignNode[…]}`` in ``name``, left to right, as
+    ``\{ForeignNode\[(.*?)\]\}`` finds them (the first ``]}`` after the opening, on the same line),
+    in one pass: the next ``]}`` and newline are remembered, never searched for again from each opening."""
+    out: list[tuple[int, int, str]] = []
+    pos, close, newline = 0, -1, -1
+    while True:
+        at = name.find(_FOREIGN_OPEN, pos)
+        if at < 0:
+            return out
+        inner = at + len(_FOREIGN_OPEN)
+        if close < inner:
+            close = name.find(_FOREIGN_CLOSE, inner)
+            if close < 0:
+                return out
+        if newline < inner:
+            newline = name.find("\n", inner)
+            newline = len(name) if newline < 0 else newline
+        if newline < close:  # no ``]}`` on this line: no opening before the newline closes
+            pos = newline + 1
+            continue
+        out.append((at, close + len(_FOREIGN_CLOSE), name[inner:close]))
+        pos = close + len(_FOREIGN_CLOSE)
+
+
+def _metadata_nodes(metadata: str) -> list[str]:
+    r"""The names in ``[ONNX Layer: name]`` of a layer's metadata (``\[ONNX Layer: ([^\]]+)\]``),
+    in one pass."""
+    out: list[str] = []
+    pos = 0
+    while True:
+        at = metadata.find(_METADATA_OPEN, pos)
+        if at < 0:
+            return out
+        inner = at + len(_METADATA_OPEN)
+        close = metadata.find("]", inner)
+        if close < 0:
+            return out
+        if close == inner:
+            pos = at + 1
+            continue
+        out.append(metadata[inner:close])
+        pos = close + 1
 #: a tensor the PyTorch exporter named after the node that consumes it (``onnx::MatMul_1234``)
 _CONSUMER = re.compile(r"^onnx::([A-Z][A-Za-z0-9]*)_\d+$")
 
@@ -36,7 +111,7 @@ _CONSUMER = re.compile(r"^onnx::([A-Z][A-Za-z0-9]*)_\d+$")
 def op_type(node: str) -> str | None:
     """The ONNX op type of a node name (``/backbone/conv1/Conv`` -> ``Conv``,
     ``QuantizeLinear_7`` -> ``QuantizeLinear``), or None for what is no node."""
-    base = _SUFFIX.sub("", _SCOPE.sub("", node.strip()))
+    base = _strip_suffix(_SCOPE.sub("", node.strip()))
     return base if _OP_TYPE.match(base) else None
 
 
@@ -44,7 +119,7 @@ def layer_nodes(name: str, metadata: str | None = None) -> tuple[list[str], str 
     """``(node names, bracketed layer type)`` of a TensorRT layer, from its ``Metadata`` when it
     lists ONNX layers, else from its name. A reformatting layer fused no node."""
     if metadata:
-        listed = _METADATA_NODE.findall(metadata)
+        listed = _metadata_nodes(metadata)
         if listed:
             return [n.strip() for n in listed], None
     if _REFORMAT.match(name):
@@ -52,14 +127,19 @@ def layer_nodes(name: str, metadata: str | None = None) -> tuple[list[str], str 
     if _TRAIN_STATION.match(name):
         return [], "TrainStation"
     bracket = _BRACKET_TYPE.findall(name)
-    text = _FOREIGN.sub(lambda m: " + ".join(m.group(1).split("...")), _BRACKET_TYPE.sub(" ", name))
+    text = _BRACKET_TYPE.sub(" ", name)
+    pieces, last = [], 0
+    for start, end, inside in _foreign_regions(text):
+        pieces += [text[last:start], " + ".join(inside.split("..."))]
+        last = end
+    text = "".join(pieces) + text[last:]
     nodes = [part.strip() for part in _SPLIT.split(text) if part and part.strip()]
     return nodes, (bracket[0].strip() if bracket else None)
 
 
 def is_region(name: str, metadata: str | None = None) -> bool:
     """A Myelin region named by its first and last node only: what lies between is unknown."""
-    return bool(_FOREIGN.search(name)) and not (metadata and _METADATA_NODE.search(metadata))
+    return bool(_foreign_regions(name)) and not (metadata and _metadata_nodes(metadata))
 
 
 def consumer_op_types(tensors: object) -> list[str]:

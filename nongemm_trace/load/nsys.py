@@ -29,6 +29,8 @@ import polars as pl
 from ..errors import TraceError
 from ..trace import Trace
 from . import roles
+from .sqlite_safe import ident, integer, interrupted, open_untrusted, text
+from .sqlite_safe import tables as safe_tables
 
 NVTX_PUSH_POP = 59
 NVTX_START_END = 60
@@ -39,72 +41,75 @@ _NORMALIZE = [
     (re.compile(r"\((?:unsigned )?(?:int|long|char|short|unsigned|long long)\)(-?\d+)[uUlL]*"), r"\1"),
     (re.compile(r"\(bool\)0"), "false"),
     (re.compile(r"\(bool\)1"), "true"),
-    (re.compile(r"\[lambda\(([^)]*)\) \(instance (\d+)\)\]"), r"{lambda(\1)#\2}"),
     (re.compile(r"<unnamed>"), "(anonymous namespace)"),
 ]
+_INSTANCE = re.compile(r"\) \(instance (\d+)\)\]")
+_LAMBDAS_AT = 3  # lambdas are renamed after the int and bool rules, before <unnamed>
 
 
 def normalize_kernel_name(name: str) -> str:
-    for pat, rep in _NORMALIZE:
+    for i, (pat, rep) in enumerate(_NORMALIZE):
+        if i == _LAMBDAS_AT:
+            name = _lambdas(name)
         name = pat.sub(rep, name)
     return name
 
 
-def _connect(path: str | Path, data: bytes) -> sqlite3.Connection:
-    """The export as an in-memory database: ``deserialize`` (Python 3.11+), else copied from a
-    temporary file with the backup API (3.10, which ``requires-python`` admits)."""
-    try:
-        con = sqlite3.connect(":memory:")
-        if hasattr(con, "deserialize"):
-            con.deserialize(data)
-        else:
-            _restore(con, data)
-        con.execute("select count(*) from sqlite_master").fetchone()
-        return con
-    except sqlite3.DatabaseError as exc:
-        raise TraceError(path, f"unreadable SQLite database ({exc})") from None
+def _lambdas(name: str) -> str:
+    r"""``[lambda(ARGS) (instance N)]`` -> ``{lambda(ARGS)#N}`` (what ``\[lambda\(([^)]*)\) \(instance
+    (\d+)\)\]`` replaces, before the other rules), in one pass: every opening before the same ``)``
+    shares its verdict, so the scan goes on after that ``)`` instead of from each opening."""
+    out, pos = [], 0
+    while True:
+        at = name.find("[lambda(", pos)
+        if at < 0:
+            break
+        close = name.find(")", at + 8)
+        if close < 0:
+            break
+        m = _INSTANCE.match(name, close)
+        if m is None:
+            out.append(name[pos:close])
+            pos = close
+            continue
+        out += [name[pos:at], "{lambda(", name[at + 8:close], ")#", m.group(1), "}"]
+        pos = m.end()
+    return "".join(out) + name[pos:]
 
 
-def _restore(con: sqlite3.Connection, data: bytes) -> None:
-    import os
-    import tempfile
-
-    fd, tmp = tempfile.mkstemp(suffix=".sqlite")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        src = sqlite3.connect(f"file:{tmp}?mode=ro", uri=True)
-        try:
-            src.backup(con)
-        finally:
-            src.close()
-    finally:
-        os.unlink(tmp)
+#: what an event's start and end may be (ns): within it, an end minus a start fits in int64
+MAX_TIME_NS = 4 * 10**18
+#: the tables the loader reads: each must be a table, never a view (see :mod:`.sqlite_safe`)
+READ = ("CUPTI_ACTIVITY_KIND_*", "NVTX_EVENTS", "StringIds", "ENUM_CUDA_MEMCPY_OPER", "TARGET_INFO_GPU",
+        "META_DATA_EXPORT", "EXPORT_META_DATA")
 
 
-def _tables(con: sqlite3.Connection) -> dict[str, list[str]]:
-    names = [r[0] for r in con.execute("select name from sqlite_master where type in ('table', 'view')")]
-    return {n: [r[1] for r in con.execute(f'pragma table_info("{n}")')] for n in names}
+def _time_ok(st: Any, en: Any) -> bool:
+    return st is not None and en is not None and -MAX_TIME_NS < st <= en < MAX_TIME_NS
 
 
 def load_nsys(path: str | Path, data: bytes) -> Trace:
-    con = _connect(path, data)
+    """An export's bytes -> a :class:`Trace`; the database is opened as untrusted input
+    (:mod:`.sqlite_safe`: read only, tables only, quoted names, a time budget)."""
+    con, budget = open_untrusted(path, data)
+    del data
     try:
         return _load(path, con)
     except sqlite3.DatabaseError as exc:
-        raise TraceError(path, f"cannot read the Nsight Systems tables ({exc})") from None
+        raise interrupted(path, budget, exc) from None
     finally:
         con.close()
 
 
 def _load(path: str | Path, con: sqlite3.Connection) -> Trace:
-    tables = _tables(con)
+    tables = safe_tables(path, con, READ)
     cupti = [t for t in tables if t.startswith("CUPTI_ACTIVITY_KIND_")]
     if not cupti and "NVTX_EVENTS" not in tables:
         raise TraceError(path, "an SQLite database without Nsight Systems tables (no CUPTI_ACTIVITY_KIND_* or "
                                "NVTX_EVENTS): not an nsys export")
     notes: list[tuple[str, int, str]] = []
-    strings = dict(con.execute("select id, value from StringIds").fetchall()) if "StringIds" in tables else {}
+    strings = dict(con.execute(f"select {integer('id')}, {text('value')} from StringIds").fetchall()) \
+        if "StringIds" in tables else {}
     if not strings:
         notes.append(("missing_table", 1, "no StringIds table: kernel, API and range names are unknown"))
 
@@ -128,12 +133,15 @@ def _need(path, tables, table, cols):
         raise TraceError(path, f"nsys table {table} lacks columns {', '.join(missing)} (unsupported nsys version?)")
 
 
-def _col(tables, table, name, default="NULL"):
-    return name if name in tables[table] else default
+def _col(tables, table, name, default="NULL", kind=integer):
+    """The SQL reading column ``name`` of ``table`` (quoted; as an integer, or as ``kind`` says), or
+    ``default`` where the table lacks it."""
+    return kind(ident(name)) if name in tables[table] else default
 
 
 def _activities(path, con, tables, s, notes) -> pl.DataFrame:
     rows: list[tuple] = []
+    skipped: dict[str, int] = {}
     for table, kind in (("CUPTI_ACTIVITY_KIND_KERNEL", "kernel"), ("CUPTI_ACTIVITY_KIND_MEMCPY", "memcpy"),
                         ("CUPTI_ACTIVITY_KIND_MEMSET", "memset")):
         if table not in tables:
@@ -141,18 +149,21 @@ def _activities(path, con, tables, s, notes) -> pl.DataFrame:
                 notes.append(("missing_table", 1, f"no {table} table: the capture has no kernels"))
             continue
         _need(path, tables, table, ["start", "end"])
-        dev, stream, corr = (_col(tables, table, c) for c in ("deviceId", "streamId", "correlationId"))
+        dev, stream, corr, st_, en_ = (_col(tables, table, c) for c in
+                                       ("deviceId", "streamId", "correlationId", "start", "end"))
         if kind == "kernel":
-            q = (f"select start, end, {dev}, {stream}, {corr}, {_col(tables, table, 'demangledName')}, "
+            q = (f"select {st_}, {en_}, {dev}, {stream}, {corr}, {_col(tables, table, 'demangledName')}, "
                  f"{_col(tables, table, 'shortName')}, {_col(tables, table, 'mangledName')}, NULL from {table}")
         elif kind == "memcpy":
-            q = f"select start, end, {dev}, {stream}, {corr}, {_col(tables, table, 'copyKind')}, NULL, NULL, " \
+            q = f"select {st_}, {en_}, {dev}, {stream}, {corr}, {_col(tables, table, 'copyKind')}, NULL, NULL, " \
                 f"{_col(tables, table, 'bytes')} from {table}"
         else:
-            q = f"select start, end, {dev}, {stream}, {corr}, NULL, NULL, NULL, {_col(tables, table, 'bytes')} from {table}"
+            q = f"select {st_}, {en_}, {dev}, {stream}, {corr}, NULL, NULL, NULL, {_col(tables, table, 'bytes')} " \
+                f"from {table}"
         copy_kinds = _enum(con, tables, "ENUM_CUDA_MEMCPY_OPER")
         for st, en, d, sm, c, a, b, m, nbytes in con.execute(q):
-            if st is None or en is None or en < st:
+            if not _time_ok(st, en):
+                skipped[kind] = skipped.get(kind, 0) + 1
                 continue
             if kind == "kernel":
                 raw = s(a) or s(b) or s(m) or "unknown kernel"
@@ -163,6 +174,9 @@ def _activities(path, con, tables, s, notes) -> pl.DataFrame:
                 name, short = "Memset (Device)", None
             rows.append((name, "kernel" if kind == "kernel" else f"gpu_{kind}", str(d if d is not None else ""),
                          str(sm if sm is not None else ""), int(st), int(en - st), kind, c, d, sm, nbytes, short))
+    for kind, n in skipped.items():
+        notes.append(("missing_duration", n, f"{n} {kind} rows have no valid start/end (missing, not integers, "
+                                             f"end before start, or beyond 4e18 ns); skipped"))
     df = pl.DataFrame(rows, schema={"name": pl.Utf8, "cat": pl.Utf8, "pid": pl.Utf8, "tid": pl.Utf8, "ts_ns": pl.Int64,
                                     "dur_ns": pl.Int64, "kind": pl.Utf8, "correlation": pl.Int64, "device": pl.Int64,
                                     "stream": pl.Int64, "bytes": pl.Int64, "short_name": pl.Utf8}, orient="row")
@@ -175,7 +189,9 @@ def _enum(con, tables, table) -> dict[int, str]:
     if table not in tables:
         return {}
     col = "label" if "label" in tables[table] else "name"
-    return {i: v for i, v in con.execute(f"select id, {col} from {table}")}
+    if col not in tables[table] or "id" not in tables[table]:
+        return {}
+    return {i: v for i, v in con.execute(f"select {integer('id')}, {text(ident(col))} from {table}")}
 
 
 def _split_tid(gtid: int | None) -> tuple[str, str]:
@@ -192,9 +208,9 @@ def _launches(path, con, tables, s, notes) -> pl.DataFrame:
                 notes.append(("missing_table", 1, f"no {table} table: GPU activities cannot be linked to launch calls"))
             continue
         _need(path, tables, table, ["start", "end", "globalTid", "correlationId"])
-        name_col = _col(tables, table, "nameId")
-        for st, en, g, c, n in con.execute(f"select start, end, globalTid, correlationId, {name_col} from {table}"):
-            if st is None or en is None:
+        cols = ", ".join(_col(tables, table, c) for c in ("start", "end", "globalTid", "correlationId", "nameId"))
+        for st, en, g, c, n in con.execute(f"select {cols} from {table}"):
+            if st is None or en is None or not (-MAX_TIME_NS < st < MAX_TIME_NS and -MAX_TIME_NS < en < MAX_TIME_NS):
                 continue
             pid, tid = _split_tid(g)
             rows.append((_VERSION_SUFFIX.sub("", s(n) or "unknown"), cat, pid, tid, int(st), int(max(0, en - st)), c))
@@ -213,15 +229,15 @@ def _ops(path, con, tables, s, notes) -> pl.DataFrame:
     else:
         cols = tables["NVTX_EVENTS"]
         _need(path, tables, "NVTX_EVENTS", ["start", "end", "eventType", "globalTid"])
-        text = "text" if "text" in cols else "NULL"
-        tid_col = "textId" if "textId" in cols else "NULL"
+        q = ", ".join(_col(tables, "NVTX_EVENTS", c, kind=k) for c, k in (
+            ("start", integer), ("end", integer), ("eventType", integer), ("text", text), ("textId", integer),
+            ("globalTid", integer)))
         other = unterminated = 0
-        for st, en, et, tx, tid_, g in con.execute(
-                f"select start, end, eventType, {text}, {tid_col}, globalTid from NVTX_EVENTS"):
+        for st, en, et, tx, tid_, g in con.execute(f"select {q} from NVTX_EVENTS"):
             if et != NVTX_PUSH_POP:
                 other += et == NVTX_START_END
                 continue
-            if en is None or st is None or en < st:
+            if not _time_ok(st, en):
                 unterminated += 1
                 continue
             label = tx if tx is not None else (s(tid_) or "")
@@ -262,8 +278,10 @@ def _metadata(con, tables) -> dict[str, Any]:
         cols = tables["TARGET_INFO_GPU"]
         want = [c for c in ("id", "name", "totalMemory", "smCount", "chipName", "computeMajor", "computeMinor")
                 if c in cols]
+        sql = ", ".join(_col(tables, "TARGET_INFO_GPU", c, kind=text if c in ("name", "chipName") else integer)
+                        for c in want)
         devs = []
-        for row in con.execute(f"select {', '.join(want)} from TARGET_INFO_GPU"):
+        for row in con.execute(f"select {sql} from TARGET_INFO_GPU") if want else ():
             d = dict(zip(want, row))
             devs.append({"id": d.get("id"), "name": d.get("name"), "totalGlobalMem": d.get("totalMemory"),
                          "numSms": d.get("smCount"), "chipName": d.get("chipName"),
@@ -271,8 +289,8 @@ def _metadata(con, tables) -> dict[str, Any]:
                          **({"computeMinor": d["computeMinor"]} if "computeMinor" in d else {})})
         meta["deviceProperties"] = devs
     for t in ("META_DATA_EXPORT", "EXPORT_META_DATA"):
-        if t in tables:
-            kv = dict(con.execute(f"select name, value from {t}").fetchall())
+        if t in tables and {"name", "value"} <= set(tables[t]):
+            kv = dict(con.execute(f"select {text('name')}, {text('value')} from {t}").fetchall())
             meta["nsys_version"] = kv.get("EXPORT_PRODUCT_VERSION")
             meta["nsys_schema_version"] = kv.get("EXPORT_SCHEMA_VERSION")
     return meta

@@ -38,8 +38,25 @@ def is_profile(doc: Any) -> bool:
         isinstance(e, dict) and str(e.get("name", "")).endswith(_NODE_SUFFIX) for e in doc[:200])
 
 
+#: the largest time (µs) an event may have, as for Kineto: in nanoseconds a sum stays inside int64
+MAX_US = 4e15
+
+
 def _num(v: Any) -> float | None:
-    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+    """A finite time in microseconds within ±:data:`MAX_US` (not a bool, string or 1e300), else None."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return None
+    return float(v) if -MAX_US < v < MAX_US else None
+
+
+def _small_int(v: Any) -> int:
+    """A device or stream number: an integral number that fits int32, else 0."""
+    return int(v) if _num(v) is not None and v == int(v) and -(1 << 31) <= v < 1 << 31 else 0
+
+
+def _text(v: Any) -> str | None:
+    """A text field (op type, provider): a non-empty string, else None (a list or object is no name)."""
+    return v if isinstance(v, str) and v else None
 
 
 def load_onnxruntime(path: str | Path, doc: list) -> Trace:
@@ -66,13 +83,13 @@ def load_onnxruntime(path: str | Path, doc: list) -> Trace:
             runs.append({**row, "name": "model_run", "cat": "user_annotation"})
         elif cat == "Node" and name.endswith(_NODE_SUFFIX):
             last_node = {**row, "name": name[: -len(_NODE_SUFFIX)], "cat": "onnxruntime_node", "kind": "node",
-                         "device": -1, "stream": 0, "onnx_ops": str(args.get("op_name") or "") or None,
-                         "onnx_nodes": name[: -len(_NODE_SUFFIX)], "provider": args.get("provider")}
+                         "device": -1, "stream": 0, "onnx_ops": _text(args.get("op_name")),
+                         "onnx_nodes": name[: -len(_NODE_SUFFIX)], "provider": _text(args.get("provider"))}
             nodes.append(last_node)
         elif cat in _KERNEL_CATS:
             owner = last_node or {}
             kernels.append({**row, "name": name, "cat": "kernel", "kind": "kernel",
-                            "device": int(_num(args.get("device")) or 0), "stream": int(_num(args.get("stream")) or 0),
+                            "device": _small_int(args.get("device")), "stream": _small_int(args.get("stream")),
                             "onnx_ops": owner.get("onnx_ops"), "onnx_nodes": owner.get("onnx_nodes"),
                             "provider": owner.get("provider")})
     gpu = bool(kernels)

@@ -33,7 +33,7 @@ _MEMORY_PER_BYTE = 3
 
 
 def max_trace_bytes() -> int:
-    """The largest JSON we accept: ``NONGEMM_MAX_TRACE_BYTES``, else a quarter of the
+    """The largest JSON held whole: ``NONGEMM_MAX_TRACE_BYTES``, else a third of the
     memory available now (so a gzip bomb or a huge file is refused, not swapped to death)."""
     env = os.environ.get("NONGEMM_MAX_TRACE_BYTES")
     if env:
@@ -91,7 +91,7 @@ Progress = Callable[[int, int], None]
 
 
 def iter_blocks(path: str | Path, block: int = _CHUNK, progress: Progress | None = None,
-                offset: int = 0) -> Iterator[bytes]:
+                offset: int = 0, capped: bool = True) -> Iterator[bytes]:
     """Yield the decompressed bytes of ``path`` in blocks of about ``block`` bytes, from byte
     ``offset`` of them on (where a read-ahead stopped: a gzip file is inflated from its start
     and the bytes before are dropped).
@@ -100,10 +100,12 @@ def iter_blocks(path: str | Path, block: int = _CHUNK, progress: Progress | None
     The file is read (and a gzip file inflated) by a background thread: file reads and zlib
     release the GIL, so this overlaps with the decoding of the blocks already read.
     ``progress(done, total)`` is called with the bytes of the file consumed so far.
-    The same errors as :func:`read_bytes`.
+    The same errors as :func:`read_bytes`. ``capped=False``: no JSON-size limit (the streamed
+    Kineto path, whose tables are budgeted instead: :mod:`.budget`; a caller that joins the
+    blocks uses :func:`join_capped`).
     """
     p = Path(path)
-    limit = max_trace_bytes()
+    limit = max_trace_bytes() if capped else 1 << 62
     fh, size = _open(p, limit)
     with fh:
         try:
@@ -139,6 +141,26 @@ def iter_blocks(path: str | Path, block: int = _CHUNK, progress: Progress | None
         if gz and offset:
             source = _skip(source, offset)
         yield from _in_background(p, source, consumed, size, progress)
+
+
+def join_capped(path: str | Path, blocks: Iterator[bytes]) -> bytes:
+    """The blocks joined, refused once they exceed :func:`max_trace_bytes` (a format read as one
+    document holds its whole text)."""
+    limit, total, out = max_trace_bytes(), 0, []
+    for piece in blocks:
+        total += len(piece)
+        if total > limit:
+            raise _too_big(Path(path), total, limit, "holds")
+        out.append(piece)
+    return b"".join(out)
+
+
+def too_long_stretch(path: str | Path, size: int) -> TraceError | None:
+    """The error for a stretch of ``size`` bytes without an event boundary, held whole by the
+    cutter, when it exceeds :func:`max_trace_bytes` (the whole-document path would refuse the
+    file too); else None."""
+    limit = max_trace_bytes()
+    return _too_big(Path(path), size, limit, "holds") if size > limit else None
 
 
 def _skip(blocks: Iterator[bytes], n: int) -> Iterator[bytes]:

@@ -76,6 +76,11 @@ def _layer_table(info: Any, path: str | Path) -> dict[str, dict[str, Any]]:
     return out
 
 
+def _text(v: Any) -> str | None:
+    """A layer-information text field: a string, else None (a number or object names no type)."""
+    return v if isinstance(v, str) else None
+
+
 def load_tensorrt(path: str | Path, doc: list, layer_info: str | Path | None = None) -> Trace:
     """The trace of a TensorRT profile ``doc`` (already decoded) read from ``path``."""
     if not is_profile(doc):
@@ -104,10 +109,10 @@ def load_tensorrt(path: str | Path, doc: list, layer_info: str | Path | None = N
         nodes, bracket = layer_nodes(name, meta)
         rows.append({"name": name, "cat": "tensorrt_layer", "pid": "tensorrt", "tid": "engine", "ts_ns": ts,
                      "dur_ns": mean_ns, "kind": "layer", "device": 0, "stream": 0, "ev_idx": i,
-                     "median_ns": median_ns, "layer_type": info.get("LayerType") or bracket,
-                     "origin": info.get("Origin"), "onnx_ops": ",".join(node_op_types(nodes)) or None,
+                     "median_ns": median_ns, "layer_type": _text(info.get("LayerType")) or bracket,
+                     "origin": _text(info.get("Origin")), "onnx_ops": ",".join(node_op_types(nodes)) or None,
                      "input_ops": ",".join(consumer_op_types(info.get("Inputs"))) or None,
-                     "onnx_nodes": " + ".join(nodes) or None, "tactic": info.get("TacticName"),
+                     "onnx_nodes": " + ".join(nodes) or None, "tactic": _text(info.get("TacticName")),
                      "origin_nodes": "endpoints" if is_region(name, meta) else "all"})
         ts += mean_ns
     if not rows:

@@ -55,6 +55,7 @@ def build(path: str, meta: dict[str, Any], parts: dict[str, list[pl.DataFrame]],
         trace.note("unsupported_phase", n, f"{n} '{cat}' events are not complete ('X') events (e.g. B/E pairs); skipped")
     trace.note("missing_category", tally.no_cat, f"{tally.no_cat} complete events had no 'cat'; ignored")
     _dedupe(trace)
+    _cut_long_names(trace)
     trace.launches = roles.mark_graph_launches(trace.launches)
     if tally.other_n:
         trace.note(
@@ -64,6 +65,28 @@ def build(path: str, meta: dict[str, Any], parts: dict[str, list[pl.DataFrame]],
             f"{tally.other_ns / 1000:,.1f} us summed, overlapping) and are not in the GPU totals",
         )
     return trace
+
+
+#: a name longer than this many characters is cut to it, with a warning: no kernel or op name comes
+#: near it (the longest in the shared traces has 3,000), and a hostile one of hundreds of MB would be
+#: copied by every join and search of the analysis (a 200 MB kernel name cost 35 s)
+MAX_NAME_CHARS = 1 << 16
+
+
+def _cut_long_names(trace: Trace) -> None:
+    cut = 0
+    for table in ("ops", "launches", "activities", "python", "cuda_syncs"):
+        df = getattr(trace, table)
+        if df.height == 0 or "name" not in df.columns:
+            continue
+        long = pl.col("name").str.len_chars() > MAX_NAME_CHARS
+        n = df.select(long.sum()).item()
+        if n:
+            setattr(trace, table, df.with_columns(
+                pl.when(long).then(pl.col("name").str.head(MAX_NAME_CHARS)).otherwise(pl.col("name")).alias("name")))
+            cut += n
+    trace.note("long_names", cut, f"{cut} event names were longer than {MAX_NAME_CHARS:,} characters; cut to "
+                                  f"their first {MAX_NAME_CHARS:,}")
 
 
 _DEDUPE = {
@@ -91,7 +114,7 @@ def _dedupe(trace: Trace) -> None:
         rows = times.filter(same.fill_null(False) | same.shift(-1).fill_null(False))["_row"]
         if rows.len() == 0:
             continue
-        cand = df[rows.sort()]
+        cand = df.select(idx, *keys)[rows.sort()]  # the key columns only: all rows are candidates in a dense file
         dup = cand.select(idx, (~pl.struct(keys).is_first_distinct()).alias("_dup")).filter(pl.col("_dup"))[idx]
         dropped = dup.len()
         if dropped:

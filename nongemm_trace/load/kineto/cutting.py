@@ -18,6 +18,7 @@ import re
 from typing import Iterator
 
 from ...errors import TraceError
+from ..source import too_long_stretch
 
 #: events are decoded and turned into columns this many bytes of JSON at a time (with two
 #: threads scanning, three chunks are in flight: 8 MB keeps that under 100 MB and costs no time)
@@ -75,19 +76,28 @@ class Cutter:
     buffers of chunks already decoded, for reuse. When the iteration ends, ``buf[pos:end]``
     is the tail: the last events, the array's end and whatever follows it."""
 
-    def __init__(self, buf: bytearray, pos: int, blocks: Iterator[bytes], spare: list) -> None:
+    def __init__(self, buf: bytearray, pos: int, blocks: Iterator[bytes], spare: list, path: str = "") -> None:
         self.buf, self.pos, self.end = buf, pos, len(buf)
-        self.blocks, self.spare = blocks, spare
+        self.blocks, self.spare, self.path = blocks, spare, path
 
     def __iter__(self) -> Iterator[tuple[memoryview, object]]:
         buf, pos, end = self.buf, self.pos, self.end
         self.buf = None  # the iteration holds the buffers: a chunk's may be reused once decoded
+        wait = 0  # after a search that found no boundary: search again once this much is in
         while True:
-            while end - pos >= chunk_bytes():
+            while end - pos >= max(chunk_bytes(), wait):
                 # the last event boundary within one chunk's length (beyond it only for a giant event)
                 found = last_boundary(buf, pos, pos + chunk_bytes()) or last_boundary(buf, pos, end)
                 if found is None:
-                    break  # one event longer than what is in: read more
+                    # one event (or a stretch of whitespace) longer than what is in: read more, and search
+                    # again only when twice as much is in, so that a stretch of N bytes without a boundary
+                    # costs searches of N, N/2, N/4 … bytes (linear), not one per block (quadratic)
+                    wait = 2 * (end - pos)
+                    refused = too_long_stretch(self.path, end - pos)  # held whole: capped as JSON text
+                    if refused is not None:
+                        raise refused
+                    break
+                wait = 0
                 cut, nxt = found  # buf[cut] follows a '}'; the next chunk starts at the '{' at nxt
                 # the rest goes to a new buffer (from the byte before the next event: it becomes that
                 # chunk's '['), so this one can be framed in place as a JSON array and handed over whole

@@ -28,6 +28,7 @@ from typing import Iterator
 
 from ...errors import TraceError
 from ...trace import Trace
+from ..budget import TableBudget
 from ..source import Progress, iter_blocks, read_bytes
 from . import cutting, fast_scan, scanner
 from .build import build
@@ -45,7 +46,7 @@ def load_kineto(path: str | Path, *, keep_python: bool = False, blocks: Iterator
     streamed when large (chunks scanned side by side, see :func:`.scanner.threads_allowed`), else
     decoded whole."""
     if blocks is None:
-        blocks = iter_blocks(path, block=read_block())
+        blocks = iter_blocks(path, block=read_block(), capped=False)
     try:
         buf, eof = fill(blocks, cutting.chunk_bytes())
         if eof:
@@ -62,7 +63,7 @@ def load_read_ahead(path: str | Path, keep_python: bool, ahead: ReadAhead,
     """Load a JSON trace (``.gz`` too) whose first chunks a read-ahead thread has scanned
     (:mod:`.read_ahead`): their tables are taken as they are and the file is streamed on from the
     next chunk, with the fallbacks of :func:`load_kineto`."""
-    blocks = iter_blocks(path, block=read_block(), progress=progress, offset=ahead.resume - 1)
+    blocks = iter_blocks(path, block=read_block(), progress=progress, offset=ahead.resume - 1, capped=False)
     try:
         try:
             buf, _ = fill(blocks, cutting.chunk_bytes())
@@ -111,6 +112,7 @@ def load_whole(path: str | Path, data: bytes, keep_python: bool) -> Trace:
         except MalformedJSON:
             raise TraceError(first.path, first.problem) from None
     del data, raw_events
+    TableBudget(path).add(tables)
     return build(str(path), meta, {k: [df] for k, df in tables.items()}, tally,
                  pending + malformed_notes(malformed))
 

@@ -19,6 +19,7 @@ import polars as pl
 
 from ...errors import TraceError
 from ...trace import Trace
+from ..budget import TableBudget
 from . import fast_scan
 from .build import build, in_file_order
 from .cutting import EVENTS_KEY, Cutter, release
@@ -47,6 +48,7 @@ class ChunkPipeline:
     def __init__(self, path: str, keep_python: bool, threads: bool, scanned: Iterable[tuple] = ()) -> None:
         self.path, self.keep_python = path, keep_python
         self.tally = Tally()
+        self.budget = TableBudget(path)  # the tables kept so far, against NONGEMM_MAX_MEMORY
         self.malformed: dict[str, int] = {}
         self.spare: list[mmap.mmap] = []  # buffers of decoded chunks, for the cutter's next ones
         self._chunks: dict[int, tuple[int, dict[str, pl.DataFrame]]] = {}  # by chunk number: (events, tables)
@@ -71,6 +73,7 @@ class ChunkPipeline:
                     release(raw)  # raw fields of the events referenced it until decoded
                 if owner is not None:
                     self.spare.append(owner)
+            self.budget.add(self._chunks[n][1])
             return
         while len(self._pending) >= SCAN_THREADS + 1:
             if self._scanned:
@@ -103,6 +106,7 @@ class ChunkPipeline:
     def _wrap_scanned(self) -> None:
         n, res = self._scanned.popleft()
         self._chunks[n] = fast_scan.tables_of(res, self.keep_python, self.tally)
+        self.budget.add(self._chunks[n][1])
 
     def _collect(self) -> None:
         n, fut, owner = self._pending.popleft()
@@ -111,6 +115,7 @@ class ChunkPipeline:
         except TraceError:
             raise SplitFailed from None
         self._chunks[n] = (count, tables)
+        self.budget.add(tables)
         if owner is not None:
             self.spare.append(owner)  # the thread is done with its buffer: the next chunk can reuse it
         self.tally.add(their_tally.to_dict())
@@ -158,7 +163,7 @@ def stream(path: str, held: list[bytearray], blocks: Iterator[bytes], keep_pytho
     meta.pop("traceEvents", None)
     with ChunkPipeline(path, keep_python, threads, ahead.results if ahead else ()) as pipeline:
         ahead = None
-        cutter = Cutter(buf, key_end, blocks, pipeline.spare)  # buf[key_end - 1] is the array's '[' (or a chunk's)
+        cutter = Cutter(buf, key_end, blocks, pipeline.spare, path)  # buf[key_end - 1] is the array's '[' (or a chunk's)
         del buf
         for view, owner in cutter:
             pipeline.add(view, owner)

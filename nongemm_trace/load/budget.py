@@ -1,0 +1,60 @@
+"""Memory as the budget of a load: ``NONGEMM_MAX_MEMORY``.
+
+What a streamed trace costs in memory is its tables, not its JSON: real traces keep about a
+third of their JSON size as tables, while a file of dense small events (a 130-byte kernel
+event, repeated) keeps twice its JSON size. So the streamed path is not capped by JSON bytes;
+the tables are counted as the chunks' partial tables arrive (:class:`TableBudget`), and the
+load is refused in one line once the analysis of what is in would need more than the budget
+(the tables times :data:`PEAK_PER_TABLE_BYTE`, the analysis's copies of them included). A
+stretch of JSON without an event boundary (held whole) and the whole-document path (which
+holds the text) stay capped by ``NONGEMM_MAX_TRACE_BYTES`` (:func:`.source.max_trace_bytes`).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import polars as pl
+
+from ..errors import TraceError
+
+#: peak RSS of an analysis over the size of the loaded tables, with a margin: 3.3x at 2 GB and
+#: 3.7x at 200 MB of real JSON (the rest is the interpreter, polars and the chunks in flight)
+PEAK_PER_TABLE_BYTE = 4
+#: the default budget: this fraction of the memory available when the load starts
+DEFAULT_FRACTION = 0.75
+
+
+def max_memory() -> int:
+    """The memory an analysis may use: ``NONGEMM_MAX_MEMORY`` (bytes), else three quarters of
+    the memory available now. A value that is not a number is refused in one line."""
+    text = os.environ.get("NONGEMM_MAX_MEMORY", "").strip()
+    if text:
+        try:
+            value = int(float(text))
+        except ValueError:
+            raise TraceError(None, f"NONGEMM_MAX_MEMORY must be a number of bytes, not {text!r}") from None
+        if value <= 0:
+            raise TraceError(None, f"NONGEMM_MAX_MEMORY must be a positive number of bytes, not {text!r}")
+        return value
+    try:
+        avail = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):  # pragma: no cover - non-POSIX
+        avail = 16 << 30
+    return max(256 << 20, int(avail * DEFAULT_FRACTION))
+
+
+class TableBudget:
+    """Counts the bytes of the partial tables a load has kept; :meth:`add` refuses the load once
+    their analysis would need more than :func:`max_memory`."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path, self.limit, self.used = path, max_memory(), 0
+
+    def add(self, tables: dict[str, pl.DataFrame]) -> None:
+        self.used += sum(df.estimated_size() for df in tables.values())
+        if self.used * PEAK_PER_TABLE_BYTE > self.limit:
+            raise TraceError(self.path, f"needs more than {self.limit / 1e9:.1f} GB of memory to analyse (its tables "
+                                        f"alone reached {self.used / 1e9:.2f} GB before the end of the file); set "
+                                        f"NONGEMM_MAX_MEMORY to raise the budget")
