@@ -182,3 +182,11 @@ def test_cli_json_and_figures(tmp_path, capsys):
     assert capsys.readouterr().out.startswith("op,category")
     assert main(["flops", str(path)]) == 0
     assert "FLOP share vs GPU-time share" in capsys.readouterr().out
+
+
+def test_rates_above_the_roof_carry_a_caveat(capsys):
+    path = shared("h200", "llama_1b_bf16_bs1_s2048__eager.json.gz")
+    over = flops_analysis(path).ops.head(15).filter(pl.col("roofline_pct") > 100)["op"].to_list()
+    assert main(["flops", str(path)]) == 0
+    note = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("% roof > 100"))
+    assert over and all(op in note for op in over[:3])

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import math
 
+import polars as pl
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 from ...models.flops import FlopsReport
+from ..names import shorten
 from ..palette import TITLE
 from . import warning_line
 
@@ -46,6 +48,11 @@ def render_flops(rep: FlopsReport, console: Console, top: int = 15) -> None:
         t.add_row(escape(r["op"]), r["category"], _g(r["flops"]), _g(r["bytes"]), _f(r["achieved_tflops"]),
                   _f(r["achieved_tbps"]), r["bound"] or "-", _f(r["roofline_pct"], 0))
     console.print(t)
+    over = rep.ops.head(top).filter(pl.col("roofline_pct") > 100)["op"].to_list()
+    if over:
+        console.print(f"% roof > 100 ({escape(', '.join(shorten(o, 30) for o in over[:3]))}"
+                      f"{', …' if len(over) > 3 else ''}): faster than the roof allows: fewer bytes moved than "
+                      "counted (caches) or a faster precision than the dtype (fp32 on TF32)", highlight=False)
     fits = rep.fits
     if fits.get("models"):
         t = Table(title=f"FLOPs vs latency on GEMM/convolution calls ({fits['distinct_shapes']} shapes, "
