@@ -87,3 +87,10 @@ def test_skipped_steps_leave_their_cpu_time_out():
     marker = kept.step_marker
     assert kept.ops.filter(pl.col("op") == marker)["cpu_time_ns"].sum() == step
     assert 0 < kept.ops["self_cpu_time_ns"].sum() < full.ops["self_cpu_time_ns"].sum()
+
+
+def test_cpu_metric_header_counts_op_calls(capsys):
+    from nongemm_trace.cli import main
+    assert main(["analyze", str(shared("external", "hta", "cpu_only__rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz"))]) == 0
+    total = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("total:"))
+    assert "op calls" in total and "GPU activities" not in total

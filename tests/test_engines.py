@@ -253,3 +253,17 @@ def test_tensorrt_profiles_of_other_versions(tmp_path):
     rep = nongemm_trace.analyze(huge)
     assert rep.gpu_activities == 1 and any(w.code == "bad_layer_time" for w in rep.warnings)
     assert cli.main(["analyze", str(huge), "--format", "json"]) == 0
+
+
+def test_headers_name_the_stack_time_not_gpu_time(capsys):
+    from nongemm_trace.cli import main
+    ort = shared("external2", "onnxruntime", ORT_SHARED)
+    fp32 = shared("external2", "tensorrt", "trex__examples__pytorch__resnet__A100__fp32__resnet.onnx.engine.profile.json")
+    fp16 = shared("external2", "tensorrt", "trex__examples__pytorch__resnet__A100__fp16__resnet.onnx.engine.profile.json")
+    assert main(["analyze", str(ort)]) == 0
+    text = capsys.readouterr().out
+    assert "(of node time;" in text and "GPU time" not in text
+    assert main(["compare", str(fp32), str(fp16)]) == 0
+    text = capsys.readouterr().out
+    assert "layer time in us" in text and "GPU time" not in text
+    assert "Fused ONNX op types, #1 against BASE" in text and "Conv,Add,Relu" in text  # the engine_fusion view

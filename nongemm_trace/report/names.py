@@ -25,16 +25,9 @@ def shorten(name: str, width: int = NAME_WIDTH) -> str:
 def shorten_list(names: str, width: int, sep: str = ", ") -> str:
     """A cell listing names (``a, b, c``): each name shortened, then as many as fit in ``width``
     with ``+N more`` for the rest, so a cell of twelve Triton names stays one readable line."""
-    parts = [p for p in names.split(sep) if p] if names else []
-    if len(names) <= width:
-        return names
-    out: list[str] = []
-    used = 0
-    for i, p in enumerate(parts):
-        short = shorten(p, min(NAME_WIDTH, width))
-        more = f"{sep}+{len(parts) - i - 1} more" if i < len(parts) - 1 else ""
-        if out and used + len(sep) + len(short) + len(more) > width:
-            return sep.join(out) + f"{sep}+{len(parts) - i} more"
-        out.append(short)
-        used += len(short) + (len(sep) if len(out) > 1 else 0)
-    return sep.join(out)
+    parts = [shorten(p, min(NAME_WIDTH, width)) for p in names.split(sep) if p]
+    for keep in range(len(parts), 0, -1):
+        text = sep.join(parts[:keep]) + (f"{sep}+{len(parts) - keep} more" if keep < len(parts) else "")
+        if len(text) <= width:
+            return text
+    return parts[0] + (f"{sep}+{len(parts) - 1} more" if len(parts) > 1 else "") if parts else ""

@@ -45,7 +45,7 @@ def render_flops(rep: FlopsReport, console: Console, top: int = 15) -> None:
         t.add_column(c, justify="left" if c in ("op", "category", "bound") else "right",
                      no_wrap=c == "op", overflow="ellipsis", max_width=max(16, console.width - 70) if c == "op" else None)
     for r in rep.ops.head(top).iter_rows(named=True):
-        t.add_row(escape(r["op"]), r["category"], _g(r["flops"]), _g(r["bytes"]), _f(r["achieved_tflops"]),
+        t.add_row(escape(shorten(r["op"])), r["category"], _g(r["flops"]), _g(r["bytes"]), _f(r["achieved_tflops"]),
                   _f(r["achieved_tbps"]), r["bound"] or "-", _f(r["roofline_pct"], 0))
     console.print(t)
     over = rep.ops.head(top).filter(pl.col("roofline_pct") > 100)["op"].to_list()
