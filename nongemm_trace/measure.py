@@ -151,7 +151,7 @@ def measure(analysis: Analysis, opts: Options) -> Report:
                      "cpu" if effective_metric == "cpu" else "gpu"),
         kernels=kernels,
         kernel_summary=kernel_summary(acts),
-        steps=step_table(acts, steps),
+        steps=step_table(acts, steps.filter(pl.col("step") >= skip_steps)),  # the kept steps only
         gpu_time_ns=gpu_ns,
         gpu_activities=acts.height,
         cpu_time_ns=cpu_total,
