@@ -82,6 +82,12 @@ class LatencyReport:
     def total(self) -> pl.DataFrame:
         return totals(self.attribution)
 
+    def _repr_html_(self) -> str:
+        """Jupyter's view: step wall times and the critical path by class and bound, in us."""
+        from ..report.html_latency import latency_fragment
+
+        return latency_fragment(self)
+
     def to_dict(self) -> dict[str, Any]:
         wall = int(self.steps["wall"].sum() or 0)
         total = self.total
@@ -134,6 +140,12 @@ class WhatIfReport:
     #: the kept steps' first start to last end, ns, ``measured`` and ``predicted``: where steps overlap
     #: on the device (no synchronize per step), the throughput answer that per-step wall times are not
     span: dict[str, int | None] = field(default_factory=dict)
+
+    def _repr_html_(self) -> str:
+        """Jupyter's view: measured against predicted step latency and the GPU shares, in us."""
+        from ..report.html_latency import whatif_fragment
+
+        return whatif_fragment(self)
 
     def mean(self, column: str) -> float | None:
         return us(self.steps[column].mean()) if self.steps.height else None
