@@ -304,3 +304,17 @@ def test_repr_html_of_latency_and_whatif():
     assert "GEMM x0.5" in "".join(page.text)
     for html in (lat._repr_html_(), w._repr_html_()):
         assert html.startswith('<div class="nongemm">') and "LatencyReport(" not in html
+
+
+def test_page_for_sharing_cpu_ops_one_line_names_no_absolute_path(tmp_path):
+    from nongemm_trace.cli import main
+
+    cpu_only = shared("external", "hta", "cpu_only__rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz").absolute()
+    out = tmp_path / "cpu.html"
+    assert main(["report", str(cpu_only), "-o", str(out)]) == 0
+    html = out.read_text(encoding="utf-8")
+    assert str(cpu_only.parent) not in html and cpu_only.name in html
+    ops = parse(html).named("ops")[0]
+    assert ops and not any(r[0][0].startswith("ProfilerStep") for r in ops)
+    assert [float(r[4][1]) for r in ops] == sorted((float(r[4][1]) for r in ops), reverse=True)
+    assert "white-space:nowrap" in html.split("td.name{", 1)[1].split("}", 1)[0]
