@@ -18,7 +18,7 @@ from typing import Any, Callable
 from .errors import TraceError
 from .models.batch import BatchResult
 
-TRACE_SUFFIXES = (".json", ".json.gz", ".sqlite", ".sqlite.gz", ".nsys-rep")
+TRACE_SUFFIXES = (".json", ".json.gz", ".sqlite", ".sqlite.gz", ".nsys-rep", ".nsys-rep.gz")
 SKIP_SUFFIXES = (".nongemm.json", ".meta.json", ".golden.json.gz", ".golden.json")
 
 
@@ -36,7 +36,7 @@ def expand_inputs(items: list[str]) -> list[str]:
         if p.is_dir():
             found = sorted(str(f) for f in p.rglob("*") if f.is_file() and _is_trace(f))
             if not found:
-                raise TraceError(it, "folder holds no trace files (.json[.gz], .sqlite[.gz], .nsys-rep)")
+                raise TraceError(it, "folder holds no trace files (.json[.gz], .sqlite[.gz], .nsys-rep[.gz])")
             out += found
         elif any(ch in it for ch in "*?[") and not p.exists():
             found = sorted(f for f in glob.glob(it, recursive=True) if Path(f).is_file())
