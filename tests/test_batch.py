@@ -124,3 +124,21 @@ def test_batch_workers_run_without_scanning_threads(monkeypatch):
     assert scanner.threads_allowed()
     assert batch._ray_work(path, {}, None, 0) == plain
     assert not scanner.threads_allowed()
+
+
+def test_ranks_without_step_markers_still_get_a_ranks_section(tmp_path, capsys):
+    """The DDP pair with its ProfilerStep ranges taken out (as an FSDP pair profiled without a
+    schedule has none): still two ranks, the same straggler from the time lines, and a note."""
+    import gzip
+    for r in (0, 1):
+        doc = json.loads(gzip.decompress(shared("h200x2", f"bert_ddp_train_rank{r}.json.gz").read_bytes()))
+        doc["traceEvents"] = [e for e in doc["traceEvents"] if not str(e.get("name", "")).startswith("ProfilerStep#")]
+        (tmp_path / f"rank{r}.json").write_text(json.dumps(doc))
+    code, out, err = _run(capsys, "analyze", tmp_path, "--format", "json", "--workers", "1")
+    assert code == 0, err
+    ranks = json.loads(out)["ranks"]
+    assert [r["rank"] for r in ranks["ranks"]] == [0, 1] and all(r["steps"] == 0 for r in ranks["ranks"])
+    assert ranks["straggler_rank"] == 1 and "collectives" in ranks["straggler_evidence"]
+    assert ranks["straggler_spread"] is None and "no step markers" in ranks["note"]
+    code, out, err = _run(capsys, "analyze", tmp_path, "--workers", "1")
+    assert code == 0 and "straggler rank 1, no step times" in out and "note: ranks 0, 1 have no step markers" in out
