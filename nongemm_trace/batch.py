@@ -239,6 +239,10 @@ def _ray_work(path: str, options: dict[str, Any], parquet_dir: str | None, index
     return _work(path, options, parquet_dir, index)
 
 
+#: Ray settings for a local Ray on a busy host (seconds): how long a worker may take to register
+RAY_PATIENCE = {"RAY_worker_register_timeout_seconds": "600"}
+
+
 def _run_ray(paths, options, parquet_dir, workers, progress):
     try:
         import ray
@@ -246,6 +250,11 @@ def _run_ray(paths, options, parquet_dir, workers, progress):
         raise TraceError(None, "--engine ray needs Ray: pip install 'nongemm-trace[ray]'") from None
     started = False
     if not ray.is_initialized():
+        # Ray kills a worker that has not registered within 60 s (its default), and the task fails; on a
+        # loaded host (every core busy) a worker's start alone takes that long, so a local Ray started
+        # here waits up to 10 minutes (Ray reads RAY_<setting>; a value already set wins)
+        for key, value in RAY_PATIENCE.items():
+            os.environ.setdefault(key, value)
         ray.init(num_cpus=workers or None, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True)
         started = True
     try:

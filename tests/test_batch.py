@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 
 import polars as pl
@@ -105,6 +106,9 @@ def test_ray_engine_on_two_traces(capsys):
     d = json.loads(out)
     assert [t["trace"] for t in d["traces"]] == [str(a), str(b)]
     assert d["traces"][0]["gpu_activities"] == nongemm_trace.analyze(a).gpu_activities
+    assert not d["failed"]
+    from nongemm_trace import batch  # a loaded host: Ray's workers got the time to register
+    assert all(os.environ.get(k) for k in batch.RAY_PATIENCE)
 
 
 def test_empty_folder_is_an_error(tmp_path, capsys):
