@@ -29,7 +29,7 @@ from .trace import Anomaly
 from .vocabulary import METRICS, TIME_BASES
 from .vocabulary import us as _us
 
-CLASS_ORDER = ("GEMM", "non-GEMM", "communication", "unclassified")
+CLASS_ORDER = ("GEMM", "non-GEMM", "communication", "transfer", "unclassified")
 #: metadata keys that must agree for a fair comparison
 _ENV_KEYS = ("cuda_runtime_version", "cuda_driver_version", "hip_runtime_version", "schemaVersion")
 

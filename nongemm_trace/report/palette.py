@@ -9,10 +9,11 @@ CATEGORY_COLORS = {
     "gemm": "#1f77b4", "attention": "#000080", "normalization": "#2ca02c", "activation": "#98df8a",
     "arithmetic": "#ff7f0e", "memory": "#d62728", "logit": "#9467bd", "pooling": "#8c564b",
     "interpolation": "#ff9896", "embedding": "#e377c2", "roi": "#ffbb78", "qdq": "#637939", "other": "#17becf",
-    "communication": "#ffd92f", "unclassified": "#ff00ff",
+    "communication": "#ffd92f", "transfer": "#1b9e77", "unclassified": "#ff00ff",
 }
 #: one colour per class (the HTML report's class bars)
-CLASS_COLORS = {"GEMM": "#1f77b4", "non-GEMM": "#ff7f0e", "communication": "#ffd92f", "unclassified": "#ff00ff"}
+CLASS_COLORS = {"GEMM": "#1f77b4", "non-GEMM": "#ff7f0e", "communication": "#ffd92f", "transfer": "#1b9e77",
+                "unclassified": "#ff00ff"}
 #: a category the palette does not name (one a taxonomy file declares)
 OTHER_CATEGORY = "#999999"
 #: idle gaps in the timeline: waiting for a launch (host-bound), and the rest

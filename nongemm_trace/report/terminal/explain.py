@@ -20,6 +20,7 @@ RULE_TEXT = {
     "module": "the enclosing nn.Module's category",
     "kernel_name": "the kernel-name rules",
     "activity_kind": "its kind (memcpy/memset)",
+    "transfer": "a copy between host and device memory (the taxonomy's [transfers])",
     "none": "no rule (unclassified)",
 }
 
