@@ -212,9 +212,10 @@ def compare_section(cmp) -> str:
     d = cmp.to_dict()
     names = [Path(t["trace"]).name for t in d["traces"]]
     unit = "us per step" if d["per_step"] else "us"
-    out = [f'<p class="meta">BASE: <code>{escape(names[0])}</code> · GPU time in {unit} · ratio = trace / BASE</p>']
+    basis, things = cmp.time_basis
+    out = [f'<p class="meta">BASE: <code>{escape(names[0])}</code> · {basis} in {unit} · ratio = trace / BASE</p>']
     labels = ["BASE", *(f"#{i}" for i in range(1, len(names)))]
-    head = ["", "trace", "GPU time", "activities", "steps", "non-GEMM share"]
+    head = ["", "trace", basis, things, "steps", "non-GEMM share"]
     out.append(_table("traces", head, [_text(label) + _text(n, "name") + _num(t["gpu_time_us"])
                                        + _num(t["activities"]) + _num(t["steps"]) + _share(t["non_gemm_share"])
                                        for label, n, t in zip(labels, names, d["traces"])], numeric_from=2))

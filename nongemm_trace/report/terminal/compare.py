@@ -9,7 +9,6 @@ from rich.markup import escape
 from rich.table import Table
 
 from ...models.comparison import Comparison
-from ...vocabulary import TIME_BASES
 from ..names import shorten, shorten_list
 from ..palette import TITLE
 from . import warning_line
@@ -19,7 +18,7 @@ def render_compare(cmp: Comparison, console: Console) -> None:
     d = cmp.to_dict()
     names = [Path(t["trace"]).name.replace(".json.gz", "") for t in d["traces"]]
     unit = "us per step" if d["per_step"] else "us"
-    basis, things = _basis(cmp)
+    basis, things = cmp.time_basis
     console.print(f"[{TITLE}]BASE: {escape(names[0])}[/{TITLE}] — {basis} in {unit}, ratio = trace / BASE "
                   f"(level {d['level']}, taxonomy {d['taxonomy']})")
     t = Table(title="Traces", title_justify="left")
@@ -64,16 +63,6 @@ def render_compare(cmp: Comparison, console: Console) -> None:
                        console)
     for w in d["warnings"]:
         console.print(warning_line(w["code"], w["message"]), highlight=False)
-
-
-def _basis(cmp: Comparison) -> tuple[str, str]:
-    """What the times are and what is counted: a deployment stack's profiles measure layer or node
-    time (``vocabulary.TIME_BASES``), everything else GPU activity time. A comparison read back from
-    a document has no reports: GPU time, as its fields say."""
-    metrics = {r.metric for r in cmp.reports}
-    if len(metrics) == 1 and (m := metrics.pop()) in TIME_BASES:
-        return f"{m} time", f"{m}s"
-    return "GPU time", "activities"
 
 
 def _engine_fusion(view: dict, label: str, console: Console) -> None:
