@@ -1,7 +1,7 @@
-"""Thin capture helpers that turn a run into a Kineto trace for ``nongemm-trace``.
+"""Thin capture helpers that turn a run into a trace for ``nongemm-trace``.
 
-Planned modules (see the project's issues): ``torch_profiler`` (a torch.profiler
-run to ``NAME.json.gz`` with run metadata) and ``nsys`` (an Nsight Systems run to
-SQLite to a Kineto trace). Only this package skeleton exists so far; torch is an
-optional dependency (``pip install nongemm-trace[torch]``).
-"""
+``torch_profiler`` (a torch.profiler run of N steps to ``NAME.json.gz``, with run metadata),
+``nsys`` (an Nsight Systems run to SQLite, converted to a Kineto trace), ``tensorrt`` (trtexec's
+engine profile and layer information) and ``onnxruntime`` (an ONNX Runtime profile); ``examples``
+holds small models to capture (docs/collectors.md). Installed as ``nongemm_trace.collectors``;
+torch is an optional dependency (``pip install nongemm-trace[torch]``)."""

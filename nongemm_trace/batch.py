@@ -19,7 +19,7 @@ from typing import Any, Callable
 from .errors import OptionError, TraceError
 from .models.batch import BatchResult
 
-TRACE_SUFFIXES = (".json", ".json.gz", ".sqlite", ".sqlite.gz", ".nsys-rep")
+TRACE_SUFFIXES = (".json", ".json.gz", ".sqlite", ".sqlite.gz", ".nsys-rep", ".nsys-rep.gz")
 SKIP_SUFFIXES = (".nongemm.json", ".meta.json", ".golden.json.gz", ".golden.json")
 
 
@@ -37,7 +37,7 @@ def expand_inputs(items: list[str]) -> list[str]:
         if p.is_dir():
             found = sorted(str(f) for f in p.rglob("*") if f.is_file() and _is_trace(f))
             if not found:
-                raise TraceError(it, "folder holds no trace files (.json[.gz], .sqlite[.gz], .nsys-rep)")
+                raise TraceError(it, "folder holds no trace files (.json[.gz], .sqlite[.gz], .nsys-rep[.gz])")
             out += found
         elif any(ch in it for ch in "*?[") and not p.exists():
             found = sorted(f for f in glob.glob(it, recursive=True) if Path(f).is_file())
@@ -137,9 +137,13 @@ def _straggler(rows: list[dict[str, Any]]) -> tuple[Any, str]:
             f"no communication kernels: rank {slow['rank']} spends {slow['host_communication_us'] / 1000:,.1f} ms of "
             f"host time in collective ops, the others {min(others) / 1000:,.1f}-{max(others) / 1000:,.1f} ms "
             f"(waiting for it)")
-    slow = max(rows, key=lambda r: r["mean_step_us"])
-    return slow["rank"], (f"no collectives in the traces: rank {slow['rank']} has the longest mean step "
-                          f"({slow['mean_step_us'] / 1000:,.1f} ms)")
+    if all(r["mean_step_us"] is not None for r in rows):
+        slow = max(rows, key=lambda r: r["mean_step_us"])
+        return slow["rank"], (f"no collectives in the traces: rank {slow['rank']} has the longest mean step "
+                              f"({slow['mean_step_us'] / 1000:,.1f} ms)")
+    slow = max(rows, key=lambda r: r.get("span_us") or 0.0)
+    return slow["rank"], (f"no collectives and no steps in the traces: rank {slow['rank']} has the longest GPU "
+                          f"span ({(slow.get('span_us') or 0) / 1000:,.1f} ms)")
 
 
 def combined(reports: list[dict[str, Any]], failed: list[dict[str, str]]) -> dict[str, Any]:
@@ -168,21 +172,30 @@ def combined(reports: list[dict[str, Any]], failed: list[dict[str, str]]) -> dic
 
 
 def ranks(reports: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """Per distributed rank: step times and its time line; the straggler and its evidence."""
-    per = [r for r in reports if r.get("rank") is not None and r.get("step_cpu_times_us")]
+    """Per distributed rank: step times and its time line; the straggler and its evidence. Ranks
+    without step markers (an FSDP run profiled without a schedule) are ranks too: their time line
+    tells the straggler, and a note says that they have no step times."""
+    per = [r for r in reports if r.get("rank") is not None]
     if len(per) < 2:
         return None
     rows = []
     for r in sorted(per, key=lambda r: r["rank"]):
-        st = r["step_cpu_times_us"]
+        st = r.get("step_cpu_times_us") or []
         rows.append({"rank": r["rank"], "trace": r["trace"], "steps": len(st),
-                     "mean_step_us": round(sum(st) / len(st), 3), "max_step_us": max(st),
+                     "mean_step_us": round(sum(st) / len(st), 3) if st else None, "max_step_us": max(st, default=None),
                      "gpu_time_us": r["gpu_time_us"], **(r.get("timeline") or {})})
-    means = sorted(x["mean_step_us"] for x in rows)
-    median = means[len(means) // 2] if len(means) % 2 else (means[len(means) // 2 - 1] + means[len(means) // 2]) / 2
+    means = sorted(x["mean_step_us"] for x in rows if x["mean_step_us"] is not None)
+    median = (means[len(means) // 2] if len(means) % 2 else (means[len(means) // 2 - 1] + means[len(means) // 2]) / 2) \
+        if len(means) > 1 else None
     rank, evidence = _straggler(rows)
-    return {"ranks": rows, "straggler_rank": rank, "straggler_evidence": evidence,
-            "straggler_spread": round((means[-1] - means[0]) / median, 6) if median else None}
+    out = {"ranks": rows, "straggler_rank": rank, "straggler_evidence": evidence,
+           "straggler_spread": round((means[-1] - means[0]) / median, 6) if median else None}
+    unstepped = [str(x["rank"]) for x in rows if not x["steps"]]
+    if unstepped:
+        out["note"] = (f"rank{'s' if len(unstepped) > 1 else ''} {', '.join(unstepped)} "
+                       f"{'have' if len(unstepped) > 1 else 'has'} no step markers: no step times to compare "
+                       "(the straggler is told by the time lines; --step-marker NAME names the steps)")
+    return out
 
 
 def run_batch(paths: list[str], options: dict[str, Any], *, engine: str = "process", workers: int | None = None,

@@ -22,6 +22,8 @@ is running can deadlock. Both engines return, per job, its value or a :class:`Fa
 
 from __future__ import annotations
 
+import os
+
 import signal
 import time
 from dataclasses import dataclass
@@ -196,6 +198,10 @@ def _ray_stream(work: Callable[..., Any], prepare: Callable[[], None] | None, *a
     yield work(*args)
 
 
+#: Ray settings for a local Ray on a busy host (seconds): how long a worker may take to register
+RAY_PATIENCE = {"RAY_worker_register_timeout_seconds": "600"}
+
+
 def run_ray(jobs: list[tuple], work: Callable[..., Any], *, workers: int | None, timeout: float | None = None,
             prepare: Callable[[], None] | None = None, done: Callable[[int], None] | None = None) -> list[Any]:
     """``work(*job)`` for every job as Ray tasks (Ray started here when it is not running, on
@@ -207,6 +213,11 @@ def run_ray(jobs: list[tuple], work: Callable[..., Any], *, workers: int | None,
 
     started = False
     if not ray.is_initialized():
+        # Ray kills a worker that has not registered within 60 s (its default), and the task fails; on a
+        # loaded host (every core busy) a worker's start alone takes that long, so a local Ray started
+        # here waits up to 10 minutes (Ray reads RAY_<setting>; a value already set wins)
+        for key, value in RAY_PATIENCE.items():
+            os.environ.setdefault(key, value)
         try:
             ray.init(num_cpus=workers or None, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True)
         except Exception as exc:  # a node that did not come up: the environment's problem, in one line

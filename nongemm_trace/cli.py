@@ -52,6 +52,7 @@ def entry() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    _note_missing_build()
     try:
         return _run(args)
     except OptionError as exc:  # the library names parameters; the user typed flags
@@ -71,6 +72,20 @@ def main(argv: list[str] | None = None) -> int:
         print(f"nongemm-trace: error: {getattr(args, 'trace', '')}: unexpected failure "
               f"({type(exc).__name__}: {msg}); please report it", file=sys.stderr)
         return EXIT_BAD_INPUT
+
+
+_noted: list[bool] = []
+
+
+def _note_missing_build() -> None:
+    """Once per process: a build without the C extensions says so on stderr (it was silent), unless
+    the environment turned them off on purpose (``NONGEMM_NATIVE=off``)."""
+    from . import native
+
+    if _noted or native.turned_off("NONGEMM_NATIVE") or all(native.built().values()):
+        return
+    _noted.append(True)
+    print(f"nongemm-trace: note: {native.build_line()}", file=sys.stderr)
 
 
 def _as_flags(exc: OptionError) -> str:

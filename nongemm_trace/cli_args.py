@@ -10,6 +10,7 @@ import argparse
 
 from ._version import __version__
 from .commands import COMMANDS
+from .native import build_line
 
 
 def parser() -> argparse.ArgumentParser:
@@ -17,7 +18,7 @@ def parser() -> argparse.ArgumentParser:
         prog="nongemm-trace",
         description="Where GPU time goes in a profiler trace: GEMM vs non-GEMM operators.",
     )
-    p.add_argument("--version", action="version", version=f"nongemm-trace {__version__}")
+    p.add_argument("--version", action="version", version=f"nongemm-trace {__version__}; {build_line()}")
     sub = p.add_subparsers(dest="command", required=True)
     for command in COMMANDS:
         command.arguments(sub.add_parser(command.name, help=command.help))

@@ -8,10 +8,18 @@ count). Ratios are trace / BASE; deltas are trace - BASE.
 
 from __future__ import annotations
 
+import sys
+from functools import lru_cache
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import polars as pl
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
 
 from .analysis import Analysis, report_of
 from .models.comparison import TRACE_COLUMNS, Comparison
@@ -21,7 +29,7 @@ from .trace import Anomaly
 from .vocabulary import METRICS, TIME_BASES
 from .vocabulary import us as _us
 
-CLASS_ORDER = ("GEMM", "non-GEMM", "communication", "unclassified")
+CLASS_ORDER = ("GEMM", "non-GEMM", "communication", "transfer", "unclassified")
 #: metadata keys that must agree for a fair comparison
 _ENV_KEYS = ("cuda_runtime_version", "cuda_driver_version", "hip_runtime_version", "schemaVersion")
 
@@ -162,6 +170,18 @@ def _base(name: str | None) -> str | None:
     return None if name is None else name.rsplit("::", 1)[-1]
 
 
+def _fused_names(op: str) -> list[str]:
+    """The names a fused Triton kernel writes for eager op ``op`` (its base name): itself, itself
+    without a trailing ``_``, and Inductor's renamings (data: ``facts/inductor.toml``)."""
+    return [op, op.rstrip("_"), *_inductor_renamings().get(op, [])]
+
+
+@lru_cache(maxsize=1)
+def _inductor_renamings() -> dict[str, list[str]]:
+    text = (resources.files("nongemm_trace") / "facts" / "inductor.toml").read_text(encoding="utf-8")
+    return tomllib.loads(text)["eager_to_fused"]
+
+
 def _fusion_view(reports: list[Report], div: list[float]) -> dict[str, Any] | None:
     """Eager (BASE) vs compiled: which eager ops disappeared into which fused Triton kernels."""
     base = reports[0]
@@ -189,14 +209,15 @@ def _fusion_view(reports: list[Report], div: list[float]) -> dict[str, Any] | No
             ops_rows.append({
                 "op": op, "category": cat, "eager_activities": _num(n / div[0]), "eager_time_us": _us(t / div[0]),
                 "remaining_activities": _num(left[0] / div[i]), "remaining_time_us": _us(left[1] / div[i]),
-                "fused_into": sorted(set(by_token.get(b, []) + by_token.get(b.rstrip("_"), [])))[:20] if b else [],
+                "fused_into": sorted({k for tok in _fused_names(b) for k in by_token.get(tok, [])})[:20] if b else [],
             })
         kernels = []
         eager_bases = {_base(o) for o in eager_ops["launch_op"].to_list()}
         for name, n, t, ops, cat in kern.sort(["time_ns", "name"], descending=[True, False]).iter_rows():
             toks = (ops or "").split(",")
             kernels.append({"kernel": name, "category": cat, "activities": _num(n / div[i]), "time_us": _us(t / div[i]),
-                            "fused_ops": toks, "replaces_eager_ops": sorted({x for x in toks if x in eager_bases})})
+                            "fused_ops": toks,
+                            "replaces_eager_ops": sorted({e for e in eager_bases if e and set(_fused_names(e)) & set(toks)})})
         ng = lambda rep, d: rep.kernels.filter(pl.col("class") == "non-GEMM")  # noqa: E731
         b_ng, n_ng = ng(base, div[0]), ng(r, div[i])
         b_share = b_ng["dur_ns"].sum() / base.gpu_time_ns if base.gpu_time_ns else 0.0

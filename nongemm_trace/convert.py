@@ -22,7 +22,7 @@ def convert(report: str | Path, output: str | Path) -> Trace:
     refuse_input(output, [report])
     trace = load_trace(report)
     if trace.source_format != "nsys":
-        raise TraceError(report, "is not an Nsight Systems export (convert reads .sqlite[.gz] / .nsys-rep)")
+        raise TraceError(report, "is not an Nsight Systems export (convert reads .sqlite[.gz] / .nsys-rep[.gz])")
     blob = msgspec.json.encode(to_kineto(trace))
     out = Path(output)
     write_file(out, gzip.compress(blob, 6) if out.name.endswith(".gz") else blob, inputs=[report])

@@ -14,8 +14,8 @@ import polars as pl
 
 from .analysis import Analysis, open_analysis
 from .errors import TraceError
-from .metrics.launch import (BUSY_CLASS_ORDER, activity_gaps, busy_by_class, category_overhead, exposed_communication,
-                             timeline_stats)
+from .metrics.launch import (BUSY_CLASS_ORDER, OPTIONAL_BUSY_CLASSES, activity_gaps, busy_by_class, category_overhead,
+                             exposed_communication, timeline_stats)
 from .models.launch import FIELDS, LaunchReport
 from .models.launch import whole_us as _us
 
@@ -39,7 +39,8 @@ def launch_analysis(source: str | Path | Analysis, *, short_us: float = 10.0, un
             "exposed_communication_us": 0.0, "overlapped_communication_us": 0.0, "communication_us": 0.0,
             "activities_per_s": None, "idle_share": None, "host_bound_share_of_idle": None,
             "launch_overhead_per_activity_us": None, "launch_call_us": 0.0,
-            "busy_by_class_us": dict.fromkeys(BUSY_CLASS_ORDER, 0.0), "unprofiled": None}
+            "busy_by_class_us": dict.fromkeys((c for c in BUSY_CLASS_ORDER if c not in OPTIONAL_BUSY_CLASSES), 0.0),
+            "unprofiled": None}
         return LaunchReport(str(path), rep.taxonomy, rep.level, short_ns, summary, empty, empty, empty, empty, empty,
                             {}, "no GPU activities: nothing ran on the device", rep.metadata.get("device"), warnings)
 

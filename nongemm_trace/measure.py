@@ -103,6 +103,13 @@ def measure(analysis: Analysis, opts: Options) -> Report:
         acts = acts.filter(pl.col("step") >= skip_steps)
 
     gpu_cats = category_table(acts, tax)
+    moved = acts.filter(pl.col("rule") == "transfer")
+    if moved.height and acts["dur_ns"].sum():  # their own class: say so, they leave the GEMM/non-GEMM shares
+        warnings.append(Anomaly(
+            "host_device_transfers", moved.height,
+            f"{moved.height} host<->device memcpys ({moved['dur_ns'].sum() / 1000:,.1f} us, "
+            f"{moved['dur_ns'].sum() / acts['dur_ns'].sum():.1%} of GPU time) are in class transfer, outside the "
+            f"GEMM and non-GEMM shares (docs/taxonomy.md)"))
     cpu_total = None
     effective_metric = metric
     if engine:  # a profile's own time: layer time (TensorRT), node or kernel time (ONNX Runtime)
@@ -151,7 +158,7 @@ def measure(analysis: Analysis, opts: Options) -> Report:
                      "cpu" if effective_metric == "cpu" else "gpu"),
         kernels=kernels,
         kernel_summary=kernel_summary(acts),
-        steps=step_table(acts, steps),
+        steps=step_table(acts, steps.filter(pl.col("step") >= skip_steps)),  # the kept steps only
         gpu_time_ns=gpu_ns,
         gpu_activities=acts.height,
         cpu_time_ns=cpu_total,

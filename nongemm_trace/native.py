@@ -8,6 +8,7 @@ variable (to compare the two paths), is not used.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import os
 from typing import Any
 
@@ -26,3 +27,23 @@ def turned_off(variable: str) -> bool:
     use any (``NONGEMM_NATIVE=off``: every C path off, the pure-Python reference paths only)."""
     return any(os.environ.get(v, "on").strip().lower() in ("0", "off", "false", "no")
                for v in ("NONGEMM_NATIVE", variable))
+
+
+#: the extensions setup.py builds, by what they do
+EXTENSIONS = {"_nongemm_scan": "trace scanner", "_nongemm_sweep": "op-tree sweep"}
+#: what running without them costs (docs/benchmarks.md has the figures)
+WITHOUT = "the pure-Python paths give the same results, slower on big traces (docs/benchmarks.md)"
+
+
+def built() -> dict[str, bool]:
+    """Which extensions are installed (found, not imported: ``--version`` stays instant)."""
+    return {name: importlib.util.find_spec(name) is not None for name in EXTENSIONS}
+
+
+def build_line() -> str:
+    """One line for ``--version``: the C build present, partly, or not at all."""
+    have = built()
+    if all(have.values()):
+        return "C extensions: built (" + ", ".join(EXTENSIONS.values()) + ")"
+    missing = [EXTENSIONS[n] for n, ok in have.items() if not ok]
+    return f"C extensions: not built ({', '.join(missing)}; no C compiler at install?): {WITHOUT}"

@@ -33,7 +33,7 @@ LEVELS = {
 }
 
 #: the classes of the paper's taxonomy, in report order
-CLASSES = ("GEMM", "non-GEMM", "communication", "unclassified")
+CLASSES = ("GEMM", "non-GEMM", "communication", "transfer", "unclassified")
 
 #: categories the classifier itself names (a taxonomy must declare them)
 BUILTIN_CATEGORIES = ("qdq", "communication", "unclassified")

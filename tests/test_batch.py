@@ -117,6 +117,8 @@ def test_ray_engine_on_two_traces_and_one_that_hangs(capsys, tmp_path):
     want = f"{stalled}: timed out (no result within the time limit of 8 s per trace)"
     assert d["failed"] == [{"trace": str(stalled), "error": want}]
     assert f"nongemm-trace: error: {want}" in err.splitlines()
+    from nongemm_trace import batch_workers  # a loaded host: Ray's workers got the time to register
+    assert all(os.environ.get(k) for k in batch_workers.RAY_PATIENCE)
 
 
 def test_empty_folder_is_an_error(tmp_path, capsys):
@@ -232,3 +234,22 @@ def test_workers_that_cannot_start_fail_the_jobs_instead_of_starting_forever():
 
     got = run_processes([(1,), (2,), (3,)], abs, workers=1, prepare=_exit_at_start)
     assert got == [Failure("died", "no worker process could start (exit status 3)")] * 3
+
+
+
+def test_ranks_without_step_markers_still_get_a_ranks_section(tmp_path, capsys):
+    """The DDP pair with its ProfilerStep ranges taken out (as an FSDP pair profiled without a
+    schedule has none): still two ranks, the same straggler from the time lines, and a note."""
+    import gzip
+    for r in (0, 1):
+        doc = json.loads(gzip.decompress(shared("h200x2", f"bert_ddp_train_rank{r}.json.gz").read_bytes()))
+        doc["traceEvents"] = [e for e in doc["traceEvents"] if not str(e.get("name", "")).startswith("ProfilerStep#")]
+        (tmp_path / f"rank{r}.json").write_text(json.dumps(doc))
+    code, out, err = _run(capsys, "analyze", tmp_path, "--format", "json", "--workers", "1")
+    assert code == 0, err
+    ranks = json.loads(out)["ranks"]
+    assert [r["rank"] for r in ranks["ranks"]] == [0, 1] and all(r["steps"] == 0 for r in ranks["ranks"])
+    assert ranks["straggler_rank"] == 1 and "collectives" in ranks["straggler_evidence"]
+    assert ranks["straggler_spread"] is None and "no step markers" in ranks["note"]
+    code, out, err = _run(capsys, "analyze", tmp_path, "--workers", "1")
+    assert code == 0 and "straggler rank 1, no step times" in out and "note: ranks 0, 1 have no step markers" in out

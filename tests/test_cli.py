@@ -229,3 +229,22 @@ def test_top_zero_prints_no_top_tables_and_one_step_is_singular(capsys):
     assert main(["analyze", str(shared("external", "tracelens", "h100__Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz"))]) == 0
     out = capsys.readouterr().out
     assert "1 step (" in out and "1 steps" not in out
+
+
+def test_version_and_a_missing_c_build_say_so(capsys, monkeypatch):
+    from nongemm_trace import cli as cli_mod
+    from nongemm_trace import native
+
+    with pytest.raises(SystemExit):
+        cli_mod.main(["--version"])
+    assert "C extensions: built (trace scanner, op-tree sweep)" in capsys.readouterr().out
+    monkeypatch.setattr(native, "built", lambda: {"_nongemm_scan": False, "_nongemm_sweep": True})
+    monkeypatch.setattr(cli_mod, "_noted", [])
+    monkeypatch.delenv("NONGEMM_NATIVE", raising=False)
+    with pytest.raises(SystemExit):
+        cli_mod.main(["--version"])
+    assert "C extensions: not built (trace scanner;" in capsys.readouterr().out
+    for _ in range(2):
+        cli_mod.main(["analyze", str(SAMPLES / "bert_base_fp32_bs8_s128__eager.json.gz"), "--top", "0"])
+    err = capsys.readouterr().err
+    assert err.count("note: C extensions: not built") == 1  # once per run, not per command

@@ -104,3 +104,9 @@ def test_cpu_metric_reads_the_calls_categories_of_the_gpu_metric():
     assert rsqrt.height and set(rsqrt["category"]) == set(gpu["category"]) == {"normalization"}
     cats = dict(a.report(metric="cpu").categories.select("category", "time_ns").iter_rows())
     assert cats["normalization"] >= int(rsqrt["cpu_ns"].sum())
+
+def test_cpu_metric_header_counts_op_calls(capsys):
+    from nongemm_trace.cli import main
+    assert main(["analyze", str(shared("external", "hta", "cpu_only__rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz"))]) == 0
+    total = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("total:"))
+    assert "op calls" in total and "GPU activities" not in total

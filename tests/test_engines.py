@@ -282,3 +282,20 @@ def test_myelin_regions_are_gemm_when_their_contents_show_one(tmp_path):
     assert got[block] == ("gemm", "region_inputs")
     assert got[tactic_block] == ("gemm", "region_tactic")
     assert got[plain][0] != "gemm" and got[reformat] == ("memory", "layer_type")
+
+def test_headers_name_the_stack_time_not_gpu_time(capsys):
+    from nongemm_trace.cli import main
+    ort = shared("external2", "onnxruntime", ORT_SHARED)
+    fp32 = shared("external2", "tensorrt", "trex__examples__pytorch__resnet__A100__fp32__resnet.onnx.engine.profile.json")
+    fp16 = shared("external2", "tensorrt", "trex__examples__pytorch__resnet__A100__fp16__resnet.onnx.engine.profile.json")
+    assert main(["analyze", str(ort)]) == 0
+    text = capsys.readouterr().out
+    assert "(of node time;" in text and "GPU time" not in text
+    assert main(["compare", str(fp32), str(fp16)]) == 0
+    text = capsys.readouterr().out
+    assert "layer time in us" in text and "GPU time" not in text
+    assert "Fused ONNX op types, #1 against BASE" in text and "Conv,Add,Relu" in text  # the engine_fusion view
+    from nongemm_trace.compare import compare
+    from nongemm_trace.report.html import compare_section
+    html = compare_section(compare([fp32, fp16]))
+    assert "layer time in us" in html and "GPU time" not in html

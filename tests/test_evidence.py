@@ -244,7 +244,8 @@ def _corpus() -> pl.DataFrame:
     """tests/data/labelled_kernels.csv.gz: for every shared trace, the (kernel, launching op)
     pairs that carry its first 90 % of GPU time, each with the category a reviewer gave it
     (reviewed by hand, grouped by launching op and rule; AITER's fused add_rmsnorm_quant kernel
-    labelled a norm). A rule change that moves one of these fails here."""
+    labelled a norm; host<->device memcpys relabelled transfer when the taxonomy gave them a class
+    of their own). A rule change that moves one of these fails here."""
     import gzip
 
     from conftest import REPO

@@ -221,3 +221,10 @@ def test_a_written_out_norm_counts_its_bytes_in_normalization():
     assert cats["arithmetic"]["achieved_tbps"] < 0.6 * fr.device.memory_tbps
     mine = fr.calls.filter(pl.col("op").is_in(["aten::pow", "aten::rsqrt"]))
     assert set(mine["category"]) == {"normalization"}
+
+def test_rates_above_the_roof_carry_a_caveat(capsys):
+    path = shared("h200", "llama_1b_bf16_bs1_s2048__eager.json.gz")
+    over = flops_analysis(path).ops.head(15).filter(pl.col("roofline_pct") > 100)["op"].to_list()
+    assert main(["flops", str(path)]) == 0
+    note = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("% roof > 100"))
+    assert over and all(op in note for op in over[:3])

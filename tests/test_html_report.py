@@ -282,3 +282,39 @@ def test_the_timeline_shades_a_pixel_column_by_how_much_of_it_is_busy_or_idle():
     assert '<title>&lt;gemm&gt; (gemm): 500.0 us</title>' in svg  # drawn as itself, name escaped
     assert "idle 490.5 us, host-bound 490.5 us" in svg  # the wide gap: dark
     assert "9 short gaps: idle 4.5 us, host-bound 0.0 us" in svg and rects.tags.count("svg") == 1
+
+
+def test_repr_html_of_latency_and_whatif():
+    from nongemm_trace.latency import latency_analysis, whatif_analysis
+
+    trace = SAMPLES / "bert_base_fp32_bs8_s128__eager.json.gz"
+    lat = latency_analysis(trace)
+    d = lat.to_dict()
+    page = parse(lat._repr_html_())
+    steps = page.named("latency-steps")[0]
+    assert [float(r[2][1]) for r in steps] == [s["wall_us"] for s in d["steps"]]
+    by_class = {r[0][0]: float(r[1][1]) for r in page.named("latency-by")[0]}
+    assert by_class == d["total"]["by_class_us"]
+    w = whatif_analysis(trace, {"GEMM": 0.5})
+    wd = w.to_dict()
+    page = parse(w._repr_html_())
+    rows = page.named("whatif-steps")[0]
+    assert [(float(r[2][1]), float(r[3][1])) for r in rows] == [(s["measured_us"], s["predicted_us"])
+                                                                for s in wd["steps"]]
+    assert "GEMM x0.5" in "".join(page.text)
+    for html in (lat._repr_html_(), w._repr_html_()):
+        assert html.startswith('<div class="nongemm">') and "LatencyReport(" not in html
+
+
+def test_page_for_sharing_cpu_ops_one_line_names_no_absolute_path(tmp_path):
+    from nongemm_trace.cli import main
+
+    cpu_only = shared("external", "hta", "cpu_only__rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz").absolute()
+    out = tmp_path / "cpu.html"
+    assert main(["report", str(cpu_only), "-o", str(out)]) == 0
+    html = out.read_text(encoding="utf-8")
+    assert str(cpu_only.parent) not in html and cpu_only.name in html
+    ops = parse(html).named("ops")[0]
+    assert ops and not any(r[0][0].startswith("ProfilerStep") for r in ops)
+    assert [float(r[4][1]) for r in ops] == sorted((float(r[4][1]) for r in ops), reverse=True)
+    assert "white-space:nowrap" in html.split("td.name{", 1)[1].split("}", 1)[0]

@@ -222,3 +222,30 @@ def test_exports_load_without_deserialize(monkeypatch):
     monkeypatch.setattr(sqlite_safe, "_restore", lambda con, data: restored.append(1) or real_restore(con._con, data))
     got = nongemm_trace.analyze(path)
     assert made and restored and got.to_dict()["categories"] == want.to_dict()["categories"]
+
+
+def test_gzipped_nsys_rep(tmp_path, capsys, monkeypatch):
+    """A .nsys-rep.gz is an Nsight Systems report, not 'not a JSON trace': without nsys, the line
+    that says how to export it; with nsys, it is inflated and exported (a stand-in nsys here that
+    checks it got the inflated report and writes the shared SQLite export)."""
+    import gzip
+    import stat
+    import sys
+
+    monkeypatch.setenv("PATH", str(tmp_path))
+    rep = tmp_path / "report.nsys-rep.gz"
+    rep.write_bytes(gzip.compress(b"NSYS-REPORT-BYTES"))
+    code, out, err = _run(rep, capsys)
+    assert code == 2 and "gzipped Nsight Systems report" in err and "nsys export --type sqlite" in err
+    assert len(err.strip().splitlines()) == 1
+    export = tmp_path / "export.sqlite"
+    export.write_bytes(gzip.decompress(shared("h200_nsys", "bert_nvtx.sqlite.gz").read_bytes()))
+    nsys = tmp_path / "nsys"
+    nsys.write_text(f"#!{sys.executable}\n# nsys export --type sqlite --force-overwrite true --output OUT REPORT\n"
+                    "import shutil, sys\n"
+                    "if open(sys.argv[8], 'rb').read() != b'NSYS-REPORT-BYTES': sys.exit(3)\n"
+                    f"shutil.copy({str(export)!r}, sys.argv[7])\n")
+    nsys.chmod(nsys.stat().st_mode | stat.S_IXUSR)
+    code, out, err = _run(rep, capsys)
+    assert code == 0, err
+    assert json.loads(out)["gpu_activities"] == 308

@@ -90,7 +90,7 @@ def test_fixture_and_marker_pass_fail_and_refuse_typos(pytester, run):
                  "test_marker_holds"):
         assert f"test_perf.py::{name} PASSED" in out
     result.stdout.fnmatch_lines(["*non-GEMM is 4.3 % of GPU time, above the limit of 1.0 %*",
-                                 "*unknown name 'nonGEMM' (known: GEMM, non-GEMM, communication, unclassified, *",
+                                 "*unknown name 'nonGEMM' (known: GEMM, non-GEMM, communication, transfer, unclassified, *",
                                  "*category normalization is 2.0 % of GPU time, above the limit of 0.1 %*",
                                  "*unknown name 'memroy'*", "*the body's own failure*"])
     assert "no trace at" not in out  # the marker waits for a passing body

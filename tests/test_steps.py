@@ -41,3 +41,10 @@ def test_step_marker_option_and_errors():
         nongemm_trace.analyze(BERT, step_marker="no such range")
     with pytest.raises(TraceError):
         nongemm_trace.analyze(BERT, skip_steps=2)
+
+
+def test_skipped_steps_are_not_listed():
+    from nongemm_trace import analyze
+    rep = analyze(shared("h200x2", "bert_ddp_train_rank0.json.gz"), skip_steps=1)
+    assert rep.steps["name"].to_list() == ["ProfilerStep#4", "ProfilerStep#5"]
+    assert int(rep.steps["gpu_time_ns"].sum()) == rep.gpu_time_ns

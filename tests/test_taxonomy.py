@@ -382,3 +382,30 @@ def test_explain_and_annotate(tmp_path, capsys):
     rep = nongemm_trace.analyze(path)
     got = sum(ns(e["dur"]) for e in acts if e["args"]["nongemm_category"] == "qdq")
     assert got == rep.kernels.filter(pl.col("category") == "qdq")["dur_ns"].sum()
+
+
+def test_host_device_copies_are_transfers_in_a_class_of_their_own():
+    """HTA's AlexNet trace: 16 pageable HtoD copies (launched by aten::copy_) made its headline
+    non-GEMM 87.9 % while counted in memory; as transfers they are their own class, every GPU ns
+    still in exactly one category, and the report says so."""
+    import nongemm_trace
+    rep = nongemm_trace.analyze(shared("external", "hta",
+                                       "critical_path__alexnet__benchmark_result_2869224_1695835535_trace.json.gz"))
+    k = rep.kernels
+    moved = k.filter(pl.col("category") == "transfer")
+    assert moved.height == 16 and moved["name"].str.starts_with("Memcpy HtoD").all()
+    assert (moved["class"] == "transfer").all() and (moved["rule"] == "transfer").all()
+    assert int(rep.categories["time_ns"].sum()) == rep.gpu_time_ns == int(k["dur_ns"].sum())
+    assert rep.share("non-GEMM") < 0.05 and rep.share("transfer") > 0.8
+    assert any(w.code == "host_device_transfers" and w.count == 16 for w in rep.warnings)
+    # the paper's taxonomy has no [transfers] table: its numbers do not move
+    paper = nongemm_trace.analyze(rep.trace, taxonomy="ispass25")
+    assert "transfer" not in paper.kernels["category"].to_list()
+    # Nsight Systems names the copies differently: Device-to-Host
+    ns = nongemm_trace.analyze(shared("external", "nsys", "nsightful_t4_power_iteration.sqlite.gz")).kernels
+    assert set(ns.filter(pl.col("name") == "Memcpy Device-to-Host")["category"]) == {"transfer"}
+    # device-to-device copies stay memory; without a launching op their kind decides, on semantics
+    ddp = nongemm_trace.analyze(shared("h200x2", "bert_ddp_train_rank0.json.gz")).kernels
+    dtod = ddp.filter(pl.col("name").str.starts_with("Memcpy DtoD") & pl.col("launch_op").is_null())
+    assert dtod.height and set(dtod["category"]) == {"memory"} and set(dtod["evidence"]) == {"semantics"}
+    assert set(dtod["rule"]) == {"activity_kind"}

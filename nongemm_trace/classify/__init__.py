@@ -3,15 +3,18 @@
 Rules run once per unique op name and once per unique kernel name; the results
 are joined back onto the tables. An activity's category at level ``launch``:
 
-1. an *authoritative* kernel rule (communication kernels) wins;
-2. else the category of its launching op, when that op is a real operator a rule names —
+1. a memcpy between host and device is a transfer (the taxonomy's ``[transfers]``), whatever
+   launched it;
+2. else an *authoritative* kernel rule (communication kernels) wins;
+3. else the category of its launching op, when that op is a real operator a rule names —
    taken from the op's dataflow (a quantize/dequantize chain, a written-out operation such
    as RMSNorm) or the specific op around a generic one (:mod:`.semantics`) before its name;
-3. else the kernel-name rules;
-4. else its kind (memcpy / memset are memory);
-5. else ``unclassified``.
+4. else its kind (memcpy / memset are memory: a fact of the activity, semantic evidence even in
+   a trace without ops);
+5. else the kernel-name rules;
+6. else ``unclassified``.
 
-At level ``top`` the top-level op's category replaces step 2 (unless the top op is
+At level ``top`` the top-level op's category replaces step 3 (unless the top op is
 composite or named by no rule, when the launch-level answer stands).
 """
 
@@ -121,22 +124,27 @@ def classify(linked: Linked, tax: Taxonomy, level: str = "launch") -> pl.DataFra
     kinds = tax.activity_kinds
     kind_cat = pl.col("kind").replace_strict(kinds, default=None, return_dtype=pl.Utf8) if kinds else pl.lit(None, pl.Utf8)
     use_lop = pl.col("_lop_cat").is_not_null() & ~pl.col("_lop_wrap").fill_null(True)
+    transfer = (pl.col("kind") == "memcpy") & pl.col("name").str.contains(tax.transfers[0]) if tax.transfers \
+        else pl.lit(False)
+    acts = acts.with_columns(transfer.fill_null(False).alias("_transfer"))
     launch_cat = (
-        pl.when(pl.col("kernel_authoritative").fill_null(False)).then(pl.col("kernel_category"))
+        pl.when(pl.col("_transfer")).then(pl.lit(tax.transfers[1] if tax.transfers else None, pl.Utf8))
+        .when(pl.col("kernel_authoritative").fill_null(False)).then(pl.col("kernel_category"))
         .when(use_lop).then(pl.col("_lop_cat"))
-        .when(pl.col("kernel_category").is_not_null()).then(pl.col("kernel_category"))
         .when(kind_cat.is_not_null()).then(kind_cat)
+        .when(pl.col("kernel_category").is_not_null()).then(pl.col("kernel_category"))
         .otherwise(pl.lit("unclassified"))
     )
     launch_rule = (
-        pl.when(pl.col("kernel_authoritative").fill_null(False)).then(pl.lit("kernel_name"))
+        pl.when(pl.col("_transfer")).then(pl.lit("transfer"))
+        .when(pl.col("kernel_authoritative").fill_null(False)).then(pl.lit("kernel_name"))
         .when(use_lop & pl.col("_lop_qdq").fill_null(False)).then(pl.lit("qdq_dataflow"))
         .when(use_lop & pl.col("_lop_bwd").fill_null(False)).then(pl.lit("forward_op"))
         .when(use_lop & pl.col("_lop_chain").fill_null(False)).then(pl.lit("op_pattern"))
         .when(use_lop & pl.col("_lop_enc").fill_null(False)).then(pl.lit("enclosing_op"))
         .when(use_lop).then(pl.lit("launch_op"))
-        .when(pl.col("kernel_category").is_not_null()).then(pl.lit("kernel_name"))
         .when(kind_cat.is_not_null()).then(pl.lit("activity_kind"))
+        .when(pl.col("kernel_category").is_not_null()).then(pl.lit("kernel_name"))
         .otherwise(pl.lit("none"))
     )
     if engine:
@@ -145,7 +153,7 @@ def classify(linked: Linked, tax: Taxonomy, level: str = "launch") -> pl.DataFra
         launch_rule = pl.when(named).then(pl.col("engine_rule")).otherwise(launch_rule)
     acts = acts.with_columns(launch_cat.alias("launch_category"), launch_rule.alias("rule"))
     if level == "top":
-        keep = ~pl.col("kernel_authoritative").fill_null(False) & ~pl.col("_lop_qdq").fill_null(False)
+        keep = ~pl.col("kernel_authoritative").fill_null(False) & ~pl.col("_lop_qdq").fill_null(False) & ~pl.col("_transfer")
         use_top = pl.col("_top_cat").is_not_null() & ~pl.col("_top_comp").fill_null(False) & keep
         # a taxonomy without fallback (the paper's) leaves activities under unnamed top ops unclassified
         no_fallback = (pl.lit(not tax.top_fallback) & pl.col("top_op").is_not_null()
@@ -161,7 +169,8 @@ def classify(linked: Linked, tax: Taxonomy, level: str = "launch") -> pl.DataFra
         mods = module_table(linked.trace.python, tax)
         hit = module_of_activities(acts, mods)
         acts = acts.join(hit, on="activity_id", how="left")
-        use_mod = pl.col("module_category").is_not_null() & ~pl.col("kernel_authoritative").fill_null(False)
+        use_mod = (pl.col("module_category").is_not_null() & ~pl.col("kernel_authoritative").fill_null(False)
+                   & ~pl.col("_transfer"))
         acts = acts.with_columns(
             pl.when(use_mod).then(pl.col("module_category")).otherwise(pl.col("launch_category")).alias("category"),
             pl.when(use_mod).then(pl.lit("module")).otherwise(pl.col("rule")).alias("rule"),
@@ -178,13 +187,15 @@ def classify(linked: Linked, tax: Taxonomy, level: str = "launch") -> pl.DataFra
     if engine:
         acts = acts.with_columns(pl.coalesce("engine_fused", "fused_ops").alias("fused_ops")).drop(
             "engine_category", "engine_rule", "engine_fused")
-    return acts.drop("_lop_cat", "_lop_bwd", "_lop_chain", "_lop_enc", "_lop_wrap", "_lop_qdq", "_top_cat", "_top_comp")
+    return acts.drop("_lop_cat", "_lop_bwd", "_lop_chain", "_lop_enc", "_lop_wrap", "_lop_qdq", "_top_cat", "_top_comp",
+                     "_transfer")
 
 
 _RULE_EVIDENCE = {"onnx_nodes": "semantics", "layer_type": "semantics", "region_endpoints": "generic",
                   "region_inputs": "dataflow", "region_tactic": "family", "launch_op": "semantics",
                   "enclosing_op": "semantics", "forward_op": "semantics", "top_op": "semantics", "module": "semantics",
-                  "activity_kind": "semantics", "qdq_dataflow": "dataflow", "op_pattern": "dataflow", "none": "none"}
+                  "activity_kind": "semantics", "transfer": "semantics", "qdq_dataflow": "dataflow",
+                  "op_pattern": "dataflow", "none": "none"}
 
 
 def evidence_of(rule: pl.Expr, kernel_evidence: pl.Expr) -> pl.Expr:

@@ -26,11 +26,7 @@ from ..errors import TraceError
 from .engine_rules import EngineRules, engine_rules
 from .matcher import Compiled, run_reason
 from .tokens import TokenIndex, parse_runs
-
-from ..vocabulary import CLASSES, KERNEL_EVIDENCE  # noqa: E402
-from ..vocabulary import BUILTIN_CATEGORIES  # noqa: E402
-
-
+from ..vocabulary import BUILTIN_CATEGORIES, CLASSES, KERNEL_EVIDENCE
 
 
 @dataclass(frozen=True)
@@ -118,6 +114,8 @@ class Taxonomy:
     kernel_rules: list[KernelRule]
     fusion: FusionRules
     activity_kinds: dict[str, str]
+    #: (pattern, category) of the memcpys between host and device (``[transfers]``), or None
+    transfers: tuple[str, str] | None = None
     qdq: QdqRules = field(default_factory=QdqRules)
     module_names: dict[str, str] = field(default_factory=dict)
     module_patterns: list[tuple[re.Pattern, str]] = field(default_factory=list)
@@ -282,6 +280,9 @@ def _build(raw: dict[str, Any], where: str) -> Taxonomy:
         signatures=tuple(sigs),
     )
     kinds = {k: _check_category(known, v, where, "[activity_kinds]") for k, v in raw.get("activity_kinds", {}).items()}
+    tr = raw.get("transfers")
+    transfers = (_compile(tr.get("pattern", "(?!)"), where, "[transfers] pattern").pattern,
+                 _check_category(known, tr.get("category"), where, "[transfers]")) if tr else None
     module_names: dict[str, str] = {}
     module_patterns: list[tuple[re.Pattern, str]] = []
     for cat, spec in raw.get("modules", {}).items():
@@ -336,6 +337,7 @@ def _build(raw: dict[str, Any], where: str) -> Taxonomy:
         kernel_rules=kernel_rules,
         fusion=fusion,
         activity_kinds=kinds,
+        transfers=transfers,
         qdq=qdq,
         module_names=module_names,
         module_patterns=module_patterns,

@@ -210,8 +210,8 @@ def _synchronize() -> None:
 
 
 def _write_text(report: Any, out: Path) -> None:
-    from ..report.output import UNBOUNDED_WIDTH, draw
+    from ..report.output import LOG_WIDTH, draw
     from ..report.terminal.report import render_report
 
-    # whole, whatever COLUMNS the training job's environment has (an 80-column cut hides numbers)
-    draw(str(out), lambda console: render_report(report, console), width=UNBOUNDED_WIDTH)
+    # a log's width, whatever COLUMNS the training job's environment has (an 80-column cut hides numbers)
+    draw(str(out), lambda console: render_report(report, console), width=LOG_WIDTH)

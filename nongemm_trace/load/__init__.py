@@ -10,7 +10,7 @@ from .bounds import sums_checked
 from .formats import by_name, sniff
 from .kineto import read_ahead
 from .kineto.cutting import read_block
-from .source import Progress, iter_blocks, join_capped
+from .source import Progress, iter_blocks, join_capped, read_bytes
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..trace import Trace
@@ -45,7 +45,7 @@ def load_trace(path: str | Path, *, keep_python: bool = False, progress: Progres
     next to it by name) or an ONNX Runtime profile. Bad input raises :class:`TraceError`, and so
     does a trace whose durations add up beyond int64 nanoseconds (:mod:`.bounds`).
     ``progress(done, total)`` is called with the bytes of the file read so far."""
-    if str(path).endswith(".nsys-rep"):
+    if str(path).endswith(_NSYS_REPORTS):
         from .nsys import load_nsys  # Nsight Systems exports only: not imported for Kineto traces
         return load_nsys(path, _export_nsys_rep(path))
     from .kineto.loader import load_kineto, load_read_ahead
@@ -84,8 +84,13 @@ def _chain(first: bytes, rest):
         rest.close()
 
 
+#: Nsight Systems reports by name (their bytes are nsys's own format, which only nsys reads);
+#: a gzipped one is inflated to a temporary file for nsys
+_NSYS_REPORTS = (".nsys-rep", ".nsys-rep.gz")
+
+
 def _export_nsys_rep(path: str | Path) -> bytes:
-    """Export an .nsys-rep to SQLite with the nsys on PATH (never anything else)."""
+    """Export an .nsys-rep (or .nsys-rep.gz) to SQLite with the nsys on PATH (never anything else)."""
     import shutil
     import subprocess
     import tempfile
@@ -94,14 +99,20 @@ def _export_nsys_rep(path: str | Path) -> bytes:
     if not p.is_file():
         raise TraceError(p, "no such file")
     nsys = shutil.which("nsys")
+    gz = p.name.endswith(".gz")
     if nsys is None:
-        raise TraceError(p, "is an Nsight Systems report and no nsys binary is on PATH: export it first with "
-                            "'nsys export --type sqlite --output REPORT.sqlite REPORT.nsys-rep', then analyze the .sqlite")
+        raise TraceError(p, f"is {'a gzipped' if gz else 'an'} Nsight Systems report and no nsys binary is on PATH: "
+                            "export it first with 'nsys export --type sqlite --output REPORT.sqlite REPORT.nsys-rep'"
+                            f"{' (after gunzip)' if gz else ''}, then analyze the .sqlite")
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "report.sqlite"
+        rep = p
+        if gz:  # nsys reads only the report itself: inflate it (bounded, as every trace is) next to the export
+            rep = Path(tmp) / p.name[:-3]
+            rep.write_bytes(read_bytes(p))
         try:  # the report's name after "--" (and absolute): a file named "-o…" is never read as an option
             r = subprocess.run([nsys, "export", "--type", "sqlite", "--force-overwrite", "true", "--output", str(out),
-                                "--", str(p.resolve())], capture_output=True, text=True, timeout=1800)
+                                "--", str(rep.resolve())], capture_output=True, text=True, timeout=1800)
         except (OSError, subprocess.TimeoutExpired) as exc:
             raise TraceError(p, f"nsys export failed ({exc})") from None
         if r.returncode != 0 or not out.exists():

@@ -47,7 +47,7 @@ def category_table(acts: pl.DataFrame, tax: Taxonomy, value: str = "dur_ns") -> 
 
 def class_table(categories: pl.DataFrame) -> pl.DataFrame:
     g = categories.group_by("class").agg(pl.col("time_ns").sum(), pl.col("activities").sum(), pl.col("share").sum())
-    order = {"GEMM": 0, "non-GEMM": 1, "communication": 2, "unclassified": 3}
+    order = {"GEMM": 0, "non-GEMM": 1, "communication": 2, "transfer": 3, "unclassified": 4}
     return g.with_columns(pl.col("class").replace_strict(order, default=9, return_dtype=pl.Int32).alias("_o")) \
         .sort("_o").drop("_o")
 

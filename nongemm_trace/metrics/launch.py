@@ -99,7 +99,9 @@ def exposed_communication(acts: pl.DataFrame, by: list[str]) -> pl.DataFrame:
 
 #: who owns busy time where activities of several classes overlap: compute first, communication
 #: last (then its share is the exposed communication: ``busy(all) - busy(all but communication)``)
-BUSY_CLASS_ORDER = ("GEMM", "non-GEMM", "unclassified", "communication")
+BUSY_CLASS_ORDER = ("GEMM", "non-GEMM", "transfer", "unclassified", "communication")
+#: classes listed only where the trace has activities of them (host<->device transfers)
+OPTIONAL_BUSY_CLASSES = ("transfer",)
 
 
 def busy_ns(acts: pl.DataFrame) -> int:
@@ -114,9 +116,11 @@ def busy_ns(acts: pl.DataFrame) -> int:
 def busy_by_class(acts: pl.DataFrame) -> dict[str, int]:
     """Busy time (ns) per class, overlaps given to the first class of :data:`BUSY_CLASS_ORDER`:
     the union of the first k classes' intervals minus that of the first k-1."""
+    present = set(acts["class"].unique().to_list())
+    order = [c for c in BUSY_CLASS_ORDER if c in present or c not in OPTIONAL_BUSY_CLASSES]
     out, before = {}, 0
-    for k, cls in enumerate(BUSY_CLASS_ORDER):
-        upto = busy_ns(acts.filter(pl.col("class").is_in(BUSY_CLASS_ORDER[: k + 1])))
+    for k, cls in enumerate(order):
+        upto = busy_ns(acts.filter(pl.col("class").is_in(order[: k + 1])))
         out[cls] = upto - before
         before = upto
     return out

@@ -14,7 +14,7 @@ import polars as pl
 
 from .._version import __version__
 from ..trace import Anomaly
-from ..vocabulary import SCHEMA_VERSION, ns
+from ..vocabulary import SCHEMA_VERSION, TIME_BASES, ns
 from ..vocabulary import us as _us
 from .rows import warnings_of
 
@@ -47,6 +47,16 @@ class Comparison:
     @property
     def traces(self) -> list[str]:
         return self.per_trace["trace"].to_list()
+
+    @property
+    def time_basis(self) -> tuple[str, str]:
+        """What the times are and what is counted: a deployment stack's profiles measure layer or
+        node time (``vocabulary.TIME_BASES``), everything else GPU activity time. A comparison read
+        back from a document has no reports: GPU time, as its fields say."""
+        metrics = {r.metric for r in self.reports}
+        if len(metrics) == 1 and (m := metrics.pop()) in TIME_BASES:
+            return f"{m} time", f"{m}s"
+        return "GPU time", "activities"
 
     def non_gemm_share(self, i: int) -> float:
         c = self.classes.filter((pl.col("trace_index") == i) & (pl.col("class") == "non-GEMM"))

@@ -100,6 +100,12 @@ class LatencyReport:
     def total(self) -> pl.DataFrame:
         return totals(self.attribution)
 
+    def _repr_html_(self) -> str:
+        """Jupyter's view: step wall times and the critical path by class and bound, in us."""
+        from ..report.html_latency import latency_fragment
+
+        return latency_fragment(self)
+
     def to_dict(self) -> dict[str, Any]:
         wall = int(self.steps["wall"].sum() or 0)
         total = self.total
@@ -168,6 +174,12 @@ class WhatIfReport:
     #: ``measured_step_us``, ``note``, ``bound`` / ``predicted_bound`` and ``profiled_bound`` /
     #: ``predicted_profiled_bound`` (host- or device-bound, with and without the profiler)
     unprofiled: dict[str, Any] | None = None
+
+    def _repr_html_(self) -> str:
+        """Jupyter's view: measured against predicted step latency and the GPU shares, in us."""
+        from ..report.html_latency import whatif_fragment
+
+        return whatif_fragment(self)
 
     def mean(self, column: str) -> float | None:
         if not self.steps.height or column not in self.steps.columns or self.steps[column].null_count() == self.steps.height:

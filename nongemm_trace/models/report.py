@@ -40,6 +40,13 @@ def _share(x: Any) -> float:
 
 @dataclass
 class Report:
+    """One trace's breakdown (``analyze``): where its time went, by class and category, per op,
+    per kernel and per step, under one metric (``gpu``, ``cpu``, ``paper``; a deployment stack's
+    ``layer``/``node`` time) and level (``launch``, ``top``, ``module``). Tables are polars frames in
+    integer nanoseconds; every activity counted is in exactly one category, and the categories sum
+    to ``gpu_time_ns`` (checked when measured). ``to_dict()`` is the JSON contract (microseconds),
+    ``from_dict()`` reads it back; ``share(name)`` gives a class's or category's share."""
+
     trace: str
     metric: str
     level: str

@@ -29,7 +29,7 @@ CSS = """
 .nongemm table{border-collapse:collapse;margin:.4em 0 .8em}
 .nongemm th,.nongemm td{padding:2px 8px;border-bottom:1px solid #eee;text-align:left;vertical-align:middle;white-space:nowrap}
 .nongemm th{background:#f4f4f4;font-weight:600}.nongemm td.num,.nongemm th.num{text-align:right;font-variant-numeric:tabular-nums}
-.nongemm td.name{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:12px;max-width:560px;overflow-wrap:anywhere;white-space:normal}
+.nongemm td.name{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:12px;max-width:560px;overflow:hidden;text-overflow:ellipsis;white-space:nowrap}
 .nongemm .legend span{margin-right:12px;white-space:nowrap}.nongemm .legend i{display:inline-block;width:10px;height:10px;margin-right:4px}
 .nongemm .verdict{font-weight:600;padding:6px 10px;background:#f4f8ff;border-left:4px solid #1f77b4}
 .nongemm .warn{color:#8a5a00}.nongemm svg{display:block;max-width:100%;height:auto}.nongemm svg.cell{display:inline-block}
@@ -56,7 +56,10 @@ def _table(cls: str, head: Iterable[str], rows: Iterable[str], numeric_from: int
 
 
 def _text(x: Any, cls: str = "") -> str:
-    return f'<td{f" class={cls!r}" if cls else ""}>{escape(str(x))}</td>'
+    """A text cell; a ``name`` cell stays one line (a C++ template kernel name would wrap to tens of
+    lines), cut at its end on screen, whole in the page's text and in its tooltip."""
+    title = f' title="{escape(str(x))}"' if cls == "name" else ""
+    return f'<td{f" class={cls!r}" if cls else ""}{title}>{escape(str(x))}</td>'
 
 
 def _time_key(d: dict[str, Any]) -> str:
@@ -91,8 +94,10 @@ def report_section(rep, top: int = 15, full: bool = True) -> str:
                       [_text(c["category"]) + _text(c["class"]) + _num(c.get(key, c.get("gpu_time_us")))
                        + _share(c["share"]) + f"<td>{svg.share_cell(c['category'], c['share'])}</td>"
                        + _num(c["activities"]) for c in d["categories"]], numeric_from=2))
+    if d["metric"] == "cpu":
+        out.append(_cpu_ops(rep, d, top))
     ops = [o for o in d["ops"] if o["self_gpu_time_us"] > 0][:top]  # wrappers that launched nothing are left out
-    if ops:
+    if ops and d["metric"] != "cpu":
         out.append(f"<h3>Top {len(ops)} ops by self GPU time</h3>")
         out.append(_table("ops", ["op", "category", "calls", "GPU time (us)", "self GPU time (us)", "activities"],
                           [_text(o["op"], "name") + _text(o["category"]) + _num(o["calls"]) + _num(o["gpu_time_us"])
@@ -117,6 +122,22 @@ def report_section(rep, top: int = 15, full: bool = True) -> str:
             f"{escape(k)} {100 * v['share']:.1f} %" for k, v in d["evidence"].items() if v["share"]) + "</p>")
     out.append(_warnings(d["warnings"]))
     return "".join(out)
+
+
+def _cpu_ops(rep, d: dict[str, Any], top: int) -> str:
+    """Under the CPU metric (a CPU-only trace): the top ops by self CPU time, as the terminal lists
+    them (never wrappers such as steps: the report's ops table marks them)."""
+    ops_table = getattr(rep, "ops", None)
+    wrappers = set(ops_table.filter(ops_table["wrapper"])["op"].to_list()) \
+        if ops_table is not None and "wrapper" in ops_table.columns else set()
+    ops = sorted((o for o in d["ops"] if (o.get("self_cpu_time_us") or 0) > 0 and o["op"] not in wrappers),
+                 key=lambda o: -o["self_cpu_time_us"])[:top]
+    if not ops:
+        return ""
+    return (f"<h3>Top {len(ops)} ops by self CPU time</h3>"
+            + _table("ops", ["op", "category", "calls", "CPU time (us)", "self CPU time (us)", "self GPU time (us)"],
+                     [_text(o["op"], "name") + _text(o["category"]) + _num(o["calls"]) + _num(o["cpu_time_us"])
+                      + _num(o["self_cpu_time_us"]) + _num(o["self_gpu_time_us"]) for o in ops], numeric_from=2))
 
 
 def _engine_section(view: dict[str, Any], top: int) -> str:
@@ -191,9 +212,10 @@ def compare_section(cmp) -> str:
     d = cmp.to_dict()
     names = [Path(t["trace"]).name for t in d["traces"]]
     unit = "us per step" if d["per_step"] else "us"
-    out = [f'<p class="meta">BASE: <code>{escape(names[0])}</code> · GPU time in {unit} · ratio = trace / BASE</p>']
+    basis, things = cmp.time_basis
+    out = [f'<p class="meta">BASE: <code>{escape(names[0])}</code> · {basis} in {unit} · ratio = trace / BASE</p>']
     labels = ["BASE", *(f"#{i}" for i in range(1, len(names)))]
-    head = ["", "trace", "GPU time", "activities", "steps", "non-GEMM share"]
+    head = ["", "trace", basis, things, "steps", "non-GEMM share"]
     out.append(_table("traces", head, [_text(label) + _text(n, "name") + _num(t["gpu_time_us"])
                                        + _num(t["activities"]) + _num(t["steps"]) + _share(t["non_gemm_share"])
                                        for label, n, t in zip(labels, names, d["traces"])], numeric_from=2))
@@ -236,8 +258,9 @@ def render_html(reports: list, launches: list | None = None, comparison=None, to
     if comparison is not None:
         parts.append(f'<section id="comparison"><h2>Comparison</h2>{compare_section(comparison)}</section>')
     for i, (rep, lrep) in enumerate(zip(reports, launches)):
+        where = "" if Path(str(rep.trace)).is_absolute() else f'<p class="meta">{escape(str(rep.trace))}</p>'
         parts.append(f'<section class="trace" id="trace-{i}"><h2>{escape(Path(rep.trace).name)}</h2>'
-                     f'<p class="meta">{escape(str(rep.trace))}</p>{report_section(rep, top)}')
+                     f'{where}{report_section(rep, top)}')  # an absolute path would leak into a shared page
         if lrep is not None:
             parts.append(f"<h3>Launch overhead and idle time</h3>{launch_section(lrep, warnings=False)}")
         parts.append("</section>")

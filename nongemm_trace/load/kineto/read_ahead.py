@@ -57,7 +57,7 @@ def worth_it(path: str | Path) -> bool:
     if not hasattr(scanner.SCANNER, "read_ahead"):  # a platform without the thread
         return False
     p = str(path)
-    if p.endswith((".sqlite", ".sqlite.gz", ".nsys-rep")):
+    if p.endswith((".sqlite", ".sqlite.gz", ".nsys-rep", ".nsys-rep.gz")):
         return False
     gz = p.endswith(".gz")
     if gz and not getattr(scanner.SCANNER, "READ_AHEAD_GZIP", 0):

@@ -35,8 +35,10 @@ def render_batch(result: BatchResult, console: Console) -> None:
     console.print(t)
     ranks = d.get("ranks")
     if ranks:
-        t = Table(title=f"Ranks: straggler rank {ranks['straggler_rank']}, spread of mean step time "
-                        f"{100 * (ranks['straggler_spread'] or 0):.1f} % of the median; span = GEMM + non-GEMM + "
+        spread = ranks["straggler_spread"]
+        t = Table(title=f"Ranks: straggler rank {ranks['straggler_rank']}, "
+                        + ("no step times" if spread is None else f"spread of mean step time {100 * spread:.1f} % of the median")
+                        + "; span = GEMM + non-GEMM + "
                         f"unclassified + exposed comm. + idle (overlaps: the first)", title_justify="left")
         for col in ("rank", "steps", "mean step (us)", "max step (us)", "span (us)", "GEMM (us)", "non-GEMM (us)",
                     "unclassified (us)", "exposed comm. (us)", "host-bound idle (us)", "other idle (us)",
@@ -45,12 +47,14 @@ def render_batch(result: BatchResult, console: Console) -> None:
         dash = lambda v: "-" if v is None else f"{v:,.1f}"  # noqa: E731
         for r in ranks["ranks"]:
             idle, host, by_class = r.get("idle_us"), r.get("host_bound_idle_us"), r.get("busy_by_class_us") or {}
-            t.add_row(str(r["rank"]), str(r["steps"]), f"{r['mean_step_us']:,.1f}", f"{r['max_step_us']:,.1f}",
+            t.add_row(str(r["rank"]), str(r["steps"]), dash(r["mean_step_us"]), dash(r["max_step_us"]),
                       dash(r.get("span_us")), *(dash(by_class.get(c)) for c in ("GEMM", "non-GEMM", "unclassified")),
                       dash(r.get("exposed_communication_us")), dash(host),
                       dash(None if idle is None or host is None else round(idle - host, 3)),
                       dash(r.get("communication_us")), f"{r['gpu_time_us']:,.1f}")
         console.print(t)
         console.print(f"straggler: {escape(ranks['straggler_evidence'])}")
+        if ranks.get("note"):
+            console.print(f"note: {escape(ranks['note'])}")
     for f in d["failed"]:
         console.print(f"[{FAILED}]failed[/{FAILED}] {escape(f['error'])}", highlight=False)

@@ -8,6 +8,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ...models.comparison import Comparison
+from ..names import shorten, shorten_list
 from ..palette import TITLE
 from . import escape, warning_line
 
@@ -16,11 +17,12 @@ def render_compare(cmp: Comparison, console: Console) -> None:
     d = cmp.to_dict()
     names = [Path(t["trace"]).name.replace(".json.gz", "") for t in d["traces"]]
     unit = "us per step" if d["per_step"] else "us"
-    console.print(f"[{TITLE}]BASE: {escape(names[0])}[/{TITLE}] — GPU time in {unit}, ratio = trace / BASE "
+    basis, things = cmp.time_basis
+    console.print(f"[{TITLE}]BASE: {escape(names[0])}[/{TITLE}] — {basis} in {unit}, ratio = trace / BASE "
                   f"(level {d['level']}, taxonomy {d['taxonomy']})")
     t = Table(title="Traces", title_justify="left")
     t.add_column("trace")
-    for c in ("GPU time", "activities", "steps", "non-GEMM share"):
+    for c in (basis, things, "steps", "non-GEMM share"):
         t.add_column(c, justify="right")
     for n, tr in zip(names, d["traces"]):
         t.add_row(escape(n), f"{tr['gpu_time_us']:,.1f}", f"{tr['activities']:,}", str(tr["steps"]),
@@ -48,12 +50,26 @@ def render_compare(cmp: Comparison, console: Console) -> None:
     if fus:
         t = Table(title="Eager non-GEMM ops and the fused kernels that replaced them", title_justify="left")
         for c in ("eager op", "category", "eager us", "remaining us", "fused into"):
-            t.add_column(c, justify="right" if "us" in c else "left", overflow="ellipsis",
+            t.add_column(c, justify="right" if c.endswith(" us") else "left", overflow="ellipsis",
                          no_wrap=c == "fused into", max_width=max(20, console.width - 70) if c == "fused into" else None)
         for o in fus[0]["ops"][:15]:
             k = o["fused_into"]
-            t.add_row(escape(o["op"]), o["category"], f"{o['eager_time_us']:,.1f}", f"{o['remaining_time_us']:,.1f}",
-                      escape(f"{len(k)}: " + ", ".join(k)) if k else "-")
+            t.add_row(escape(shorten(o["op"])), o["category"], f"{o['eager_time_us']:,.1f}",
+                      f"{o['remaining_time_us']:,.1f}", escape(f"{len(k)}: " + shorten_list(", ".join(k), 100)) if k else "-")
         console.print(t)
+    for view in d.get("engine_fusion") or []:
+        _engine_fusion(view, f"#{d['traces'].index(next(t for t in d['traces'] if t['trace'] == view['trace']))}",
+                       console)
     for w in d["warnings"]:
         console.print(warning_line(w["code"], w["message"]), highlight=False)
+
+
+def _engine_fusion(view: dict, label: str, console: Console) -> None:
+    """A deployment stack's fusion against BASE: time and count per fused ONNX op type."""
+    t = Table(title=f"Fused ONNX op types, {label} against BASE", title_justify="left")
+    for c in ("ONNX op types", "category", "BASE count", "BASE us", f"{label} count", f"{label} us"):
+        t.add_column(c, justify="left" if c in ("ONNX op types", "category") else "right")
+    for r in view["op_types"]:
+        t.add_row(escape(shorten(r["op"])), r["category"] or "-", f"{r['base_nodes']:,}", f"{r['base_time_us']:,.1f}",
+                  f"{r['nodes']:,}", f"{r['time_us']:,.1f}")
+    console.print(t)

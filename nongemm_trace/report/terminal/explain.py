@@ -6,6 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 from ..escape import printable_lines
+from ..names import shorten
+
+#: a name alone on its line: shortened to this (a log line stays under ~200 columns; JSON has it whole)
+_LINE_NAME = 180
 
 #: what each step of the classifier's decision means, for a reader
 RULE_TEXT = {
@@ -20,6 +24,7 @@ RULE_TEXT = {
     "region_tactic": "the Myelin region's tactic, a GEMM kernel by the kernel-name rules",
     "kernel_name": "the kernel-name rules",
     "activity_kind": "its kind (memcpy/memset)",
+    "transfer": "a copy between host and device memory (the taxonomy's [transfers])",
     "none": "no rule (unclassified)",
 }
 
@@ -39,7 +44,7 @@ def render_explain(d: dict[str, Any]) -> str:
         _levels(lines, o["levels"])
     for k in d["kernels"]:
         kr = k["kernel_rule"]
-        lines.append(f"\nkernel {k['kernel']}")
+        lines.append(f"\nkernel {shorten(k['kernel'], _LINE_NAME)}")
         lines.append(f"  kernel rule: {kr['category'] or 'none'} ({kr['class'] or '-'})"
                      f"{' [authoritative]' if kr['authoritative'] else ''} — {kr['why']}")
         _levels(lines, k["levels"])
@@ -65,8 +70,10 @@ def render_weak(d: dict[str, Any]) -> str:
     if not d["kernels"]:
         lines.append("no kernel is classified on weak evidence")
     for k in d["kernels"]:
-        ops = ", ".join(k["launch_ops"]) or "no launching op"
-        lines.append(f"\n{k['kernel']}")
+        ops = ", ".join(shorten(o, 40) for o in k["launch_ops"][:4]) or "no launching op"
+        if len(k["launch_ops"]) > 4:
+            ops += f", +{len(k['launch_ops']) - 4} more"
+        lines.append(f"\n{shorten(k['kernel'], _LINE_NAME)}")
         lines.append(f"  {k['gpu_time_us']:,.1f} us ({k['share']:.1%}), {k['activities']} activities, "
                      f"now {k['category']} [{k['evidence']}] by {k['rule']}; launched by {ops}")
         lines += ["  " + ln for ln in k["snippet"].rstrip().splitlines()]

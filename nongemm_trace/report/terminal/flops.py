@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import math
 
+import polars as pl
 from rich.console import Console
 from rich.table import Table
 
 from ...models.flops import FlopsReport
+from ..names import shorten
 from ..palette import TITLE
 from . import escape, warning_line
 
@@ -42,9 +44,14 @@ def render_flops(rep: FlopsReport, console: Console, top: int = 15) -> None:
         t.add_column(c, justify="left" if c in ("op", "category", "bound") else "right",
                      no_wrap=c == "op", overflow="ellipsis", max_width=max(16, console.width - 70) if c == "op" else None)
     for r in rep.ops.head(top).iter_rows(named=True):
-        t.add_row(escape(r["op"]), r["category"], _g(r["flops"]), _g(r["bytes"]), _f(r["achieved_tflops"]),
+        t.add_row(escape(shorten(r["op"])), r["category"], _g(r["flops"]), _g(r["bytes"]), _f(r["achieved_tflops"]),
                   _f(r["achieved_tbps"]), r["bound"] or "-", _f(r["roofline_pct"], 0))
     console.print(t)
+    over = rep.ops.head(top).filter(pl.col("roofline_pct") > 100)["op"].to_list()
+    if over:
+        console.print(f"% roof > 100 ({escape(', '.join(shorten(o, 30) for o in over[:3]))}"
+                      f"{', …' if len(over) > 3 else ''}): faster than the roof allows: fewer bytes moved than "
+                      "counted (caches) or a faster precision than the dtype (fp32 on TF32)", highlight=False)
     fits = rep.fits
     if fits.get("models"):
         t = Table(title=f"FLOPs vs latency on GEMM/convolution calls ({fits['distinct_shapes']} shapes, "

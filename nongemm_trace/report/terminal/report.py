@@ -9,6 +9,7 @@ from rich.table import Table
 
 from ...models.report import Report
 from ...vocabulary import METRICS, TIME_BASES
+from ..names import shorten
 from ..palette import TITLE, WARNINGS_HEADING
 from . import escape, warning_line
 
@@ -32,12 +33,17 @@ def render_report(report: Report, console: Console, top: int = 15) -> None:
     console.print(f"device: {escape(dev)} | metric: {report.metric} ({metric}) | level: {report.level} | "
                   f"taxonomy: {report.taxonomy} v{report.taxonomy_version}")
     unit, kernels = _UNITS.get(report.metric, ("GPU activities", "kernels"))
-    console.print(f"total: {_us(total or 0)} us over {report.gpu_activities:,} {unit}"
+    counted = f"{report.gpu_activities:,} {unit}"
+    if report.metric == "cpu":  # the total is op CPU time: count its op calls (and the GPU's work, if any)
+        calls = int(report.categories["activities"].sum())
+        counted = f"{calls:,} op calls" + (f" ({report.gpu_activities:,} GPU activities)" if report.gpu_activities else "")
+    console.print(f"total: {_us(total or 0)} us over {counted}"
                   + (f", {len(report.steps)} step{'s' if len(report.steps) != 1 else ''} ({report.step_marker})"
                      if report.steps.height else ""))
     if report.gpu_time_ns and report.evidence:
         rungs = " · ".join(f"{k} {100 * v / report.gpu_time_ns:.1f} %" for k, v in report.evidence.items() if v)
-        console.print(f"categories rest on: {rungs} (of GPU time; docs/taxonomy.md, the evidence ladder)")
+        console.print(f"categories rest on: {rungs} (of {f'{report.metric} time' if report.metric in _UNITS else 'GPU time'}; "
+                      "docs/taxonomy.md, the evidence ladder)")
 
     t = Table(title=f"Classes — share of {metric}", title_justify="left")
     for c in ("class", "time (us)", "share", "op calls" if report.metric == "cpu" else "activities"):
@@ -63,15 +69,17 @@ def render_report(report: Report, console: Console, top: int = 15) -> None:
                   title_justify="left")
         for c in (kernels.rstrip("s"), "category", "count",
                   "GPU time (us)" if kernels == "kernels" else "time (us)", "mean (us)"):
-            t.add_column(c, justify="left" if c in ("kernel", "category") else "right", overflow="ellipsis",
+            t.add_column(c, justify="left" if c in ("kernel", "layer", "node", "category") else "right", overflow="ellipsis",
                          max_width=max(16, console.width - 55) if c == "kernel" else None, no_wrap=c == "kernel")
         for r in report.kernel_summary.head(top).iter_rows(named=True):
-            t.add_row(escape(r["name"]), r["category"], f"{r['activities']:,}", _us(r["gpu_time_ns"]), f"{r['mean_ns'] / 1000:,.2f}")
+            t.add_row(escape(shorten(r["name"])), r["category"], f"{r['activities']:,}", _us(r["gpu_time_ns"]), f"{r['mean_ns'] / 1000:,.2f}")
         console.print(t)
 
     if report.steps.height:
         t = Table(title="Steps", title_justify="left")
-        for c in ("step", "name", "CPU span (us)", "GPU time (us)", "activities"):
+        stack = report.metric in _UNITS  # a deployment stack's steps hold its layers or nodes
+        for c in ("step", "name", "CPU span (us)", f"{report.metric} time (us)" if stack else "GPU time (us)",
+                  kernels if stack else "activities"):
             t.add_column(c, justify="left" if c == "name" else "right")
         for r in report.steps.iter_rows(named=True):
             t.add_row(str(r["step"]), escape(r["name"]), _us(r["cpu_time_ns"]), _us(r["gpu_time_ns"]), f"{r['activities']:,}")
@@ -104,7 +112,7 @@ def _op_table(report: Report, console: Console, top: int) -> None:
         t.add_column(c, justify="left" if c in ("op", "category") else "right", overflow="ellipsis",
                      no_wrap=c == "op", max_width=max(16, console.width - 80) if c == "op" else None)
     for r in rows.head(top).iter_rows(named=True):
-        t.add_row(escape(r["op"]), r["category"], f"{r['calls']:,}",
+        t.add_row(escape(shorten(r["op"])), r["category"], f"{r['calls']:,}",
                   *("-" if r[c] is None else f"{r[c]:,}" if c == "activities" else _us(r[c]) for _, c in cols))
     console.print(t)
 

@@ -1,0 +1,69 @@
+"""The latency and what-if reports as HTML (Jupyter's ``_repr_html_``): the step wall times and
+the critical path's attribution by class and bound, or measured against predicted step latency,
+read from the models' JSON contract (microseconds, never raw int64 nanosecond timestamps)."""
+
+from __future__ import annotations
+
+from html import escape
+from typing import Any
+
+from .html import _fragment, _num, _share, _table, _text, _warnings
+
+#: what a ``bound`` of the critical path means, for a reader
+BOUND_TEXT = {"cpu": "CPU-bound (host work)", "launch": "launch latency", "gpu": "GPU-bound",
+              "other": "other (waits, gaps)"}
+
+
+def _by(title: str, values: dict[str, float], text: dict[str, str] | None = None) -> str:
+    total = sum(values.values())
+    rows = [_text((text or {}).get(k, k)) + _num(v) + _share(v / total if total else 0.0)
+            for k, v in sorted(values.items(), key=lambda kv: -kv[1])]
+    return f"<h3>{escape(title)}</h3>" + _table("latency-by", ["", "time (us)", "share"], rows)
+
+
+def latency_section(d: dict[str, Any]) -> str:
+    """A :class:`~nongemm_trace.models.latency.LatencyReport`'s document: steps, then where the
+    critical path's time went."""
+    t = d["total"]
+    out = [f'<p class="meta">{t["steps"]} step{"s" if t["steps"] != 1 else ""}'
+           f' ({escape(str(d["step_marker"]))}) · mean step {_plain(t["mean_step_us"])} us · typical launch latency '
+           f'{_plain(d["typical_launch_latency_us"])} us</p>']
+    rows = [_text(s["step"]) + _text(s["name"], "name") + _num(s["wall_us"]) for s in d["steps"]]
+    out.append(_table("latency-steps", ["step", "name", "wall (us)"], rows, numeric_from=2))
+    out.append(_by("Critical path by class", t["by_class_us"]))
+    out.append(_by("Critical path by bound", t["by_bound_us"], BOUND_TEXT))
+    out.append(_warnings(d["warnings"]))
+    return "".join(out)
+
+
+def whatif_section(d: dict[str, Any]) -> str:
+    """A :class:`~nongemm_trace.models.latency.WhatIfReport`'s document: the change asked for, the
+    measured and predicted step latency, the GPU shares before and after."""
+    asked = ", ".join(f"{s['selector']} x{s['factor']:g}" for s in d["scales"]) or "no duration scaled"
+    speedup = d.get("speedup")
+    out = [f'<p class="verdict">{escape(asked)}: mean step {_plain(d["measured_us"])} us -> '
+           f'{_plain(d["predicted_us"])} us' + (f" ({speedup:.2f}x)" if speedup else "") + "</p>"]
+    rows = [_text(s["step"]) + _text(s["name"], "name") + _num(s["measured_us"]) + _num(s["predicted_us"])
+            + _num(s["amdahl_us"]) for s in d["steps"]]
+    out.append(_table("whatif-steps", ["step", "name", "measured (us)", "predicted (us)", "Amdahl (us)"], rows,
+                      numeric_from=2))
+    rows = [_text(g["class"]) + _num(g["measured_gpu_us"]) + _num(g["predicted_gpu_us"])
+            + (_share(g["measured"]) if g["measured"] is not None else _num(None))
+            + (_share(g["predicted"]) if g["predicted"] is not None else _num(None)) for g in d["gpu_shares"]]
+    out.append("<h3>GPU time by class</h3>" + _table(
+        "whatif-shares", ["class", "measured (us)", "predicted (us)", "measured share", "predicted share"], rows))
+    out.append(_by("Predicted critical path by bound", d["by_bound_us"], BOUND_TEXT))
+    out.append(_warnings(d["warnings"]))
+    return "".join(out)
+
+
+def _plain(v: float | None) -> str:
+    return "-" if v is None else f"{v:,.1f}"
+
+
+def latency_fragment(rep) -> str:
+    return _fragment(str(rep.trace), latency_section(rep.to_dict()))
+
+
+def whatif_fragment(rep) -> str:
+    return _fragment(str(rep.trace), whatif_section(rep.to_dict()))
