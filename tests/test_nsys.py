@@ -241,9 +241,9 @@ def test_gzipped_nsys_rep(tmp_path, capsys, monkeypatch):
     export = tmp_path / "export.sqlite"
     export.write_bytes(gzip.decompress(shared("h200_nsys", "bert_nvtx.sqlite.gz").read_bytes()))
     nsys = tmp_path / "nsys"
-    nsys.write_text(f"#!{sys.executable}\n# nsys export --type sqlite --force-overwrite true --output OUT REPORT\n"
+    nsys.write_text(f"#!{sys.executable}\n# nsys export --type sqlite --force-overwrite true --output OUT -- REPORT\n"
                     "import shutil, sys\n"
-                    "if open(sys.argv[8], 'rb').read() != b'NSYS-REPORT-BYTES': sys.exit(3)\n"
+                    "if open(sys.argv[9], 'rb').read() != b'NSYS-REPORT-BYTES': sys.exit(3)\n"
                     f"shutil.copy({str(export)!r}, sys.argv[7])\n")
     nsys.chmod(nsys.stat().st_mode | stat.S_IXUSR)
     code, out, err = _run(rep, capsys)

@@ -159,11 +159,11 @@ def test_json_contracts_name_both_runs(capsys):
 def test_the_terminal_says_which_run_a_figure_is(capsys):
     path = str(CAPS / "resnet50_bs32__tf32__shapes.json.gz")
     assert main(["launch", path]) == 0
-    out = capsys.readouterr().out
+    out = " ".join(capsys.readouterr().out.split())  # a log line wraps at 200 columns
     assert "profiled: launch-bound" in out and "GPU-bound without the profiler" in out
     assert "launch-bound under the profiler, GPU-bound without it" in out
     assert main(["latency", path]) == 0
-    out = capsys.readouterr().out
+    out = " ".join(capsys.readouterr().out.split())
     assert "profiled: host-bound" in out and "without the profiler: mean step" in out
 
 

@@ -26,7 +26,8 @@ def render_launch(rep: LaunchReport, console: Console) -> None:
     un = rep.summary.get("unprofiled")
     if un:
         console.print(f"[{TITLE}]{escape(un['verdict'])}[/{TITLE}] (profiled run: GPU busy "
-                      f"{100 * (un.get('profiled_busy_share') or 0):.0f} %; {escape(unprofiled_source(un))})")
+                      f"{100 * (un.get('profiled_busy_share') or 0):.0f} %)")
+        console.print(f"  ({escape(unprofiled_source(un))})")
     t = Table(title="Timeline, all streams", title_justify="left")
     t.add_column("measure")
     t.add_column("value", justify="right")
