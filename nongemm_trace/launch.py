@@ -14,8 +14,8 @@ import polars as pl
 
 from .analysis import Analysis, open_analysis
 from .errors import TraceError
-from .metrics.launch import (BUSY_CLASS_ORDER, OPTIONAL_BUSY_CLASSES, activity_gaps, busy_by_class, category_overhead,
-                             exposed_communication, timeline_stats)
+from .metrics.launch import (BUSY_CLASS_ORDER, OPTIONAL_BUSY_CLASSES, activity_gaps, busy_by_class, busy_ns,
+                             category_overhead, exposed_communication, timeline_stats)
 from .models.launch import FIELDS, LaunchReport
 from .models.launch import whole_us as _us
 
@@ -99,17 +99,10 @@ def without_profiler_view(analysis: Analysis, options: dict[str, Any], step_us: 
 
 
 def busy_share(acts: pl.DataFrame) -> float | None:
-    """The union of the activities' intervals over the span from the first start to the last end."""
-    a = acts.select("ts", "end").drop_nulls().sort("ts")
-    if a.height == 0:
-        return None
-    span = int(a["end"].max()) - int(a["ts"].min())
-    if span <= 0:
-        return None
-    prev_end = pl.col("end").cum_max().shift(1)
-    merged = a.select((pl.col("end") - pl.max_horizontal("ts", prev_end.fill_null(pl.col("ts")))).clip(lower_bound=0)
-                      .alias("new"))
-    return round(int(merged["new"].sum()) / span, 6)
+    """A replayed timeline's busy share: :func:`.metrics.launch.busy_ns` over its span, first start to last end."""
+    a = acts.select(pl.col("ts").alias("ts_ns"), pl.col("end").alias("end_ns")).drop_nulls()
+    span = int(a["end_ns"].max() - a["ts_ns"].min()) if a.height else 0
+    return round(busy_ns(a) / span, 6) if span > 0 else None
 
 
 def _summary(t: dict[str, Any], comm: pl.DataFrame) -> dict[str, Any]:

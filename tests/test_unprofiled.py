@@ -97,7 +97,7 @@ def test_nothing_changed_replays_both_runs_exactly():
     assert un.timeline.steps["wall"].to_list() == tl.steps["wall"].to_list()
 
 
-def test_the_unprofiled_critical_path_tiles_its_steps():
+def test_the_profilers_share_is_the_difference_of_the_two_walls():
     rep = latency_analysis(CAPS / "llama_decode_bs1__eager__plain.json.gz")
     for s in rep.unprofiled["steps"]:
         wall = rep.steps.filter(pl.col("step") == s["step"])["wall"].item() / 1000

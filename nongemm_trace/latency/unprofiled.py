@@ -36,6 +36,8 @@ from .replay import Timeline, measured_piece_lengths, replay
 METADATA_KEY = "nongemm_unprofiled"
 #: the piece kinds the model scales (a graph launch is a ``launch`` piece of a ``cudaGraphLaunch``)
 PIECE_KINDS = ("op", "wrapper", "gap", "launch", "call", "graph_launch")
+#: a measured step or issue time past this (us: about 11.6 days) is no measurement of a step
+_MAX_STEP_US = 1e12
 #: the calibration factor's search range and its bisection steps
 K_MAX = 4.0
 _BISECTIONS = 14
@@ -160,7 +162,7 @@ def measured_unprofiled(metadata: dict[str, Any]) -> tuple[float | None, float |
             f = float(v)
         except (TypeError, ValueError):
             return None
-        return f if np.isfinite(f) and f > 0 else None
+        return f if np.isfinite(f) and 0 < f < _MAX_STEP_US else None
 
     return num(doc.get("step_us")), num(doc.get("host_issue_us"))
 
