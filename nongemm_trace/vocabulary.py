@@ -35,6 +35,12 @@ LEVELS = {
 #: the classes of the paper's taxonomy, in report order
 CLASSES = ("GEMM", "non-GEMM", "communication", "transfer", "unclassified")
 
+#: who owns busy time where activities of several classes overlap: compute first, communication
+#: last (then its share is the exposed communication: ``busy(all) - busy(all but communication)``)
+BUSY_CLASS_ORDER = ("GEMM", "non-GEMM", "transfer", "unclassified", "communication")
+#: classes listed only where the trace has activities of them (host<->device transfers)
+OPTIONAL_BUSY_CLASSES = ("transfer",)
+
 #: categories the classifier itself names (a taxonomy must declare them)
 BUILTIN_CATEGORIES = ("qdq", "communication", "unclassified")
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import shutil
@@ -253,3 +254,32 @@ def test_ranks_without_step_markers_still_get_a_ranks_section(tmp_path, capsys):
     assert ranks["straggler_spread"] is None and "no step markers" in ranks["note"]
     code, out, err = _run(capsys, "analyze", tmp_path, "--workers", "1")
     assert code == 0 and "straggler rank 1, no step times" in out and "note: ranks 0, 1 have no step markers" in out
+
+
+def test_ranks_with_host_device_transfers_list_them_in_the_span(tmp_path, capsys):
+    """A public AlexNet trace (16 pageable HtoD copies) given two rank numbers: its Ranks table lists
+    a transfer column, and the span's parts (GEMM + non-GEMM + transfer + unclassified + exposed
+    communication + idle) still add up on every rank."""
+    import gzip
+    src = shared("external", "hta", "critical_path__alexnet__benchmark_result_2869224_1695835535_trace.json.gz")
+    doc = json.loads(gzip.decompress(src.read_bytes()))
+    for r in (0, 1):
+        doc["distributedInfo"] = {"backend": "nccl", "rank": r, "world_size": 2}
+        (tmp_path / f"rank{r}.json").write_text(json.dumps(doc))
+    code, out, err = _run(capsys, "analyze", tmp_path, "--format", "json", "--workers", "1")
+    assert code == 0, err
+    rows = json.loads(out)["ranks"]["ranks"]
+    for row in rows:
+        assert row["busy_by_class_us"]["transfer"] > 0
+        assert sum(row["busy_by_class_us"].values()) + row["idle_us"] == pytest.approx(row["span_us"], abs=5e-3)
+    code, out, err = _run(capsys, "analyze", tmp_path, "--workers", "1")
+    assert code == 0, err
+    assert "span = GEMM + non-GEMM + transfer + unclassified + exposed comm. + idle" in out
+    from rich.console import Console
+
+    from nongemm_trace.batch import run_batch
+    from nongemm_trace.report.terminal.batch import render_batch
+    wide = Console(width=400, record=True, file=io.StringIO())
+    render_batch(run_batch([str(tmp_path / "rank0.json"), str(tmp_path / "rank1.json")], {}, workers=1), wide)
+    header = next(line for line in wide.export_text().splitlines() if "transfer (us)" in line)
+    assert header.index("non-GEMM (us)") < header.index("transfer (us)") < header.index("unclassified (us)")

@@ -26,6 +26,8 @@ from __future__ import annotations
 
 import polars as pl
 
+from ..vocabulary import BUSY_CLASS_ORDER, OPTIONAL_BUSY_CLASSES
+
 SHORT_NS = 10_000
 
 _GAP = "gap_ns"
@@ -97,11 +99,6 @@ def exposed_communication(acts: pl.DataFrame, by: list[str]) -> pl.DataFrame:
     return j.select(cols)
 
 
-#: who owns busy time where activities of several classes overlap: compute first, communication
-#: last (then its share is the exposed communication: ``busy(all) - busy(all but communication)``)
-BUSY_CLASS_ORDER = ("GEMM", "non-GEMM", "transfer", "unclassified", "communication")
-#: classes listed only where the trace has activities of them (host<->device transfers)
-OPTIONAL_BUSY_CLASSES = ("transfer",)
 
 
 def busy_ns(acts: pl.DataFrame) -> int:
