@@ -44,6 +44,10 @@ class RunIndex:
             else:
                 self.exact.setdefault(head, []).append((key, run))
         self.lengths = sorted(self.prefix)
+        #: the first characters of the runs' first tokens: a token beginning otherwise (the numbers
+        #: that make most names distinct) begins no run, known without a lookup or a place in memory
+        self.initials = frozenset(head[0] for head in self.exact) | frozenset(
+            head[0] for heads in self.prefix.values() for head in heads if head)
         self._memory: dict[str, list[tuple[object, tuple[str, ...], bool]]] = {}
         self._barren: set[str] = set()  # tokens that begin no run
 
@@ -69,9 +73,14 @@ class RunIndex:
 
     def first(self, toks: Sequence[str]):
         """The smallest key whose run occurs in ``toks``, or None. Each distinct token is looked up
-        once; positions are found only for the tokens that begin a run of more than one token."""
-        memory, best, at = self._memory, None, None
+        once; a longer run is first tested by its first two tokens against the name's pairs of
+        adjacent tokens (one set, built once per name), which settles a two-token run and rules out
+        most others; positions are found only for the runs whose first pair occurs."""
+        memory, best, at, pairs = self._memory, None, None, None
+        initials = self.initials
         for tok in set(toks).difference(self._barren):  # in C: most tokens begin no run
+            if tok[0] not in initials:
+                continue
             found = memory.get(tok)
             if found is None:
                 found = self._starting(tok)
@@ -81,6 +90,15 @@ class RunIndex:
                 if not rest:
                     best = key
                     break
+                second = rest[0]
+                if second[-1] != "*":
+                    if pairs is None:
+                        pairs = set(zip(toks, toks[1:]))
+                    if (tok, second) not in pairs:
+                        continue
+                    if len(rest) == 1:
+                        best = key
+                        break
                 if at is None:
                     at = _Positions(toks)
                 if any(_follows(toks, i + 1, rest, wild) for i in at.of(tok)):
