@@ -111,13 +111,10 @@ class Baseline:
 
     @classmethod
     def of_report(cls, rep: Report) -> Baseline:
-        """The report's GPU time per category: its ``gpu_time_ns`` column under the cpu and paper
-        metrics, else its times (GPU time, or a deployment stack's own). A report whose categories do
+        """The report's GPU time per category (:meth:`Report.gpu_categories`). A report whose categories do
         not add up to its GPU time (a cpu-metric report leaves out the categories with no CPU time)
         does not hold them: refused."""
-        cats = rep.categories
-        col = "gpu_time_ns" if "gpu_time_ns" in cats.columns else "time_ns"
-        got = {c: int(t or 0) for c, t in cats.select("category", col).iter_rows()}
+        got = {c: int(t or 0) for c, t in rep.gpu_categories().select("category", "gpu_time_ns").iter_rows()}
         if abs(sum(got.values()) - rep.gpu_time_ns) > len(got):
             raise TraceError(rep.trace, f"the {rep.metric}-metric report does not hold the GPU time of every "
                                         "category: measure the baseline with metric gpu")
@@ -131,7 +128,7 @@ def _baseline(source: str | Path | Analysis | Report, options: dict[str, Any]) -
     if isinstance(source, Report):
         return Baseline.of_report(source)
     if not isinstance(source, Analysis) and is_stored_report(source):
-        return Baseline.of_report(read_stored_report(source))
+        return Baseline.of_report(read_stored_report(source, "baseline"))
     analysis, opts = open_analysis(source, options)
     return Baseline.of_selection(analysis.selection(**opts))
 
@@ -146,7 +143,9 @@ def check(
     max_category_regression: dict[str, float] | None = None,
     **options: Any,
 ) -> tuple[list[Violation], Report]:
-    """Check ``trace`` against the limits; ``options`` go to :func:`nongemm_trace.analyze`. A limit
+    """Check ``trace`` against the limits; ``options`` go to :func:`nongemm_trace.analyze`. ``baseline``:
+    a trace (path or :class:`Analysis`), a report (live, or :meth:`Report.from_dict` of its document)
+    or a stored report's JSON file; each gives the same numbers for the same trace. A limit
     that names no class or category, a share limit outside 0..1, or no limit at all is refused:
     a typo must never turn a gate off."""
     analysis, report_opts = open_analysis(trace, options, metric="gpu")

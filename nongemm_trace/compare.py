@@ -58,10 +58,9 @@ class _Side:
             if r.metric == "cpu":
                 raise TraceError(r.trace, "is a cpu-metric report: it holds no GPU activities per category to "
                                           "compare (store the report with metric gpu)")
-            cats = r.categories
-            col = "gpu_time_ns" if "gpu_time_ns" in cats.columns else "time_ns"
-            g = cats.filter(pl.col("activities") > 0).select(
-                "category", "class", pl.col(col).alias("time_ns"), "activities", pl.lit(None, pl.Int64).alias("launches"))
+            g = r.gpu_categories().filter(pl.col("activities") > 0).select(
+                "category", "class", pl.col("gpu_time_ns").alias("time_ns"), "activities",
+                pl.lit(None, pl.Int64).alias("launches"))
         if "unclassified" not in g["category"].to_list():
             g = pl.concat([g, pl.DataFrame({"category": ["unclassified"], "class": ["unclassified"], "time_ns": [0],
                                             "activities": [0], "launches": [0 if self.acts is not None else None]},

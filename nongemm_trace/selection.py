@@ -54,7 +54,9 @@ class Selection:
     ``steps``: every step found (``step, name, ts_ns, end_ns``), ``kept_steps`` those not skipped;
     ``window``: the CPU window ``(start_ns, end_ns)`` of the kept steps (``(None, None)``: the whole
     trace); ``marker``: the step range's name (None: no steps); ``warnings``: the trace's, the
-    linker's and the selection's own. ``linked`` and ``taxonomy`` are the analysis's."""
+    linker's and the selection's own. ``trace`` is the trace's path and ``taxonomy`` its taxonomy's
+    name (as a report names them); ``linked`` (the op calls: ``linked.ops``) and ``tax`` are the
+    analysis's."""
 
     trace: str
     taxonomy: str

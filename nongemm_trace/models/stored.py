@@ -38,17 +38,18 @@ def is_stored_report(path: Any) -> bool:
     return b'"schema_version"' in head and b'"tool_version"' in head and b'"traceEvents"' not in head
 
 
-def read_stored_report(path: str | Path) -> Report:
-    """The report stored at ``path``, its times checked; bad input raises one :class:`TraceError`."""
+def read_stored_report(path: str | Path, role: str = "stored report") -> Report:
+    """The report stored at ``path``, its times checked; bad input raises one :class:`TraceError`
+    whose message names the report by its ``role`` (``baseline`` for a gate's)."""
     try:
         d = json.loads(Path(path).read_text(encoding="utf-8"))
     except OSError as exc:
-        raise TraceError(path, f"cannot read the stored report: {exc.strerror or exc}") from None
+        raise TraceError(path, f"cannot read the {role}: {exc.strerror or exc}") from None
     except (ValueError, RecursionError) as exc:
         raise TraceError(path, f"{_NOT_A_REPORT} ({type(exc).__name__}: {exc})") from None
     if not isinstance(d, dict) or not isinstance(d.get("categories"), list) or not isinstance(d.get("steps"), list):
         raise TraceError(path, f"{_NOT_A_REPORT} (no categories and steps lists)")
-    check_times(path, d)
+    check_times(path, d, role)
     try:
         return Report.from_dict(d)
     except KeyError as exc:
@@ -57,20 +58,20 @@ def read_stored_report(path: str | Path) -> Report:
         raise TraceError(path, f"{_NOT_A_REPORT} ({type(exc).__name__}: {' '.join(str(exc).split())[:120]})") from None
 
 
-def check_times(path: str | Path, d: dict[str, Any]) -> None:
+def check_times(path: str | Path, d: dict[str, Any], role: str) -> None:
     """The document's total and per-category times: numbers of microseconds in range, each category
     named once, and the categories adding up to the total (each rounded to the nanosecond)."""
     metric = d.get("metric")
     field = f"{metric}_time_us" if metric in TIME_BASES else "gpu_time_us"
-    total = _time_ns(path, d.get("gpu_time_us"), "gpu_time_us")
+    total = _time_ns(path, d.get("gpu_time_us"), f"{role} gpu_time_us")
     cats: dict[str, int] = {}
     for c in d["categories"]:
         name = c.get("category") if isinstance(c, dict) else None
         if not isinstance(name, str) or name in cats:
-            raise TraceError(path, f"the report's category entry {c!r:.80} has no category name of its own")
-        cats[name] = _time_ns(path, c.get(field), f"{field} of category {name!r}")
+            raise TraceError(path, f"{role} category entry {c!r:.80} has no category name of its own")
+        cats[name] = _time_ns(path, c.get(field), f"{role} {field} of category {name!r}")
     if abs(sum(cats.values()) - total) > len(cats):
-        raise TraceError(path, f"the report's categories sum to {sum(cats.values()) / 1000:,.3f} us, not its "
+        raise TraceError(path, f"{role} categories sum to {sum(cats.values()) / 1000:,.3f} us, not its "
                                f"gpu_time_us {total / 1000:,.3f} us: not a report as analyze writes it")
 
 
@@ -78,8 +79,8 @@ def _time_ns(path: str | Path, value: Any, what: str) -> int:
     """A time in microseconds -> nanoseconds: a finite number (not a bool, not text) from 0 to the
     int64 range, else a one-line refusal naming the field."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TraceError(path, f"the report's {what} is {value!r:.40}, not a number of microseconds")
+        raise TraceError(path, f"{what} is {value!r:.40}, not a number of microseconds")
     if not math.isfinite(value) or value < 0 or value * 1000 > _MAX_NS:
-        raise TraceError(path, f"the report's {what} is {value!r}: a time must be finite, at least 0 and at most "
+        raise TraceError(path, f"{what} is {value!r}: a time must be finite, at least 0 and at most "
                                "292 years")
     return int(round(value * 1000))
