@@ -1,9 +1,10 @@
 """One trace, loaded, linked and classified once; every analysis reads it.
 
 :class:`Analysis` is the object the CLI, the Python API and the integrations share:
-the file is read once, linked and classified once per taxonomy, and the per-level
-activity tables are kept, so a report, the launch view, the FLOP view, ``explain``
-and ``annotate`` of the same trace cost one load. Those analyses are functions that
+the file is read once, linked and classified once per taxonomy, the per-level activity
+tables are kept, and so is each option set's :class:`~nongemm_trace.selection.Selection`
+(the activities, steps and CPU window every analysis reads), so a report, the launch view,
+the FLOP view, ``explain`` and ``annotate`` of the same trace cost one load. Those analyses are functions that
 take an analysis (or a path): ``launch_analysis(a)``, ``flops_analysis(a)``,
 ``explain(a, name)``, ``weak_kernels(a)``, ``annotate(a, out)``, ``compare([a, b])``,
 ``check(a, …)``; they build on this module, never the other way round. :class:`Options` owns every
@@ -25,6 +26,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .classify.taxonomy import Taxonomy
     from .link import Linked
     from .models.report import Report
+    from .selection import Selection
     from .trace import Trace
 
 
@@ -53,6 +55,10 @@ class Options:
         if not isinstance(self.skip_steps, int) or self.skip_steps < 0:
             raise OptionError(path, "skip_steps must be >= 0", "skip_steps")
         return Options(metric, level, bool(self.drop_unlinked), self.step_marker, self.skip_steps)
+
+    def selecting(self) -> Options:
+        """These options without the metric: what the selection stage reads (its cache key)."""
+        return Options(None, self.level, self.drop_unlinked, self.step_marker, self.skip_steps)
 
 
 def needs_python(level: str | None) -> bool:
@@ -92,6 +98,7 @@ class Analysis:
         self._trace: Trace | None = None
         self._linked: Linked | None = None
         self._levels: dict[str, pl.DataFrame] = {}
+        self._selections: dict[Options, Selection] = {}
         self._reports: dict[Options, Report] = {}
 
     @classmethod
@@ -136,14 +143,24 @@ class Analysis:
             self._levels[level] = classify(self.linked(), self.taxonomy, level)
         return self._levels[level]
 
+    def selection(self, **options: Any) -> Selection:
+        """The activities, steps and CPU window every analysis reads (options: those of
+        :class:`Options`; the metric is not read), selected once per option set."""
+        key = Options(**options).resolved(self.taxonomy, self.path).selecting()
+        if key not in self._selections:
+            from .selection import select
+
+            self._selections[key] = select(self, key)
+        return self._selections[key]
+
     # -- analyses over it ----------------------------------------------------
     def report(self, **options: Any) -> Report:
-        """The GEMM / non-GEMM report (options: those of :class:`Options`)."""
+        """The GEMM / non-GEMM breakdown report (options: those of :class:`Options`)."""
         opts = Options(**options).resolved(self.taxonomy, self.path)
         if opts not in self._reports:
             from .measure import measure
 
-            self._reports[opts] = measure(self, opts)
+            self._reports[opts] = measure(self.selection(**options), opts.metric)
         return self._reports[opts]
 
 

@@ -18,6 +18,7 @@ from .analysis import Analysis, needs_python
 from .classify.semantics import call_category
 from .classify.taxonomy import Taxonomy
 from .errors import TraceError
+from .load.formats import FORMATS, Format, format_of
 from .load.source import read_bytes
 from .safe_write import refuse_input, write_file
 
@@ -31,9 +32,9 @@ def annotate(source: str | Path | Analysis, output: str | Path, *, taxonomy: str
     refuse_input(output, [path])  # before the work, not only at the write
     level = level or tax.default_level
     trace = analysis.trace(python=needs_python(level))
-    if trace.source_format != "kineto":
-        raise TraceError(path, "annotate writes a Kineto JSON trace: convert this Nsight Systems export first "
-                               "(nongemm-trace convert REPORT -o TRACE.json.gz) and annotate that")
+    fmt = format_of(trace)
+    if not fmt.annotate:
+        raise TraceError(path, _cannot_annotate(fmt))
     linked = analysis.linked()
     acts = analysis.activities(level)
     data = read_bytes(path)
@@ -71,6 +72,17 @@ def annotate(source: str | Path | Analysis, output: str | Path, *, taxonomy: str
     blob = msgspec.json.encode(doc)
     write_file(out, gzip.compress(blob, 6) if out.name.endswith(".gz") else blob, inputs=[path])
     return {"ops": n_ops, "activities": n_acts}
+
+
+def _cannot_annotate(fmt: Format) -> str:
+    """Why a trace in ``fmt`` is not annotated, and what to do: its registry entry says whether
+    ``convert`` writes it in a format that is annotated."""
+    into = " or ".join(f.noun for f in FORMATS if f.annotate)
+    if fmt.convert:
+        return (f"annotate writes a {into}: convert this {fmt.noun} first "
+                "(nongemm-trace convert REPORT -o TRACE.json.gz) and annotate that")
+    return (f"annotate writes a {into}: a {fmt.noun} cannot be annotated (its categories are in "
+            "'nongemm-trace analyze'; annotate the torch.profiler trace of the run instead)")
 
 
 def _args(ev: dict) -> dict:

@@ -17,9 +17,12 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .errors import OptionError, TraceError
+from .load.formats import suffix_text, trace_suffixes
 from .models.batch import BatchResult
 
-TRACE_SUFFIXES = (".json", ".json.gz", ".sqlite", ".sqlite.gz", ".nsys-rep", ".nsys-rep.gz")
+#: the file names of every input format (their registry entries)
+TRACE_SUFFIXES = trace_suffixes()
+#: this tool's own outputs and sidecar files, which end in a trace suffix but are no trace
 SKIP_SUFFIXES = (".nongemm.json", ".meta.json", ".golden.json.gz", ".golden.json")
 
 
@@ -37,7 +40,7 @@ def expand_inputs(items: list[str]) -> list[str]:
         if p.is_dir():
             found = sorted(str(f) for f in p.rglob("*") if f.is_file() and _is_trace(f))
             if not found:
-                raise TraceError(it, "folder holds no trace files (.json[.gz], .sqlite[.gz], .nsys-rep[.gz])")
+                raise TraceError(it, f"folder holds no trace files ({suffix_text(TRACE_SUFFIXES)})")
             out += found
         elif any(ch in it for ch in "*?[") and not p.exists():
             found = sorted(f for f in glob.glob(it, recursive=True) if Path(f).is_file())

@@ -14,14 +14,16 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from .analysis import Analysis, open_analysis, report_of
+from .analysis import Analysis, open_analysis
 from .errors import OptionError
 from .errors import TraceError
 from .models.report import Report
+from .models.stored import is_stored_report, read_stored_report
 from .vocabulary import CLASSES
 
 if TYPE_CHECKING:  # pragma: no cover
     from .classify.taxonomy import Taxonomy
+    from .selection import Selection
 
 
 @dataclass(frozen=True)
@@ -92,83 +94,43 @@ def validate_limits(taxonomy: Taxonomy, *, max_share: dict[str, float] | None = 
 @dataclass(frozen=True)
 class Baseline:
     """What a regression gate reads of a trace: GPU time, step count and GPU time per category.
-    Made from a report, or from a report's JSON (``analyze --format json``) stored earlier."""
+    Made from a selection (a trace measured here) or from a report, live or stored (read back from
+    ``analyze --format json`` by :func:`~nongemm_trace.models.stored.read_stored_report`): both
+    give the same numbers, from the report's category table, never its per-activity tables."""
 
     gpu_time_ns: int
     steps: int
     category_ns: dict[str, int]
 
     @classmethod
-    def of_report(cls, rep: Report) -> Baseline:
-        got = rep.kernels.group_by("category").agg(pl.col("dur_ns").sum()) if rep.kernels.height else None
-        return cls(int(rep.gpu_time_ns), rep.steps.height,
+    def of_selection(cls, sel: Selection) -> Baseline:
+        acts = sel.activities
+        got = acts.group_by("category").agg(pl.col("dur_ns").sum()) if acts.height else None
+        return cls(int(acts["dur_ns"].sum() or 0), sel.kept_steps.height,
                    {c: int(t) for c, t in got.iter_rows()} if got is not None else {})
 
     @classmethod
-    def of_json(cls, path: str | Path) -> Baseline:
-        """A stored report read back, every number it gives the gate checked (:func:`_time_ns`): a
-        negative, NaN, infinite or ill-typed time, or categories that do not add up to the total,
-        would turn the gate off (a regression against -1 us never fires), so they are refused."""
-        import json
-
-        try:
-            d = json.loads(Path(path).read_text(encoding="utf-8"))
-        except OSError as exc:
-            raise TraceError(path, f"cannot read the baseline: {exc.strerror or exc}") from None
-        except ValueError as exc:
-            raise TraceError(path, f"not a report JSON of 'analyze --format json' ({type(exc).__name__}: {exc})") from None
-        if not isinstance(d, dict) or not isinstance(d.get("categories"), list) or not isinstance(d.get("steps"), list):
-            raise TraceError(path, "not a report JSON of 'analyze --format json' (no categories and steps lists)")
-        total = _time_ns(path, d.get("gpu_time_us"), "gpu_time_us")
-        cats: dict[str, int] = {}
-        for c in d["categories"]:
-            name = c.get("category") if isinstance(c, dict) else None
-            if not isinstance(name, str) or name in cats:
-                raise TraceError(path, f"baseline category entry {c!r:.80} has no category name of its own")
-            cats[name] = _time_ns(path, c.get("gpu_time_us"), f"gpu_time_us of category {name!r}")
-        if abs(sum(cats.values()) - total) > len(cats):  # each category rounded to the nanosecond
-            raise TraceError(path, f"baseline categories sum to {sum(cats.values()) / 1000:,.3f} us, not its "
-                                   f"gpu_time_us {total / 1000:,.3f} us: not a report as analyze writes it")
-        return cls(total, len(d["steps"]), cats)
+    def of_report(cls, rep: Report) -> Baseline:
+        """The report's GPU time per category (:meth:`Report.gpu_categories`). A report whose categories do
+        not add up to its GPU time (a cpu-metric report leaves out the categories with no CPU time)
+        does not hold them: refused."""
+        got = {c: int(t or 0) for c, t in rep.gpu_categories().select("category", "gpu_time_ns").iter_rows()}
+        if abs(sum(got.values()) - rep.gpu_time_ns) > len(got):
+            raise TraceError(rep.trace, f"the {rep.metric}-metric report does not hold the GPU time of every "
+                                        "category: measure the baseline with metric gpu")
+        return cls(int(rep.gpu_time_ns), rep.steps.height, got)
 
     def per_step(self, ns: float) -> float:
         return ns / self.steps if self.steps else ns
 
 
-#: the largest time a baseline may hold: int64 nanoseconds (292 years)
-_MAX_NS = 2**63 - 1
-
-
-def _time_ns(path: str | Path, value: Any, what: str) -> int:
-    """A baseline's time in microseconds -> nanoseconds: a finite number (not a bool, not text) from 0
-    to the int64 range, else a one-line refusal naming the field."""
-    import math
-
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TraceError(path, f"baseline {what} is {value!r:.40}, not a number of microseconds")
-    if not math.isfinite(value) or value < 0 or value * 1000 > _MAX_NS:
-        raise TraceError(path, f"baseline {what} is {value!r}: a time must be finite, at least 0 and at most "
-                               "292 years")
-    return int(round(value * 1000))
-
-
 def _baseline(source: str | Path | Analysis | Report, options: dict[str, Any]) -> Baseline:
     if isinstance(source, Report):
         return Baseline.of_report(source)
-    if not isinstance(source, Analysis) and str(source).endswith(".json") and _is_report_json(source):
-        return Baseline.of_json(source)
-    return Baseline.of_report(report_of(source, options))
-
-
-def _is_report_json(path: str | Path) -> bool:
-    try:
-        with open(path, "rb") as f:
-            head = f.read(4096)
-    except OSError:
-        return False
-    return b'"schema_version"' in head and b'"tool_version"' in head and b'"traceEvents"' not in head
-
-
+    if not isinstance(source, Analysis) and is_stored_report(source):
+        return Baseline.of_report(read_stored_report(source, "baseline"))
+    analysis, opts = open_analysis(source, options)
+    return Baseline.of_selection(analysis.selection(**opts))
 
 
 def check(
@@ -181,7 +143,9 @@ def check(
     max_category_regression: dict[str, float] | None = None,
     **options: Any,
 ) -> tuple[list[Violation], Report]:
-    """Check ``trace`` against the limits; ``options`` go to :func:`nongemm_trace.analyze`. A limit
+    """Check ``trace`` against the limits; ``options`` go to :func:`nongemm_trace.analyze`. ``baseline``:
+    a trace (path or :class:`Analysis`), a report (live, or :meth:`Report.from_dict` of its document)
+    or a stored report's JSON file; each gives the same numbers for the same trace. A limit
     that names no class or category, a share limit outside 0..1, or no limit at all is refused:
     a typo must never turn a gate off."""
     analysis, report_opts = open_analysis(trace, options, metric="gpu")
@@ -204,7 +168,7 @@ def check(
                                  f"{_percent(allowed)} %"))
     if baseline is not None:
         base = _baseline(baseline, {"taxonomy": analysis.taxonomy, **report_opts})
-        mine = Baseline.of_report(rep)
+        mine = Baseline.of_selection(analysis.selection(**report_opts))
         if max_regression is not None:
             b, n = base.per_step(base.gpu_time_ns), mine.per_step(mine.gpu_time_ns)
             change = (n - b) / b if b else (float("inf") if n > 0 else 0.0)  # from none: a rise

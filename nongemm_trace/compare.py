@@ -9,6 +9,7 @@ count). Ratios are trace / BASE; deltas are trace - BASE.
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
@@ -21,10 +22,12 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-from .analysis import Analysis, report_of
+from .analysis import Analysis, open_analysis
+from .errors import TraceError
 from .models.comparison import TRACE_COLUMNS, Comparison
 from .models.comparison import plain_number as _num
 from .models.report import Report
+from .models.stored import is_stored_report, read_stored_report
 from .trace import Anomaly
 from .vocabulary import METRICS, TIME_BASES
 from .vocabulary import us as _us
@@ -34,10 +37,53 @@ CLASS_ORDER = ("GEMM", "non-GEMM", "communication", "transfer", "unclassified")
 _ENV_KEYS = ("cuda_runtime_version", "cuda_driver_version", "hip_runtime_version", "schemaVersion")
 
 
+@dataclass(frozen=True)
+class _Side:
+    """One compared trace: its report (the document's numbers: totals, steps, device, metric) and,
+    when it was measured here, its selected activities (the launch counts and the fusion views
+    read them); a report given as it is, live or stored, has its category table only."""
+
+    report: Report
+    acts: pl.DataFrame | None
+
+    def categories(self) -> pl.DataFrame:
+        """``category, class, time_ns, activities, launches`` of the categories with activities
+        (``unclassified`` always); ``launches`` is null where only the document is read."""
+        if self.acts is not None:
+            g = self.acts.group_by("category").agg(
+                pl.col("class").first(), pl.col("dur_ns").sum().alias("time_ns"), pl.len().alias("activities"),
+                pl.col("launch_id").drop_nulls().n_unique().alias("launches"))
+        else:
+            r = self.report
+            if r.metric == "cpu":
+                raise TraceError(r.trace, "is a cpu-metric report: it holds no GPU activities per category to "
+                                          "compare (store the report with metric gpu)")
+            g = r.gpu_categories().filter(pl.col("activities") > 0).select(
+                "category", "class", pl.col("gpu_time_ns").alias("time_ns"), "activities",
+                pl.lit(None, pl.Int64).alias("launches"))
+        if "unclassified" not in g["category"].to_list():
+            g = pl.concat([g, pl.DataFrame({"category": ["unclassified"], "class": ["unclassified"], "time_ns": [0],
+                                            "activities": [0], "launches": [0 if self.acts is not None else None]},
+                                           schema=g.schema)])
+        return g
+
+
+def _side(src: str | Path | Analysis | Report, options: dict[str, Any]) -> _Side:
+    if isinstance(src, Report):
+        return _Side(src, None)
+    if not isinstance(src, Analysis) and is_stored_report(src):
+        return _Side(read_stored_report(src), None)
+    analysis, report_opts = open_analysis(src, options, metric="gpu")
+    return _Side(analysis.report(**report_opts), analysis.selection(**report_opts).activities)
+
+
 def compare(sources: list[str | Path | Analysis | Report], *, per_step: bool = False, **options: Any) -> Comparison:
-    """Compare ``sources[0]`` (BASE) with the others: paths, :class:`Analysis` objects or reports
-    (a report is taken as it is; ``options`` are :func:`nongemm_trace.analyze`'s for the others)."""
-    reports = [src if isinstance(src, Report) else report_of(src, options) for src in sources]
+    """Compare ``sources[0]`` (BASE) with the others: paths, :class:`Analysis` objects, reports or
+    stored reports' JSON files (``options`` are :func:`nongemm_trace.analyze`'s for the traces). A
+    report is taken as it is: its document's category table (the launch counts and the fusion views
+    need the activities, so a report's are null or left out)."""
+    sides = [_side(src, options) for src in sources]
+    reports = [s.report for s in sides]
     warnings: list[Anomaly] = []
     divisors = [1.0] * len(reports)
     if per_step:
@@ -52,43 +98,45 @@ def compare(sources: list[str | Path | Analysis | Report], *, per_step: bool = F
         warnings.append(Anomaly("metrics_differ", len(metrics), "the traces measure different times ("
                                 + "; ".join(f"{m}: {_METRIC_TEXT.get(m, m)}" for m in metrics)
                                 + "): compare shares, not absolute times"))
-    rows = []
-    for i, r in enumerate(reports):
-        k = r.kernels
-        g = k.group_by("category").agg(pl.col("dur_ns").sum().alias("time_ns"), pl.len().alias("activities"),
-                                       pl.col("launch_id").drop_nulls().n_unique().alias("launches"))
-        present = set(g["category"].to_list())
-        for cat, t, a, la in g.iter_rows():
-            rows.append((i, cat, t / divisors[i], a / divisors[i], la / divisors[i]))
-        for cat in ("unclassified",):
-            if cat not in present:
-                rows.append((i, cat, 0.0, 0.0, 0.0))
-    long = pl.DataFrame(rows, schema={"trace_index": pl.Int64, "category": pl.Utf8, "time_ns": pl.Float64,
-                                      "activities": pl.Float64, "launches": pl.Float64}, orient="row")
+    tables = [s.categories() for s in sides]
+    long = pl.concat([t.select(pl.lit(i, pl.Int64).alias("trace_index"), "category",
+                               *(pl.col(c).cast(pl.Float64) / divisors[i] for c in ("time_ns", "activities", "launches")))
+                      for i, t in enumerate(tables)])
     class_of = {"unclassified": "unclassified"}
-    for r in reports:
-        class_of.update(dict(r.kernels.select("category", "class").unique().iter_rows()))
-    long = _complete(long, len(reports))
+    for t in tables:
+        class_of.update(dict(t.select("category", "class").unique().iter_rows()))
+    stored = [i for i, s in enumerate(sides) if s.acts is None]
+    long = _no_launches(_complete(long, len(reports)), stored)
     long = long.with_columns(pl.col("category").replace_strict(class_of, default="unclassified").alias("class"))
     long = long.with_columns((pl.col("time_ns") / pl.col("time_ns").sum().over("trace_index")).fill_nan(0.0)
                              .alias("share"))
-    declared = [c for r in reports for c in r.category_names]
+    # the order the taxonomy declares (a measured side's), then a stored side's own
+    declared = [c for s in sorted(sides, key=lambda s: s.acts is None) for c in s.report.category_names]
     order = {c: i for i, c in enumerate(dict.fromkeys(declared))}
     long = long.with_columns(pl.col("category").replace_strict(order, default=99).alias("_o")).sort(
         ["_o", "trace_index"]).drop("_o")
     classes = long.group_by(["trace_index", "class"]).agg(pl.col("time_ns").sum(), pl.col("activities").sum(),
                                                           pl.col("launches").sum(), pl.col("share").sum())
+    classes = _no_launches(classes, stored)
     corder = {c: i for i, c in enumerate(CLASS_ORDER)}
     classes = classes.with_columns(pl.col("class").replace_strict(corder, default=9).alias("_o")).sort(
         ["_o", "trace_index"]).drop("_o")
-    fusion = None if all(r.engine is not None for r in reports) else _fusion_view(reports, divisors)
-    engine_fusion = _engine_fusion_view(reports, divisors)
-    quant = _quantization_view(reports, divisors, classes)
+    fusion = None if all(r.engine is not None for r in reports) else _fusion_view(sides, divisors)
+    engine_fusion = _engine_fusion_view(sides, divisors)
+    quant = _quantization_view(reports, divisors, long, classes)
     per_trace = pl.DataFrame([(r.trace, r.gpu_time_ns / divisors[i], r.gpu_activities / divisors[i], r.steps.height,
                                _class_share(classes, i, "non-GEMM"), (r.metadata.get("device") or {}).get("name"))
                               for i, r in enumerate(reports)], schema=TRACE_COLUMNS, orient="row")
     return Comparison(per_step, reports[0].level, reports[0].taxonomy, per_trace, _against_base(long, "category"),
                       _against_base(classes, "class"), fusion, quant, warnings, engine_fusion, reports)
+
+
+def _no_launches(long: pl.DataFrame, stored: list[int]) -> pl.DataFrame:
+    """Launch counts null for the sides read from a document (it holds none), not zero."""
+    if not stored:
+        return long
+    return long.with_columns(pl.when(pl.col("trace_index").is_in(stored)).then(None)
+                             .otherwise(pl.col("launches")).alias("launches"))
 
 
 def _class_share(classes: pl.DataFrame, i: int, name: str) -> float:
@@ -138,23 +186,26 @@ def _environment_warnings(reports: list[Report]) -> list[Anomaly]:
     return out
 
 
-def _engine_fusion_view(reports: list[Report], div: list[float]) -> list[dict[str, Any]] | None:
+def _engine_fusion_view(sides: list[_Side], div: list[float]) -> list[dict[str, Any]] | None:
     """For deployment-stack profiles (ONNX op types on their activities): nodes and time per op type,
     BASE against each other profile, so what a higher optimization level fused away shows."""
-    if "onnx_ops" not in reports[0].kernels.columns:
+    def has_ops(s: _Side) -> bool:
+        return s.acts is not None and "onnx_ops" in s.acts.columns
+
+    if not has_ops(sides[0]):
         return None
 
-    def per_op(r: Report) -> dict[str, tuple[int, int, str]]:
-        g = r.kernels.group_by(pl.col("onnx_ops").fill_null("(none)")).agg(
+    def per_op(acts: pl.DataFrame) -> dict[str, tuple[int, int, str]]:
+        g = acts.group_by(pl.col("onnx_ops").fill_null("(none)")).agg(
             pl.len(), pl.col("dur_ns").sum(), pl.col("category").mode().sort().first())
         return {op: (n, t, cat) for op, n, t, cat in g.iter_rows()}
 
-    base = per_op(reports[0])
+    base = per_op(sides[0].acts)
     out = []
-    for i, r in enumerate(reports[1:], start=1):
-        if "onnx_ops" not in r.kernels.columns:
+    for i, side in enumerate(sides[1:], start=1):
+        if not has_ops(side):
             continue
-        mine = per_op(r)
+        r, mine = side.report, per_op(side.acts)
         rows = []
         for op in sorted(set(base) | set(mine)):
             bn, bt, bc = base.get(op, (0, 0, None))
@@ -182,19 +233,24 @@ def _inductor_renamings() -> dict[str, list[str]]:
     return tomllib.loads(text)["eager_to_fused"]
 
 
-def _fusion_view(reports: list[Report], div: list[float]) -> dict[str, Any] | None:
-    """Eager (BASE) vs compiled: which eager ops disappeared into which fused Triton kernels."""
-    base = reports[0]
+def _fusion_view(sides: list[_Side], div: list[float]) -> dict[str, Any] | None:
+    """Eager (BASE) vs compiled: which eager ops disappeared into which fused Triton kernels (the
+    measured sides only: it reads their activities)."""
+    base, bk = sides[0].report, sides[0].acts
+    if bk is None:
+        return None
     out = []
-    bk = base.kernels
-    for i, r in enumerate(reports[1:], start=1):
-        fused = r.kernels.filter(pl.col("fused_ops").is_not_null())
+    for i, side in enumerate(sides[1:], start=1):
+        r, rk = side.report, side.acts
+        if rk is None:
+            continue
+        fused = rk.filter(pl.col("fused_ops").is_not_null())
         if fused.height == 0 or bk.filter(pl.col("fused_ops").is_not_null()).height >= fused.height:
             continue
         eager_ops = (bk.filter(pl.col("class") == "non-GEMM").group_by("launch_op").agg(
             pl.len().alias("activities"), pl.col("dur_ns").sum().alias("time_ns"), pl.col("category").mode().sort().first())
             .filter(pl.col("launch_op").is_not_null()))
-        new_ops = r.kernels.group_by("launch_op").agg(pl.len().alias("n"), pl.col("dur_ns").sum().alias("t"))
+        new_ops = rk.group_by("launch_op").agg(pl.len().alias("n"), pl.col("dur_ns").sum().alias("t"))
         new_by_op = {o: (n, t) for o, n, t in new_ops.iter_rows()}
         kern = fused.group_by("name", maintain_order=True).agg(pl.len().alias("activities"), pl.col("dur_ns").sum().alias("time_ns"),
                                           pl.col("fused_ops").first(), pl.col("category").first())
@@ -218,8 +274,7 @@ def _fusion_view(reports: list[Report], div: list[float]) -> dict[str, Any] | No
             kernels.append({"kernel": name, "category": cat, "activities": _num(n / div[i]), "time_us": _us(t / div[i]),
                             "fused_ops": toks,
                             "replaces_eager_ops": sorted({e for e in eager_bases if e and set(_fused_names(e)) & set(toks)})})
-        ng = lambda rep, d: rep.kernels.filter(pl.col("class") == "non-GEMM")  # noqa: E731
-        b_ng, n_ng = ng(base, div[0]), ng(r, div[i])
+        b_ng, n_ng = (k.filter(pl.col("class") == "non-GEMM") for k in (bk, rk))
         b_share = b_ng["dur_ns"].sum() / base.gpu_time_ns if base.gpu_time_ns else 0.0
         n_share = n_ng["dur_ns"].sum() / r.gpu_time_ns if r.gpu_time_ns else 0.0
         out.append({
@@ -239,14 +294,18 @@ def _fusion_view(reports: list[Report], div: list[float]) -> dict[str, Any] | No
     return {"pairs": out} if out else None
 
 
-def _quantization_view(reports: list[Report], div: list[float], classes: pl.DataFrame) -> dict[str, Any] | None:
+def _quantization_view(reports: list[Report], div: list[float], long: pl.DataFrame,
+                       classes: pl.DataFrame) -> dict[str, Any] | None:
+    """GEMM time against quantize/dequantize time, BASE against each other trace (the long
+    category table: times already divided per step when asked)."""
+    def time_of(i: int, category: str) -> float:
+        return float(long.filter((pl.col("trace_index") == i) & (pl.col("category") == category))["time_ns"].sum())
+
     base = reports[0]
-    bq = base.kernels.filter(pl.col("category") == "qdq")["dur_ns"].sum() / div[0]
-    bg = base.kernels.filter(pl.col("category") == "gemm")["dur_ns"].sum() / div[0]
+    bq, bg = time_of(0, "qdq"), time_of(0, "gemm")
     out = []
     for i, r in enumerate(reports[1:], start=1):
-        nq = r.kernels.filter(pl.col("category") == "qdq")["dur_ns"].sum() / div[i]
-        ng = r.kernels.filter(pl.col("category") == "gemm")["dur_ns"].sum() / div[i]
+        nq, ng = time_of(i, "qdq"), time_of(i, "gemm")
         total_b, total_n = base.gpu_time_ns / div[0], r.gpu_time_ns / div[i]
         if max(bq, nq) < 0.01 * max(total_b, total_n, 1):
             continue

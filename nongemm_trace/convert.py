@@ -7,6 +7,7 @@ from pathlib import Path
 
 from .errors import TraceError
 from .load import load_trace
+from .load.formats import FORMATS, format_of, suffix_text
 from .load.nsys import to_kineto
 from .safe_write import refuse_input, write_file
 from .trace import Trace
@@ -21,8 +22,11 @@ def convert(report: str | Path, output: str | Path) -> Trace:
 
     refuse_input(output, [report])
     trace = load_trace(report)
-    if trace.source_format != "nsys":
-        raise TraceError(report, "is not an Nsight Systems export (convert reads .sqlite[.gz] / .nsys-rep[.gz])")
+    fmt = format_of(trace)
+    if not fmt.convert:
+        readable = [f for f in FORMATS if f.convert]
+        raise TraceError(report, f"is not {' or '.join('an ' + f.noun for f in readable)} (convert reads "
+                                 f"{suffix_text(tuple(s for f in readable for s in (*f.suffixes, *f.exported_from)), ' / ')})")
     blob = msgspec.json.encode(to_kineto(trace))
     out = Path(output)
     write_file(out, gzip.compress(blob, 6) if out.name.endswith(".gz") else blob, inputs=[report])

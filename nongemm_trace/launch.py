@@ -1,7 +1,7 @@
 """``launch``: launch overhead, idle gaps and communication overlap for one trace.
 
-Built on :func:`nongemm_trace.analyze` (same loading, linking, classification, step
-selection) and :mod:`nongemm_trace.metrics.launch` (the definitions). Returns a
+Built on the analysis's :class:`~nongemm_trace.selection.Selection` (the activities and steps
+``analyze`` reads; no breakdown is measured) and :mod:`nongemm_trace.metrics.launch` (the definitions). Returns a
 :class:`~nongemm_trace.models.LaunchReport`; renderers read it (:mod:`nongemm_trace.report`).
 """
 
@@ -27,11 +27,11 @@ def launch_analysis(source: str | Path | Analysis, *, short_us: float = 10.0, un
     :func:`nongemm_trace.latency.latency_analysis`). ``options`` are those of :func:`nongemm_trace.analyze`
     (taxonomy, level, drop_unlinked, step_marker, skip_steps)."""
     analysis, report_opts = open_analysis(source, options, metric="gpu")
-    rep = analysis.report(**report_opts)
-    path = rep.trace
+    sel = analysis.selection(**report_opts)
+    path = sel.trace
     short_ns = int(round(short_us * 1000))
-    acts = rep.kernels.with_columns((pl.col("ts_ns") + pl.col("dur_ns")).alias("end_ns"))
-    warnings = list(rep.warnings)
+    acts = sel.activities.with_columns((pl.col("ts_ns") + pl.col("dur_ns")).alias("end_ns"))
+    warnings = sel.warnings_as(report_opts.get("metric") or "gpu")
     if acts.height == 0:
         empty = pl.DataFrame()
         summary = {f"{f}_us": 0.0 for f in FIELDS} | {
@@ -41,8 +41,8 @@ def launch_analysis(source: str | Path | Analysis, *, short_us: float = 10.0, un
             "launch_overhead_per_activity_us": None, "launch_call_us": 0.0,
             "busy_by_class_us": dict.fromkeys((c for c in BUSY_CLASS_ORDER if c not in OPTIONAL_BUSY_CLASSES), 0.0),
             "unprofiled": None}
-        return LaunchReport(str(path), rep.taxonomy, rep.level, short_ns, summary, empty, empty, empty, empty, empty,
-                            {}, "no GPU activities: nothing ran on the device", rep.metadata.get("device"), warnings)
+        return LaunchReport(str(path), sel.taxonomy, sel.level, short_ns, summary, empty, empty, empty, empty, empty,
+                            {}, "no GPU activities: nothing ran on the device", sel.metadata.get("device"), warnings)
 
     trace_stats = timeline_stats(acts, [], short_ns)
     comm_dev = exposed_communication(acts, ["device"])
@@ -65,8 +65,8 @@ def launch_analysis(source: str | Path | Analysis, *, short_us: float = 10.0, un
     un = summary["unprofiled"]
     if un is not None and un["kind"] != verdict.split(":")[0]:
         verdict += f"; {verdict.split(':')[0]} under the profiler, {un['kind']} without it"
-    return LaunchReport(str(path), rep.taxonomy, rep.level, short_ns, summary, steps, devices, streams, cats, per_act,
-                        graphs, verdict, rep.metadata.get("device"), warnings)
+    return LaunchReport(str(path), sel.taxonomy, sel.level, short_ns, summary, steps, devices, streams, cats, per_act,
+                        graphs, verdict, sel.metadata.get("device"), warnings)
 
 
 def without_profiler_view(analysis: Analysis, options: dict[str, Any], step_us: float | None) -> dict[str, Any] | None:
@@ -81,12 +81,12 @@ def without_profiler_view(analysis: Analysis, options: dict[str, Any], step_us: 
 
     opts = {k: v for k, v in options.items() if k in ("taxonomy", "level", "step_marker", "skip_steps")}
     try:
-        analysis, g, rep, _ = graph_of(analysis, **opts)
+        analysis, g, sel, _ = graph_of(analysis, **opts)
     except TraceError:
         return None
     measured = measured_timeline(g)
-    kept = measured.steps.filter(pl.col("step") >= rep.steps_skipped)
-    un = without_profiler(analysis, g, kept, step_us=step_us, path=rep.trace)
+    kept = measured.steps.filter(pl.col("step") >= sel.steps_skipped)
+    un = without_profiler(analysis, g, kept, step_us=step_us, path=sel.trace)
     busy = busy_share(un.timeline.acts)
     if busy is None:
         return None

@@ -2,7 +2,8 @@
 
 Every loader (Kineto's Python and C paths, Nsight Systems, and any format added to the
 registry) produces these columns with these types; later stages read nothing else of
-the file. A loader may add columns of its own (Nsight Systems adds ``short_name``).
+the file. A format's own extra columns are declared here too (:data:`EXTRA_COLUMNS`), and its
+registry entry (:mod:`.load.formats`) carries them.
 :func:`validate` checks a loaded trace against the declaration and the invariants the
 linker relies on; every loader's tests call it.
 """
@@ -45,6 +46,18 @@ TABLES: dict[str, dict[str, object]] = {
     "cuda_syncs": {"sync_id": pl.UInt32, **_EVENT, "kind": pl.String, "correlation": pl.Int64,
                    "device": pl.Int64, "stream": pl.Int64, "wait_on_stream": pl.Int64,
                    "wait_on_cuda_event_record_corr_id": pl.Int64},
+}
+
+#: format name -> table -> the columns its loader adds beyond :data:`TABLES` (in this order)
+EXTRA_COLUMNS: dict[str, dict[str, dict[str, object]]] = {
+    # Nsight Systems: a kernel's short (demangled base) name
+    "nsys": {"activities": {"short_name": pl.String}},
+    # TensorRT: the layer's median, type, origin, the ONNX op types and nodes it ran, its tactic
+    "tensorrt": {"activities": {"median_ns": pl.Int64, "layer_type": pl.String, "origin": pl.String,
+                                "onnx_ops": pl.String, "input_ops": pl.String, "onnx_nodes": pl.String,
+                                "tactic": pl.String, "origin_nodes": pl.String}},
+    # ONNX Runtime: the node's op type, its name, its execution provider
+    "onnxruntime": {"activities": {"onnx_ops": pl.String, "onnx_nodes": pl.String, "provider": pl.String}},
 }
 
 #: each table's id column: unique, the row number where the loader can make it so

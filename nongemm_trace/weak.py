@@ -34,10 +34,10 @@ def weak_kernels(source: str | Path | Analysis, taxonomy: str | Path | Taxonomy 
     launching ops and a snippet that would classify it."""
     analysis = Analysis.of(source, taxonomy=taxonomy)
     tax = analysis.taxonomy
-    rep = analysis.report(level="launch", metric="gpu")
-    path = rep.trace
-    acts = rep.kernels
-    total = rep.gpu_time_ns
+    sel = analysis.selection(level="launch")
+    path = sel.trace
+    acts = sel.activities
+    total = int(acts["dur_ns"].sum() or 0)
     weak = acts.filter(pl.col("evidence").is_in(list(WEAK_RUNGS)))
     g = (weak.group_by("name").agg(pl.col("dur_ns").sum().alias("gpu_time_ns"), pl.len().alias("activities"),
                                    pl.col("category").first(), pl.col("evidence").first(),

@@ -20,7 +20,7 @@ STAGES = [
     ("load", ("load",)),
     ("link", ("link",)),
     ("classify", ("classify",)),
-    ("measure", ("metrics", "flops.formulas", "flops.fits", "measure")),
+    ("measure", ("metrics", "flops.formulas", "flops.fits", "selection", "measure")),
     ("analysis", ("analysis",)),
     ("analyses", ("api", "launch", "flops", "explain", "weak", "annotate", "compare", "check", "testing",
                   "convert", "latency")),

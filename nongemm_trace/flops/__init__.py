@@ -54,16 +54,16 @@ def flops_analysis(source: str | Path | Analysis, *, device_spec: str | None = N
     """FLOPs, bytes, achieved rates and the roofline per op of a path or an :class:`Analysis`;
     ``options`` are :func:`nongemm_trace.analyze`'s."""
     analysis, report_opts = open_analysis(source, options, metric="gpu")
-    rep = analysis.report(**report_opts)
-    path = rep.trace
-    warnings = list(rep.warnings)
-    dev_props = (rep.metadata.get("devices") or [None])[0]
+    sel = analysis.selection(**report_opts)
+    path = sel.trace
+    warnings = sel.warnings_as(report_opts.get("metric") or "gpu")
+    dev_props = (sel.metadata.get("devices") or [None])[0]
     device = match_device(dev_props, device_spec)
     if device is None:
-        name = (rep.metadata.get("device") or {}).get("name")
+        name = (sel.metadata.get("device") or {}).get("name")
         warnings.append(Anomaly("unknown_device", 1, f"no peak specs for device {name!r}: achieved rates are shown, "
                                                      f"roofline percentages are not (use --device-spec)"))
-    calls = rep.calls
+    calls = sel.linked.ops
     names = calls.select("name").unique()
     flags = [(n, lookup(n) is not None, is_composite(n)) for (n,) in names.iter_rows()]
     fl = pl.DataFrame(flags, schema={"name": pl.Utf8, "has_formula": pl.Boolean, "composite": pl.Boolean},
@@ -78,7 +78,7 @@ def flops_analysis(source: str | Path | Analysis, *, device_spec: str | None = N
         pl.when(pl.col("qdq_call")).then(pl.lit("qdq")).otherwise(pl.col("op_category")).fill_null("unclassified")
         .alias("kind"))
 
-    acts = rep.kernels
+    acts = sel.activities
     own = _owners(calls, acts)
     acts = acts.join(own, on="activity_id", how="left")
     owned = acts.filter(pl.col("owner").is_not_null())

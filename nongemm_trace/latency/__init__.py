@@ -17,7 +17,8 @@ import polars as pl
 
 from ..analysis import Analysis, open_analysis
 from ..errors import TraceError
-from ..measure import ENGINE_FORMATS
+from ..load.formats import FORMATS, format_of
+from ..selection import Selection
 from ..metrics.steps import find_steps
 from ..trace import Anomaly
 from .graph import Graph, build
@@ -60,26 +61,27 @@ def _step_ranges(analysis: Analysis, marker: str | None, warnings: list[Anomaly]
                          "ts": [int(mine["ts_ns"].min())], "end": [int(mine["end_ns"].max())]}), None
 
 
-def graph_of(source: str | Path | Analysis, **options: Any) -> tuple[Analysis, Graph, Any, list[Anomaly]]:
-    """The analysis, its dependency graph, its report (for names and warnings) and the warnings."""
+def graph_of(source: str | Path | Analysis, **options: Any) -> tuple[Analysis, Graph, Selection, list[Anomaly]]:
+    """The analysis, its dependency graph, its selection (steps, names, warnings) and the warnings."""
     analysis, report_opts = open_analysis(source, options, metric="gpu")
     report_opts.pop("drop_unlinked", None)  # the timeline needs every activity
-    fmt = analysis.trace().source_format
-    if fmt in ENGINE_FORMATS:
-        raise TraceError(analysis.path, f"this {fmt} profile holds per-layer device times and no host timeline: latency "
-                                        f"and whatif need a torch.profiler (Kineto) or Nsight Systems trace of the run")
-    rep = analysis.report(**report_opts)
-    key = (rep.level, rep.step_marker)
+    fmt = format_of(analysis.trace())
+    if not fmt.host_timeline:
+        raise TraceError(analysis.path, f"this {fmt.noun} holds times per {fmt.time_basis} and no host "
+                                        f"timeline: latency and whatif need a trace of the run with one "
+                                        f"({' or '.join(f.noun for f in FORMATS if f.host_timeline)})")
+    sel = analysis.selection(**report_opts)
+    key = (sel.level, sel.marker)
     cache = analysis.__dict__.setdefault(_CACHE_ATTR, {})
     if key not in cache:
-        warnings = list(rep.warnings)
-        ranges, _ = _step_ranges(analysis, rep.step_marker, warnings)
+        warnings = sel.warnings_as(report_opts.get("metric") or "gpu")
+        ranges, _ = _step_ranges(analysis, sel.marker, warnings)
         linked, tax = analysis.linked(), analysis.taxonomy
-        g = build(linked.ops, analysis.trace().launches, analysis.activities(rep.level),
-                  ranges, list(tax.semantics.generic_categories), rep.level, analysis.trace().cuda_syncs)
+        g = build(linked.ops, analysis.trace().launches, analysis.activities(sel.level),
+                  ranges, list(tax.semantics.generic_categories), sel.level, analysis.trace().cuda_syncs)
         cache[key] = (g, warnings)
     g, warnings = cache[key]
-    return analysis, g, rep, list(warnings)
+    return analysis, g, sel, list(warnings)
 
 
 def _kept(steps: pl.DataFrame, skip: int) -> pl.DataFrame:
@@ -92,18 +94,18 @@ def latency_analysis(source: str | Path | Analysis, *, unprofiled_step_us: float
     without the profiler (``unprofiled_step_us``: the run's measured step time without it, else the
     trace's ``nongemm_unprofiled`` metadata, else the overhead model alone). ``options``: those of
     :func:`nongemm_trace.analyze` (taxonomy, level, step_marker, skip_steps)."""
-    analysis, g, rep, warnings = graph_of(source, **options)
+    analysis, g, sel, warnings = graph_of(source, **options)
     tl = measured_timeline(g)
-    steps = _kept(tl.steps, rep.steps_skipped)
+    steps = _kept(tl.steps, sel.steps_skipped)
     tl.steps = steps
     att = attribute(tl, analysis.taxonomy.classes, g.queue_gap_ns)
     overlap = overlapping_steps(tl.steps, "measured")
     if overlap is not None:
         warnings.append(overlap)
-    un = without_profiler(analysis, g, steps, step_us=unprofiled_step_us, path=rep.trace)
+    un = without_profiler(analysis, g, steps, step_us=unprofiled_step_us, path=sel.trace)
     if un.note:
         warnings.append(Anomaly("unprofiled_calibration", 1, un.note))
-    return LatencyReport(str(rep.trace), rep.taxonomy, rep.level, rep.step_marker,
+    return LatencyReport(str(sel.trace), sel.taxonomy, sel.level, sel.marker,
                          steps.select("step", "name", "ts", "end", "cpu_end", "gpu_end", "wall"), att,
                          g.launch_latency_ns, g.queue_gap_ns, warnings,
                          latency_unprofiled(un, steps, att, analysis.taxonomy.classes, g.queue_gap_ns))
@@ -122,6 +124,6 @@ def whatif_analysis(source: str | Path | Analysis, scales: list[str] | dict[str,
 
     analysis, _ = open_analysis(source, dict(options))
     parse_scales(scales, analysis.taxonomy.categories, analysis.path)  # refused before the trace is read
-    analysis, g, rep, warnings = graph_of(analysis, **options)
-    return predict(analysis, g, rep, warnings, scales, cpu_scale=cpu_scale, launch_us=launch_us, graphs=graphs,
+    analysis, g, sel, warnings = graph_of(analysis, **options)
+    return predict(analysis, g, sel, warnings, scales, cpu_scale=cpu_scale, launch_us=launch_us, graphs=graphs,
                    graph_launch_us=graph_launch_us, unprofiled_step_us=unprofiled_step_us)

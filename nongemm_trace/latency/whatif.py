@@ -185,12 +185,12 @@ def unmatched_selectors(acts: pl.DataFrame, parsed: list[tuple[str, str, str, fl
     return out
 
 
-def predict(analysis, g, rep, warnings, scales, *, cpu_scale: float = 1.0, launch_us: float | None = None,
+def predict(analysis, g, sel, warnings, scales, *, cpu_scale: float = 1.0, launch_us: float | None = None,
             graphs: bool = False, graph_launch_us: float | None = None,
             unprofiled_step_us: float | None = None) -> WhatIfReport:
-    """The what-if report of graph ``g`` (of ``analysis``; ``rep`` its report): the changes replayed on
+    """The what-if report of graph ``g`` (of ``analysis``; ``sel`` its selection): the changes replayed on
     the profiled run and on the run without the profiler (:mod:`.unprofiled`)."""
-    path = rep.trace
+    path = sel.trace
     for name, v in (("cpu_scale", cpu_scale), ("launch_us", launch_us), ("graph_launch_us", graph_launch_us)):
         if v is not None and (not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0):
             raise OptionError(path, f"{name} must be a finite number >= 0, not {v!r}", name)
@@ -210,7 +210,7 @@ def predict(analysis, g, rep, warnings, scales, *, cpu_scale: float = 1.0, launc
     measured = measured_timeline(g)
     predicted, new_d = _changed(g, d, measured_piece_lengths(g), a["lat"].to_numpy(allow_copy=True), factors,
                                 cpu_scale=cpu_scale, launch_us=launch_us, graph_cost=graph_cost, settings=settings)
-    skip = rep.steps_skipped
+    skip = sel.steps_skipped
     keep = predicted.steps.filter(pl.col("step") >= skip) if skip else predicted.steps
     predicted.steps = keep
     att = attribute(predicted, analysis.taxonomy.classes, g.queue_gap_ns)
@@ -249,7 +249,7 @@ def predict(analysis, g, rep, warnings, scales, *, cpu_scale: float = 1.0, launc
               "predicted_profiled_bound": bound_of(att),
               "bound": bound_of(attribute(un.timeline, analysis.taxonomy.classes, g.queue_gap_ns)),
               "predicted_bound": bound_of(attribute(un_pred, analysis.taxonomy.classes, g.queue_gap_ns))}
-    return WhatIfReport(str(path), rep.taxonomy, rep.level, [{"selector": t, "factor": f} for t, _, _, f in parsed],
+    return WhatIfReport(str(path), sel.taxonomy, sel.level, [{"selector": t, "factor": f} for t, _, _, f in parsed],
                         settings, steps, att, shares, warnings, span, unprofiled_summary(un) | bounds)
 
 

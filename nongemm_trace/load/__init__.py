@@ -7,10 +7,10 @@ from typing import TYPE_CHECKING
 
 from ..errors import TraceError
 from .bounds import sums_checked
-from .formats import by_name, sniff
+from .formats import by_name, exported_by_name, sniff
 from .kineto import read_ahead
 from .kineto.cutting import read_block
-from .source import Progress, iter_blocks, join_capped, read_bytes
+from .source import Progress, iter_blocks, read_bytes
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..trace import Trace
@@ -45,10 +45,10 @@ def load_trace(path: str | Path, *, keep_python: bool = False, progress: Progres
     next to it by name) or an ONNX Runtime profile. Bad input raises :class:`TraceError`, and so
     does a trace whose durations add up beyond int64 nanoseconds (:mod:`.bounds`).
     ``progress(done, total)`` is called with the bytes of the file read so far."""
-    if str(path).endswith(_NSYS_REPORTS):
-        from .nsys import load_nsys  # Nsight Systems exports only: not imported for Kineto traces
-        return load_nsys(path, _export_nsys_rep(path))
-    from .kineto.loader import load_kineto, load_read_ahead
+    exported = exported_by_name(str(path))
+    if exported is not None:  # another tool's report (.nsys-rep): exported first, then opened
+        return exported.open(str(path), iter([_export_nsys_rep(path)]), {})
+    from .kineto.loader import load_read_ahead
 
     taken = read_ahead.take(path, keep_python)
     if taken is not None:  # the first chunks were scanned while the command line imported
@@ -58,21 +58,8 @@ def load_trace(path: str | Path, *, keep_python: bool = False, progress: Progres
         first = next(blocks)
     except StopIteration:  # pragma: no cover - iter_blocks raises on an empty file
         raise TraceError(path, "empty file") from None
-    fmt = sniff(first, str(path))
-    if fmt == "nsys-sqlite":
-        from .nsys import load_nsys
-        return load_nsys(path, join_capped(path, _chain(first, blocks)))
-    reader = by_name(fmt).load
-    if reader is not None:  # a profile of a deployment stack: small, read as one document
-        import msgspec
-
-        data = join_capped(path, _chain(first, blocks))
-        try:
-            doc = msgspec.json.decode(data)
-        except (msgspec.DecodeError, RecursionError) as exc:
-            raise TraceError(path, f"invalid or truncated JSON ({' '.join(str(exc).split())[:120]})") from None
-        return reader(str(path), doc, {"layer_info": layer_info})
-    return load_kineto(path, keep_python=keep_python, blocks=_chain(first, blocks))
+    fmt = by_name(sniff(first, str(path)))
+    return fmt.open(str(path), _chain(first, blocks), {"keep_python": keep_python, "layer_info": layer_info})
 
 
 def _chain(first: bytes, rest):
@@ -84,13 +71,9 @@ def _chain(first: bytes, rest):
         rest.close()
 
 
-#: Nsight Systems reports by name (their bytes are nsys's own format, which only nsys reads);
-#: a gzipped one is inflated to a temporary file for nsys
-_NSYS_REPORTS = (".nsys-rep", ".nsys-rep.gz")
-
-
 def _export_nsys_rep(path: str | Path) -> bytes:
-    """Export an .nsys-rep (or .nsys-rep.gz) to SQLite with the nsys on PATH (never anything else)."""
+    """Export an .nsys-rep (or .nsys-rep.gz: inflated to a temporary file, nsys reads only the report
+    itself) to SQLite with the nsys on PATH (never anything else)."""
     import shutil
     import subprocess
     import tempfile

@@ -1,9 +1,9 @@
 """Which format a trace file is in, told from its first bytes: the loaders' registry.
 
-Every input format is one :class:`Format`: a name, a ``sniff`` that looks at the start of the
-(decompressed) file, and a ``load`` that turns the whole decoded document into a
-:class:`~nongemm_trace.trace.Trace` (Kineto and Nsight Systems stream their files and are
-dispatched by name). :func:`sniff` tries them in order; a document that no loader reads but
+Every input format is one :class:`Format`: its one name (the loaded trace's ``source_format``),
+a ``sniff`` that looks at the start of the (decompressed) file, an ``open`` that turns the file
+into a :class:`~nongemm_trace.trace.Trace`, and what the format is (suffixes, host timeline,
+time basis, extra columns, whether it can be annotated or converted): commands ask the entry. :func:`sniff` tries them in order; a document that no loader reads but
 that is recognised (a TensorRT layer-information file without its profile, a rocprofiler-sdk
 or Perfetto trace) is refused with one line naming what it is, instead of loading as an
 empty Kineto trace. A new format is one entry in :data:`FORMATS` (or :data:`RECOGNISED`
@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from ..errors import TraceError
-from .source import SQLITE_MAGIC
+from ..schema import EXTRA_COLUMNS
+from .source import SQLITE_MAGIC, join_capped
 
 
 #: how much of the file's start the sniffers look at
@@ -35,13 +36,36 @@ _ROCPROF = re.compile(rb'^\s*\{\s*"rocprofiler-sdk-tool"\s*:')
 
 @dataclass(frozen=True)
 class Format:
-    """One input format: ``sniff(head, path)`` says whether the file is in it."""
+    """One input format and what it is: every command asks its entry, never its name.
+
+    ``sniff(head, path)`` says whether the file is in it; ``open(path, blocks, options)`` turns the
+    file's (decompressed) blocks into a :class:`~nongemm_trace.trace.Trace` whose
+    ``source_format`` is ``name``; ``suffixes``: the file names it is found under (a folder given
+    to ``batch`` is searched for them); ``host_timeline``: the trace holds the host's calls and
+    launches in time (latency, what-if and launch read them), else its activities are a deployment
+    stack's layers or nodes with no launch calls; ``time_basis``: what its activity times measure
+    (``gpu``, or a deployment stack's ``layer``/``node`` time: ``vocabulary.TIME_BASES``; a profile
+    may say otherwise in its metadata); ``annotate``: ``annotate`` can write it back with the
+    categories; ``convert``: ``convert`` writes it as a Kineto trace; ``noun``: how messages name
+    a file in it."""
 
     name: str
     description: str
     sniff: Callable[[bytes, str], bool]
-    #: ``load(path, document, options)`` for formats read from their decoded JSON document
-    load: Callable[[str, Any, dict[str, Any]], Any] | None = None
+    open: Callable[[str, Iterator[bytes], dict[str, Any]], Any] | None = None
+    suffixes: tuple[str, ...] = ()
+    host_timeline: bool = True
+    time_basis: str = "gpu"
+    annotate: bool = False
+    convert: bool = False
+    noun: str = "trace"
+    #: file names that are another tool's report, exported to this format by that tool first
+    exported_from: tuple[str, ...] = ()
+
+    @property
+    def extra_columns(self) -> dict[str, dict[str, object]]:
+        """The columns its loader adds to the contract tables (declared in :mod:`..schema`)."""
+        return EXTRA_COLUMNS.get(self.name, {})
 
 
 def _is_sqlite(head: bytes, path: str) -> bool:
@@ -54,26 +78,55 @@ def _is_kineto(head: bytes, path: str) -> bool:
     return True
 
 
-def _load_tensorrt(path: str, doc: Any, options: dict[str, Any]) -> Any:
+def _open_kineto(path: str, blocks: Iterator[bytes], options: dict[str, Any]) -> Any:
+    from .kineto.loader import load_kineto
+
+    return load_kineto(path, keep_python=options.get("keep_python", False), blocks=blocks)
+
+
+def _open_nsys(path: str, blocks: Iterator[bytes], options: dict[str, Any]) -> Any:
+    from .nsys import load_nsys
+
+    return load_nsys(path, join_capped(path, blocks))
+
+
+def _document(path: str, blocks: Iterator[bytes]) -> Any:
+    """A deployment stack's profile (small) decoded as one JSON document."""
+    import msgspec
+
+    data = join_capped(path, blocks)
+    try:
+        return msgspec.json.decode(data)
+    except (msgspec.DecodeError, RecursionError) as exc:
+        raise TraceError(path, f"invalid or truncated JSON ({' '.join(str(exc).split())[:120]})") from None
+
+
+def _open_tensorrt(path: str, blocks: Iterator[bytes], options: dict[str, Any]) -> Any:
     from .tensorrt import load_tensorrt
 
-    return load_tensorrt(path, doc, options.get("layer_info"))
+    return load_tensorrt(path, _document(path, blocks), options.get("layer_info"))
 
 
-def _load_onnxruntime(path: str, doc: Any, options: dict[str, Any]) -> Any:
+def _open_onnxruntime(path: str, blocks: Iterator[bytes], options: dict[str, Any]) -> Any:
     from .onnxruntime import load_onnxruntime
 
-    return load_onnxruntime(path, doc)
+    return load_onnxruntime(path, _document(path, blocks))
 
+
+_JSON = (".json", ".json.gz")
 
 #: formats that are read, in the order they are tried (the first that claims a file loads it)
 FORMATS: list[Format] = [
-    Format("nsys-sqlite", "Nsight Systems SQLite export", _is_sqlite),
-    Format("tensorrt-profile", "TensorRT per-layer profile (trtexec --exportProfile, TREx *.engine.profile.json)",
-           lambda head, path: bool(_TRT_PROFILE.match(head)), _load_tensorrt),
-    Format("onnxruntime-profile", "ONNX Runtime profile (SessionOptions.enable_profiling)",
-           lambda head, path: bool(_ORT_EVENT.match(head)), _load_onnxruntime),
-    Format("kineto", "Kineto / Chrome-trace JSON (torch.profiler)", _is_kineto),
+    Format("nsys", "Nsight Systems SQLite export", _is_sqlite, _open_nsys, (".sqlite", ".sqlite.gz"),
+           convert=True, noun="Nsight Systems export", exported_from=(".nsys-rep", ".nsys-rep.gz")),
+    Format("tensorrt", "TensorRT per-layer profile (trtexec --exportProfile, TREx *.engine.profile.json)",
+           lambda head, path: bool(_TRT_PROFILE.match(head)), _open_tensorrt, _JSON, host_timeline=False,
+           time_basis="layer", noun="TensorRT profile"),
+    Format("onnxruntime", "ONNX Runtime profile (SessionOptions.enable_profiling)",
+           lambda head, path: bool(_ORT_EVENT.match(head)), _open_onnxruntime, _JSON, host_timeline=False,
+           time_basis="node", noun="ONNX Runtime profile"),
+    Format("kineto", "Kineto / Chrome-trace JSON (torch.profiler)", _is_kineto, _open_kineto, _JSON,
+           annotate=True, noun="Kineto JSON trace"),
 ]
 
 #: formats that are recognised but not read: (name, what it is, how to spot it)
@@ -98,4 +151,27 @@ def sniff(head: bytes, path: str) -> str:
 
 
 def by_name(name: str) -> Format:
+    """The entry of a format by its name (a trace's ``source_format``)."""
     return next(fmt for fmt in FORMATS if fmt.name == name)
+
+
+def format_of(trace: Any) -> Format:
+    """The entry of the format a loaded trace was read from."""
+    return by_name(trace.source_format)
+
+
+def exported_by_name(path: str) -> Format | None:
+    """The format a file must be exported to first, told by its name (an ``.nsys-rep``), else None."""
+    return next((fmt for fmt in FORMATS if fmt.exported_from and path.endswith(fmt.exported_from)), None)
+
+
+def trace_suffixes() -> tuple[str, ...]:
+    """Every file name a trace is found under (each format's suffixes and the reports exported to one),
+    the catch-all Kineto JSON first."""
+    return tuple(dict.fromkeys(s for fmt in reversed(FORMATS) for s in (*fmt.suffixes, *fmt.exported_from)))
+
+
+def suffix_text(suffixes: tuple[str, ...], sep: str = ", ") -> str:
+    """``.json[.gz], .sqlite[.gz]``: suffixes for a message, a gzipped twin folded in."""
+    plain = [s for s in suffixes if not (s.endswith(".gz") and s[:-3] in suffixes)]
+    return sep.join(f"{s}[.gz]" if f"{s}.gz" in suffixes else s for s in plain)

@@ -27,6 +27,7 @@ from typing import Any
 import polars as pl
 
 from ..errors import TraceError
+from ..schema import EXTRA_COLUMNS
 from ..trace import Trace
 from . import roles
 from .sqlite_safe import ident, integer, interrupted, open_untrusted, text
@@ -179,7 +180,7 @@ def _activities(path, con, tables, s, notes) -> pl.DataFrame:
                                              f"end before start, or beyond 4e18 ns); skipped"))
     df = pl.DataFrame(rows, schema={"name": pl.Utf8, "cat": pl.Utf8, "pid": pl.Utf8, "tid": pl.Utf8, "ts_ns": pl.Int64,
                                     "dur_ns": pl.Int64, "kind": pl.Utf8, "correlation": pl.Int64, "device": pl.Int64,
-                                    "stream": pl.Int64, "bytes": pl.Int64, "short_name": pl.Utf8}, orient="row")
+                                    "stream": pl.Int64, "bytes": pl.Int64, **EXTRA_COLUMNS["nsys"]["activities"]}, orient="row")
     df = df.sort(["ts_ns", "device", "stream"]).with_columns(pl.lit(None, pl.Int64).alias("external_id"))
     df = df.with_columns((pl.col("ts_ns") + pl.col("dur_ns")).alias("end_ns")).with_row_index("activity_id")
     return df.with_columns(pl.col("activity_id").cast(pl.Int64).alias("ev_idx"))

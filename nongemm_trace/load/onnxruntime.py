@@ -22,6 +22,7 @@ from typing import Any
 import polars as pl
 
 from ..errors import TraceError
+from ..schema import EXTRA_COLUMNS
 from ..trace import Trace
 from .engines import activities, empty_table
 
@@ -93,8 +94,7 @@ def load_onnxruntime(path: str | Path, doc: list) -> Trace:
                             "onnx_ops": owner.get("onnx_ops"), "onnx_nodes": owner.get("onnx_nodes"),
                             "provider": owner.get("provider")})
     gpu = bool(kernels)
-    extra = {"onnx_ops": pl.String, "onnx_nodes": pl.String, "provider": pl.String}
-    acts = activities(kernels if gpu else nodes, extra)
+    acts = activities(kernels if gpu else nodes, EXTRA_COLUMNS["onnxruntime"]["activities"])
     ops = empty_table("ops")
     if runs:
         run_df = pl.DataFrame(runs, schema={"name": pl.String, "cat": pl.String, "pid": pl.String, "tid": pl.String,

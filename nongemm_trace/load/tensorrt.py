@@ -23,9 +23,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-import polars as pl
-
 from ..errors import TraceError
+from ..schema import EXTRA_COLUMNS
 from ..trace import Trace
 from .engines import activities, consumer_op_types, empty_table, is_region, layer_nodes, node_op_types
 
@@ -131,9 +130,7 @@ def load_tensorrt(path: str | Path, doc: list, layer_info: str | Path | None = N
         if missing:
             notes.append(("layer_not_in_info", missing, f"{missing} profiled layers are not in {info_path.name} "
                                                         "(another engine's file?): classified from their names"))
-    acts = activities(rows, {"median_ns": pl.Int64, "layer_type": pl.String, "origin": pl.String,
-                             "onnx_ops": pl.String, "input_ops": pl.String, "onnx_nodes": pl.String, "tactic": pl.String,
-                             "origin_nodes": pl.String})
+    acts = activities(rows, EXTRA_COLUMNS["tensorrt"]["activities"])
     meta = {"time_basis": "layer", "tensorrt": {
         "inferences": count, "layers": len(rows), "layer_info": str(info_path) if info_path else None,
         "detailed_layer_info": detailed,

@@ -99,7 +99,11 @@ class Comparison:
                    warnings_of(d), d.get("engine_fusion"))
 
 
-def plain_number(x: float) -> float | int:
+def plain_number(x: float | None) -> float | int | None:
+    """A count for the document: whole when it is (per-step counts may not be); None stays None
+    (a count the compared document does not hold)."""
+    if x is None:
+        return None
     return int(x) if float(x).is_integer() else round(float(x), 3)
 
 

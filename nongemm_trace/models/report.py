@@ -97,6 +97,13 @@ class Report:
                 return float(row["share"].sum())
         return 0.0
 
+    def gpu_categories(self) -> pl.DataFrame:
+        """``category, class, gpu_time_ns, activities``: the category table's GPU time under every
+        metric (the ``cpu`` and ``paper`` tables carry it beside their own; a deployment stack's is its
+        own time), read alike from a live report and a stored one (``check``, ``compare``)."""
+        col = "gpu_time_ns" if "gpu_time_ns" in self.categories.columns else "time_ns"
+        return self.categories.select("category", "class", pl.col(col).alias("gpu_time_ns"), "activities")
+
     def to_pandas(self) -> dict[str, Any]:
         """The report's tables as pandas DataFrames (needs pandas installed)."""
         try:
