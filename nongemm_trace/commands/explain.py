@@ -30,8 +30,10 @@ def run(args: argparse.Namespace) -> int:
         from ..weak import weak_kernels
         d, text = weak_kernels(args.trace, taxonomy=args.taxonomy, top=args.top), render_weak
     else:
+        from ..classify.ladder import RULE_TEXT
         from ..explain import explain
-        d, text = explain(args.trace, args.name, taxonomy=args.taxonomy), render_explain
+        d = explain(args.trace, args.name, taxonomy=args.taxonomy)
+        text = lambda doc: render_explain(doc, RULE_TEXT)  # noqa: E731
     if args.format == "json":
         from ..report.json_out import render_document
         emit(render_document(d), None)
