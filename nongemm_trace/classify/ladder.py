@@ -166,9 +166,10 @@ def launch_fold(ctx: Context, engine: bool) -> tuple[pl.Expr, pl.Expr]:
     and counts only when it names a category and the op is no wrapper."""
     use_lop = pl.col("_lop_cat").is_not_null() & ~pl.col("_lop_wrap").fill_null(True)
     steps: list[tuple[pl.Expr | None, pl.Expr, pl.Expr]] = []
-    for r in LADDER:
-        if r.stage == "call":
-            steps.append((use_lop & (pl.col("_lop_rule") == r.name), pl.col("_lop_cat"), pl.lit(r.name)))
+    for i, r in enumerate(LADDER):
+        if r.stage == "call":  # the call rules, where they stand: one step, their fold already made
+            if LADDER[i - 1].stage != "call":
+                steps.append((use_lop, pl.col("_lop_cat"), pl.col("_lop_rule")))
         elif r.stage == "activity" or (engine and r.stage == "engine"):
             steps.append((r.when(ctx) if r.when else None, r.category(ctx), pl.lit(r.name)))
     return _fold(steps, (pl.lit("unclassified"), pl.lit("none")))
