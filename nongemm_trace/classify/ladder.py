@@ -55,8 +55,9 @@ Expr = Callable[[Context], pl.Expr]
 
 @dataclass(frozen=True)
 class Rule:
-    """One rung-step of the ladder. ``when`` is None for the last rule of a stage (it always
-    applies); ``evidence_column``, when set, holds the rung per row (``evidence`` fills its nulls)."""
+    """One step of the ladder. ``when`` is None for the last rule of a stage (it always applies);
+    ``evidence_column``, when set, holds the rung per row (``evidence`` fills its nulls: a kernel
+    rule says itself whether it names a family or a generic word)."""
 
     stage: str
     name: str
@@ -79,8 +80,10 @@ def _flag(name: str) -> pl.Expr:
     return pl.col(name).fill_null(False)
 
 
-#: the launch level's outcome, kept where a level above gives no answer of its own
-_KEEP = lambda c: ~_flag("kernel_authoritative") & ~_flag("_lop_qdq") & ~pl.col("_transfer")  # noqa: E731
+def _KEEP(c: Context) -> pl.Expr:
+    """Activities whose launch-level answer no level above overrides: an authoritative kernel
+    (communication), a quantize/dequantize call, a host-device transfer."""
+    return ~_flag("kernel_authoritative") & ~_flag("_lop_qdq") & ~pl.col("_transfer")
 
 LADDER: tuple[Rule, ...] = (
     _engine("onnx_nodes", "semantics", "the ONNX nodes the layer or node runs"),
