@@ -15,7 +15,7 @@ import msgspec
 import polars as pl
 
 from .analysis import Analysis, needs_python
-from .classify.semantics import call_category
+from .classify.ladder import call_category
 from .classify.taxonomy import Taxonomy
 from .errors import TraceError
 from .load.formats import FORMATS, Format, format_of

@@ -68,3 +68,11 @@ def ns(us_value: Any) -> int | None:
 def us_text(ns: Any) -> str:
     """Nanoseconds as microseconds for a table cell: thousands separated, one decimal."""
     return f"{float(ns or 0) / 1000:,.1f}"
+
+#: the tables of each result model that ``--table`` picks (csv, parquet), the default first; the
+#: models declare theirs from here (``Model.TABLES``) and the command line reads them without polars
+MODEL_TABLES = {
+    "report": ("categories", "ops", "kernels"),
+    "launch": ("streams", "steps", "devices", "categories", "activities"),
+    "flops": ("ops", "categories", "calls"),
+}

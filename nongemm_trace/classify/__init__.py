@@ -30,7 +30,8 @@ from .calls import qdq_calls
 from .engines import is_engine, with_engine_columns
 from .modules import module_of_activities, module_table
 from .rules import inductor_fused_ops, is_composite, is_wrapper, kernel_verdict, op_category
-from .semantics import call_category, chain_category, enclosing_category
+from .ladder import Context, call_fold, evidence_of, launch_fold, level_fold
+from .semantics import chain_category, enclosing_category
 from .taxonomy import Taxonomy, load_taxonomy
 
 __all__ = ["classify", "link_and_classify", "load_taxonomy", "Taxonomy", "LEVELS", "EVIDENCE"]
@@ -104,101 +105,42 @@ def classify(linked: Linked, tax: Taxonomy, level: str = "launch") -> pl.DataFra
         acts = with_engine_columns(tax, acts)
     kn = kernel_name_table(tax, acts)
     acts = acts.join(kn, on="name", how="left")
-    # the evidence ladder for the launching op: a call inside a quantize/dequantize dataflow is qdq
-    # whatever its name says; a generic call in a written-out operation (RMSNorm as pow/mean/rsqrt/mul)
-    # or inside an op naming a specific operation takes that operation's category; else its name's
-    generic = pl.col("op_category").is_null() | pl.col("op_category").is_in(list(tax.semantics.generic_categories))
-    in_bwd = pl.col("backward_category").is_not_null() & generic
-    in_chain = pl.col("chain_category").is_not_null() & generic
-    enclosed = pl.col("enclosing_category").is_not_null() & generic & pl.col("op_category").is_not_null()
-    lop = ops.select("op_id", pl.col("name").alias("launch_op"),
-                     call_category(tax.semantics.generic_categories).alias("_lop_cat"),
-                     in_bwd.alias("_lop_bwd"), in_chain.alias("_lop_chain"), enclosed.alias("_lop_enc"),
+    # the launching op's answer from the call rules, folded once per op; a top-level op that is one
+    # call of a written-out operation (or a backward node's) counts as that operation too
+    ctx = Context.of(tax)
+    lop_cat, lop_rule = call_fold(ctx)
+    top_cat, _ = call_fold(ctx, skip=("qdq_dataflow", "enclosing_op"))
+    lop = ops.select("op_id", pl.col("name").alias("launch_op"), lop_cat.alias("_lop_cat"), lop_rule.alias("_lop_rule"),
                      pl.col("is_wrapper").alias("_lop_wrap"), pl.col("qdq_call").alias("_lop_qdq"))
-    # a top-level op that is one call of a written-out operation counts as that operation too
-    top = ops.select("op_id", pl.col("name").alias("top_op"),
-                     pl.when(in_bwd).then(pl.col("backward_category")).when(in_chain).then(pl.col("chain_category"))
-                     .otherwise(pl.col("op_category")).alias("_top_cat"),
+    top = ops.select("op_id", pl.col("name").alias("top_op"), top_cat.alias("_top_cat"),
                      pl.col("is_composite").alias("_top_comp"))
     acts = lookup_columns(lookup_columns(acts, "launch_op_id", lop, "op_id"), "top_op_id", top, "op_id")
-    kinds = tax.activity_kinds
-    kind_cat = pl.col("kind").replace_strict(kinds, default=None, return_dtype=pl.Utf8) if kinds else pl.lit(None, pl.Utf8)
-    use_lop = pl.col("_lop_cat").is_not_null() & ~pl.col("_lop_wrap").fill_null(True)
     transfer = (pl.col("kind") == "memcpy") & pl.col("name").str.contains(tax.transfers[0]) if tax.transfers \
         else pl.lit(False)
     acts = acts.with_columns(transfer.fill_null(False).alias("_transfer"))
-    launch_cat = (
-        pl.when(pl.col("_transfer")).then(pl.lit(tax.transfers[1] if tax.transfers else None, pl.Utf8))
-        .when(pl.col("kernel_authoritative").fill_null(False)).then(pl.col("kernel_category"))
-        .when(use_lop).then(pl.col("_lop_cat"))
-        .when(kind_cat.is_not_null()).then(kind_cat)
-        .when(pl.col("kernel_category").is_not_null()).then(pl.col("kernel_category"))
-        .otherwise(pl.lit("unclassified"))
-    )
-    launch_rule = (
-        pl.when(pl.col("_transfer")).then(pl.lit("transfer"))
-        .when(pl.col("kernel_authoritative").fill_null(False)).then(pl.lit("kernel_name"))
-        .when(use_lop & pl.col("_lop_qdq").fill_null(False)).then(pl.lit("qdq_dataflow"))
-        .when(use_lop & pl.col("_lop_bwd").fill_null(False)).then(pl.lit("forward_op"))
-        .when(use_lop & pl.col("_lop_chain").fill_null(False)).then(pl.lit("op_pattern"))
-        .when(use_lop & pl.col("_lop_enc").fill_null(False)).then(pl.lit("enclosing_op"))
-        .when(use_lop).then(pl.lit("launch_op"))
-        .when(kind_cat.is_not_null()).then(pl.lit("activity_kind"))
-        .when(pl.col("kernel_category").is_not_null()).then(pl.lit("kernel_name"))
-        .otherwise(pl.lit("none"))
-    )
-    if engine:
-        named = pl.col("engine_category").is_not_null()
-        launch_cat = pl.when(named).then(pl.col("engine_category")).otherwise(launch_cat)
-        launch_rule = pl.when(named).then(pl.col("engine_rule")).otherwise(launch_rule)
+    launch_cat, launch_rule = launch_fold(ctx, engine)
     acts = acts.with_columns(launch_cat.alias("launch_category"), launch_rule.alias("rule"))
+    launch = (pl.col("launch_category"), pl.col("rule"))
     if level == "top":
-        keep = ~pl.col("kernel_authoritative").fill_null(False) & ~pl.col("_lop_qdq").fill_null(False) & ~pl.col("_transfer")
-        use_top = pl.col("_top_cat").is_not_null() & ~pl.col("_top_comp").fill_null(False) & keep
-        # a taxonomy without fallback (the paper's) leaves activities under unnamed top ops unclassified
-        no_fallback = (pl.lit(not tax.top_fallback) & pl.col("top_op").is_not_null()
-                       & pl.col("_top_cat").is_null() & keep)
-        acts = acts.with_columns(
-            pl.when(use_top).then(pl.col("_top_cat")).when(no_fallback).then(pl.lit("unclassified"))
-            .otherwise(pl.col("launch_category")).alias("category"),
-            pl.when(use_top).then(pl.lit("top_op")).when(no_fallback).then(pl.lit("none"))
-            .otherwise(pl.col("rule")).alias("rule"),
-            pl.col("top_op").alias("op"),
-        )
+        cat, rule = level_fold(ctx, "top", launch)
+        acts = acts.with_columns(cat.alias("category"), rule.alias("rule"), pl.col("top_op").alias("op"))
     elif level == "module":
         mods = module_table(linked.trace.python, tax)
         hit = module_of_activities(acts, mods)
         acts = acts.join(hit, on="activity_id", how="left")
-        use_mod = (pl.col("module_category").is_not_null() & ~pl.col("kernel_authoritative").fill_null(False)
-                   & ~pl.col("_transfer"))
-        acts = acts.with_columns(
-            pl.when(use_mod).then(pl.col("module_category")).otherwise(pl.col("launch_category")).alias("category"),
-            pl.when(use_mod).then(pl.lit("module")).otherwise(pl.col("rule")).alias("rule"),
-            pl.coalesce(pl.col("module"), pl.col("launch_op")).alias("op"),
-        ).drop("module_category")
+        cat, rule = level_fold(ctx, "module", launch)
+        acts = acts.with_columns(cat.alias("category"), rule.alias("rule"),
+                                 pl.coalesce(pl.col("module"), pl.col("launch_op")).alias("op")).drop("module_category")
     else:
         acts = acts.with_columns(pl.col("launch_category").alias("category"), pl.col("launch_op").alias("op"))
     if "module" not in acts.columns:
         acts = acts.with_columns(pl.lit(None, pl.Utf8).alias("module"))
     acts = acts.with_columns(
         pl.col("category").replace_strict(tax.classes, default="unclassified", return_dtype=pl.Utf8).alias("class"),
-        evidence_of(pl.col("rule"), pl.col("kernel_evidence")).alias("evidence"),
+        evidence_of(pl.col("rule")).alias("evidence"),
     )
     if engine:
         acts = acts.with_columns(pl.coalesce("engine_fused", "fused_ops").alias("fused_ops")).drop(
             "engine_category", "engine_rule", "engine_fused")
-    return acts.drop("_lop_cat", "_lop_bwd", "_lop_chain", "_lop_enc", "_lop_wrap", "_lop_qdq", "_top_cat", "_top_comp",
-                     "_transfer")
+    return acts.drop("_lop_cat", "_lop_rule", "_lop_wrap", "_lop_qdq", "_top_cat", "_top_comp", "_transfer")
 
-
-_RULE_EVIDENCE = {"onnx_nodes": "semantics", "layer_type": "semantics", "region_endpoints": "generic",
-                  "region_inputs": "dataflow", "region_tactic": "family", "launch_op": "semantics",
-                  "enclosing_op": "semantics", "forward_op": "semantics", "top_op": "semantics", "module": "semantics",
-                  "activity_kind": "semantics", "transfer": "semantics", "qdq_dataflow": "dataflow",
-                  "op_pattern": "dataflow", "none": "none"}
-
-
-def evidence_of(rule: pl.Expr, kernel_evidence: pl.Expr) -> pl.Expr:
-    """The rung an activity's category rests on, from the rule that gave it."""
-    return (pl.when(rule == "kernel_name").then(kernel_evidence.fill_null("generic"))
-            .otherwise(rule.replace_strict(_RULE_EVIDENCE, default="none", return_dtype=pl.Utf8)))

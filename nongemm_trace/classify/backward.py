@@ -26,7 +26,7 @@ from __future__ import annotations
 import polars as pl
 
 from ..frames import nearest_down
-from .semantics import call_category
+from .ladder import call_category
 from .taxonomy import Taxonomy
 
 #: the wrapper range autograd's engine opens around each node it runs

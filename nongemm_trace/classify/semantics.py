@@ -25,22 +25,6 @@ from ..frames import nearest_down
 from .taxonomy import Chain, Taxonomy
 
 
-def call_category(generic: list[str] | frozenset[str], backward: bool = True) -> pl.Expr:
-    """One op call's category from its context, the launch level's ladder read per call: a call in
-    a quantize/dequantize dataflow is qdq; a generic call (``generic``: its name's category is one
-    of these, or none) takes the category of the forward op its backward node differentiates
-    (``backward_category``, when ``backward``), of the written-out operation it is part of, or of
-    the specific op around it; else its name's. Every command reads calls through this one rule."""
-    is_generic = pl.col("op_category").is_null() | pl.col("op_category").is_in(list(generic))
-    cat = pl.when(pl.col("qdq_call").fill_null(False)).then(pl.lit("qdq"))
-    if backward:
-        cat = cat.when(pl.col("backward_category").is_not_null() & is_generic).then(pl.col("backward_category"))
-    return (cat.when(pl.col("chain_category").is_not_null() & is_generic).then(pl.col("chain_category"))
-            .when(pl.col("enclosing_category").is_not_null() & is_generic & pl.col("op_category").is_not_null())
-            .then(pl.col("enclosing_category"))
-            .otherwise(pl.col("op_category")))
-
-
 def enclosing_category(ops: pl.DataFrame, tax: Taxonomy) -> pl.DataFrame:
     """``op_id, enclosing_category``: the category of the nearest op at or above each op that names
     a specific operation (null where none does, or where the taxonomy names no such categories)."""

@@ -7,8 +7,10 @@ import sys
 from pathlib import Path
 
 from ..errors import TraceError
-from ..vocabulary import LEVELS, METRICS
+from ..vocabulary import METRICS
+from . import options
 from .common import EXIT_BAD_INPUT, finished, time_limit
+from .outputs import dataset_folder, render
 
 HELP = "GEMM / non-GEMM breakdown of traces (Kineto .json[.gz], nsys .sqlite[.gz])"
 
@@ -28,20 +30,9 @@ def arguments(a: argparse.ArgumentParser) -> None:
     a.add_argument("--metric", choices=tuple(METRICS), default=None,
                    help="gpu: summed GPU activity time (default); cpu: operator CPU time; paper: cpu + gpu "
                         "(the NonGEMM artifact's metric). Default: the taxonomy's")
-    a.add_argument("--level", choices=tuple(LEVELS), default=None,
-                   help="launch: the op that launched each activity (default); top: the outermost real operator; "
-                        "module: the innermost named nn.Module (with_stack traces). Default: the taxonomy's")
-    a.add_argument("--taxonomy", default="default", help="built-in taxonomy name or a .toml file (default: default)")
-    a.add_argument("--format", choices=("table", "json", "csv", "parquet", "markdown"), default="table",
-                   help="table (default), json (the documented contract), csv/parquet (one --table), markdown")
-    a.add_argument("--table", choices=("categories", "ops", "kernels"), default="categories",
-                   help="which table csv/parquet write (default: categories)")
-    a.add_argument("-o", "--output", help="write the report to PATH instead of stdout")
-    a.add_argument("--drop-unlinked", action="store_true",
-                   help="leave out GPU activities with no launch call in the file (launched before profiling)")
-    a.add_argument("--step-marker", metavar="NAME", help="name of the ranges that mark steps (default: ProfilerStep#N, "
-                   "else the most repeated top-level annotation)")
-    a.add_argument("--skip-steps", type=int, default=0, metavar="N", help="drop the first N steps (warm-up)")
+    options.add_format(a, "report", "batch")
+    options.add_table(a, "report")
+    options.add(a, "output", *options.ANALYSIS)
     a.add_argument("--keep-python", action="store_true", help="keep python_function events (with_stack traces)")
     a.add_argument("--layer-info", metavar="FILE", help="a TensorRT profile's layer information (trtexec "
                    "--exportLayerInfo; default: the file next to the profile by name)")
@@ -83,7 +74,6 @@ def _options(args: argparse.Namespace) -> dict:
 def _analyze_one(args: argparse.Namespace) -> int:
     """``analyze`` of one trace: the report in the chosen format."""
     from ..api import analyze
-    from ..report.output import draw, emit
 
     opts = _options(args)
     size = Path(args.trace).stat().st_size if Path(args.trace).is_file() else 0
@@ -93,20 +83,7 @@ def _analyze_one(args: argparse.Namespace) -> int:
             report = analyze_with_progress(args.trace, opts)
         else:
             report = analyze(args.trace, **opts)
-    if args.format == "json":
-        from ..report.json_out import render_json
-        emit(render_json(report, max_ops=args.max_ops), args.output)
-    elif args.format == "markdown":
-        from ..report.markdown import analyze_markdown
-        emit(analyze_markdown(report, top=args.top), args.output)
-    elif args.format in ("csv", "parquet"):
-        from ..report.files import write_table
-        text = write_table(report, args.table, args.format, args.output)
-        if text is not None:
-            sys.stdout.write(text)
-    else:
-        from ..report.terminal.report import render_report
-        draw(args.output, lambda console: render_report(report, console, top=args.top))
+    render("report", report, args)
     finished["single_analysis"] = True
     return 0
 
@@ -133,13 +110,8 @@ def analyze_with_progress(trace: str, opts: dict):
 
 def _batch(args: argparse.Namespace, paths: list[str]) -> int:
     from ..batch import run_batch
-    from ..report.output import draw, emit
 
-    parquet_dir = None
-    if args.format == "parquet":
-        if not args.output:
-            raise TraceError(paths[0], "--format parquet with several traces needs -o/--output DIR (a Parquet dataset)")
-        parquet_dir = args.output
+    parquet_dir = dataset_folder("batch", args, paths[0])
     show = not args.quiet and sys.stderr.isatty()
     progress_cb = None
     bar = None
@@ -161,19 +133,5 @@ def _batch(args: argparse.Namespace, paths: list[str]) -> int:
             bar.stop()
     for f in result.failed:
         print(f"nongemm-trace: error: {f['error']}", file=sys.stderr)
-    if args.format == "json":
-        from ..report.json_out import render_json
-        emit(render_json(result), args.output)
-    elif args.format == "parquet":
-        print(f"wrote the Parquet dataset {parquet_dir} (table=categories|ops|kernels, one part per trace)",
-              file=sys.stderr)
-    elif args.format == "csv":
-        from ..report.files import batch_csv
-        emit(batch_csv(result), args.output)
-    elif args.format == "markdown":
-        from ..report.markdown import batch_markdown
-        emit(batch_markdown(result), args.output)
-    else:
-        from ..report.terminal.batch import render_batch
-        draw(args.output, lambda console: render_batch(result, console))
+    render("batch", result, args)
     return EXIT_BAD_INPUT if result.failed else 0

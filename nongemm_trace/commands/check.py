@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 
-from .common import analysis_arguments, analysis_options
+from . import options
+from .options import analysis_options
+from .outputs import render
 
 HELP = "regression gates: exit 1 when a limit is broken"
 
@@ -19,24 +21,17 @@ def arguments(ck: argparse.ArgumentParser) -> None:
     ck.add_argument("--max-regression", metavar="PCT", help="GPU time per step against --baseline, e.g. 10%%")
     ck.add_argument("--max-category-regression", action="append", metavar="CATEGORY=PCT",
                     help="a category's GPU time per step against --baseline, e.g. memory=5%% (repeatable)")
-    ck.add_argument("--format", choices=("text", "json"), default="text", help="text (default) or json verdicts")
-    analysis_arguments(ck)
+    options.add_format(ck, "check")
+    options.add(ck, *options.ANALYSIS)
 
 
 def run(args: argparse.Namespace) -> int:
     from ..check import check, parse_fraction, parse_named
-    from ..report.output import emit
-
     violations, rep = check(
         args.trace, baseline=args.baseline, max_share=parse_named(args.max_share, "--max-share"),
         max_category_share=parse_named(args.max_category_share, "--max-category-share"),
         max_regression=parse_fraction(args.max_regression, "--max-regression") if args.max_regression else None,
         max_category_regression=parse_named(args.max_category_regression, "--max-category-regression"),
         **analysis_options(args))
-    if args.format == "json":
-        from ..report.json_out import check_json
-        emit(check_json(args.trace, violations), None)
-    else:
-        from ..report.terminal.check import check_text
-        emit(check_text(args.trace, violations, rep), None)
+    render("check", (args.trace, violations, rep), args)
     return 1 if violations else 0

@@ -6,7 +6,9 @@ import argparse
 import sys
 
 from ..errors import TraceError
-from .common import analysis_arguments, analysis_options, write_model
+from . import options
+from .options import analysis_options
+from .outputs import render
 
 HELP = "what changed between traces: per category, fusion and quantization views"
 PLOT_HELP = "stacked bars of GPU time per category, one bar per trace"
@@ -15,10 +17,8 @@ PLOT_HELP = "stacked bars of GPU time per category, one bar per trace"
 def arguments(cp: argparse.ArgumentParser) -> None:
     cp.add_argument("traces", nargs="+", metavar="TRACE", help="BASE first, then one or more traces to compare with it")
     cp.add_argument("--per-step", action="store_true", help="divide times and counts by each trace's step count")
-    cp.add_argument("--format", choices=("table", "json", "markdown"), default="table",
-                    help="table (default), json, or markdown (a report for a pull request)")
-    cp.add_argument("-o", "--output", help="write the comparison to PATH instead of stdout")
-    analysis_arguments(cp)
+    options.add_format(cp, "comparison")
+    options.add(cp, "output", *options.ANALYSIS)
 
 
 def plot_arguments(pp: argparse.ArgumentParser) -> None:
@@ -27,7 +27,7 @@ def plot_arguments(pp: argparse.ArgumentParser) -> None:
     pp.add_argument("--absolute", action="store_true", help="bars in microseconds instead of shares")
     pp.add_argument("--per-step", action="store_true", help="divide times by each trace's step count")
     pp.add_argument("--title", help="the figure's title (default: none)")
-    analysis_arguments(pp)
+    options.add(pp, *options.ANALYSIS)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -36,10 +36,7 @@ def run(args: argparse.Namespace) -> int:
     if len(args.traces) < 2:
         raise TraceError(args.traces[0], "compare needs BASE and at least one more trace")
     cmp = compare(args.traces, per_step=args.per_step, **analysis_options(args))
-    from ..report.markdown import compare_markdown
-    from ..report.terminal.compare import render_compare
-
-    return write_model(args, cmp, render_compare, markdown=compare_markdown)
+    return render("comparison", cmp, args)
 
 
 def run_plot(args: argparse.Namespace) -> int:

@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 
 from ..errors import TraceError
+from . import options
+from .outputs import render
 
 HELP = "which rule classified an op or kernel, in which taxonomy, at which level"
 
@@ -16,25 +18,15 @@ def arguments(e: argparse.ArgumentParser) -> None:
     e.add_argument("--weak", action="store_true", help="instead of a name: the kernels with the most GPU time on "
                                                        "weak evidence, each with a TOML rule that would classify it")
     e.add_argument("--top", type=int, default=20, help="with --weak: how many kernels (default 20)")
-    e.add_argument("--taxonomy", default="default", help="built-in taxonomy name or a .toml file")
-    e.add_argument("--format", choices=("text", "json"), default="text", help="text (default) or json")
+    options.add(e, "taxonomy")
+    options.add_format(e, "explain", "weak")
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..report.output import emit
-    from ..report.terminal.explain import render_explain, render_weak
-
     if args.weak == (args.name is not None):
         raise TraceError(args.trace, "explain takes a NAME or --weak (one of them)")
     if args.weak:
         from ..weak import weak_kernels
-        d, text = weak_kernels(args.trace, taxonomy=args.taxonomy, top=args.top), render_weak
-    else:
-        from ..explain import explain
-        d, text = explain(args.trace, args.name, taxonomy=args.taxonomy), render_explain
-    if args.format == "json":
-        from ..report.json_out import render_document
-        emit(render_document(d), None)
-    else:
-        emit(text(d), None)
-    return 0
+        return render("weak", weak_kernels(args.trace, taxonomy=args.taxonomy, top=args.top), args)
+    from ..explain import explain
+    return render("explain", explain(args.trace, args.name, taxonomy=args.taxonomy), args)

@@ -6,8 +6,9 @@ from __future__ import annotations
 import argparse
 from typing import Callable
 
-from ..vocabulary import LEVELS
-from .common import finished, write_model
+from . import options
+from .common import finished
+from .outputs import render
 
 HELP = ("each step's wall time along its critical path, by category and bound (gpu, communication, launch, cpu, "
         "sync, other)")
@@ -15,14 +16,14 @@ WHATIF_HELP = "replay the steps with changed durations: predicted latency, share
 
 
 def arguments(p: argparse.ArgumentParser) -> None:
+    _common(p)
+    options.add_format(p, "latency")
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    """What ``latency`` and ``whatif`` both take (their formats differ by model)."""
     p.add_argument("trace", help="a trace with steps (ProfilerStep#N, or --step-marker NAME)")
-    p.add_argument("--format", choices=("table", "json", "csv"), default="table", help="table (default), json or csv")
-    p.add_argument("-o", "--output", help="write the report to PATH instead of stdout")
-    p.add_argument("--taxonomy", default="default", help="built-in taxonomy name or a .toml file")
-    p.add_argument("--level", choices=tuple(LEVELS), default=None,
-                   help="which op an activity and a host piece are charged to (default: the taxonomy's)")
-    p.add_argument("--step-marker", metavar="NAME", help="name of the ranges that mark steps")
-    p.add_argument("--skip-steps", type=int, default=0, metavar="N", help="leave out the first N steps (warm-up)")
+    options.add(p, "output", "taxonomy", "level", *options.STEPS)
     unprofiled_argument(p)
 
 
@@ -34,7 +35,8 @@ def unprofiled_argument(p: argparse.ArgumentParser) -> None:
 
 
 def whatif_arguments(w: argparse.ArgumentParser) -> None:
-    arguments(w)
+    _common(w)
+    options.add_format(w, "whatif")
     w.add_argument("--scale", action="append", default=[], metavar="SELECTOR=FACTOR",
                    help="multiply the durations of GEMM, non-GEMM, communication, unclassified, a category, "
                         "op:NAME or kernel:REGEX activities by FACTOR (0.5 = twice as fast; repeatable, the last "
@@ -80,19 +82,15 @@ def run_whatif(args: argparse.Namespace) -> int:
 
 def _latency(args: argparse.Namespace) -> int:
     from ..latency import latency_analysis
-    from ..report.files import latency_csv
-    from ..report.terminal.latency import render_latency
 
     rep = latency_analysis(args.trace, unprofiled_step_us=args.unprofiled_step_us, **_options(args))
-    return write_model(args, rep, render_latency, csv=latency_csv)
+    return render("latency", rep, args)
 
 
 def _whatif(args: argparse.Namespace) -> int:
     from ..latency import whatif_analysis
-    from ..report.files import whatif_csv
-    from ..report.terminal.latency import render_whatif
 
     rep = whatif_analysis(args.trace, args.scale, cpu_scale=args.cpu_scale, launch_us=args.launch_us,
                           graphs=args.graphs, graph_launch_us=args.graph_launch_us,
                           unprofiled_step_us=args.unprofiled_step_us, **_options(args))
-    return write_model(args, rep, render_whatif, csv=whatif_csv)
+    return render("whatif", rep, args)

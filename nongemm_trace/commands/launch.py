@@ -5,21 +5,22 @@ from __future__ import annotations
 import argparse
 
 from ..errors import TraceError
-from .common import analysis_arguments, analysis_options, write_model
+from . import options
+from .options import analysis_options
+from .outputs import render
 
 HELP = "launch overhead, GPU idle gaps and communication overlap of one trace"
 
 
 def arguments(la: argparse.ArgumentParser) -> None:
     la.add_argument("trace", help="the trace to analyse")
-    la.add_argument("--format", choices=("table", "json", "csv"), default="table", help="table (default), json or csv")
-    la.add_argument("--table", choices=("streams", "steps", "devices", "categories", "activities"), default="streams",
-                    help="which table csv writes (default: streams)")
-    la.add_argument("-o", "--output", help="write the report to PATH instead of stdout")
+    options.add_format(la, "launch")
+    options.add_table(la, "launch")
+    options.add(la, "output")
     la.add_argument("--short-us", type=float, default=10.0, help="activities shorter than this are short (default 10)")
     la.add_argument("--plot", metavar="FILE", help="draw the timeline to FILE (.png or .svg)")
     la.add_argument("--window", metavar="START:END", help="plot only this window, in us from the first activity")
-    analysis_arguments(la)
+    options.add(la, *options.ANALYSIS)
     from .latency import unprofiled_argument
     unprofiled_argument(la)
 
@@ -39,7 +40,4 @@ def run(args: argparse.Namespace) -> int:
     if args.plot:
         from ..report.figures import plot_timeline
         plot_timeline(rep, args.plot, window)
-    from ..report.files import launch_csv
-    from ..report.terminal.launch import render_launch
-
-    return write_model(args, rep, render_launch, csv=lambda r: launch_csv(r, args.table))
+    return render("launch", rep, args)

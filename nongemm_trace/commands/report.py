@@ -6,7 +6,8 @@ import argparse
 import sys
 
 from ..vocabulary import METRICS
-from .common import analysis_arguments, analysis_options
+from . import options
+from .options import analysis_options
 
 HELP = ("one self-contained HTML page (no network): breakdown, top ops and kernels, launch verdict and timeline "
         "per trace, and the comparison of several")
@@ -21,7 +22,7 @@ def arguments(rp: argparse.ArgumentParser) -> None:
     rp.add_argument("--short-us", type=float, default=10.0, help="activities shorter than this are short (default 10)")
     rp.add_argument("--per-step", action="store_true", help="the comparison per step (each trace divided by its steps)")
     rp.add_argument("--title", help="the page's title")
-    analysis_arguments(rp)
+    options.add(rp, *options.ANALYSIS)
 
 
 def run(args: argparse.Namespace) -> int:

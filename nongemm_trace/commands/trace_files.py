@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..vocabulary import LEVELS
+from . import options
 
 CONVERT_HELP = ("an Nsight Systems SQLite export (.sqlite[.gz], or .nsys-rep with nsys on PATH) to a "
                 "Kineto-compatible trace (.json or .json.gz)")
@@ -31,9 +31,7 @@ def run_convert(args: argparse.Namespace) -> int:
 def annotate_arguments(n: argparse.ArgumentParser) -> None:
     n.add_argument("trace", help="the trace to annotate")
     n.add_argument("-o", "--output", required=True, help="output trace (.json or .json.gz)")
-    n.add_argument("--taxonomy", default="default", help="built-in taxonomy name or a .toml file")
-    n.add_argument("--level", choices=tuple(LEVELS), default=None,
-                   help="which op an activity is charged to (default: the taxonomy's)")
+    options.add(n, "taxonomy", "level")
 
 
 def run_annotate(args: argparse.Namespace) -> int:

@@ -27,7 +27,7 @@ from typing import Any
 import polars as pl
 
 from ..analysis import Analysis, open_analysis
-from ..classify.semantics import call_category
+from ..classify.ladder import call_category
 from ..devices import match_device
 from ..frames import nearest_down, strict_ancestors
 from ..trace import Anomaly

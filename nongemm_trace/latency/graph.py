@@ -175,10 +175,10 @@ def _returned_after(sy: pl.DataFrame, awaits: pl.DataFrame, acts: pl.DataFrame) 
 
 def host_category(ops: pl.DataFrame, generic: list[str], level: str) -> pl.DataFrame:
     """``op_id, category`` of each op's own host time: the category its call takes at the launch
-    level (:func:`~nongemm_trace.classify.semantics.call_category`: qdq dataflow, the forward op
+    level (:func:`~nongemm_trace.classify.ladder.call_category`: qdq dataflow, the forward op
     of a backward node, a written-out operation, the specific op around it, else its name), or
     at the top level its top-level op's."""
-    from ..classify.semantics import call_category
+    from ..classify.ladder import call_category
 
     own = ops.select("op_id", "top_id", call_category(generic).alias("category"), "is_wrapper")
     if level == "top":

@@ -151,9 +151,9 @@ def step_table(acts: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
 def cpu_op_times(ops: pl.DataFrame, level: str, generic: frozenset[str] = frozenset()) -> pl.DataFrame:
     """CPU time per op for the ``cpu`` metric: columns ``op_id, category, cpu_ns``. At level
     ``launch`` a call's category is the one the launch level gives its activities
-    (:func:`~nongemm_trace.classify.semantics.call_category`, ``generic`` the taxonomy's generic
+    (:func:`~nongemm_trace.classify.ladder.call_category`, ``generic`` the taxonomy's generic
     categories: RMSNorm's written-out calls are normalization here too); at ``top`` its name's."""
-    from ..classify.semantics import call_category
+    from ..classify.ladder import call_category
 
     real = ops.filter(~pl.col("is_wrapper"))
     if level == "top":

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import polars as pl
 
@@ -13,6 +13,7 @@ from .._version import __version__
 from ..devices import DeviceSpec
 from ..trace import Anomaly
 from ..vocabulary import SCHEMA_VERSION
+from ..vocabulary import MODEL_TABLES
 from .rows import frame, warnings_of
 
 _S, _I, _F = pl.Utf8, pl.Int64, pl.Float64
@@ -31,6 +32,9 @@ _NO_FORMULA = {"op": ("op", _S), "calls": ("calls", _I), "time_ns": ("gpu_time_u
 
 @dataclass
 class FlopsReport:
+    #: the tables ``--table`` picks for csv / parquet (the default first)
+    TABLES: ClassVar[tuple[str, ...]] = MODEL_TABLES["flops"]
+
     trace: str
     device: DeviceSpec | None
     ops: pl.DataFrame

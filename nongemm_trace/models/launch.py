@@ -4,13 +4,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import polars as pl
 
 from .._version import __version__
 from ..trace import Anomaly
 from ..vocabulary import SCHEMA_VERSION, ns, us
+from ..vocabulary import MODEL_TABLES
 from .rows import frame, us_row_frame, warnings_of
 
 FIELDS = ("span", "busy", "idle", "host_bound_idle")
@@ -18,6 +19,9 @@ FIELDS = ("span", "busy", "idle", "host_bound_idle")
 
 @dataclass
 class LaunchReport:
+    #: the tables ``--table`` picks for csv / parquet (the default first)
+    TABLES: ClassVar[tuple[str, ...]] = MODEL_TABLES["launch"]
+
     trace: str
     taxonomy: str
     level: str

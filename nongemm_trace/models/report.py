@@ -9,7 +9,7 @@ holds them: the per-activity ``kernels`` and ``calls`` tables are not in it).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import polars as pl
 
@@ -17,6 +17,7 @@ from .._version import __version__
 from ..errors import TraceError
 from ..trace import Anomaly
 from ..vocabulary import CLASSES, SCHEMA_VERSION, TIME_BASES
+from ..vocabulary import MODEL_TABLES
 from ..vocabulary import ns
 from ..vocabulary import us as _us
 from .rows import frame, warnings_of
@@ -46,6 +47,9 @@ class Report:
     integer nanoseconds; every activity counted is in exactly one category, and the categories sum
     to ``gpu_time_ns`` (checked when measured). ``to_dict()`` is the JSON contract (microseconds),
     ``from_dict()`` reads it back; ``share(name)`` gives a class's or category's share."""
+    #: the tables ``--table`` picks for csv / parquet (the default first)
+    TABLES: ClassVar[tuple[str, ...]] = MODEL_TABLES["report"]
+
 
     trace: str
     metric: str

@@ -17,11 +17,6 @@ from ..models.report import Report
 from ..safe_write import write_file
 from .escape import csv_frame, csv_text
 
-TABLES = ("categories", "ops", "kernels")
-LAUNCH_TABLES = ("streams", "steps", "devices", "categories", "activities")
-FLOPS_TABLES = ("ops", "categories", "calls")
-
-
 def table_frame(report: Report, table: str) -> pl.DataFrame:
     if table == "categories":
         df = report.categories.rename({"time_ns": f"{report.metric}_time_ns"})
@@ -59,14 +54,14 @@ def write_table(report: Report, table: str, fmt: str, output: str | None) -> str
 
 
 def launch_csv(rep: LaunchReport, table: str) -> str:
-    """One of a launch report's tables (``LAUNCH_TABLES``) as CSV, ``*_us`` beside each ``*_ns``."""
+    """One of a launch report's tables (``LaunchReport.TABLES``) as CSV, ``*_us`` beside each ``*_ns``."""
     df = getattr(rep, table)
     return csv_frame(df.with_columns((pl.col(c) / 1000).alias(c[:-3] + "_us") for c in df.columns
                                      if c.endswith("_ns"))).write_csv()
 
 
 def flops_csv(rep: FlopsReport, table: str) -> str:
-    """One of a FLOPs report's tables (``FLOPS_TABLES``) as CSV."""
+    """One of a FLOPs report's tables (``FlopsReport.TABLES``) as CSV."""
     return csv_frame(getattr(rep, table)).write_csv()
 
 

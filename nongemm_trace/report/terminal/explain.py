@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping
 
 from ..escape import printable_lines
 from ..names import shorten
@@ -11,25 +11,9 @@ from ..names import shorten
 #: a name alone on its line: shortened to this (a log line stays under ~200 columns; JSON has it whole)
 _LINE_NAME = 180
 
-#: what each step of the classifier's decision means, for a reader
-RULE_TEXT = {
-    "launch_op": "the launching op's category",
-    "enclosing_op": "the category of the specific op around its generic launching op",
-    "forward_op": "the forward op its backward node differentiates (autograd sequence number), in its context",
-    "op_pattern": "a written-out operation its launching op is part of (e.g. RMSNorm as pow/mean/rsqrt/mul)",
-    "qdq_dataflow": "a quantize/dequantize dataflow its launching op is part of",
-    "top_op": "the top-level op's category",
-    "module": "the enclosing nn.Module's category",
-    "region_inputs": "a GEMM node that reads one of the Myelin region's input tensors (onnx::MatMul_N)",
-    "region_tactic": "the Myelin region's tactic, a GEMM kernel by the kernel-name rules",
-    "kernel_name": "the kernel-name rules",
-    "activity_kind": "its kind (memcpy/memset)",
-    "transfer": "a copy between host and device memory (the taxonomy's [transfers])",
-    "none": "no rule (unclassified)",
-}
-
-
-def render_explain(d: dict[str, Any]) -> str:
+def render_explain(d: dict[str, Any], rule_text: Mapping[str, str]) -> str:
+    """``rule_text``: what each rule means for a reader (the ladder's table; a renderer reads no
+    classifier code, so the caller hands it over)."""
     lines = [f"{d['trace']} — taxonomy {d['taxonomy']} v{d['taxonomy_version']} — query {d['query']!r}"]
     for o in d["ops"]:
         nr = o["name_rule"]
@@ -41,26 +25,26 @@ def render_explain(d: dict[str, Any]) -> str:
             lines.append("  composite: at the top level its activities keep their launch-level category")
         if o["qdq_calls"]:
             lines.append(f"  {o['qdq_calls']} of its calls sit in a quantize/dequantize dataflow: qdq, whatever the name says")
-        _levels(lines, o["levels"])
+        _levels(lines, o["levels"], rule_text)
     for k in d["kernels"]:
         kr = k["kernel_rule"]
         lines.append(f"\nkernel {shorten(k['kernel'], _LINE_NAME)}")
         lines.append(f"  kernel rule: {kr['category'] or 'none'} ({kr['class'] or '-'})"
                      f"{' [authoritative]' if kr['authoritative'] else ''} — {kr['why']}")
-        _levels(lines, k["levels"])
+        _levels(lines, k["levels"], rule_text)
     if d["more_ops"] or d["more_kernels"]:
         lines.append(f"\n(+{d['more_ops']} more ops, +{d['more_kernels']} more kernels match; give an exact name)")
     return printable_lines("\n".join(lines)) + "\n"
 
 
-def _levels(lines: list[str], levels: dict[str, list[dict[str, Any]]]) -> None:
+def _levels(lines: list[str], levels: dict[str, list[dict[str, Any]]], rule_text: Mapping[str, str]) -> None:
     for lvl, rows in levels.items():
         if not rows:
             continue
         lines.append(f"  at level {lvl}:")
         for r in rows[:8]:
             lines.append(f"    {r['category']:<13} {r['activities']:>6} activities {r['gpu_time_us']:>12,.1f} us  "
-                         f"by {RULE_TEXT.get(r['decided_by'], r['decided_by'])} "
+                         f"by {rule_text.get(r['decided_by'], r['decided_by'])} "
                          f"({'op ' + r['op'] if r['op'] is not None else 'no launching op'}, link {r['link']})")
 
 
