@@ -1,12 +1,13 @@
 """What-if against the real run without the profiler, on the pairs of bench/capture_unprofiled.py.
 
-    python3 bench/unprofiled_validation.py CAPTURES_DIR [--markdown]
+    python3 bench/unprofiled_validation.py CAPTURES_DIR [--markdown] [--no-autocast]
 
 For every pair (the slower configuration A, the faster B, captured under the same profiler setting,
 one after the other) the slower trace alone predicts B's step without the profiler:
 
-* TF32 and bf16 pairs: ``whatif A --scale GEMM=r [--scale non-GEMM=q]``, ``r`` (``q``) the ratio of B's
-  GEMM (non-GEMM) GPU time per step to A's, measured on the two traces (bf16 autocast changes both);
+* TF32 and bf16 pairs: ``whatif A --scale GEMM=r [--scale non-GEMM=q --autocast bf16]``, ``r`` (``q``) the
+  ratio of B's GEMM (non-GEMM) GPU time per step to A's, measured on the two traces (bf16 autocast changes
+  both, and adds casts and host work: ``--autocast``);
 * eager/graph pairs: ``whatif A --graphs``.
 
 Each prediction is made twice: from the trace alone (``estimated``: the overhead model) and given A's
@@ -58,9 +59,11 @@ def main(argv):
                 else:
                     ca, cb = per_step_class_ns(a), per_step_class_ns(b)
                     scales = [f"GEMM={cb.get('GEMM', 0) / ca['GEMM']:.4f}"]
+                    opts = {}
                     if kind == "bf16" and ca.get("non-GEMM"):
                         scales.append(f"non-GEMM={cb.get('non-GEMM', 0) / ca['non-GEMM']:.4f}")
-                    opts = {}
+                    if kind == "bf16" and "--no-autocast" not in sys.argv:
+                        opts = {"autocast": "bf16"}
                 cal = whatif_analysis(a, scales, **opts).to_dict()
                 alone = Analysis(a)
                 del alone.trace().metadata[METADATA_KEY]  # the trace alone: no measurement

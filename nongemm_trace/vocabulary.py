@@ -76,3 +76,6 @@ MODEL_TABLES = {
     "launch": ("streams", "steps", "devices", "categories", "activities"),
     "flops": ("ops", "categories", "calls"),
 }
+
+#: the dtypes ``whatif --autocast`` takes (torch.autocast's lower precisions on CUDA)
+AUTOCAST_DTYPES = ("bf16", "fp16")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import Callable
 
+from ..vocabulary import AUTOCAST_DTYPES
 from . import options
 from .common import finished
 from .outputs import render
@@ -47,6 +48,9 @@ def whatif_arguments(w: argparse.ArgumentParser) -> None:
     w.add_argument("--graph-launch-us", type=float, default=None, metavar="X",
                    help="with --graphs: one graph replay call costs X us (default: as the trace's graph launches, "
                         "else 1.6 us per replayed activity)")
+    w.add_argument("--autocast", choices=AUTOCAST_DTYPES, default=None,
+                   help="the step under torch.autocast to this dtype: adds the casts and the host work autocast "
+                        "brings (the kernels' own speed-up is your --scale, e.g. GEMM=0.3)")
 
 
 def _options(args: argparse.Namespace) -> dict:
@@ -91,6 +95,6 @@ def _whatif(args: argparse.Namespace) -> int:
     from ..latency import whatif_analysis
 
     rep = whatif_analysis(args.trace, args.scale, cpu_scale=args.cpu_scale, launch_us=args.launch_us,
-                          graphs=args.graphs, graph_launch_us=args.graph_launch_us,
+                          graphs=args.graphs, graph_launch_us=args.graph_launch_us, autocast=args.autocast,
                           unprofiled_step_us=args.unprofiled_step_us, **_options(args))
     return render("whatif", rep, args)

@@ -113,12 +113,13 @@ def latency_analysis(source: str | Path | Analysis, *, unprofiled_step_us: float
 
 def whatif_analysis(source: str | Path | Analysis, scales: list[str] | dict[str, float] | None = None, *,
                     cpu_scale: float = 1.0, launch_us: float | None = None, graphs: bool = False,
-                    graph_launch_us: float | None = None, unprofiled_step_us: float | None = None,
-                    **options: Any) -> WhatIfReport:
+                    graph_launch_us: float | None = None, autocast: str | None = None,
+                    unprofiled_step_us: float | None = None, **options: Any) -> WhatIfReport:
     """Replay one trace with changed durations: ``scales`` (``["GEMM=0.5", "kernel:nccl=2"]`` or a dict
     selector -> factor; a factor multiplies durations), ``cpu_scale`` (host work that many times as
     long), ``launch_us`` (every launch call costs that), ``graphs`` (each step's launches replayed as
-    CUDA graphs); each answered for the profiled run and for the run without the profiler
+    CUDA graphs), ``autocast`` (``"bf16"``/``"fp16"``: the casts and host work ``torch.autocast``
+    adds, :mod:`.autocast`); each answered for the profiled run and for the run without the profiler
     (``unprofiled_step_us`` as :func:`latency_analysis`); ``options`` as :func:`latency_analysis`."""
     from .whatif import parse_scales, predict
 
@@ -126,4 +127,4 @@ def whatif_analysis(source: str | Path | Analysis, scales: list[str] | dict[str,
     parse_scales(scales, analysis.taxonomy.categories, analysis.path)  # refused before the trace is read
     analysis, g, sel, warnings = graph_of(analysis, **options)
     return predict(analysis, g, sel, warnings, scales, cpu_scale=cpu_scale, launch_us=launch_us, graphs=graphs,
-                   graph_launch_us=graph_launch_us, unprofiled_step_us=unprofiled_step_us)
+                   graph_launch_us=graph_launch_us, autocast=autocast, unprofiled_step_us=unprofiled_step_us)

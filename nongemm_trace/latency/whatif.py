@@ -6,7 +6,8 @@ fast; when several match an activity the last one given wins): a class (``GEMM``
 (activities whose launching or top-level op is NAME), ``kernel:REGEX`` (activity names matching
 REGEX). Host changes: ``cpu_scale`` (every host piece F times as long: op work, Python, launch
 and runtime calls, a sync's return cost; not the waiting), ``launch_us`` (every launch call
-costs X us), ``graphs`` (each step's launches replayed as CUDA graphs: docs/latency.md).
+costs X us), ``graphs`` (each step's launches replayed as CUDA graphs: docs/latency.md),
+``autocast`` (the casts and host work ``torch.autocast`` adds: :mod:`.autocast`).
 """
 
 from __future__ import annotations
@@ -18,9 +19,12 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from ..devices import match_device
 from ..errors import OptionError
-from ..vocabulary import CLASSES
+from ..vocabulary import AUTOCAST_DTYPES, CLASSES
 from ..models.latency import WhatIfReport, bound_of
+from .autocast import Casts, cast_kernel_ns, find_casts
+from .autocast import facts as autocast_facts
 from .overlap import overlapping_steps
 from .path import attribute
 from ..trace import Anomaly
@@ -137,10 +141,15 @@ def _graph_launch_cost(trace_launches: pl.DataFrame, acts: pl.DataFrame, given_u
 
 def _changed(g, base_d: np.ndarray, base_len: np.ndarray, base_lat: np.ndarray, factors: np.ndarray, *,
              cpu_scale: float, launch_us: float | None, graph_cost: tuple[int | None, int] | None,
-             settings: dict[str, Any] | None = None):
+             settings: dict[str, Any] | None = None, casts: Casts | None = None):
     """The replay of ``g`` from the given durations, piece lengths and launch latencies with the
-    changes applied (the measured run's or the run without the profiler's)."""
+    changes applied (the measured run's or the run without the profiler's); ``casts``: autocast's
+    host work (at this run's cost per op event) and cast kernels, added before the scaling of the
+    host and after that of the kernels."""
     new_d = np.rint(base_d * factors).astype(np.int64)
+    if casts is not None:
+        base_len = base_len + casts.host_extra(g, base_len)
+        new_d = new_d + casts.device_extra(len(new_d))
     piece_len = np.rint(base_len * float(cpu_scale)).astype(np.int64)
     if launch_us is not None:
         kinds = g.pieces["kind"].to_numpy()
@@ -154,6 +163,22 @@ def _changed(g, base_d: np.ndarray, base_len: np.ndarray, base_lat: np.ndarray, 
         if settings is not None:
             settings["graphs_replayed"] = n
     return replay(g, new_d, piece_len, lat, gap), new_d
+
+
+def autocast_casts(analysis, g, sel, dtype: str, path: Any) -> Casts:
+    """Autocast's casts in this trace (:mod:`.autocast`), refused for a dtype autocast does not take or a
+    trace that already ran under it."""
+    if dtype not in AUTOCAST_DTYPES:
+        raise OptionError(path, f"autocast {dtype!r}: one of {', '.join(AUTOCAST_DTYPES)}", "autocast")
+    ops = analysis.linked().ops
+    low = ops["input_type"].cast(pl.String).str.contains("BFloat16|Half", literal=False).fill_null(False)
+    lower = ops["name"].cast(pl.String).is_in(autocast_facts()["lower_precision"])
+    if bool((low & lower).any()):
+        raise OptionError(path, "autocast: the trace's GEMM ops already take bf16/fp16 inputs (it ran under "
+                                "autocast or in a lower precision): there is nothing to cast", "autocast")
+    device = match_device((sel.metadata.get("devices") or [None])[0])
+    launch_op_of = analysis.activities(sel.level).select("activity_id", "launch_op_id").drop_nulls()
+    return find_casts(ops, g.acts, launch_op_of, cast_kernel_ns(device.memory_tbps if device else None))
 
 
 def unmatched_selectors(acts: pl.DataFrame, parsed: list[tuple[str, str, str, float]], path: Any) -> list[Anomaly]:
@@ -186,7 +211,7 @@ def unmatched_selectors(acts: pl.DataFrame, parsed: list[tuple[str, str, str, fl
 
 
 def predict(analysis, g, sel, warnings, scales, *, cpu_scale: float = 1.0, launch_us: float | None = None,
-            graphs: bool = False, graph_launch_us: float | None = None,
+            graphs: bool = False, graph_launch_us: float | None = None, autocast: str | None = None,
             unprofiled_step_us: float | None = None) -> WhatIfReport:
     """The what-if report of graph ``g`` (of ``analysis``; ``sel`` its selection): the changes replayed on
     the profiled run and on the run without the profiler (:mod:`.unprofiled`)."""
@@ -207,9 +232,16 @@ def predict(analysis, g, sel, warnings, scales, *, cpu_scale: float = 1.0, launc
         settings.update(graph_launch_us=None if fixed is None else fixed / 1000,
                         graph_launch_us_per_activity=None if fixed is not None else per_act / 1000,
                         graph_launch_cost=source)
+    casts = None
+    if autocast is not None:
+        casts = autocast_casts(analysis, g, sel, autocast, path)
+        settings["autocast"] = autocast
+        settings["autocast_casts"] = casts.per_step.filter(pl.col("step") >= sel.steps_skipped).select(
+            pl.col("step"), pl.col("casts"), pl.col("wrapped_ops"), pl.col("cast_bytes")).to_dicts()
     measured = measured_timeline(g)
     predicted, new_d = _changed(g, d, measured_piece_lengths(g), a["lat"].to_numpy(allow_copy=True), factors,
-                                cpu_scale=cpu_scale, launch_us=launch_us, graph_cost=graph_cost, settings=settings)
+                                cpu_scale=cpu_scale, launch_us=launch_us, graph_cost=graph_cost, settings=settings,
+                                casts=casts)
     skip = sel.steps_skipped
     keep = predicted.steps.filter(pl.col("step") >= skip) if skip else predicted.steps
     predicted.steps = keep
@@ -221,7 +253,7 @@ def predict(analysis, g, sel, warnings, scales, *, cpu_scale: float = 1.0, launc
         None if graph_cost[0] is None else int(graph_cost[0] * un.model.remains["graph_launch"]),
         int(graph_cost[1] * un.model.remains["graph_launch"]))
     un_pred, _ = _changed(g, un.act_dur, un.piece_len, un.lat, factors, cpu_scale=cpu_scale, launch_us=launch_us,
-                          graph_cost=un_cost)
+                          graph_cost=un_cost, casts=casts)
     warnings = list(warnings) + unmatched
     for kept, what in ((kept_measured, "measured"), (keep, "predicted")):  # the steps left out are not reported
         overlap = overlapping_steps(kept, what)

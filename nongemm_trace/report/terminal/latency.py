@@ -111,6 +111,11 @@ def render_whatif(rep: WhatIfReport, console: Console) -> None:
                 f"{rep.settings['graph_launch_us_per_activity']:g} us per activity")
         changes.append(f"CUDA graphs ({rep.settings.get('graphs_replayed', 0)} replays, launch {cost}, "
                        f"{rep.settings.get('graph_launch_cost')})")
+    if rep.settings.get("autocast"):
+        per_step = rep.settings.get("autocast_casts") or []
+        casts = sum(s["casts"] for s in per_step) / len(per_step) if per_step else 0
+        mb = sum(s["cast_bytes"] or 0 for s in per_step) / len(per_step) / 1e6 if per_step else 0
+        changes.append(f"autocast {rep.settings['autocast']} ({casts:,.0f} casts per step, {mb:,.1f} MB cast)")
     console.print("what if: " + (", ".join(changes) or "nothing changes (replays the measured steps)"))
     m, p, a = d["measured_us"], d["predicted_us"], d["amdahl_us"]
     if m is not None:

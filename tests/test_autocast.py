@@ -1,0 +1,86 @@
+"""``whatif --autocast`` (nongemm_trace/latency/autocast.py) on the fp32/bf16 H200 pairs of
+sample_traces/unprofiled: the casts it finds in the fp32 trace are the casts the bf16 run recorded,
+its prediction of the bf16 run without the profiler is closer than the device-time scales alone,
+casts only add time, and a trace that already ran in a lower precision is refused."""
+
+from __future__ import annotations
+
+import polars as pl
+import pytest
+
+from conftest import SAMPLES
+from nongemm_trace.analysis import Analysis
+from nongemm_trace.cli import main
+from nongemm_trace.latency import whatif_analysis
+from nongemm_trace.latency.unprofiled import METADATA_KEY
+
+CAPS = SAMPLES / "unprofiled"
+PAIRS = sorted({p.name.split("__")[0] for p in CAPS.glob("*__bf16__shapes.json.gz")})
+
+
+def _casts_recorded(path) -> float:
+    """The casts per step the bf16 run recorded: its ``aten::_to_copy`` ops inside the steps."""
+    ops = Analysis(path).linked().ops
+    steps = ops.filter(pl.col("name").cast(pl.String).str.starts_with("ProfilerStep#"))
+    copies = ops.filter(pl.col("name") == "aten::_to_copy").join_asof(
+        steps.select("ts_ns", pl.col("end_ns").alias("step_end")).sort("ts_ns"), on="ts_ns").filter(
+        pl.col("ts_ns") < pl.col("step_end"))
+    return copies.height / steps.height
+
+
+def _class_per_step(path) -> dict[str, float]:
+    from nongemm_trace import analyze
+
+    rep = analyze(path)
+    return {r["class"]: r["time_ns"] / rep.steps.height for r in rep.classes.iter_rows(named=True)}
+
+
+def test_the_pairs_are_there():
+    assert len(PAIRS) >= 2, PAIRS
+
+
+@pytest.mark.parametrize("workload", PAIRS)
+def test_the_casts_found_are_the_casts_the_bf16_run_added(workload):
+    rep = whatif_analysis(CAPS / f"{workload}__fp32__shapes.json.gz", autocast="bf16").to_dict()
+    found = [s["casts"] for s in rep["autocast_casts"]]
+    assert found and max(found) - min(found) <= 1, found  # the same every step (the first may cast its input)
+    # the casts the bf16 run added (an fp32 run makes some of its own: a mask built as a tensor)
+    slow, fast = CAPS / f"{workload}__fp32__shapes.json.gz", CAPS / f"{workload}__bf16__shapes.json.gz"
+    added = _casts_recorded(fast) - _casts_recorded(slow)
+    assert abs(sum(found) / len(found) - added) <= 0.10 * added, (found, added)
+
+
+@pytest.mark.parametrize("workload", PAIRS)
+def test_autocast_predicts_the_bf16_run_better_than_the_scales_alone(workload):
+    """From the fp32 trace alone, with the GEMM and non-GEMM time ratios of the two traces: the bf16
+    run without the profiler (its own measurement, CUDA events around its window)."""
+    slow, fast = CAPS / f"{workload}__fp32__shapes.json.gz", CAPS / f"{workload}__bf16__shapes.json.gz"
+    truth = Analysis(fast).trace().metadata[METADATA_KEY]["step_us"]
+    a, b = _class_per_step(slow), _class_per_step(fast)
+    scales = [f"GEMM={b['GEMM'] / a['GEMM']:.4f}", f"non-GEMM={b['non-GEMM'] / a['non-GEMM']:.4f}"]
+    errors = {}
+    for autocast in (None, "bf16"):
+        alone = Analysis(slow)
+        del alone.trace().metadata[METADATA_KEY]
+        rep = whatif_analysis(alone, scales, autocast=autocast).to_dict()
+        errors[autocast] = abs(rep["predicted_unprofiled_step_us"] / truth - 1)
+    assert errors["bf16"] < errors[None], errors
+    assert errors["bf16"] <= 0.30, errors
+
+
+def test_casts_only_add_time():
+    path = CAPS / f"{PAIRS[0]}__fp32__shapes.json.gz"
+    plain = whatif_analysis(path).to_dict()
+    cast = whatif_analysis(path, autocast="fp16").to_dict()
+    assert plain["predicted_us"] == pytest.approx(plain["measured_us"], abs=0.01)
+    assert cast["predicted_us"] > plain["predicted_us"]
+    assert cast["predicted_unprofiled_step_us"] > plain["predicted_unprofiled_step_us"]
+    for p, c in zip(plain["steps"], cast["steps"]):
+        assert c["predicted_us"] >= p["predicted_us"]
+
+
+def test_a_trace_already_in_a_lower_precision_is_refused(capsys):
+    path = CAPS / f"{PAIRS[0]}__bf16__shapes.json.gz"
+    assert main(["whatif", str(path), "--autocast", "bf16"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "already take bf16/fp16 inputs" in err[0] and path.name in err[0]
