@@ -12,14 +12,19 @@ one after the other) the slower trace alone predicts B's step without the profil
 
 Each prediction is made twice: from the trace alone (``estimated``: the overhead model) and given A's
 measured step without the profiler (``calibrated``: the ``nongemm_unprofiled`` metadata). The truth is
-B's own measured unprofiled step (CUDA events, medians of rounds around B's window). Beside them: the
+B's own measured unprofiled step: the median of every unprofiled round of B in the folder (CUDA events; the
+rounds around each of B's windows, all settings pooled, since B's run without the profiler does not depend on
+the profiler's settings; from WORKLOAD.meta.json, else B's trace alone), with ``truth_spread_%``, the spread of
+B's per-capture medians (the host's noise between interleaved captures). Beside them: the
 profiled prediction (what the tool answered before: the what-if's ``predicted_us``) and naive
 Amdahl (A's unprofiled step minus the GPU time saved).
 """
 from __future__ import annotations
 
 import glob
+import json
 import os
+import statistics
 import sys
 import warnings
 
@@ -42,18 +47,34 @@ def per_step_class_ns(path: str) -> dict[str, float]:
     return {r["class"]: r["time_ns"] / n for r in rep.classes.iter_rows(named=True)}
 
 
-def main(argv):
-    folder = argv[0]
+def truth_rounds(folder: str, workload: str, config: str) -> tuple[float, float] | None:
+    """The median of every unprofiled round of ``config`` and the spread of its per-capture medians (%)."""
+    path = os.path.join(folder, workload + ".meta.json")
+    if not os.path.exists(path):
+        return None
+    with open(path) as fh:
+        captures = json.load(fh)["captures"]
+    mine = [c for stem, c in captures.items() if stem.split("__")[1] == config]
+    if not mine:
+        return None
+    rounds = [r for c in mine for r in c["round_step_us"]]
+    medians = [c["step_us"] for c in mine]
+    return statistics.median(rounds), (max(medians) - min(medians)) / statistics.median(medians) * 100
+
+
+def pair_rows(folder: str, settings=("plain", "shapes", "stack"), autocast: bool = True) -> list[dict]:
+    """One row per pair and setting found in ``folder``: the truth and the four predictions (µs)."""
     rows = []
     names = sorted({os.path.basename(p).split("__")[0] for p in glob.glob(os.path.join(folder, "*__*__*.json.gz"))})
     for workload in names:
         for kind, (slow, fast) in PAIRS.items():
-            for setting in ("plain", "shapes", "stack"):
+            for setting in settings:
                 a = os.path.join(folder, f"{workload}__{slow}__{setting}.json.gz")
                 b = os.path.join(folder, f"{workload}__{fast}__{setting}.json.gz")
                 if not (os.path.exists(a) and os.path.exists(b)):
                     continue
-                truth = Analysis(b).trace().metadata[METADATA_KEY]["step_us"]
+                pooled = truth_rounds(folder, workload, fast)
+                truth, spread = pooled or (Analysis(b).trace().metadata[METADATA_KEY]["step_us"], None)
                 if kind == "graphs":
                     scales, opts = [], {"graphs": True}
                 else:
@@ -62,7 +83,7 @@ def main(argv):
                     opts = {}
                     if kind == "bf16" and ca.get("non-GEMM"):
                         scales.append(f"non-GEMM={cb.get('non-GEMM', 0) / ca['non-GEMM']:.4f}")
-                    if kind == "bf16" and "--no-autocast" not in sys.argv:
+                    if kind == "bf16" and autocast:
                         opts = {"autocast": "bf16"}
                 cal = whatif_analysis(a, scales, **opts).to_dict()
                 alone = Analysis(a)
@@ -70,10 +91,18 @@ def main(argv):
                 est = whatif_analysis(alone, scales, **opts).to_dict()
                 a_unprof = cal["unprofiled"]["measured_step_us"]
                 saved = cal["measured_us"] - cal["amdahl_us"]
-                rows.append(dict(workload=workload, pair=f"{slow}->{fast}", setting=setting, scales=" ".join(scales) or "--graphs",
-                                 truth_us=truth, estimated_us=est["predicted_unprofiled_step_us"],
-                                 calibrated_us=cal["predicted_unprofiled_step_us"], profiled_us=cal["predicted_us"],
-                                 amdahl_us=a_unprof - saved))
+                rows.append({"workload": workload, "pair": f"{slow}->{fast}", "setting": setting,
+                             "scales": " ".join(scales) or "--graphs", "truth_us": truth, "truth_spread_%": spread,
+                             "estimated_us": est["predicted_unprofiled_step_us"],
+                             "calibrated_us": cal["predicted_unprofiled_step_us"], "profiled_us": cal["predicted_us"],
+                             "amdahl_us": a_unprof - saved})
+    return rows
+
+
+def main(argv):
+    if not argv or argv[0].startswith("-") or not os.path.isdir(argv[0]):
+        sys.exit(__doc__.strip().splitlines()[2].strip())
+    rows = pair_rows(argv[0], autocast="--no-autocast" not in argv)
     df = pl.DataFrame(rows).with_columns(
         *[((pl.col(c) / pl.col("truth_us") - 1) * 100).alias(c.replace("_us", "_err_%"))
           for c in ("estimated_us", "calibrated_us", "profiled_us", "amdahl_us")])
@@ -86,8 +115,8 @@ def main(argv):
         pl.col("profiled_err_%").abs().median().alias("profiled_median_abs_%"),
         pl.col("amdahl_err_%").abs().median().alias("amdahl_median_abs_%"))
     fmt = "MARKDOWN" if "--markdown" in argv else None
-    with pl.Config(tbl_rows=200, tbl_cols=-1, tbl_width_chars=250, float_precision=1, tbl_formatting=fmt, tbl_hide_column_data_types=True,
-                   tbl_hide_dataframe_shape=True):
+    with pl.Config(tbl_rows=200, tbl_cols=-1, tbl_width_chars=250, float_precision=1, tbl_formatting=fmt,
+                   tbl_hide_column_data_types=True, tbl_hide_dataframe_shape=True):
         print(df.drop("scales").sort("workload", "pair", "setting"))
         print(summary.sort("setting"))
 

@@ -104,6 +104,34 @@ def _input_lists(ops: pl.DataFrame) -> pl.DataFrame:
         numel, on=["op_id", "pos"], how="left").with_columns(pl.col("numel").fill_null(1))
 
 
+def _broadcasts(broadcasting: list[str]) -> pl.Expr:
+    """A broadcasting op whose two tensor operands differ in shape (``x * cos``, ``x + bias``): the smaller
+    one is a buffer or a parameter, fp32 under autocast, so the result is fp32 and the next
+    lower-precision op casts it. Same-shaped operands (a gated product of two activations) may both
+    be lower-precision results: left as they are."""
+    dims = pl.col("input_dims").str.extract_all(r"\[[0-9]+[0-9, ]*\]")
+    return pl.col("name").is_in(broadcasting) & (dims.list.len() >= 2) & (dims.list.get(0, null_on_oob=True)
+                                                            != dims.list.get(1, null_on_oob=True)).fill_null(False)
+
+
+def _shared_inputs(top: pl.DataFrame, activation_inputs: dict, thread: list[str]) -> pl.DataFrame:
+    """``act_cast_run``: whether a lower-precision op's activation input is an fp32 tensor. Autocast
+    caches no activation cast, so every reader of an fp32 tensor casts it: the query, key and value
+    projections of one normalized input each cast, though only the first follows the fp32 op. A
+    lower-precision op whose activation input has the shape of the previous lower-precision op's on
+    its thread reads the same tensor (nothing a lower-precision op produced since has that shape),
+    so a run of such ops takes the first one's answer."""
+    first_pos = {k: min(v) for k, v in activation_inputs.items()}
+    pos = pl.col("name").replace_strict(first_pos, default=0, return_dtype=pl.Int64)
+    dims = pl.col("input_dims").str.extract_all(r"\[[0-9, ]*\]").list.get(pos, null_on_oob=True)
+    lower = top.filter(pl.col("is_lower")).select("op_id", *thread, "had_f32", dims.fill_null("").alias("act_dims"))
+    same = (pl.col("act_dims") == pl.col("act_dims").shift(1).over(thread)) & (pl.col("act_dims") != "")
+    lower = lower.with_columns((pl.col("had_f32") | ~same.fill_null(False)).cast(pl.Int64).cum_sum().over(thread)
+                               .alias("run"))
+    lower = lower.with_columns(pl.col("had_f32").first().over([*thread, "run"]).alias("act_cast_run"))
+    return top.join(lower.select("op_id", "act_cast_run"), on="op_id", how="left")
+
+
 def find_casts(ops: pl.DataFrame, acts: pl.DataFrame, launch_op_of: pl.DataFrame, cast_ns_of) -> Casts:
     """Autocast's casts in a trace recorded without it. ``ops``: the linked ops (``op_id, top_id, cat,
     name, pid, tid, ts_ns, input_type, input_dims``); ``acts``: the graph's activities (``row, activity_id,
@@ -133,13 +161,15 @@ def find_casts(ops: pl.DataFrame, acts: pl.DataFrame, launch_op_of: pl.DataFrame
                            (pl.col("name").is_in(list(promote)) & ((tensors >= 2) | (pl.col("input_dims") == "")))
                            .alias("is_promote"))
     thread = ["pid", "tid"]
-    top = top.with_columns(pl.col("is_lower").cast(pl.Int64).cum_sum().over(thread).alias("seg"))
-    seg_f32 = top.group_by([*thread, "seg"]).agg(pl.col("is_f32").any().alias("had_f32")).with_columns(
-        (pl.col("seg") + 1).alias("seg"))
-    top = top.join(seg_f32, on=[*thread, "seg"], how="left").with_columns(pl.col("had_f32").fill_null(True))
+    top = top.with_columns(pl.col("is_lower").cast(pl.Int64).cum_sum().over(thread).alias("seg"),
+                           _broadcasts(f["broadcasting"]).alias("makes_f32"))
+    seg_f32 = top.group_by([*thread, "seg"]).agg((pl.col("is_f32") | pl.col("makes_f32")).any().alias("had_f32"))
+    top = top.join(seg_f32.with_columns(pl.col("seg") + 1), on=[*thread, "seg"], how="left").with_columns(
+        pl.col("had_f32").fill_null(True))
     blocker = (pl.col("is_f32") | pl.col("is_promote")).cast(pl.Int64)
     top = top.with_columns((blocker.cum_sum().over([*thread, "seg"]) - blocker).alias("blockers_before"))
-    act_cast = pl.col("is_lower") & pl.col("had_f32")
+    top = _shared_inputs(top, f["activation_inputs"], thread)
+    act_cast = pl.col("is_lower") & pl.col("act_cast_run")
     up_cast = pl.col("is_f32") & (pl.col("seg") >= 1) & (pl.col("blockers_before") == 0)
     wrapped = top.filter(pl.col("is_lower") | pl.col("is_f32")).with_columns(act_cast.alias("act_cast"),
                                                                             up_cast.alias("up_cast"))
