@@ -24,7 +24,14 @@ each (the steps of matched rounds, so each pair shares its host conditions), plu
 NAME__CONFIG.meta.json. The merged trace's steps are whole (launches, kernels and the
 synchronize after them); the time between segments holds no event.
 """
-import gzip, io, json, os, sys, tarfile, time, traceback
+import gzip
+import io
+import json
+import os
+import sys
+import tarfile
+import time
+import traceback
 
 ROUNDS = int(os.environ.get("ROUNDS", "5"))
 STEPS = int(os.environ.get("STEPS", "4"))

@@ -11,8 +11,16 @@ GradScaler (written by the TensorBoard handler, ``*.pt.trace.json.gz``), a Group
 attention UNet in channels-last bf16 with stack and modules, T5 generate, a Mixtral-style
 MoE, Mask R-CNN, an embedding bag + cuDNN LSTM training step with profile_memory and
 with_flops, and a torch.compile'd GPT-2 training step."""
-import gzip, json, os, sys, time, traceback
-import torch, torch.nn as nn, torch.nn.functional as F
+import gzip
+import json
+import os
+import sys
+import time
+import traceback
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
 
 OUT = sys.argv[1]; os.makedirs(OUT, exist_ok=True)
 ONLY = set(sys.argv[2:])
@@ -100,7 +108,9 @@ class TinyUNet(nn.Module):
 
 
 def jobs():
-    import torchvision, timm, transformers as T
+    import timm
+    import torchvision
+    import transformers as T
     j = {}
 
     def vit():

@@ -21,7 +21,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from nongemm_trace.analysis import Analysis  # noqa: E402
 from nongemm_trace.latency import graph_of, latency_analysis, whatif_analysis  # noqa: E402
 
-
 #: the first profiled step carries the profiler's start-up (2-3x slower on every capture): left out
 SKIP = 1
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import logging
 import shutil
-import sys
 import statistics
+import sys
 import tempfile
 import time
 import warnings
@@ -80,6 +80,7 @@ if __name__ == "__main__":
     root = Path(args[0]) if args else Path(__file__).resolve().parents[2] / "shared" / "traces"
     _pandas_shim()
     import hta.trace_analysis  # noqa: F401  (imports outside the timings)
+
     import nongemm_trace.latency  # noqa: F401
     for name, ann, marker in CASES:
         p = root / "external" / "hta" / name

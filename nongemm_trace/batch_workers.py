@@ -23,7 +23,6 @@ is running can deadlock. Both engines return, per job, its value or a :class:`Fa
 from __future__ import annotations
 
 import os
-
 import signal
 import time
 from dataclasses import dataclass

@@ -15,8 +15,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from .analysis import Analysis, open_analysis
-from .errors import OptionError
-from .errors import TraceError
+from .errors import OptionError, TraceError
 from .models.report import Report
 from .models.stored import is_stored_report, read_stored_report
 from .vocabulary import CLASSES

@@ -21,10 +21,10 @@ import sys
 ALLOCATOR = "narenas:1,background_thread:true,dirty_decay_ms:100,muzzy_decay_ms:0"
 os.environ.setdefault("_RJEM_MALLOC_CONF", ALLOCATOR)
 
-from .errors import OptionError, TraceError  # noqa: E402
 from .cli_args import parser  # noqa: E402  (no polars: the allocator is set above)
 from .commands import BY_NAME  # noqa: E402
 from .commands.common import EXIT_BAD_INPUT, finished  # noqa: E402
+from .errors import OptionError, TraceError  # noqa: E402
 
 
 def entry() -> None:

@@ -14,8 +14,16 @@ import polars as pl
 
 from .analysis import Analysis, open_analysis
 from .errors import TraceError
-from .metrics.launch import (BUSY_CLASS_ORDER, OPTIONAL_BUSY_CLASSES, activity_gaps, busy_by_class, busy_ns,
-                             category_overhead, exposed_communication, timeline_stats)
+from .metrics.launch import (
+    BUSY_CLASS_ORDER,
+    OPTIONAL_BUSY_CLASSES,
+    activity_gaps,
+    busy_by_class,
+    busy_ns,
+    category_overhead,
+    exposed_communication,
+    timeline_stats,
+)
 from .models.launch import FIELDS, LaunchReport
 from .models.launch import whole_us as _us
 

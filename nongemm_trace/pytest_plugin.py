@@ -111,7 +111,6 @@ class NonGemm:
         if self.update_baselines:
             from .analysis import report_of
             from .report.json_out import render_json
-
             from .safe_write import write_file
 
             write_file(base, render_json(report_of(self.analysis(trace), {})), inputs=[self.path(trace)])

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import polars as pl
 import pytest
-
 from conftest import SAMPLES
+
 from nongemm_trace.analysis import Analysis
 from nongemm_trace.cli import main
 from nongemm_trace.latency import whatif_analysis

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from conftest import shared, tricky_names_trace
 
 import nongemm_trace
-from conftest import shared, tricky_names_trace
 from nongemm_trace.load.kineto import cutting
 
 

@@ -9,8 +9,8 @@ import sys
 
 import polars as pl
 import pytest
-
 from conftest import SAMPLES, raw_activity_total_ns
+
 from nongemm_trace.cli import main
 
 SAMPLE_FILES = sorted(SAMPLES.glob("*.json.gz"))

@@ -9,7 +9,6 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import REPO, shared
 
 torch = pytest.importorskip("torch", reason="torch not installed (pip install torch==2.13.0)")

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from conftest import shared
+from test_references import stack_walk_cpu
 
 import nongemm_trace
-from conftest import shared
 from nongemm_trace import cli
-from test_references import stack_walk_cpu
 
 BERT = Path(__file__).resolve().parent.parent / "sample_traces" / "bert_base_fp32_bs8_s128__eager.json.gz"
 

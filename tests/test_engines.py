@@ -11,9 +11,9 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from conftest import shared
 
 import nongemm_trace
-from conftest import shared
 from nongemm_trace import Analysis, TraceError, cli, schema
 from nongemm_trace.compare import compare
 from nongemm_trace.load import load_trace

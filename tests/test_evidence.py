@@ -10,14 +10,13 @@ from collections import defaultdict
 
 import polars as pl
 import pytest
+from conftest import SHARED, shared
 
 import nongemm_trace
-from conftest import SHARED, shared
 from nongemm_trace.classify import EVIDENCE
 from nongemm_trace.classify.rules import kernel_category
 from nongemm_trace.classify.taxonomy import load_taxonomy
 from nongemm_trace.classify.tokens import has_run, tokens
-
 
 TAX = load_taxonomy("default")
 

@@ -14,15 +14,15 @@ import sys
 
 import polars as pl
 import pytest
+from conftest import kineto_traces, shared, trace_ids
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from polars.testing import assert_frame_equal
 
-from conftest import kineto_traces, shared, trace_ids
 from nongemm_trace.load.kineto import cutting, fast_scan, loader
 from nongemm_trace.load.kineto.events import TOP_DECODER, decode_events
-from nongemm_trace.load.source import read_bytes
 from nongemm_trace.load.kineto.tables import Tally, chunk_tables
+from nongemm_trace.load.source import read_bytes
 
 TRACES = kineto_traces()
 needs_scanner = pytest.mark.skipif(fast_scan._SCANNER is None, reason="the C scanner is not built here")

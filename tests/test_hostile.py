@@ -11,8 +11,8 @@ import os
 
 import polars as pl
 import pytest
-
 from conftest import SHARED
+
 from nongemm_trace.errors import TraceError
 from nongemm_trace.load import load_trace, start_read_ahead, stop_read_ahead
 from nongemm_trace.load.kineto import read_ahead, scanner

@@ -8,8 +8,8 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from conftest import SAMPLES, hostile
+
 from nongemm_trace.cli import main
 
 EAGER = SAMPLES / "bert_base_fp32_bs8_s128__eager.json.gz"

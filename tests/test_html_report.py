@@ -17,7 +17,6 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-
 from conftest import SAMPLES, shared
 
 HOSTILE_OP = 'aten::add<script>alert("op")</script>&amp;'

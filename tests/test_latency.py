@@ -10,8 +10,8 @@ import os
 
 import polars as pl
 import pytest
-
 from conftest import SAMPLES, SHARED, kineto_traces, shared
+
 from nongemm_trace.analysis import Analysis
 from nongemm_trace.cli import main
 from nongemm_trace.latency import graph_of, latency_analysis, measured_timeline, whatif_analysis
@@ -233,8 +233,9 @@ def test_steps_that_run_into_the_next_are_named_and_a_faster_host_ends_no_later(
     measured = measured_timeline(g)
     w = whatif_analysis(a, cpu_scale=0.5)
     assert [x.code for x in w.warnings].count("steps_overlap") == 2  # measured and predicted timelines
-    from nongemm_trace.latency.replay import measured_piece_lengths, replay
     import numpy as np
+
+    from nongemm_trace.latency.replay import measured_piece_lengths, replay
     half = np.rint(measured_piece_lengths(g) * 0.5).astype(np.int64)
     faster = replay(g, g.acts["dur"].to_numpy(), half, g.acts["lat"].to_numpy(allow_copy=True).astype(np.float64),
                     g.acts["gap"].to_numpy().copy())

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import polars as pl
 import pytest
-
 from conftest import SAMPLES, shared
+
 from nongemm_trace.analysis import Analysis
 from nongemm_trace.latency import graph_of
 from nongemm_trace.latency.pieces import _packed_pieces, host_pieces, reference_pieces, thread_codes

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import polars as pl
+from conftest import LAUNCH_CATS, ns, raw_events, shared
 
 import nongemm_trace
-from conftest import LAUNCH_CATS, ns, raw_events, shared
 from nongemm_trace.link.nesting import innermost_containing, op_tree
 from nongemm_trace.load import load_trace
 

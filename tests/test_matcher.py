@@ -8,13 +8,12 @@ import re
 
 import polars as pl
 import pytest
+from conftest import REPO
 
 from nongemm_trace.classify.matcher import AnyPattern, RunIndex
 from nongemm_trace.classify.rules import kernel_verdict, module_category, op_category
 from nongemm_trace.classify.taxonomy import extend_taxonomy, load_taxonomy
 from nongemm_trace.classify.tokens import TokenIndex, has_run, tokens
-
-from conftest import REPO
 
 
 def _reference_kernel(tax, name):

@@ -8,8 +8,8 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from conftest import shared
+
 from nongemm_trace import Analysis, BatchResult, Comparison, FlopsReport, LaunchReport, Report
 from nongemm_trace.batch import run_batch
 from nongemm_trace.compare import compare

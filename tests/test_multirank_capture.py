@@ -16,9 +16,9 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from conftest import REPO, interval_union_ns, raw_events
 
 import nongemm_trace
-from conftest import REPO, interval_union_ns, raw_events
 from nongemm_trace.cli import main
 
 torch = pytest.importorskip("torch", reason="torch not installed")

@@ -11,8 +11,8 @@ import json
 from pathlib import Path
 
 import pytest
-
 from conftest import shared
+
 from nongemm_trace import cli
 from nongemm_trace.report.names import shorten
 from nongemm_trace.report.output import LOG_WIDTH

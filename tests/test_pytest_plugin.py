@@ -7,7 +7,6 @@ import shutil
 import sys
 
 import pytest
-
 from conftest import REPO, SAMPLES, hostile, shared
 
 pytest_plugins = ["pytester"]

@@ -9,9 +9,9 @@ import json
 import time
 
 import pytest
+from conftest import SAMPLES, kineto_traces, trace_ids
 from polars.testing import assert_frame_equal
 
-from conftest import SAMPLES, kineto_traces, trace_ids
 from nongemm_trace import cli
 from nongemm_trace.errors import TraceError
 from nongemm_trace.load import load_trace

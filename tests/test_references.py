@@ -15,10 +15,19 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from conftest import (
+    ACTIVITY_CATS,
+    LAUNCH_CATS,
+    SHARED,
+    kineto_traces,
+    ns,
+    raw_activity_total_ns,
+    raw_events,
+    shared,
+    trace_ids,
+)
 
 import nongemm_trace
-from conftest import (LAUNCH_CATS, SHARED, ACTIVITY_CATS, kineto_traces, ns, raw_activity_total_ns, raw_events,
-                      shared, trace_ids)
 
 H200 = sorted((SHARED / "h200").glob("*.json.gz")) if (SHARED / "h200").is_dir() else []
 #: the project's own H200 captures with their key_averages (sample_traces/collected/*.meta.json): an

@@ -12,8 +12,8 @@ import json
 from functools import lru_cache
 
 import pytest
-
 from conftest import SAMPLES, SHARED, shared
+
 from nongemm_trace.analysis import Analysis
 from nongemm_trace.check import check
 from nongemm_trace.compare import compare

@@ -10,9 +10,9 @@ from functools import lru_cache
 
 import polars as pl
 import pytest
+from conftest import LAUNCH_CATS, kineto_traces, ns, raw_events, shared, trace_ids
 
 import nongemm_trace
-from conftest import LAUNCH_CATS, kineto_traces, ns, raw_events, shared, trace_ids
 from nongemm_trace.classify.rules import fused_category, fused_ops, kernel_category, op_category
 from nongemm_trace.classify.taxonomy import extend_taxonomy, load_taxonomy
 from nongemm_trace.errors import TraceError

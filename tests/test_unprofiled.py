@@ -14,12 +14,12 @@ import json
 import numpy as np
 import polars as pl
 import pytest
-
 from conftest import SAMPLES, shared
+
 from nongemm_trace.analysis import Analysis
 from nongemm_trace.cli import main
 from nongemm_trace.latency import graph_of, latency_analysis, measured_timeline, whatif_analysis
-from nongemm_trace.latency.unprofiled import METADATA_KEY, OverheadModel, PIECE_KINDS, without_profiler
+from nongemm_trace.latency.unprofiled import METADATA_KEY, PIECE_KINDS, OverheadModel, without_profiler
 from nongemm_trace.launch import launch_analysis
 
 CAPS = SAMPLES / "unprofiled"

@@ -14,8 +14,8 @@ import sys
 from html.parser import HTMLParser
 
 import pytest
-
 from conftest import hostile
+
 from nongemm_trace.cli import main
 from nongemm_trace.errors import printable
 from nongemm_trace.report.escape import csv_text, md_code

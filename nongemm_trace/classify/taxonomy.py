@@ -23,10 +23,10 @@ else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
 
 from ..errors import TraceError
+from ..vocabulary import BUILTIN_CATEGORIES, CLASSES, KERNEL_EVIDENCE
 from .engine_rules import EngineRules, engine_rules
 from .matcher import Compiled, run_reason
 from .tokens import TokenIndex, parse_runs
-from ..vocabulary import BUILTIN_CATEGORIES, CLASSES, KERNEL_EVIDENCE
 
 
 @dataclass(frozen=True)

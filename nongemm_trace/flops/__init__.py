@@ -30,10 +30,10 @@ from ..analysis import Analysis, open_analysis
 from ..classify.ladder import call_category
 from ..devices import match_device
 from ..frames import nearest_down, strict_ancestors
+from ..models.flops import FlopsReport
 from ..trace import Anomaly
 from .fits import fit_models
 from .formulas import OpCall, category_estimate, is_composite, lookup
-from ..models.flops import FlopsReport
 
 _PRECISION = {"float": "fp32", "double": "fp32", "c10::Half": "fp16", "c10::BFloat16": "bf16",
               "c10::Float8_e4m3fn": "fp8", "c10::Float8_e5m2": "fp8", "c10::Float8_e4m3fnuz": "fp8",

@@ -28,6 +28,7 @@ from ..check import Violation
 from ..errors import OptionError
 from .gates import Gates, PerformanceGateError
 
+
 class StepProfiler:
     """Profile ``steps`` training steps from step ``start`` (counted from 0 when training begins),
     after ``warmup`` traced-but-discarded steps.

@@ -18,11 +18,11 @@ import polars as pl
 from ..analysis import Analysis, open_analysis
 from ..errors import TraceError
 from ..load.formats import FORMATS, format_of
-from ..selection import Selection
 from ..metrics.steps import find_steps
+from ..models.latency import LatencyReport, WhatIfReport
+from ..selection import Selection
 from ..trace import Anomaly
 from .graph import Graph, build
-from ..models.latency import LatencyReport, WhatIfReport
 from .overlap import overlapping_steps
 from .path import attribute
 from .replay import measured_piece_lengths, measured_timeline

@@ -28,8 +28,8 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from ..vocabulary import AUTOCAST_DTYPES as DTYPES
 from ..frames import nearest_down
+from ..vocabulary import AUTOCAST_DTYPES as DTYPES
 from .graph import Graph
 
 #: what the trace's ``input_type`` calls fp32

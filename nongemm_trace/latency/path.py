@@ -26,10 +26,9 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
+from ..models.latency import BOUNDS  # noqa: F401  (re-exported: the walk produces these)
 from .pieces import locate
 from .replay import Timeline
-
-from ..models.latency import BOUNDS  # noqa: F401  (re-exported: the walk produces these)
 
 
 def _thread_syncs(tl: Timeline) -> dict[int, tuple[np.ndarray, np.ndarray]]:

@@ -21,13 +21,13 @@ import polars as pl
 
 from ..devices import match_device
 from ..errors import OptionError
-from ..vocabulary import AUTOCAST_DTYPES, CLASSES
 from ..models.latency import WhatIfReport, bound_of
+from ..trace import Anomaly
+from ..vocabulary import AUTOCAST_DTYPES, CLASSES
 from .autocast import Casts, cast_kernel_ns, find_casts
 from .autocast import facts as autocast_facts
 from .overlap import overlapping_steps
 from .path import attribute
-from ..trace import Anomaly
 from .replay import measured_piece_lengths, measured_timeline, replay
 from .unprofiled import unprofiled_summary, without_profiler
 

@@ -25,9 +25,8 @@ import polars as pl
 
 from ..frames import add_columns
 from ..trace import Anomaly, Trace
-from .nesting import op_tree
-
 from ..vocabulary import ATTRIBUTIONS  # noqa: E402,F401  (re-exported)
+from .nesting import op_tree
 
 
 @dataclass

@@ -20,7 +20,6 @@ from ..errors import TraceError
 from ..schema import EXTRA_COLUMNS
 from .source import SQLITE_MAGIC, join_capped
 
-
 #: how much of the file's start the sniffers look at
 SNIFF_BYTES = 64 << 10
 

@@ -16,9 +16,7 @@ import polars as pl
 from .._version import __version__
 from ..errors import TraceError
 from ..trace import Anomaly
-from ..vocabulary import CLASSES, SCHEMA_VERSION, TIME_BASES
-from ..vocabulary import MODEL_TABLES
-from ..vocabulary import ns
+from ..vocabulary import CLASSES, MODEL_TABLES, SCHEMA_VERSION, TIME_BASES, ns
 from ..vocabulary import us as _us
 from .rows import frame, warnings_of
 

@@ -11,8 +11,7 @@ import polars as pl
 from ..errors import TraceError
 from ..safe_write import write_file
 from .names import shorten
-from .palette import (IDLE_HOST_BOUND, IDLE_OTHER, ROOF, SHARE_FLOPS, SHARE_TIME, STEP_BOUNDARY,
-                      category_color)
+from .palette import IDLE_HOST_BOUND, IDLE_OTHER, ROOF, SHARE_FLOPS, SHARE_TIME, STEP_BOUNDARY, category_color
 
 
 def plot_bars(cmp, output: str | Path, absolute: bool = False, title: str | None = None) -> None:

@@ -11,8 +11,8 @@ from typing import Any
 import msgspec
 
 from ...errors import TraceError
-from .events import ANY_DECODER, ENCODER, TOP_DECODER, MalformedJSON, short_error
 from ..source import SQLITE_MAGIC
+from .events import ANY_DECODER, ENCODER, TOP_DECODER, MalformedJSON, short_error
 
 
 def meta_of(top: dict[str, msgspec.Raw]) -> dict[str, Any]:

@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from ... import native
-from . import cutting, scanner
 from ..roles import TIME_LIMIT_US
+from . import cutting, scanner
 
 __all__ = ["ReadAhead", "discard", "start", "take", "wait", "worth_it"]
 

@@ -19,9 +19,9 @@ from typing import Any, Sequence
 import polars as pl
 
 from .. import roles
+from ..roles import PY_ROUTES, ROUTES, TABLES  # the routing, as data
 from .events import EMPTY_ARGS, TIME_LIMIT_US, Event
 
-from ..roles import PY_ROUTES, ROUTES, TABLES  # the routing, as data
 #: separates raw JSON texts joined into one string; a control byte never appears unescaped in JSON
 _SEP = "\x1f"
 
