@@ -70,7 +70,8 @@ def main(argv):
                 est = whatif_analysis(alone, scales, **opts).to_dict()
                 a_unprof = cal["unprofiled"]["measured_step_us"]
                 saved = cal["measured_us"] - cal["amdahl_us"]
-                rows.append(dict(workload=workload, pair=f"{slow}->{fast}", setting=setting, scales=" ".join(scales) or "--graphs",
+                rows.append(dict(workload=workload, pair=f"{slow}->{fast}", setting=setting,
+                                 scales=" ".join(scales) or "--graphs",
                                  truth_us=truth, estimated_us=est["predicted_unprofiled_step_us"],
                                  calibrated_us=cal["predicted_unprofiled_step_us"], profiled_us=cal["predicted_us"],
                                  amdahl_us=a_unprof - saved))
@@ -86,7 +87,8 @@ def main(argv):
         pl.col("profiled_err_%").abs().median().alias("profiled_median_abs_%"),
         pl.col("amdahl_err_%").abs().median().alias("amdahl_median_abs_%"))
     fmt = "MARKDOWN" if "--markdown" in argv else None
-    with pl.Config(tbl_rows=200, tbl_cols=-1, tbl_width_chars=250, float_precision=1, tbl_formatting=fmt, tbl_hide_column_data_types=True,
+    with pl.Config(tbl_rows=200, tbl_cols=-1, tbl_width_chars=250, float_precision=1, tbl_formatting=fmt,
+                   tbl_hide_column_data_types=True,
                    tbl_hide_dataframe_shape=True):
         print(df.drop("scales").sort("workload", "pair", "setting"))
         print(summary.sort("setting"))

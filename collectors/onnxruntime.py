@@ -22,8 +22,9 @@ import argparse
 import os
 import shutil
 import sys
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 LEVELS = {"disable": "ORT_DISABLE_ALL", "basic": "ORT_ENABLE_BASIC", "extended": "ORT_ENABLE_EXTENDED",
           "all": "ORT_ENABLE_ALL"}
@@ -114,7 +115,8 @@ def main(argv: list[str] | None = None) -> int:
     except ImportError:
         print("collectors: onnxruntime is not installed (pip install onnxruntime or onnxruntime-gpu)", file=sys.stderr)
         return 2
-    path = profile_session(args.model, random_inputs(args.model, args.dim), args.out, args.name or Path(args.model).stem,
+    path = profile_session(args.model, random_inputs(args.model, args.dim), args.out,
+                           args.name or Path(args.model).stem,
                            runs=args.runs, warmup=args.warmup, providers=args.providers, optimization=args.optimization)
     print(f"wrote {path}", file=sys.stderr)
     return 0

@@ -37,8 +37,9 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from .unprofiled import METADATA_KEY, Rounds
 
@@ -233,7 +234,8 @@ def load_factory(spec: str) -> tuple[Callable[[], Any], dict[str, Any]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m nongemm_trace.collectors.torch_profiler", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m nongemm_trace.collectors.torch_profiler",
+                                 description=__doc__.splitlines()[0])
     ap.add_argument("factory", help="MODULE:FUNCTION returning a step callable or (step, metadata)")
     ap.add_argument("-o", "--out", default=".", help="output folder")
     ap.add_argument("--name", help="trace name (default: the function's name)")

@@ -13,9 +13,10 @@ option of the measure stage and the rule for what the loader must keep.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from .errors import OptionError
 from .vocabulary import LEVELS, METRICS

@@ -25,8 +25,9 @@ from __future__ import annotations
 import os
 import signal
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -219,7 +220,7 @@ def run_ray(jobs: list[tuple], work: Callable[..., Any], *, workers: int | None,
             os.environ.setdefault(key, value)
         try:
             ray.init(num_cpus=workers or None, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True)
-        except Exception as exc:  # a node that did not come up: the environment's problem, in one line
+        except Exception as exc:  # noqa: BLE001 - a node that did not come up: the environment's problem, in one line
             raise TraceError(None, f"Ray did not start ({type(exc).__name__}: {exc})") from None
         started = True
     try:
@@ -241,7 +242,7 @@ def run_ray(jobs: list[tuple], work: Callable[..., Any], *, workers: int | None,
             for stream in ready:
                 try:
                     value = ray.get(next(stream))
-                except Exception as exc:  # the task's worker died (killed, out of memory)
+                except Exception as exc:  # noqa: BLE001 - the task's worker died (killed, out of memory)
                     finish(stream, Failure("died", f"Ray task failed: {type(exc).__name__}"))
                     continue
                 if stream in deadline:

@@ -185,6 +185,6 @@ def check(
             if change > allowed:
                 grew = "appeared" if b == 0 else f"rose {100 * change:.1f} %"
                 out.append(Violation(f"max-category-regression {cat}", change, allowed,
-                                     f"{cat} GPU time per step {grew} ({b / 1000:,.1f} -> {n / 1000:,.1f} us), above the "
-                                     f"limit of {_percent(allowed)} %"))
+                                     f"{cat} GPU time per step {grew} ({b / 1000:,.1f} -> {n / 1000:,.1f} us), "
+                                     f"above the limit of {_percent(allowed)} %"))
     return out, rep

@@ -67,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     except MemoryError:
         print(f"nongemm-trace: error: {getattr(args, 'trace', '')}: out of memory", file=sys.stderr)
         return EXIT_BAD_INPUT
-    except Exception as exc:  # never a traceback for the user; one line that names the file
+    except Exception as exc:  # noqa: BLE001 - never a traceback for the user; one line that names the file
         msg = " ".join(str(exc).split())[:300]
         print(f"nongemm-trace: error: {getattr(args, 'trace', '')}: unexpected failure "
               f"({type(exc).__name__}: {msg}); please report it", file=sys.stderr)

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import os
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import polars as pl
 
@@ -22,7 +23,8 @@ class ArrowCapsules:
         return self._capsules
 
 
-def add_columns(df: pl.DataFrame, right: pl.DataFrame, on: str | list[str], *, nulls_equal: bool = False) -> pl.DataFrame:
+def add_columns(df: pl.DataFrame, right: pl.DataFrame, on: str | list[str], *,
+                nulls_equal: bool = False) -> pl.DataFrame:
     """``df`` with the non-key columns of ``right`` added by a left join on ``on``, rows kept in
     order. Only the key columns go through the join; the rest of ``df`` is not copied (a
     plain join followed by a sort would copy every column of a table of millions of rows twice)."""
@@ -81,8 +83,8 @@ def _scatter_columns(df: pl.DataFrame, right: pl.DataFrame, key: str) -> pl.Data
 
 def nearest_down(ops: pl.DataFrame, value: str) -> pl.DataFrame:
     """``op_id`` and, for each op of an op tree (``op_id, parent_id, depth``), the ``value`` column
-    of itself or its nearest ancestor where it is not null. Level by level from the shallowest valued op, each level joined only with the
-    valued ops of the level above (the tree is shallow, the valued ops few)."""
+    of itself or its nearest ancestor where it is not null. Level by level from the shallowest valued
+    op, each level joined only with the valued ops of the level above (the tree is shallow, the valued ops few)."""
     tree = ops.select("op_id", "parent_id", "depth", value)
     has = tree.filter(pl.col(value).is_not_null())
     if has.height == 0:
@@ -149,7 +151,8 @@ def _outermost_by_jumping(ops: pl.DataFrame, skip: str) -> pl.Series:
     return best.cast(pl.UInt32)
 
 
-def walk_up(ops: pl.DataFrame, rows: pl.DataFrame, key: str = "op_id", *, distinct: bool = False) -> Iterator[pl.DataFrame]:
+def walk_up(ops: pl.DataFrame, rows: pl.DataFrame, key: str = "op_id", *,
+            distinct: bool = False) -> Iterator[pl.DataFrame]:
     """``rows`` (a table with an op id in ``key``) again for each level of the op tree (``op_id,
     parent_id``) above them: first with ``key`` replaced by each op's parent, then by its parent's
     parent, and so on; rows that reach a root stop. ``distinct``: each level's rows taken once (for

@@ -119,7 +119,8 @@ def _summary(t: dict[str, Any], comm: pl.DataFrame) -> dict[str, Any]:
         "span_us": _us(span), "busy_us": _us(t["busy_ns"]), "idle_us": _us(idle), "host_bound_idle_us": _us(host),
         "activities": int(t["activities"]), "launches": int(t["launches"]),
         "short_activities": int(t["short_activities"]),
-        "mean_launch_delay_us": None if t["mean_launch_delay_ns"] is None else round(t["mean_launch_delay_ns"] / 1000, 3),
+        "mean_launch_delay_us": None if t["mean_launch_delay_ns"] is None
+            else round(t["mean_launch_delay_ns"] / 1000, 3),
         "launch_call_us": _us(t["launch_call_ns"]),
         "activities_per_s": None if t["activities_per_s"] is None else round(t["activities_per_s"], 1),
         "idle_share": round(idle / span, 6) if span else None,
@@ -155,7 +156,8 @@ def _stream_exposure(acts: pl.DataFrame) -> pl.DataFrame:
     activity of the same device (a stream is only exposed against the whole device)."""
     rows = []
     for (dev, stream), _ in acts.group_by(["device", "stream"]):
-        comm = acts.filter((pl.col("device") == dev) & (pl.col("stream") == stream) & (pl.col("category") == "communication"))
+        comm = acts.filter((pl.col("device") == dev) & (pl.col("stream") == stream)
+                           & (pl.col("category") == "communication"))
         if comm.height == 0:
             rows.append((dev, stream, 0, 0))
             continue

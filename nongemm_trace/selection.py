@@ -33,7 +33,8 @@ WEAK_EVIDENCE_SHARE = 0.05
 #: the per-activity columns a breakdown report keeps (``Report.kernels``), in this order
 KERNEL_COLUMNS = [
     "activity_id", "name", "kind", "category", "class", "dur_ns", "ts_ns", "device", "stream", "correlation",
-    "op", "launch_op", "top_op", "module", "launch_op_id", "top_op_id", "attribution", "rule", "evidence", "fused_ops", "launch_id",
+    "op", "launch_op", "top_op", "module", "launch_op_id", "top_op_id", "attribution", "rule", "evidence", "fused_ops",
+    "launch_id",
     "launch_name", "launch_ts_ns", "launch_dur_ns", "step",
     # a deployment stack's evidence (TensorRT layers, ONNX Runtime nodes)
     "layer_type", "origin", "onnx_ops", "onnx_nodes", "origin_nodes", "provider", "median_ns",
@@ -139,7 +140,8 @@ def select(analysis: Analysis, opts: Options) -> Selection:
     graph = acts.filter(pl.col("attribution") == "graph_launch").height
     if graph:
         warnings.append(Anomaly("graph_replay", graph,
-                                f"{graph} GPU activities were replayed from CUDA graphs: no per-op link, classified by kernel name"))
+                                f"{graph} GPU activities were replayed from CUDA graphs: no per-op link, "
+                                "classified by kernel name"))
     if drop_unlinked:
         acts = acts.filter(pl.col("attribution") != "none")
     window: tuple[int | None, int | None] = (None, None)
@@ -147,7 +149,8 @@ def select(analysis: Analysis, opts: Options) -> Selection:
         acts, window = _skip(acts, steps, skip_steps, path, warnings)
     warnings += _content_warnings(acts)
     return Selection(str(path), tax.name, level, acts, steps, window, used_marker, skip_steps, drop_unlinked,
-                     warnings, file_total, file_count, engine, fmt.name, str(trace.metadata.get("time_basis") or fmt.time_basis),
+                     warnings, file_total, file_count, engine, fmt.name,
+                     str(trace.metadata.get("time_basis") or fmt.time_basis),
                      _metadata(trace.metadata),
                      linked, tax)
 

@@ -115,7 +115,8 @@ def test_top_level_op_skips_wrappers_and_is_outermost():
 # -- hand-made edge cases for the nesting sweep -------------------------------------------
 
 def _ops(rows):
-    df = pl.DataFrame(rows, schema={"pid": pl.Utf8, "tid": pl.Utf8, "ts_ns": pl.Int64, "dur_ns": pl.Int64}, orient="row")
+    df = pl.DataFrame(rows, schema={"pid": pl.Utf8, "tid": pl.Utf8, "ts_ns": pl.Int64, "dur_ns": pl.Int64},
+                      orient="row")
     return df.with_columns((pl.col("ts_ns") + pl.col("dur_ns")).alias("end_ns")).with_row_index("op_id")
 
 

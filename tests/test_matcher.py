@@ -103,7 +103,7 @@ def test_module_patterns_keep_their_order():
     tax = load_taxonomy("default")
     for cls, _ in [(n, c) for n, c in tax.module_names.items()][:20]:
         assert module_category(tax, cls)[0] == tax.module_names[cls]
-    for pat, cat in tax.module_patterns:
+    for pat, _cat in tax.module_patterns:
         probe = next((n for n in NAMES if pat.search(n)), None)
         if probe is not None:
             first = next(c for p, c in tax.module_patterns if p.search(probe))

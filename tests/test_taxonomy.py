@@ -103,7 +103,8 @@ KERNEL_CASES = [  # (substring that picks real kernel names in the shared traces
 def _all_kernel_names() -> tuple[str, ...]:
     names = set()
     for path in kineto_traces():
-        names |= {e["name"] for e in raw_events(str(path)) if e.get("ph") == "X" and e.get("cat") in ("kernel", "Kernel")}
+        names |= {e["name"]
+                  for e in raw_events(str(path)) if e.get("ph") == "X" and e.get("cat") in ("kernel", "Kernel")}
     return tuple(sorted(names))
 
 

@@ -36,7 +36,7 @@ from .taxonomy import Taxonomy, load_taxonomy
 
 __all__ = ["classify", "link_and_classify", "load_taxonomy", "Taxonomy", "LEVELS", "EVIDENCE"]
 
-from ..vocabulary import EVIDENCE, LEVELS  # noqa: E402  (re-exported)
+from ..vocabulary import EVIDENCE, LEVELS
 
 
 def op_name_table(tax: Taxonomy, ops: pl.DataFrame) -> pl.DataFrame:

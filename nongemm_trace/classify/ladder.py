@@ -18,8 +18,8 @@ Stages, in the order the rules are tried:
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
 
 import polars as pl
 
@@ -37,7 +37,7 @@ class Context:
     top_fallback: bool = True
 
     @staticmethod
-    def of(tax: Taxonomy) -> "Context":
+    def of(tax: Taxonomy) -> Context:
         return Context(tuple(tax.semantics.generic_categories), dict(tax.activity_kinds),
                        tax.transfers[1] if tax.transfers else None, bool(tax.top_fallback))
 

@@ -18,7 +18,7 @@ The results are the same as the rule-by-rule loops (``tests/test_matcher.py`` co
 from __future__ import annotations
 
 import re
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 #: distinct tokens whose candidate runs :class:`RunIndex` remembers at most
 TOKEN_MEMORY = 1 << 16

@@ -108,7 +108,8 @@ def flops_analysis(source: str | Path | Analysis, *, device_spec: str | None = N
             res = category_estimate(call, r["kind"])
             how = f"estimate ({r['kind']})" if res else how
         prec = _PRECISION.get(call.types[call.tensor_inputs()[0]] if call.tensor_inputs() else "", None)
-        if prec == "fp32" and any(("tf32" in (k or "").lower() or "tensorop" in (k or "")) for k in (r["kernels"] or [])):
+        if prec == "fp32" and any(("tf32" in (k or "").lower() or "tensorop" in (k or ""))
+                                  for k in (r["kernels"] or [])):
             prec = "tf32"  # cuDNN / cuBLAS ran the fp32 op on TF32 tensor cores
         s, k = _spatial(call)
         t_min = None  # the roofline's time for this call: max(compute time at peak, memory time at peak)
@@ -129,8 +130,9 @@ def flops_analysis(source: str | Path | Analysis, *, device_spec: str | None = N
         pl.len().alias("calls"), pl.col("time_ns").sum()).sort(["time_ns", "op"], descending=[True, False])
     if no_formula.height:
         warnings.append(Anomaly("no_formula", int(no_formula["calls"].sum()),
-                                f"{int(no_formula['calls'].sum())} op calls ({no_formula['time_ns'].sum() / 1000:,.1f} us of "
-                                f"GPU time) have no FLOP/byte formula and no shapes to estimate: listed in no_formula"))
+                                f"{int(no_formula['calls'].sum())} op calls "
+                                f"({no_formula['time_ns'].sum() / 1000:,.1f} us of GPU time) have no FLOP/byte formula "
+                                f"and no shapes to estimate: listed in no_formula"))
     ops = have.group_by(["op", "category"]).agg(
         pl.len().alias("calls"), pl.col("flops").sum(), pl.col("bytes").sum(), pl.col("time_ns").sum(),
         pl.col("precision").mode().sort().first(), pl.col("formula").mode().sort().first(), pl.col("roofline_ns").sum(),

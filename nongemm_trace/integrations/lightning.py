@@ -22,7 +22,7 @@ from typing import Any
 
 from .steps import StepProfiler
 
-__all__ = ["NonGemmCallback", "PLNonGemmCallback"]
+__all__ = ["NonGemmCallback", "PLNonGemmCallback"]  # noqa: F822 - built on first access (__getattr__)
 
 
 def _callback_class(package: str) -> type:

@@ -90,7 +90,8 @@ class StepProfiler:
         self._stack = contextlib.ExitStack()
         self._mark = self._stack.enter_context(profile_steps(
             self.out_dir, self.run_name, steps=self.steps, wait=self.start - self.warmup, warmup=self.warmup,
-            metadata={**self.metadata, **(metadata or {}), "profiled_steps": f"{self.start}..{self.start + self.steps - 1}"},
+            metadata={**self.metadata, **(metadata or {}),
+                      "profiled_steps": f"{self.start}..{self.start + self.steps - 1}"},
             with_stack=self.with_stack, with_modules=self.with_modules, summary=False, on_written=self._written,
             unprofiled=self._unprofiled.summary))
 

@@ -25,7 +25,7 @@ from ..trace import Anomaly
 from .graph import Graph, build
 from .overlap import overlapping_steps
 from .path import attribute
-from .replay import measured_piece_lengths, measured_timeline
+from .replay import measured_timeline
 from .unprofiled import latency_unprofiled, without_profiler
 
 __all__ = ["latency_analysis", "whatif_analysis", "LatencyReport", "WhatIfReport", "graph_of", "measured_timeline"]
@@ -43,9 +43,11 @@ def _step_ranges(analysis: Analysis, marker: str | None, warnings: list[Anomaly]
         tids = ops.filter(pl.col("name").is_in(steps["name"].unique().implode())).select(
             "name", "pid", "tid", "ts_ns", "end_ns").unique(["name", "pid", "ts_ns", "end_ns"])
         steps = steps.join(tids, on=["name", "pid", "ts_ns", "end_ns"], how="left")
-        return steps.select("step", "name", "pid", "tid", pl.col("ts_ns").alias("ts"), pl.col("end_ns").alias("end")), used
+        return steps.select("step", "name", "pid", "tid", pl.col("ts_ns").alias("ts"),
+                            pl.col("end_ns").alias("end")), used
     trace = analysis.trace()
-    host = pl.concat([ops.select("pid", "tid", "ts_ns", "end_ns"), trace.launches.select("pid", "tid", "ts_ns", "end_ns")])
+    host = pl.concat([ops.select("pid", "tid", "ts_ns", "end_ns"),
+                      trace.launches.select("pid", "tid", "ts_ns", "end_ns")])
     if host.height == 0:
         warnings.append(Anomaly("no_steps", 1, "the trace has no host events (ops or runtime calls): there is no step "
                                                "to measure latency over"))

@@ -16,8 +16,8 @@ replay read.
   stream, recorded (a ``cuda_sync`` stream wait) or inferred (a communication kernel).
 * **syncs**: each synchronizing call's piece and the activities it waited for
   (:mod:`.runtime` says which), and each wait of a thread on another (:mod:`.threads`: the
-  awaited host piece, ``point``), in the order they resolve, with ``late`` (how far the awaited work ended after the call
-  returned, clock skew: kept so the measured timeline is reproduced exactly).
+  awaited host piece, ``point``), in the order they resolve, with ``late`` (how far the awaited
+  work ended after the call returned, clock skew: kept so the measured timeline is reproduced exactly).
 
 Everything is columnar (sorts, ``join_asof``, one sweep for the pieces' labels); no loop
 per event.
@@ -45,8 +45,10 @@ class Graph:
     """The tables of one trace's dependency graph (times in int64 ns, measured)."""
 
     pieces: pl.DataFrame   # row, thr, ts, end, kind, bound, category, op_id, launch_id, sync (row in syncs or null)
-    acts: pl.DataFrame     # row, skey, pos, activity_id, name, category, class, ts, end, dur, lp (launch piece row), lat, gap, step
-    syncs: pl.DataFrame    # sync (row), piece, end_piece, thr, kind, launch_id, late, tail, point (awaited host piece), key
+    # row, skey, pos, activity_id, name, category, class, ts, end, dur, lp (launch piece row), lat, gap, step
+    acts: pl.DataFrame
+    # sync (row), piece, end_piece, thr, kind, launch_id, late, tail, point (awaited host piece), key
+    syncs: pl.DataFrame
     awaits: pl.DataFrame   # sync, act (row in acts)
     steps: pl.DataFrame    # step, name, first (piece row of its start), last (piece row of its end), ts, end
     launch_latency_ns: int
@@ -121,7 +123,8 @@ def sync_table(pieces: pl.DataFrame, first: pl.DataFrame, calls: pl.DataFrame,
         "thr", pl.col("ts_ns").alias("t"), pl.col("ts_ns").alias("rec_t")).sort("t")
     q = sy.select("sync", "thr", "kind", "launch_id", pl.col("ts_ns").alias("t")).sort("t")
     q = q.join_asof(records, on="t", by="thr", strategy="backward", check_sortedness=False)
-    q = q.with_columns(pl.when(pl.col("kind") == "event").then(pl.coalesce("rec_t", "t")).otherwise(pl.col("t")).alias("t"))
+    q = q.with_columns(pl.when(pl.col("kind") == "event").then(pl.coalesce("rec_t", "t"))
+                       .otherwise(pl.col("t")).alias("t"))
     q = q.sort("t").join_asof(by_thr, on="t", by="thr", strategy="backward", check_sortedness=False)
     if targets is not None and targets.height:
         named = pl.col("kind").is_in(["stream", "event"]) & pl.col("rec_skey").is_not_null()

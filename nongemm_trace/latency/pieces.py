@@ -117,7 +117,8 @@ def reference_pieces(ops: pl.DataFrame, calls: pl.DataFrame, op_thr: pl.Series, 
         starts, on="ts", by="thr", strategy="backward", check_sortedness=False).filter(
         pl.col("call_end") >= pl.col("end"))
     return pieces.select("row", "thr", "ts", "end").with_columns(
-        _scatter(n, in_op["qid"], in_op["op_id"], "op_id"), _scatter(n, in_call["row"], in_call["launch_id"], "launch_id"))
+        _scatter(n, in_op["qid"], in_op["op_id"], "op_id"),
+        _scatter(n, in_call["row"], in_call["launch_id"], "launch_id"))
 
 
 def _scatter(n: int, rows: pl.Series, values: pl.Series, name: str) -> pl.Series:

@@ -54,7 +54,7 @@ class OverheadModel:
     fit: str  # where the numbers come from (captures, error)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _models() -> dict[str, Any]:
     try:
         import tomllib
@@ -142,7 +142,8 @@ def latency_unprofiled(un: Unprofiled, steps: pl.DataFrame, profiled_att: pl.Dat
     un.timeline.steps = un.timeline.steps.filter(pl.col("step").is_in(kept))
     att = attribute(un.timeline, classes, queue_gap_ns)
     walls = steps.select("step", "wall").join(un.timeline.steps.select("step", pl.col("wall").alias("un")), on="step")
-    rows = [{"step": r["step"], "step_us": round(r["un"] / 1000, 3), "profiler_overhead_us": round((r["wall"] - r["un"]) / 1000, 3),
+    rows = [{"step": r["step"], "step_us": round(r["un"] / 1000, 3),
+             "profiler_overhead_us": round((r["wall"] - r["un"]) / 1000, 3),
              "bound": bound_of(att.filter(pl.col("step") == r["step"]))} for r in walls.iter_rows(named=True)]
     n = max(walls.height, 1)
     return unprofiled_summary(un) | {
@@ -173,7 +174,8 @@ def without_profiler(analysis, g: Graph, kept_steps: pl.DataFrame, *, step_us: f
     time without the profiler (mean per step), which wins over the trace's metadata; ``model``: another
     overhead model than the fitted one of the trace's settings."""
     if step_us is not None and (not isinstance(step_us, (int, float)) or not np.isfinite(step_us) or step_us <= 0):
-        raise OptionError(path, f"unprofiled_step_us must be a finite number > 0, not {step_us!r}", "unprofiled_step_us")
+        raise OptionError(path, f"unprofiled_step_us must be a finite number > 0, not {step_us!r}",
+                          "unprofiled_step_us")
     trace = analysis.trace()
     ops = analysis.linked().ops
     shapes = "input_dims" in ops.columns and bool(ops["input_dims"].is_not_null().any())
@@ -251,4 +253,5 @@ def without_profiler(analysis, g: Graph, kept_steps: pl.DataFrame, *, step_us: f
             else:
                 b = mid
         k = (a + b) / 2
-    return result(k, "measured", target if issue is None else meta_step, note, "step" if issue is None else "host_issue")
+    return result(k, "measured", target if issue is None else meta_step, note,
+                  "step" if issue is None else "host_issue")

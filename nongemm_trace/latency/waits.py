@@ -73,7 +73,8 @@ def recorded_waits(acts: pl.DataFrame, cuda_syncs: pl.DataFrame, calls: pl.DataF
         on="wait_on_cuda_event_record_corr_id")
     keys = _stream_keys(acts)
     w = _on_stream(_on_stream(w, keys, "stream"), keys, "wait_on_stream")
-    launched = acts.filter(pl.col("call_ts").is_not_null()).select("skey", pl.col("call_ts").alias("t"), "row").sort("t")
+    launched = (acts.filter(pl.col("call_ts").is_not_null())
+                .select("skey", pl.col("call_ts").alias("t"), "row").sort("t"))
     waiting = w.select("stream_skey", "wait_on_stream_skey", "t_rec", pl.col("t_wait").alias("t")).sort("t").join_asof(
         launched.rename({"skey": "stream_skey", "row": "act"}), on="t", by="stream_skey", strategy="forward",
         check_sortedness=False)

@@ -25,7 +25,7 @@ import polars as pl
 
 from ..frames import add_columns
 from ..trace import Anomaly, Trace
-from ..vocabulary import ATTRIBUTIONS  # noqa: E402,F401  (re-exported)
+from ..vocabulary import ATTRIBUTIONS  # noqa: F401  (re-exported)
 from .nesting import op_tree
 
 

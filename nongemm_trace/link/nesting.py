@@ -94,7 +94,8 @@ def _sweep(ops: pl.DataFrame, queries: pl.DataFrame | None) -> pl.DataFrame:
 _INT64_MAX = (1 << 63) - 1
 
 
-def _packed(ops: pl.DataFrame, queries: pl.DataFrame | None) -> tuple[pl.DataFrame, pl.DataFrame | None, int, int] | None:
+def _packed(ops: pl.DataFrame,
+            queries: pl.DataFrame | None) -> tuple[pl.DataFrame, pl.DataFrame | None, int, int] | None:
     """Thread and time packed into one int64 key (``thread * span + time - first``): the ops'
     ``thr, k`` (start), ``k_end``, ``k2`` (minus the duration), ``op_id`` and the queries' ``thr,
     k, qid``, with ``span`` and the number of thread numbers; None when the keys would overflow
@@ -193,12 +194,14 @@ def _tree_and_hits(nestable: pl.DataFrame, points: pl.DataFrame | None,
 
 def _from_sweep(sw: pl.DataFrame, has_q: bool) -> tuple[pl.DataFrame, pl.DataFrame | None]:
     st = sw.filter(pl.col("kind") == _START).select(
-        pl.col("thr").cast(pl.Int64), "seq", pl.col("ref").alias("op_id"), (pl.col("open") - 1).cast(pl.Int64).alias("depth"),
+        pl.col("thr").cast(pl.Int64), "seq", pl.col("ref").alias("op_id"),
+        (pl.col("open") - 1).cast(pl.Int64).alias("depth"),
     )
     q = None
     if has_q:
         q = sw.filter(pl.col("kind") == _QUERY).select(
-            pl.col("thr").cast(pl.Int64), "seq", (pl.col("open") - 1).cast(pl.Int64).alias("want"), pl.col("ref").alias("qid"),
+            pl.col("thr").cast(pl.Int64), "seq", (pl.col("open") - 1).cast(pl.Int64).alias("want"),
+            pl.col("ref").alias("qid"),
         )
     return st, q
 

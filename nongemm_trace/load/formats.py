@@ -3,18 +3,19 @@
 Every input format is one :class:`Format`: its one name (the loaded trace's ``source_format``),
 a ``sniff`` that looks at the start of the (decompressed) file, an ``open`` that turns the file
 into a :class:`~nongemm_trace.trace.Trace`, and what the format is (suffixes, host timeline,
-time basis, extra columns, whether it can be annotated or converted): commands ask the entry. :func:`sniff` tries them in order; a document that no loader reads but
-that is recognised (a TensorRT layer-information file without its profile, a rocprofiler-sdk
-or Perfetto trace) is refused with one line naming what it is, instead of loading as an
-empty Kineto trace. A new format is one entry in :data:`FORMATS` (or :data:`RECOGNISED`
-while it is not read).
+time basis, extra columns, whether it can be annotated or converted): commands ask the entry.
+:func:`sniff` tries them in order; a document that no loader reads but that is recognised (a
+TensorRT layer-information file without its profile, a rocprofiler-sdk or Perfetto trace) is
+refused with one line naming what it is, instead of loading as an empty Kineto trace. A new format
+is one entry in :data:`FORMATS` (or :data:`RECOGNISED` while it is not read).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from ..errors import TraceError
 from ..schema import EXTRA_COLUMNS

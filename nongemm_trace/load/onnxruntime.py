@@ -101,7 +101,8 @@ def load_onnxruntime(path: str | Path, doc: list) -> Trace:
                                             "ts_ns": pl.Int64, "dur_ns": pl.Int64, "ev_idx": pl.Int64})
         ops = pl.concat([ops, run_df.with_columns(
             pl.lit(None, pl.Int64).alias("external_id"), (pl.col("ts_ns") + pl.col("dur_ns")).alias("end_ns"),
-            pl.lit(None, pl.Int64).alias("seq"), *(pl.lit(None, pl.Categorical).alias(c) for c in ("input_dims", "input_type", "concrete_inputs")),
+            pl.lit(None, pl.Int64).alias("seq"),
+            *(pl.lit(None, pl.Categorical).alias(c) for c in ("input_dims", "input_type", "concrete_inputs")),
         ).with_row_index("op_id").select(ops.columns)], how="vertical_relaxed")
     providers = sorted({n["provider"] for n in nodes if n.get("provider")})
     meta = {"time_basis": "gpu" if gpu else "node", "step_marker": "model_run", "onnxruntime": {

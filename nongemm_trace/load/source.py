@@ -11,8 +11,8 @@ import os
 import queue
 import threading
 import zlib
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator
 
 from ..errors import TraceError
 
@@ -201,7 +201,7 @@ def _in_background(p: Path, source: Iterator[bytes], consumed: list[int], size: 
             put(exc)
         except OSError as exc:
             put(TraceError(p, f"cannot read: {exc.strerror or exc}"))
-        except BaseException as exc:  # pragma: no cover - reported in the consumer
+        except BaseException as exc:  # noqa: BLE001 - pragma: no cover - reported in the consumer
             put(exc)
 
     worker = threading.Thread(target=produce, name="nongemm-read", daemon=True)

@@ -29,7 +29,8 @@ _KERNELS = {"name": ("name", _S), "kind": ("kind", _S), "category": ("category",
             "activities": ("activities", _I), "gpu_time_ns": ("gpu_time_us", _I)}
 _STEPS = {"step": ("step", _I), "name": ("name", _S), "cpu_time_ns": ("cpu_time_us", _I),
           "gpu_time_ns": ("gpu_time_us", _I), "activities": ("activities", _I)}
-_CLASSES = {"class": ("class", _S), "time_ns": ("time_us", _I), "share": ("share", _F), "activities": ("activities", _I)}
+_CLASSES = {"class": ("class", _S), "time_ns": ("time_us", _I), "share": ("share", _F),
+            "activities": ("activities", _I)}
 
 
 
@@ -111,9 +112,10 @@ class Report:
         try:
             import pandas  # noqa: F401
         except ImportError:
-            raise ImportError("Report.to_pandas() needs pandas: pip install 'nongemm-trace[pandas]' "
-                              "(the tables themselves are polars DataFrames: report.categories, report.ops, …)") from None
-        return {k: getattr(self, k).to_pandas() for k in ("categories", "classes", "ops", "kernels", "kernel_summary", "steps")}
+            raise ImportError("Report.to_pandas() needs pandas: pip install 'nongemm-trace[pandas]' (the tables "
+                              "themselves are polars DataFrames: report.categories, report.ops, …)") from None
+        return {k: getattr(self, k).to_pandas()
+                for k in ("categories", "classes", "ops", "kernels", "kernel_summary", "steps")}
 
     def _repr_html_(self) -> str:
         """Jupyter's view: class and category bars, the top ops and kernels (names escaped)."""

@@ -95,7 +95,8 @@ def timeline_figure(rep, window: tuple[float, float] | None = None):
     if window:
         ax.set_xlim(window[0] / per, window[1] / per)
     handles = [Patch(color=category_color(c), label=c) for c in sorted(set(acts["category"].to_list()))]
-    handles += [Patch(color=IDLE_HOST_BOUND, label="idle: waiting for launch"), Patch(color=IDLE_OTHER, label="idle: other")]
+    handles += [Patch(color=IDLE_HOST_BOUND, label="idle: waiting for launch"),
+                Patch(color=IDLE_OTHER, label="idle: other")]
     if starts.height > 1:
         handles.append(Line2D([0], [0], color=STEP_BOUNDARY, linestyle="--", label="step start"))
     fig.legend(handles=handles, loc="outside lower center", ncol=min(8, len(handles)), fontsize=8, frameon=False)

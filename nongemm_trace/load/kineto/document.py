@@ -109,6 +109,7 @@ def repair(data: bytes) -> tuple[bytes, str] | None:
             return None
         try:
             return ENCODER.encode(doc), "NaN / Infinity numbers (not JSON) were read as null"
-        except (UnicodeEncodeError, msgspec.EncodeError, OverflowError, RecursionError):  # a lone surrogate escape: not JSON either
+        except (UnicodeEncodeError, msgspec.EncodeError, OverflowError,
+                RecursionError):  # a lone surrogate escape: not JSON either
             return None
     return None

@@ -12,9 +12,10 @@ so sub-microsecond kernels keep their length.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from operator import itemgetter
-from typing import Any, Sequence
+from typing import Any
 
 import polars as pl
 
