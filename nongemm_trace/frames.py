@@ -9,6 +9,18 @@ from typing import Any
 import polars as pl
 
 
+def int_scalar(value: Any) -> int:
+    """A polars aggregate (``s.sum()``, ``s.max()``, ``df.item()``) as an ``int``: polars types every scalar
+    as one broad union (numbers, dates, strings, lists), which ``int()`` does not take; this is the
+    plain ``int()`` the call sites did, typed."""
+    return int(value)
+
+
+def number(value: Any) -> float:
+    """A polars numeric aggregate, unchanged (an int stays an int), typed as the number it is."""
+    return value
+
+
 class ArrowCapsules:
     """A column from the C extensions (an Arrow ``(schema, array)`` PyCapsule pair) as an Arrow
     PyCapsule producer: polars takes its buffers without copying them and without pyarrow
@@ -89,11 +101,11 @@ def nearest_down(ops: pl.DataFrame, value: str) -> pl.DataFrame:
     has = tree.filter(pl.col(value).is_not_null())
     if has.height == 0:
         return tree.select("op_id", value)
-    top = int(has["depth"].min() or 0)
+    top = int_scalar(has["depth"].min() or 0)
     levels = tree.filter(pl.col("depth") > top).partition_by("depth", as_dict=True)
     known = has.filter(pl.col("depth").is_null() | (pl.col("depth") <= top)).select("op_id", value)
     parts = [known]
-    for d in range(top + 1, int(tree["depth"].max() or 0) + 1):
+    for d in range(top + 1, int_scalar(tree["depth"].max() or 0) + 1):
         level = levels.get((d,))
         if level is None:
             break
@@ -117,7 +129,7 @@ def outermost_up(ops: pl.DataFrame, skip: str, out: str) -> pl.DataFrame:
     ops = ops.with_columns(pl.lit(None, pl.UInt32).alias(out))
     if ops.height == 0 or ops["depth"].drop_nulls().len() == 0:
         return ops.with_columns(pl.when(~pl.col(skip)).then(pl.col("op_id")).alias(out))
-    max_depth = int(ops["depth"].max())
+    max_depth = int_scalar(ops["depth"].max())
     known = ops.filter(pl.col("depth") == 0).select(
         "op_id", pl.when(~pl.col(skip)).then(pl.col("op_id")).otherwise(None).alias(out))
     resolved = [known]
