@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import TraceError
-from ..schema import EXTRA_COLUMNS
+from ..schema import EXTRA_COLUMNS, DType
 from .source import SQLITE_MAGIC, join_capped
 
 #: how much of the file's start the sniffers look at
@@ -63,7 +63,7 @@ class Format:
     exported_from: tuple[str, ...] = ()
 
     @property
-    def extra_columns(self) -> dict[str, dict[str, object]]:
+    def extra_columns(self) -> dict[str, dict[str, DType]]:
         """The columns its loader adds to the contract tables (declared in :mod:`..schema`)."""
         return EXTRA_COLUMNS.get(self.name, {})
 

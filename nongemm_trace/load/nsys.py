@@ -224,7 +224,7 @@ def _launches(path, con, tables, s, notes) -> pl.DataFrame:
 
 
 def _ops(path, con, tables, s, notes) -> pl.DataFrame:
-    rows = []
+    rows: list[tuple[Any, ...]] = []
     if "NVTX_EVENTS" not in tables:
         notes.append(("missing_table", 1, "no NVTX_EVENTS table: no op ranges (capture with -t nvtx under emit_nvtx); "
                                           "activities are classified by kernel name"))

@@ -16,6 +16,7 @@ import mmap
 import os
 import re
 from collections.abc import Iterator
+from typing import Any
 
 from ...errors import TraceError
 from ..source import too_long_stretch
@@ -77,7 +78,8 @@ class Cutter:
     ends, ``buf[pos:end]`` is the tail: the last events, the array's end and whatever follows it."""
 
     def __init__(self, buf: bytearray, pos: int, blocks: Iterator[bytes], spare: list, path: str = "") -> None:
-        self.buf, self.pos, self.end = buf, pos, len(buf)
+        self.buf: Any = buf  # a bytearray, then anonymous memory maps (:func:`next_buffer`); None once iterated
+        self.pos, self.end = pos, len(buf)
         self.blocks, self.spare, self.path = blocks, spare, path
 
     def __iter__(self) -> Iterator[tuple[memoryview, object]]:

@@ -134,7 +134,8 @@ def _category(item: msgspec.Raw) -> str:
         return "(not an object)"
     except (msgspec.DecodeError, RecursionError):  # pragma: no cover - the item decoded as JSON already
         return "?"
-    return loose.cat if isinstance(loose.cat, str) else "?"
+    cat = getattr(loose, "cat", None)  # a struct built at run time (msgspec.defstruct): mypy sees no fields
+    return cat if isinstance(cat, str) else "?"
 
 
 def malformed_notes(malformed: dict[str, int]) -> list[tuple[str, int, str]]:

@@ -126,7 +126,8 @@ class ChunkPipeline:
 
 def _decode_apart(path: str, raw, keep_python: bool) -> tuple[int, dict[str, pl.DataFrame], Tally, dict[str, int]]:
     """One chunk on a scanning thread, with its own tally (merged in file order by the caller)."""
-    tally, malformed = Tally(), {}
+    tally = Tally()
+    malformed: dict[str, int] = {}
     try:
         count, tables = decode_chunk(path, raw, keep_python, tally, malformed)
     finally:
