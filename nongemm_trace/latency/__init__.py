@@ -17,6 +17,7 @@ import polars as pl
 
 from ..analysis import Analysis, open_analysis
 from ..errors import TraceError
+from ..frames import int_scalar
 from ..load.formats import FORMATS, format_of
 from ..metrics.steps import find_steps
 from ..models.latency import LatencyReport, WhatIfReport
@@ -60,7 +61,7 @@ def _step_ranges(analysis: Analysis, marker: str | None, warnings: list[Anomaly]
     warnings.append(Anomaly("no_steps", 1, "the trace has no steps: the whole trace is one step, on the thread "
                                            "that launched the most work (name the step range with step_marker)"))
     return pl.DataFrame({"step": [0], "name": ["(whole trace)"], "pid": busiest["pid"], "tid": busiest["tid"],
-                         "ts": [int(mine["ts_ns"].min())], "end": [int(mine["end_ns"].max())]}), None
+                         "ts": [int_scalar(mine["ts_ns"].min())], "end": [int_scalar(mine["end_ns"].max())]}), None
 
 
 def graph_of(source: str | Path | Analysis, **options: Any) -> tuple[Analysis, Graph, Selection, list[Anomaly]]:

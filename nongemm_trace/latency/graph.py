@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
-from ..frames import add_columns, lookup_columns
+from ..frames import add_columns, int_scalar, lookup_columns
 from ..schema import empty
 from .pieces import host_pieces, thread_codes
 from .runtime import EVENT_RECORDS, SYNC_KINDS
@@ -226,11 +226,11 @@ def _dense(per_call: pl.DataFrame, ids: pl.Series) -> pl.DataFrame:
     """``per_call`` (unique ``launch_id``) as a table indexed by the launch id when the ids are small
     non-negative integers (the loader's row numbers), so :func:`lookup_columns` gathers instead of
     joining millions of pieces; else as it is."""
-    top = max(int(ids.max() or 0), int(per_call["launch_id"].max() or 0)) if per_call.height else 0
-    low = min(int(ids.min() or 0), int(per_call["launch_id"].min() or 0)) if per_call.height else 0
+    top = max(int_scalar(ids.max() or 0), int_scalar(per_call["launch_id"].max() or 0)) if per_call.height else 0
+    low = min(int_scalar(ids.min() or 0), int_scalar(per_call["launch_id"].min() or 0)) if per_call.height else 0
     if low < 0 or top > 4 * ids.len() + 1024:
         return per_call
-    rows = pl.DataFrame({"launch_id": pl.int_range(top + 1, eager=True, dtype=per_call.schema["launch_id"])})
+    rows = pl.DataFrame({"launch_id": pl.int_range(top + 1, eager=True).cast(per_call.schema["launch_id"])})
     return add_columns(rows, per_call, "launch_id")
 
 

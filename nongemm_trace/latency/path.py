@@ -68,7 +68,7 @@ def walk(tl: Timeline) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
         k = last_of.get(step)
         on_gpu = k is not None and st["gpu_end"] is not None and st["gpu_end"] > st["cpu_end"]
         thr = st["thr"]
-        bound_of = {}
+        bound_of: dict[int, int] = {}
         for _ in range(4 * (len(s_ts) + n_jumps + 2) + 8):
             if t <= lo:
                 break

@@ -21,6 +21,7 @@ answer is ``measured``; otherwise ``k`` = 1 and it is ``estimated`` from the tra
 from __future__ import annotations
 
 import functools
+import sys
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
@@ -29,6 +30,7 @@ import numpy as np
 import polars as pl
 
 from ..errors import OptionError
+from ..frames import number
 from .graph import Graph
 from .replay import Timeline, measured_piece_lengths, replay
 
@@ -56,9 +58,9 @@ class OverheadModel:
 
 @functools.cache
 def _models() -> dict[str, Any]:
-    try:
+    if sys.version_info >= (3, 11):
         import tomllib
-    except ModuleNotFoundError:  # Python < 3.11
+    else:  # pragma: no cover - Python 3.10
         import tomli as tomllib
     return tomllib.loads((resources.files("nongemm_trace.devices") / "profiler_overhead.toml").read_text())
 
@@ -213,7 +215,7 @@ def without_profiler(analysis, g: Graph, kept_steps: pl.DataFrame, *, step_us: f
                           on)
 
     def mean_wall(tl: Timeline) -> float:
-        return float(tl.steps.filter(pl.col("step").is_in(steps.implode()))["wall"].mean() or 0.0) / 1000.0
+        return float(number(tl.steps.filter(pl.col("step").is_in(steps.implode()))["wall"].mean()) or 0.0) / 1000.0
 
     if target is None and issue is None:
         return result(1.0, "estimated", None)
@@ -229,6 +231,7 @@ def without_profiler(analysis, g: Graph, kept_steps: pl.DataFrame, *, step_us: f
     else:
         def wall_at(k: float) -> float:
             return mean_wall(run(k)[0])
+        assert target is not None  # one of the two, checked above
         what = f"step {target:,.1f} us"
         goal = target
     lo, hi = wall_at(K_MAX), wall_at(0.0)

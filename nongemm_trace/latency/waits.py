@@ -34,12 +34,15 @@ from __future__ import annotations
 
 import polars as pl
 
+from ..schema import DType
+
 #: ``cuda_sync_kind`` of a stream waiting for an event (cudaStreamWaitEvent)
 WAIT_EVENT = "Stream Wait Event"
 #: ``cuda_sync_kind`` of a host call waiting for a stream / an event
 STREAM_SYNC, EVENT_SYNC = "Stream Sync", "Event Sync"
 
-DEPS_SCHEMA = {"act": pl.Int64, "dep": pl.Int64, "delta": pl.Int64, "recorded": pl.Boolean, "holds": pl.Boolean}
+DEPS_SCHEMA = pl.Schema({"act": pl.Int64, "dep": pl.Int64, "delta": pl.Int64, "recorded": pl.Boolean,
+                         "holds": pl.Boolean})
 
 
 def _stream_keys(acts: pl.DataFrame) -> pl.DataFrame:
@@ -112,7 +115,8 @@ def recorded_sync_targets(cuda_syncs: pl.DataFrame, calls: pl.DataFrame, acts: p
         "device", "correlation", pl.col("wait_on_stream").alias("on"),
         pl.col("wait_on_cuda_event_record_corr_id").alias("rec_corr"))
     both = pl.concat([s, e]).with_columns(pl.col("device").fill_null(-1))
-    out_schema = {"launch_id": calls.schema["launch_id"], "rec_skey": pl.Int64, "rec_t": pl.Int64}
+    out_cols: dict[str, DType] = {"launch_id": calls.schema["launch_id"], "rec_skey": pl.Int64, "rec_t": pl.Int64}
+    out_schema = pl.Schema(out_cols)
     if both.height == 0:
         return pl.DataFrame(schema=out_schema)
     keys = _stream_keys(acts).rename({"stream": "on", "skey": "rec_skey"})

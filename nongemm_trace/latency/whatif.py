@@ -21,6 +21,7 @@ import polars as pl
 
 from ..devices import match_device
 from ..errors import OptionError
+from ..frames import int_scalar
 from ..models.latency import WhatIfReport, bound_of
 from ..trace import Anomaly
 from ..vocabulary import AUTOCAST_DTYPES, CLASSES
@@ -277,7 +278,7 @@ def predict(analysis, g, sel, warnings, scales, *, cpu_scale: float = 1.0, launc
                                             pl.col("p").sum().alias("predicted_ns"))
     order = {c: i for i, c in enumerate(CLASSES)}
     shares = shares.sort(pl.col("class").replace_strict(order, default=len(order), return_dtype=pl.Int64))
-    span = {what: int(t["end"].max() - t["ts"].min()) if t.height else None
+    span = {what: int_scalar(t["end"].max()) - int_scalar(t["ts"].min()) if t.height else None
             for what, t in (("measured", kept_measured), ("predicted", keep))}
     kept = steps["step"].implode()
     un_pred.steps = un_pred.steps.filter(pl.col("step").is_in(kept))

@@ -23,7 +23,7 @@ def find_steps(ops: pl.DataFrame, marker: str | None = None) -> tuple[pl.DataFra
         return _empty(), None
     if marker:
         cand = ops.filter((pl.col("name") == marker) | pl.col("name").str.starts_with(marker + "#"))
-        used = marker
+        used: str | None = marker
     else:
         cand = ops.filter(pl.col("name").str.starts_with(PROFILER_STEP))
         used = PROFILER_STEP.rstrip("#") if cand.height else None
