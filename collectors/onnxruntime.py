@@ -89,7 +89,7 @@ def random_inputs(model: str | os.PathLike, dim: int = 1) -> dict[str, Any]:
              "tensor(int64)": np.int64, "tensor(int32)": np.int32, "tensor(bool)": np.bool_}
     sess = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
     rng = np.random.default_rng(0)
-    feeds = {}
+    feeds: dict[str, Any] = {}
     for i in sess.get_inputs():
         shape = [d if isinstance(d, int) and d > 0 else dim for d in i.shape]
         dtype = types.get(i.type, np.float32)

@@ -50,8 +50,7 @@ def expand_inputs(items: list[str]) -> list[str]:
             out += found
         else:
             out.append(it)
-    seen: set[str] = set()
-    return [x for x in out if not (x in seen or seen.add(x))]
+    return list(dict.fromkeys(out))  # in order, each once
 
 
 def _one_core_each() -> None:
@@ -116,7 +115,7 @@ def _write_parts(rep, root: Path, index: int, rank: Any) -> None:
                                                   pl.lit(rank, dtype=pl.Int64).alias("rank"))
         d = root / f"table={table}"
         d.mkdir(parents=True, exist_ok=True)
-        write_file(d / f"part-{index:05d}.parquet", lambda path, df=df: df.write_parquet(path))
+        write_file(d / f"part-{index:05d}.parquet", df.write_parquet)
 
 
 def _straggler(rows: list[dict[str, Any]]) -> tuple[Any, str]:

@@ -135,6 +135,7 @@ def run_processes(jobs: list[tuple], work: Callable[..., Any], *, workers: int, 
             done(i)
 
     def finish(w: _Worker, value: Any) -> None:
+        assert w.index is not None  # a worker with a job
         finish_index(w.index, value)
         w.index, w.deadline = None, float("inf")
 
@@ -160,7 +161,7 @@ def run_processes(jobs: list[tuple], work: Callable[..., Any], *, workers: int, 
             for w in list(pool):
                 if w.conn in ready or w.process.sentinel in ready:
                     try:
-                        message = w.conn.recv() if w.conn.poll() else EOFError
+                        message: Any = w.conn.recv() if w.conn.poll() else EOFError
                     except (EOFError, OSError):
                         message = EOFError
                     if message is None:
@@ -216,8 +217,8 @@ def run_ray(jobs: list[tuple], work: Callable[..., Any], *, workers: int | None,
         # Ray kills a worker that has not registered within 60 s (its default), and the task fails; on a
         # loaded host (every core busy) a worker's start alone takes that long, so a local Ray started
         # here waits up to 10 minutes (Ray reads RAY_<setting>; a value already set wins)
-        for key, value in RAY_PATIENCE.items():
-            os.environ.setdefault(key, value)
+        for key, setting in RAY_PATIENCE.items():
+            os.environ.setdefault(key, setting)
         try:
             ray.init(num_cpus=workers or None, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True)
         except Exception as exc:  # noqa: BLE001 - a node that did not come up: the environment's problem, in one line
@@ -238,6 +239,7 @@ def run_ray(jobs: list[tuple], work: Callable[..., Any], *, workers: int | None,
         while flight:
             first = min(deadline.values(), default=float("inf"))
             wait_s = None if first == float("inf") else max(0.0, first - time.monotonic())
+            ready: list[Any]  # the streams (ObjectRefGenerator) whose next value is in
             ready, _ = ray.wait(list(flight), num_returns=1, timeout=wait_s)
             for stream in ready:
                 try:

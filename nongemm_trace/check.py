@@ -33,7 +33,7 @@ class Violation:
     message: str
 
 
-def parse_fraction(text: str, where: str = "limit") -> float:
+def parse_fraction(text: str | float, where: str = "limit") -> float:
     """``0.45``, ``45%`` or ``45 %`` -> 0.45."""
     t = str(text).strip().replace(" ", "")
     try:

@@ -14,6 +14,7 @@ import polars as pl
 
 from .analysis import Analysis, open_analysis
 from .errors import TraceError
+from .frames import int_scalar, number
 from .metrics.launch import (
     BUSY_CLASS_ORDER,
     OPTIONAL_BUSY_CLASSES,
@@ -42,7 +43,7 @@ def launch_analysis(source: str | Path | Analysis, *, short_us: float = 10.0, un
     warnings = sel.warnings_as(report_opts.get("metric") or "gpu")
     if acts.height == 0:
         empty = pl.DataFrame()
-        summary = {f"{f}_us": 0.0 for f in FIELDS} | {
+        summary: dict[str, Any] = {f"{f}_us": 0.0 for f in FIELDS} | {
             "activities": 0, "launches": 0, "short_activities": 0, "mean_launch_delay_us": None,
             "exposed_communication_us": 0.0, "overlapped_communication_us": 0.0, "communication_us": 0.0,
             "activities_per_s": None, "idle_share": None, "host_bound_share_of_idle": None,
@@ -63,7 +64,8 @@ def launch_analysis(source: str | Path | Analysis, *, short_us: float = 10.0, un
     if steps.height:
         spans = steps["span_ns"]
         summary["step_span_us"] = {"min": _us(spans.min()), "median": _us(spans.median()), "max": _us(spans.max()),
-                                   "spread": round(float((spans.max() - spans.min()) / spans.mean()), 4)
+                                   "spread": round(float((number(spans.max()) - number(spans.min()))
+                                                         / number(spans.mean())), 4)
                                    if spans.mean() else None}
     cats = category_overhead(acts.with_columns(pl.col("device").fill_null(-1)))
     per_act = _per_activity(acts)
@@ -109,7 +111,7 @@ def without_profiler_view(analysis: Analysis, options: dict[str, Any], step_us: 
 def busy_share(acts: pl.DataFrame) -> float | None:
     """A replayed timeline's busy share: :func:`.metrics.launch.busy_ns` over its span, first start to last end."""
     a = acts.select(pl.col("ts").alias("ts_ns"), pl.col("end").alias("end_ns")).drop_nulls()
-    span = int(a["end_ns"].max() - a["ts_ns"].min()) if a.height else 0
+    span = int_scalar(a["end_ns"].max()) - int_scalar(a["ts_ns"].min()) if a.height else 0
     return round(busy_ns(a) / span, 6) if span > 0 else None
 
 

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from .errors import OptionError
+from .frames import int_scalar
 from .load.formats import format_of
 from .metrics.breakdown import evidence_time
 from .metrics.steps import assign_steps, find_steps, guessed_steps_hold_work
@@ -103,6 +104,7 @@ class Selection:
 def select(analysis: Analysis, opts: Options) -> Selection:
     """The selection of ``analysis`` under resolved options ``opts`` (the metric is not read)."""
     tax, path, level = analysis.taxonomy, analysis.path, opts.level
+    assert level is not None  # resolved
     drop_unlinked, step_marker, skip_steps = opts.drop_unlinked, opts.step_marker, opts.skip_steps
     acts = analysis.activities(level)
     trace, linked = analysis.trace(), analysis.linked()
@@ -170,7 +172,8 @@ def _skip(acts: pl.DataFrame, steps: pl.DataFrame, skip_steps: int, path: Any,
         f"{outside.height} GPU activities ({outside['dur_ns'].sum() / 1000:,.1f} us) in the first {skip_steps} "
         f"steps or outside every step were excluded (--skip-steps {skip_steps})"))
     keep = steps.filter(pl.col("step") >= skip_steps)
-    return acts.filter(pl.col("step") >= skip_steps), (keep["ts_ns"].min(), keep["end_ns"].max())
+    window = (int_scalar(keep["ts_ns"].min()), int_scalar(keep["end_ns"].max()))
+    return acts.filter(pl.col("step") >= skip_steps), window
 
 
 def _content_warnings(acts: pl.DataFrame) -> list[Anomaly]:

@@ -91,18 +91,20 @@ def flops_analysis(source: str | Path | Analysis, *, device_spec: str | None = N
         holder, on="owner", how="left")
     targets = calls.filter(pl.col("counted")).select("op_id").vstack(
         owner_time.select(pl.col("owner").alias("op_id")).cast({"op_id": calls.schema["op_id"]})).unique()
-    sel = calls.join(targets, on="op_id", how="semi").join(
+    chosen = calls.join(targets, on="op_id", how="semi").join(
         owner_time.rename({"owner": "op_id"}), on="op_id", how="left").with_columns(
         # a call that owns no GPU time (it launched nothing) counts where analyze's rule puts the call
         pl.coalesce("_held", call_category(analysis.taxonomy.semantics.generic_categories), "kind").alias("category"))
 
     rows = []
-    for r in sel.select("op_id", "name", "category", "kind", "counted", "input_dims", "input_type", "concrete_inputs",
-                        "time_ns", "kernels").iter_rows(named=True):
+    for r in chosen.select("op_id", "name", "category", "kind", "counted", "input_dims", "input_type",
+                           "concrete_inputs", "time_ns", "kernels").iter_rows(named=True):
         call = OpCall.parse(r["name"], r["input_dims"], r["input_type"], r["concrete_inputs"])
         res, how = None, "none"
         if r["counted"]:
-            res = lookup(r["name"])(call)
+            formula = lookup(r["name"])
+            assert formula is not None  # counted: it has one
+            res = formula(call)
             how = "formula" if res else "formula (shapes missing)"
         if res is None and r["kind"] not in ("gemm", "attention"):
             res = category_estimate(call, r["kind"])
@@ -164,8 +166,8 @@ def _spatial(c: OpCall) -> tuple[float | None, float | None]:
         return float(math.prod(x[2:])), float(math.prod(w[2:]))
     if base in ("mm", "_scaled_mm") and x:
         return float(x[0]), 1.0
-    if base in ("addmm", "baddbmm") and c.shape(1):
-        return float(c.shape(1)[-2]), 1.0
+    if base in ("addmm", "baddbmm") and w:
+        return float(w[-2]), 1.0
     if base == "bmm" and x:
         return float(x[0] * x[1]), 1.0
     return None, None

@@ -15,6 +15,7 @@ from html import escape
 
 import polars as pl
 
+from ..frames import int_scalar
 from .palette import CLASS_COLORS, IDLE_HOST_BOUND, IDLE_OTHER, category_color
 
 
@@ -88,7 +89,7 @@ def timeline(acts: pl.DataFrame, width: int = 1000, lane_h: int = 16) -> str:
     for a launch from the CPU). Step starts are marked."""
     if acts.height == 0:
         return '<p class="empty">no GPU activities: nothing ran on the device</p>'
-    t0 = int(acts["ts_ns"].min())
+    t0 = int_scalar(acts["ts_ns"].min())
     span = max(int((acts["ts_ns"] + acts["dur_ns"]).max()) - t0, 1)
     scale = width / span
     label_w, axis_h = 110, 22
