@@ -200,7 +200,7 @@ def main() -> int:
     print()
     print("| trace | JSON MB | file | tool | wall (s) | MB/s | peak RSS (MB) | RSS / JSON | x floor | HTA / nongemm |")
     print("|---|---:|---|---|---:|---:|---:|---:|---:|---:|")
-    for label, mb, gz, res, stages in rows:
+    for label, mb, gz, res, _stages in rows:
         floor = res["floor"][0]
         hta = res.get("hta", (None,))[0]
         for tool, (wall, rss, _) in res.items():

@@ -24,7 +24,14 @@ each (the steps of matched rounds, so each pair shares its host conditions), plu
 NAME__CONFIG.meta.json. The merged trace's steps are whole (launches, kernels and the
 synchronize after them); the time between segments holds no event.
 """
-import gzip, io, json, os, sys, tarfile, time, traceback
+import gzip
+import io
+import json
+import os
+import sys
+import tarfile
+import time
+import traceback
 
 ROUNDS = int(os.environ.get("ROUNDS", "5"))
 STEPS = int(os.environ.get("STEPS", "4"))
@@ -121,23 +128,31 @@ def capture(out, only):
                 for r in range(ROUNDS):
                     for c in order[r]:
                         on, f = configs[c]
-                        tf32(on); f(); torch.cuda.synchronize()
+                        tf32(on)
+                        f()
+                        torch.cuda.synchronize()
                         for _ in range(6):
-                            s.record(); f(); e.record(); torch.cuda.synchronize()
+                            s.record()
+                            f()
+                            e.record()
+                            torch.cuda.synchronize()
                             lat[c]["synced"].append(s.elapsed_time(e))
                         s.record()
                         for _ in range(6):
                             f()
-                        e.record(); torch.cuda.synchronize()
+                        e.record()
+                        torch.cuda.synchronize()
                         lat[c]["b2b"].append(s.elapsed_time(e) / 6)
                 acts = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
-                gc.collect(); gc.disable()
+                gc.collect()
+                gc.disable()
                 with torch.profiler.profile(activities=acts, record_shapes=True) as prof:
                     for r in range(ROUNDS):
                         for c in order[r]:
                             on, f = configs[c]
                             tf32(on)
-                            f(); torch.cuda.synchronize()          # warm-up after the switch
+                            f()
+                            torch.cuda.synchronize()          # warm-up after the switch
                             with torch.profiler.record_function(f"seg/{c}/{r:02d}"):
                                 for _ in range(STEPS):
                                     with torch.profiler.record_function(STEP):
@@ -159,14 +174,15 @@ def capture(out, only):
                             gpu=torch.cuda.get_device_name(), torch=torch.__version__)
                 add(tar, base + ".meta.json", json.dumps(meta, indent=1).encode())
             print(f"{base}: {meta['latency_ms_synced']} ({time.time() - t0:.1f}s)", flush=True)
-        except Exception:
+        except Exception:  # noqa: BLE001
             gc.enable()
             traceback.print_exc()
         torch.cuda.empty_cache()
 
 
 def add(tar, name, data):
-    info = tarfile.TarInfo(name); info.size = len(data)
+    info = tarfile.TarInfo(name)
+    info.size = len(data)
     tar.addfile(info, io.BytesIO(data))
 
 
@@ -209,7 +225,8 @@ def merge(segdir, out, rounds, steps):
                     if e.get("ph") == "M":
                         key = json.dumps(e, sort_keys=True)
                         if key not in seen_meta:
-                            seen_meta.add(key); evs.append(e)
+                            seen_meta.add(key)
+                            evs.append(e)
                     else:
                         evs.append(e)
             head = {k: v for k, v in docs[0].items() if k != "traceEvents"}
@@ -242,5 +259,7 @@ if __name__ == "__main__":
         opt = {"--rounds": 99, "--steps": 99}
         for k in opt:
             if k in args:
-                i = args.index(k); opt[k] = int(args[i + 1]); del args[i: i + 2]
+                i = args.index(k)
+                opt[k] = int(args[i + 1])
+                del args[i: i + 2]
         merge(args[0], args[1], opt["--rounds"], opt["--steps"])

@@ -25,8 +25,8 @@ import traceback
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-import torch  # noqa: E402
-import torch.nn as nn  # noqa: E402
+import torch
+import torch.nn as nn
 
 DEV = os.environ.get("TRUTH_DEVICE", "cuda")
 BF16 = torch.bfloat16
@@ -176,7 +176,7 @@ def main():
         t0 = time.time()
         try:
             capture(a.out, name, make())
-        except Exception:
+        except Exception:  # noqa: BLE001
             print(name, "FAILED", flush=True)
             traceback.print_exc()
         print(f"  {time.time() - t0:.1f}s", flush=True)

@@ -46,7 +46,7 @@ def parse_args(argv=None):
     ap.add_argument("--name", help="file name stem (default: llama_MODE[_slowR])")
     ap.add_argument("--device", choices=("cuda", "cpu"), default=None, help="default: cuda when available")
     ap.add_argument("--backend", choices=("nccl", "gloo"), default=None, help="default: nccl on cuda, gloo on cpu")
-    ap.add_argument("--tiny", action="store_true", help="a tiny model for CPU runs (%s)" % TINY)
+    ap.add_argument("--tiny", action="store_true", help=f"a tiny model for CPU runs ({TINY})")
     for k, v in DEFAULTS.items():
         ap.add_argument("--" + k.replace("_", "-"), type=int, default=None, help=f"default {v} (tiny: {TINY[k]})")
     ap.add_argument("--dtype", choices=("bf16", "fp32"), default=None, help="default: bf16 on cuda, fp32 on cpu")

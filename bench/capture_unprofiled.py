@@ -97,9 +97,14 @@ def workloads(torch, dev):
                  num_key_value_heads=4, vocab_size=32000, use_cache=False)
     qwen = dict(hidden_size=1024, intermediate_size=3072, num_hidden_layers=12, num_attention_heads=16,
                 num_key_value_heads=8, vocab_size=32000, head_dim=64, use_cache=False)
-    tf32_pair = lambda make: {"fp32": (lambda: tf32(False), make), "tf32": (lambda: tf32(True), make)}
-    graph_pair = lambda make: {"eager": (lambda: tf32(True), make), "graph": (lambda: tf32(True), lambda: graphed(make()))}
-    bf16_pair = lambda make: {"fp32": (lambda: tf32(False), make), "bf16": (lambda: tf32(False), lambda: autocast(make()))}
+    def tf32_pair(make):
+        return {"fp32": (lambda: tf32(False), make), "tf32": (lambda: tf32(True), make)}
+    def graph_pair(make):
+        return {"eager": (lambda: tf32(True), make),
+                                   "graph": (lambda: tf32(True), lambda: graphed(make()))}
+    def bf16_pair(make):
+        return {"fp32": (lambda: tf32(False), make),
+                                  "bf16": (lambda: tf32(False), lambda: autocast(make()))}
     mistral = dict(hidden_size=1024, intermediate_size=3584, num_hidden_layers=8, num_attention_heads=16,
                    num_key_value_heads=8, vocab_size=32000, use_cache=False)
     if os.environ.get("SET") == "heldout":
@@ -113,7 +118,8 @@ def workloads(torch, dev):
             "bert_train_bs8_s128": ("tf32", True, tf32_pair(lambda: hf_train("BertModel", "BertConfig", 8, 128))),
             "mobilenetv3l_bs8": ("tf32", False, tf32_pair(lambda: tv("mobilenet_v3_large", 8))),
             "mobilenetv3s_bs1": ("graphs", False, graph_pair(lambda: tv("mobilenet_v3_small", 1))),
-            "gpt2_bs1_s16": ("graphs", False, graph_pair(lambda: hf("GPT2Model", "GPT2Config", 1, 16, use_cache=False))),
+            "gpt2_bs1_s16": ("graphs", False, graph_pair(
+                lambda: hf("GPT2Model", "GPT2Config", 1, 16, use_cache=False))),
             "efficientnet_b0_bs1": ("graphs", False, graph_pair(lambda: tv("efficientnet_b0", 1))),
             "resnet50_bs32": ("bf16", False, bf16_pair(lambda: tv("resnet50", 32))),
             "bert_bs16_s128": ("bf16", False, bf16_pair(lambda: hf("BertModel", "BertConfig", 16, 128))),
@@ -163,7 +169,8 @@ def capture_all(out, only):
                 sync()
                 names = list(built)
                 meta = {"workload": name, "kind": kind, "configs": names, "captures": {},
-                        "gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu", "torch": torch.__version__}
+                        "gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu",
+                        "torch": torch.__version__}
                 for i, (setting, opts) in enumerate(SETTINGS.items()):
                     order = names[i % len(names):] + names[: i % len(names)]
                     for c in order:
@@ -182,7 +189,7 @@ def capture_all(out, only):
                     json.dump(meta, fh, indent=1)
             print(f"{name}: {time.time() - t0:.1f}s " + ", ".join(
                 f"{k.split('__', 1)[1]}={v['step_us']:.0f}us" for k, v in meta["captures"].items()), flush=True)
-        except Exception:
+        except Exception:  # noqa: BLE001
             traceback.print_exc()
         if torch.cuda.is_available():
             torch.cuda.empty_cache()

@@ -11,10 +11,19 @@ GradScaler (written by the TensorBoard handler, ``*.pt.trace.json.gz``), a Group
 attention UNet in channels-last bf16 with stack and modules, T5 generate, a Mixtral-style
 MoE, Mask R-CNN, an embedding bag + cuDNN LSTM training step with profile_memory and
 with_flops, and a torch.compile'd GPT-2 training step."""
-import gzip, json, os, sys, time, traceback
-import torch, torch.nn as nn, torch.nn.functional as F
+import gzip
+import json
+import os
+import sys
+import time
+import traceback
 
-OUT = sys.argv[1]; os.makedirs(OUT, exist_ok=True)
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+OUT = sys.argv[1]
+os.makedirs(OUT, exist_ok=True)
 ONLY = set(sys.argv[2:])
 DEV = "cuda"
 
@@ -28,15 +37,19 @@ def profile(tag, fn, steps=2, warm=3, handler=False, **kw):
     s.record()
     for _ in range(5):
         fn()
-    e.record(); torch.cuda.synchronize()
+    e.record()
+    torch.cuda.synchronize()
     lat = s.elapsed_time(e) / 5
     acts = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
     if handler:  # the TensorBoard handler's own file naming and gzip
         sched = torch.profiler.schedule(wait=1, warmup=1, active=steps)
-        with torch.profiler.profile(activities=acts, schedule=sched, record_shapes=True,
-                                    on_trace_ready=torch.profiler.tensorboard_trace_handler(os.path.join(OUT, tag), use_gzip=True), **kw) as prof:
+        handler = torch.profiler.tensorboard_trace_handler(os.path.join(OUT, tag), use_gzip=True)
+        with torch.profiler.profile(activities=acts, schedule=sched, record_shapes=True, on_trace_ready=handler,
+                                    **kw) as prof:
             for _ in range(steps + 2):
-                fn(); torch.cuda.synchronize(); prof.step()
+                fn()
+                torch.cuda.synchronize()
+                prof.step()
     else:
         with torch.profiler.profile(activities=acts, record_shapes=True, **kw) as prof:
             for _ in range(steps):
@@ -48,8 +61,10 @@ def profile(tag, fn, steps=2, warm=3, handler=False, **kw):
         with open(path, "rb") as f, gzip.open(path + ".gz", "wb", 6) as g:
             g.write(f.read())
         os.remove(path)
-    rows = [dict(key=k.key, count=k.count, cpu_time_total_us=k.cpu_time_total, self_cpu_time_total_us=k.self_cpu_time_total,
-                 device_time_total_us=k.device_time_total, self_device_time_total_us=k.self_device_time_total, flops=k.flops)
+    rows = [dict(key=k.key, count=k.count, cpu_time_total_us=k.cpu_time_total,
+                 self_cpu_time_total_us=k.self_cpu_time_total,
+                 device_time_total_us=k.device_time_total, self_device_time_total_us=k.self_device_time_total,
+                 flops=k.flops)
             for k in prof.key_averages()]
     json.dump(dict(workload=tag, steps_profiled=steps, latency_ms_cuda_events=lat, iters_timed=5,
                    gpu=torch.cuda.get_device_name(), torch=torch.__version__, key_averages=rows),
@@ -63,9 +78,12 @@ def train_step(m, x, y=None, opt=None, amp=None, scaler=None, loss_fn=None):
             out = m(x)
             loss = loss_fn(out) if loss_fn else out.float().mean()
         if scaler:
-            scaler.scale(loss).backward(); scaler.step(opt); scaler.update()
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
         else:
-            loss.backward(); opt.step()
+            loss.backward()
+            opt.step()
         opt.zero_grad(set_to_none=True)
     return step
 
@@ -100,7 +118,9 @@ class TinyUNet(nn.Module):
 
 
 def jobs():
-    import torchvision, timm, transformers as T
+    import timm
+    import torchvision
+    import transformers as T
     j = {}
 
     def vit():
@@ -122,15 +142,18 @@ def jobs():
         m = TinyUNet().to(DEV).to(memory_format=torch.channels_last).eval()
         x = torch.randn(4, 4, 64, 64, device=DEV).to(memory_format=torch.channels_last)
         with torch.inference_mode(), torch.autocast("cuda", dtype=torch.bfloat16):
-            profile("tiny_unet_groupnorm_attn_bf16_channels_last_bs4__eager", lambda: m(x), with_stack=True, with_modules=True)
+            profile("tiny_unet_groupnorm_attn_bf16_channels_last_bs4__eager", lambda: m(x), with_stack=True,
+                    with_modules=True)
     j["unet"] = unet_cl
 
     def t5_generate():
-        cfg = T.T5Config(vocab_size=32128, d_model=512, d_kv=64, d_ff=2048, num_layers=6, num_heads=8, decoder_start_token_id=0)
+        cfg = T.T5Config(vocab_size=32128, d_model=512, d_kv=64, d_ff=2048, num_layers=6, num_heads=8,
+                         decoder_start_token_id=0)
         m = T.T5ForConditionalGeneration(cfg).to(DEV).eval()
         x = torch.randint(0, 32000, (4, 64), device=DEV)
         with torch.inference_mode():
-            profile("t5_small_generate_bs4_in64_out16__eager", lambda: m.generate(input_ids=x, max_new_tokens=16, min_new_tokens=16, do_sample=False), warm=2)
+            profile("t5_small_generate_bs4_in64_out16__eager",
+                    lambda: m.generate(input_ids=x, max_new_tokens=16, min_new_tokens=16, do_sample=False), warm=2)
     j["t5"] = t5_generate
 
     def moe():
@@ -175,7 +198,9 @@ def jobs():
         def step():
             with torch.autocast("cuda", dtype=torch.bfloat16):
                 loss = cm(input_ids=x, labels=x).loss
-            loss.backward(); opt.step(); opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
         profile("gpt2_small_bf16_train_bs8_s256__compiled", step, warm=3)
     j["ctrain"] = compiled_train
 
@@ -185,7 +210,7 @@ def jobs():
         per-output-channel int8 weights, torch._int_mm, and the int32 accumulator dequantized (to
         float, x activation scale, x weight scale, to fp16); RMSNorm and SiLU written out as HF does."""
         torch.manual_seed(0)
-        H, I, L, S = 2048, 8192, 4, 512
+        H, FF, L, S = 2048, 8192, 4, 512
 
         def qweight(n_out, n_in):
             w = torch.randn(n_out, n_in, device=DEV) * 0.02
@@ -208,8 +233,8 @@ def jobs():
             h = h * torch.rsqrt(var + 1e-6)
             return weight * h.to(torch.float16)
 
-        layers = [dict(q=qweight(H, H), k=qweight(H, H), v=qweight(H, H), o=qweight(H, H), gate=qweight(I, H),
-                       up=qweight(I, H), down=qweight(H, I), n1=torch.ones(H, device=DEV, dtype=torch.float16),
+        layers = [dict(q=qweight(H, H), k=qweight(H, H), v=qweight(H, H), o=qweight(H, H), gate=qweight(FF, H),
+                       up=qweight(FF, H), down=qweight(H, FF), n1=torch.ones(H, device=DEV, dtype=torch.float16),
                        n2=torch.ones(H, device=DEV, dtype=torch.float16)) for _ in range(L)]
         x0 = torch.randn(S, H, device=DEV, dtype=torch.float16)
 
@@ -237,6 +262,7 @@ for k, fn in jobs().items():
         continue
     try:
         fn()
-    except Exception:
-        print(k, "FAILED", flush=True); traceback.print_exc()
+    except Exception:  # noqa: BLE001
+        print(k, "FAILED", flush=True)
+        traceback.print_exc()
     torch.cuda.empty_cache()

@@ -48,7 +48,8 @@ def main() -> None:
             write(many, names)
             write(one, [names[0]] * n)
             t_many, t_one = analyze_seconds(many), analyze_seconds(one)
-            print(json.dumps({"set": label, "names": n, "seconds": round(t_many, 2), "one_name_seconds": round(t_one, 2),
+            print(json.dumps({"set": label, "names": n, "seconds": round(t_many, 2),
+                              "one_name_seconds": round(t_one, 2),
                               "us_per_name": round((t_many - t_one) / n * 1e6, 1)}))
 
 

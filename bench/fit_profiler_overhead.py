@@ -162,7 +162,8 @@ def main(argv):
         pl.len().alias("captures"), (pl.col("held_out_err_%").abs() <= 15).sum().alias("held_out_within_15%"),
         pl.col("held_out_err_%").abs().median().alias("held_out_median_abs_%"),
         (pl.col("profiled_err_%").abs() <= 15).sum().alias("profiled_within_15%"))
-    with pl.Config(tbl_rows=200, tbl_cols=-1, tbl_width_chars=200, float_precision=1, tbl_formatting="MARKDOWN" if "--markdown" in argv else None):
+    with pl.Config(tbl_rows=200, tbl_cols=-1, tbl_width_chars=200, float_precision=1,
+                   tbl_formatting="MARKDOWN" if "--markdown" in argv else None):
         print(df.sort("workload", "config", "setting"))
         print(summary.sort("setting"))
     print(json.dumps(models, indent=1))
@@ -174,7 +175,8 @@ def toml_text(models, rows) -> str:
     torch = "2.11"
     lines = ["# The share of each kind of host piece that remains without torch.profiler, per profiler setting",
              "# (nongemm_trace/latency/unprofiled.py). Fitted by bench/fit_profiler_overhead.py on the captures of",
-             "# bench/capture_unprofiled.py (one H200, torch " + torch + "); docs/latency.md gives the captures and errors.",
+             "# bench/capture_unprofiled.py (one H200, torch " + torch + "); docs/latency.md gives the captures and "
+             "errors.",
              f'torch = "{torch}"', "",
              "# device time that activity tracing adds to each GPU activity (ns), taken from its duration",
              f"[device]\nactivity_ns = {ACTIVITY_NS:g}", ""]

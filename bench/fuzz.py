@@ -170,7 +170,8 @@ def worker(args: argparse.Namespace) -> int:
             signal.alarm(0)
         stats["inputs"] += 1
         ref = answers[0][1]
-        bad = [(n, a) for n, a in answers if not same(a, ref)] or ([answers[0]] if ref[0] in ("unexpected", "hang") else [])
+        bad = [(n, a) for n, a in answers if not same(a, ref)] or ([answers[0]] if ref[0] in ("unexpected", "hang")
+                                                                   else [])
         if bad:
             stats["failures"] += 1
             keep = out / "failures" / f"{args.seed}-{stats['inputs']}{suffix}"

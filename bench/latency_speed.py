@@ -35,12 +35,15 @@ def stages(trace: str) -> dict[str, float]:
     out, t = {}, time.perf_counter()
     a = Analysis(trace)
     a.report()
-    out["load, link, classify, report"] = time.perf_counter() - t; t = time.perf_counter()
+    out["load, link, classify, report"] = time.perf_counter() - t
+    t = time.perf_counter()
     _, g, _, _ = graph_of(a)
-    out["dependency graph"] = time.perf_counter() - t; t = time.perf_counter()
+    out["dependency graph"] = time.perf_counter() - t
+    t = time.perf_counter()
     tl = measured_timeline(g)
     attribute(tl, a.taxonomy.classes, g.queue_gap_ns)
-    out["measured timeline, walk, attribution"] = time.perf_counter() - t; t = time.perf_counter()
+    out["measured timeline, walk, attribution"] = time.perf_counter() - t
+    t = time.perf_counter()
     whatif_analysis(a, ["GEMM=0.5"])
     out["one what-if (replay, walk, attribution)"] = time.perf_counter() - t
     out["pieces"], out["activities"], out["syncs"], out["steps"] = (g.pieces.height, g.acts.height, g.syncs.height,

@@ -5,10 +5,11 @@
 DIR holds NAME__fp32 / NAME__tf32 (TF32 off vs on), NAME__tf32_graph (the same forward
 replayed from one CUDA graph) and, with ``CONTROL=1``, NAME__fp32again (an A/A control) traces with their
 .meta.json (CUDA-event latencies), as ``bench/capture_latency_pairs.py merge`` writes them
-(pairs captured interleaved in one process; a subset is in sample_traces/latency/). From the slower trace alone, plus the GEMM time
-ratio measured on the pair (GEMM GPU time per step, faster / slower), ``whatif --scale
-GEMM=ratio`` predicts the faster trace's mean step; the naive Amdahl estimate is the slower
-mean step minus the GEMM time saved. Eager -> ``--graphs`` is checked against the graph run.
+(pairs captured interleaved in one process; a subset is in sample_traces/latency/). From the
+slower trace alone, plus the GEMM time ratio measured on the pair (GEMM GPU time per step,
+faster / slower), ``whatif --scale GEMM=ratio`` predicts the faster trace's mean step; the naive
+Amdahl estimate is the slower mean step minus the GEMM time saved. Eager -> ``--graphs`` is
+checked against the graph run.
 """
 from __future__ import annotations
 
@@ -18,9 +19,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from nongemm_trace.analysis import Analysis  # noqa: E402
-from nongemm_trace.latency import graph_of, latency_analysis, whatif_analysis  # noqa: E402
-
+from nongemm_trace.analysis import Analysis
+from nongemm_trace.latency import graph_of, latency_analysis, whatif_analysis
 
 #: the first profiled step carries the profiler's start-up (2-3x slower on every capture): left out
 SKIP = 1
@@ -79,7 +79,8 @@ def pairs(folder: Path) -> list[dict]:
             w = whatif_analysis(a_slow, ["GEMM=1"], skip_steps=SKIP).to_dict()
             rows.append(dict(pair=f"{base}: fp32 -> fp32 again (A/A control)", gemm_ratio=None,
                              slow_us=w["measured_us"], predicted_us=w["predicted_us"], amdahl_us=None,
-                             measured_us=mean_step(a_twin), host_drift=round(host_per_step(a_twin) / host_per_step(a_slow), 3),
+                             measured_us=mean_step(a_twin),
+                             host_drift=round(host_per_step(a_twin) / host_per_step(a_slow), 3),
                              predicted_at_fast_host_us=None,
                              activities=(activities_per_step(a_slow), activities_per_step(a_twin)),
                              cuda_events_ms=(meta(slow).get("latency_ms_synced"), meta(twin).get("latency_ms_synced"))))
@@ -89,7 +90,8 @@ def pairs(folder: Path) -> list[dict]:
             rows.append(dict(pair=f"{base}: eager -> CUDA graph (TF32)", gemm_ratio=None, slow_us=w["measured_us"],
                              predicted_us=w["predicted_us"], amdahl_us=None, measured_us=truth, host_drift=None,
                              predicted_at_fast_host_us=None, activities=None,
-                             cuda_events_ms=(meta(fast).get("latency_ms_synced"), meta(graph).get("latency_ms_synced"))))
+                             cuda_events_ms=(meta(fast).get("latency_ms_synced"),
+                                             meta(graph).get("latency_ms_synced"))))
     for r in rows:
         r["error"] = round(r["predicted_us"] / r["measured_us"] - 1, 4)
         r["amdahl_error"] = None if r["amdahl_us"] is None else round(r["amdahl_us"] / r["measured_us"] - 1, 4)

@@ -7,15 +7,15 @@ HTA (the [hta] extra) builds its critical-path graph from the same file; its bre
 ``gpu_compute_bound``, ``gpu_kernel_kernel_overhead`` or ``gpu_kernel_launch_overhead``. We
 print its sums next to ours (host = cpu + launch + other, device = gpu + communication, sync)
 over the same step range, and the seconds each takes from the file (trace read included; imports
-done first), median of ``--rounds`` (default 3) interleaved runs. HTA 0.5 calls ``DataFrame.drop(axis=..., columns=...)``, which
-pandas 3 refuses: the shim below drops the redundant ``axis``.
+done first), median of ``--rounds`` (default 3) interleaved runs. HTA 0.5 calls
+``DataFrame.drop(axis=..., columns=...)``, which pandas 3 refuses: the shim below drops the redundant ``axis``.
 """
 from __future__ import annotations
 
 import logging
 import shutil
-import sys
 import statistics
+import sys
 import tempfile
 import time
 import warnings
@@ -76,17 +76,22 @@ if __name__ == "__main__":
     args = sys.argv[1:]
     rounds = 3
     if "--rounds" in args:
-        i = args.index("--rounds"); rounds = int(args[i + 1]); del args[i: i + 2]
+        i = args.index("--rounds")
+        rounds = int(args[i + 1])
+        del args[i: i + 2]
     root = Path(args[0]) if args else Path(__file__).resolve().parents[2] / "shared" / "traces"
     _pandas_shim()
     import hta.trace_analysis  # noqa: F401  (imports outside the timings)
+
     import nongemm_trace.latency  # noqa: F401
     for name, ann, marker in CASES:
         p = root / "external" / "hta" / name
         th, to = [], []
         for _ in range(rounds):
-            h, s = timed(hta_breakdown, p, ann); th.append(s)
-            o, s = timed(ours, p, marker); to.append(s)
+            h, s = timed(hta_breakdown, p, ann)
+            th.append(s)
+            o, s = timed(ours, p, marker)
+            to.append(s)
         mh, mo = statistics.median(th), statistics.median(to)
         print(f"{name[:60]}\n  HTA:  {h}\n  ours: {o}\n  seconds (median of {rounds}): HTA {mh:.2f}, ours {mo:.2f} "
               f"({mh / mo:.1f}x faster)")

@@ -56,7 +56,7 @@ def read_ahead_round(path: bytes, routes) -> None:
     assert len(got) == 1 and len(refused) == 2, (len(got), len(refused))
     results = got[0][4]
     dropper = threading.Thread(target=results.__len__)  # the results die on whichever thread drops them last
-    del got
+    got.clear()  # the last reference but the dropper's
     _run([dropper])
 
 

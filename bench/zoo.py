@@ -24,10 +24,10 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import torch  # noqa: E402
-import torch.nn as nn  # noqa: E402
+import torch
+import torch.nn as nn
 
-from nongemm_trace.collectors.torch_profiler import capture  # noqa: E402
+from nongemm_trace.collectors.torch_profiler import capture
 
 DEV = "cuda"
 F16 = torch.float16
@@ -191,7 +191,7 @@ def main() -> int:
             meta = {"model": name.split("__")[0], "setting": name.split("__")[1], "random_weights": True}
             capture(step, args.out, name, steps=args.steps, wait=1, warmup=1, metadata=meta)
             print(f"ok   {name} {time.time() - t0:.1f}s", flush=True)
-        except Exception as exc:  # one model failing must not stop the zoo
+        except Exception as exc:  # noqa: BLE001 - one model failing must not stop the zoo
             print(f"FAIL {name}: {type(exc).__name__}: {str(exc)[:300]}", flush=True)
             traceback.print_exc(limit=2)
         finally:

@@ -1,8 +1,10 @@
 """Small step factories for the collectors' command lines (random weights, no downloads).
 
     python -m nongemm_trace.collectors.torch_profiler nongemm_trace.collectors.examples:resnet50 --steps 5 -o out/
-    python -m nongemm_trace.collectors.nsys profile -o out/resnet50 -- python -m nongemm_trace.collectors.nsys steps nongemm_trace.collectors.examples:resnet50
-    python -m nongemm_trace.collectors.torch_profiler nongemm_trace.collectors.examples:tiny_mlp --steps 3 -o out/   # runs on a CPU too
+    python -m nongemm_trace.collectors.nsys profile -o out/resnet50 -- \
+        python -m nongemm_trace.collectors.nsys steps nongemm_trace.collectors.examples:resnet50
+    # runs on a CPU too:
+    python -m nongemm_trace.collectors.torch_profiler nongemm_trace.collectors.examples:tiny_mlp --steps 3 -o out/
 """
 
 from __future__ import annotations

@@ -23,8 +23,9 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 NSYS_ARGS = ["-t", "cuda,nvtx", "--sample=none", "--cpuctxsw=none", "--capture-range=cudaProfilerApi",
              "--capture-range-end=stop", "--force-overwrite=true"]
@@ -33,7 +34,8 @@ NSYS_ARGS = ["-t", "cuda,nvtx", "--sample=none", "--cpuctxsw=none", "--capture-r
 def find_nsys(explicit: str | None = None) -> str:
     cand = explicit or os.environ.get("NSYS") or shutil.which("nsys")
     if not cand:
-        raise SystemExit("nongemm_trace.collectors.nsys: no nsys binary (put it on PATH, set NSYS=/path/to/nsys or pass --nsys)")
+        raise SystemExit("nongemm_trace.collectors.nsys: no nsys binary (put it on PATH, set NSYS=/path/to/nsys "
+                         "or pass --nsys)")
     return cand
 
 

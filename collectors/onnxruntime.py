@@ -22,8 +22,9 @@ import argparse
 import os
 import shutil
 import sys
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 LEVELS = {"disable": "ORT_DISABLE_ALL", "basic": "ORT_ENABLE_BASIC", "extended": "ORT_ENABLE_EXTENDED",
           "all": "ORT_ENABLE_ALL"}
@@ -88,7 +89,7 @@ def random_inputs(model: str | os.PathLike, dim: int = 1) -> dict[str, Any]:
              "tensor(int64)": np.int64, "tensor(int32)": np.int32, "tensor(bool)": np.bool_}
     sess = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
     rng = np.random.default_rng(0)
-    feeds = {}
+    feeds: dict[str, Any] = {}
     for i in sess.get_inputs():
         shape = [d if isinstance(d, int) and d > 0 else dim for d in i.shape]
         dtype = types.get(i.type, np.float32)
@@ -114,7 +115,8 @@ def main(argv: list[str] | None = None) -> int:
     except ImportError:
         print("collectors: onnxruntime is not installed (pip install onnxruntime or onnxruntime-gpu)", file=sys.stderr)
         return 2
-    path = profile_session(args.model, random_inputs(args.model, args.dim), args.out, args.name or Path(args.model).stem,
+    path = profile_session(args.model, random_inputs(args.model, args.dim), args.out,
+                           args.name or Path(args.model).stem,
                            runs=args.runs, warmup=args.warmup, providers=args.providers, optimization=args.optimization)
     print(f"wrote {path}", file=sys.stderr)
     return 0

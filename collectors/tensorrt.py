@@ -33,7 +33,8 @@ def command(trtexec: str, model: str, out_dir: Path, name: str, precision: list[
             f"--exportLayerInfo={out_dir / (name + '.layer_info.json')}", *precision, *extra]
 
 
-def profile_engine(model: str | os.PathLike, out_dir: str | os.PathLike, name: str, *, precision: list[str] | None = None,
+def profile_engine(model: str | os.PathLike, out_dir: str | os.PathLike, name: str, *,
+                   precision: list[str] | None = None,
                    extra: list[str] | None = None, trtexec: str | None = None, summary: bool = True) -> Path:
     """Run trtexec on ``model``; return the profile's path. Raises ``FileNotFoundError`` without trtexec."""
     exe = find_trtexec(trtexec)

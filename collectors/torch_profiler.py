@@ -37,8 +37,9 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from .unprofiled import METADATA_KEY, Rounds
 
@@ -141,7 +142,7 @@ def profile_steps(out_dir: str | os.PathLike, name: str, *, steps: int = 5, wait
                   metadata: dict[str, Any] | None = None, with_stack: bool = False, with_modules: bool = False,
                   record_shapes: bool = True, profile_memory: bool = False, with_flops: bool = False,
                   summary: bool = True, on_written: Callable[[Path], None] | None = None,
-                  unprofiled: Callable[[], dict[str, Any]] | None = None,
+                  unprofiled: Callable[[], dict[str, Any] | None] | None = None,
                   held: list[tuple[Path, dict[str, Any]]] | None = None) -> Iterator[Callable[[], None]]:
     """Profile the steps of an existing loop; call the yielded function once per step.
     ``on_written(path)`` is called once the trace file is written. The yielded function carries
@@ -151,7 +152,7 @@ def profile_steps(out_dir: str | os.PathLike, name: str, *, steps: int = 5, wait
     trace as ``nongemm_unprofiled``; ``held``: keep the document for :func:`finish_trace`."""
     import torch
 
-    settings = dict(record_shapes=record_shapes, with_stack=with_stack, profile_memory=profile_memory,
+    settings: dict[str, Any] = dict(record_shapes=record_shapes, with_stack=with_stack, profile_memory=profile_memory,
                     with_flops=with_flops, with_modules=with_modules)
     extra = None if unprofiled is None else (lambda: {k: v for k, v in ((METADATA_KEY, unprofiled()),) if v})
     sched = torch.profiler.schedule(wait=wait, warmup=warmup, active=steps, repeat=1)
@@ -193,7 +194,7 @@ def capture(step: Callable[[], Any], out_dir: str | os.PathLike, name: str, *, s
 
     sync = torch.cuda.synchronize if torch.cuda.is_available() else (lambda: None)
     rounds = Rounds(step, max(unprofiled_steps, 1))
-    chosen = {"record_shapes": True, **settings, "with_stack": with_stack}
+    chosen: dict[str, Any] = {"record_shapes": True, **settings, "with_stack": with_stack}
     held: list[tuple[Path, dict[str, Any]]] = []
     if unprofiled_rounds:
         step()
@@ -233,7 +234,8 @@ def load_factory(spec: str) -> tuple[Callable[[], Any], dict[str, Any]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m nongemm_trace.collectors.torch_profiler", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m nongemm_trace.collectors.torch_profiler",
+                                 description=__doc__.splitlines()[0])
     ap.add_argument("factory", help="MODULE:FUNCTION returning a step callable or (step, metadata)")
     ap.add_argument("-o", "--out", default=".", help="output folder")
     ap.add_argument("--name", help="trace name (default: the function's name)")

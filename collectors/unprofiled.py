@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import statistics
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 #: the key of the trace document (and of ``Trace.metadata``) that holds the measurement
 METADATA_KEY = "nongemm_unprofiled"

@@ -37,13 +37,17 @@ _PUBLIC = {
 __all__ = [*_PUBLIC, "__version__"]
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .analysis import Analysis
-    from .api import analyze
-    from .classify.taxonomy import Taxonomy, extend_taxonomy, load_taxonomy
-    from .errors import TraceError
-    from .latency import latency_analysis, whatif_analysis
-    from .launch import LaunchReport, launch_analysis
-    from .models.report import Report
+    from .analysis import Analysis as Analysis
+    from .api import analyze as analyze
+    from .classify.taxonomy import Taxonomy as Taxonomy
+    from .classify.taxonomy import extend_taxonomy as extend_taxonomy
+    from .classify.taxonomy import load_taxonomy as load_taxonomy
+    from .errors import TraceError as TraceError
+    from .latency import latency_analysis as latency_analysis
+    from .latency import whatif_analysis as whatif_analysis
+    from .launch import LaunchReport as LaunchReport
+    from .launch import launch_analysis as launch_analysis
+    from .models.report import Report as Report
 
 
 def __getattr__(name: str) -> Any:

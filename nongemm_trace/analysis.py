@@ -13,9 +13,10 @@ option of the measure stage and the rule for what the loader must keep.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from .errors import OptionError
 from .vocabulary import LEVELS, METRICS
@@ -68,7 +69,8 @@ def needs_python(level: str | None) -> bool:
 
 def split_options(options: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     """``(analysis options, report options)`` of a keyword set such as :func:`nongemm_trace.analyze` takes."""
-    opened = {k: options.pop(k) for k in ("taxonomy", "keep_python", "progress", "layer_info") if k in options}
+    opened: dict[str, Any] = {k: options.pop(k) for k in ("taxonomy", "keep_python", "progress", "layer_info")
+                              if k in options}
     unknown = [k for k in options if k not in Options.names()]
     if unknown:
         raise TypeError(f"unknown option(s): {', '.join(unknown)} (known: {', '.join(Options.names())}, "
@@ -160,6 +162,7 @@ class Analysis:
         if opts not in self._reports:
             from .measure import measure
 
+            assert opts.metric is not None  # resolved
             self._reports[opts] = measure(self.selection(**options), opts.metric)
         return self._reports[opts]
 

@@ -12,7 +12,6 @@ import gzip
 from pathlib import Path
 
 import msgspec
-import polars as pl
 
 from .analysis import Analysis, needs_python
 from .classify.ladder import call_category

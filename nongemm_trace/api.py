@@ -5,8 +5,9 @@ load -> link -> classify -> measure; returns a :class:`~nongemm_trace.models.Rep
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 from . import measure  # noqa: F401  (the pipeline and polars, imported with the entry point as before)
 from .analysis import Analysis, needs_python

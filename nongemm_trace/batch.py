@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import glob
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from .errors import OptionError, TraceError
 from .load.formats import suffix_text, trace_suffixes
@@ -49,8 +50,7 @@ def expand_inputs(items: list[str]) -> list[str]:
             out += found
         else:
             out.append(it)
-    seen: set[str] = set()
-    return [x for x in out if not (x in seen or seen.add(x))]
+    return list(dict.fromkeys(out))  # in order, each once
 
 
 def _one_core_each() -> None:
@@ -84,13 +84,14 @@ def _work(path: str, options: dict[str, Any], parquet_dir: str | None, index: in
         return {"trace": path, "error": exc.one_line()}
     except MemoryError:
         return {"trace": path, "error": f"{path}: out of memory"}
-    except Exception as exc:  # one bad file never stops the batch
+    except Exception as exc:  # noqa: BLE001 - one bad file never stops the batch
         return {"trace": path, "error": f"{path}: unexpected failure ({type(exc).__name__}: {exc})"}
     d = rep.to_dict()
     d["rank"] = di.get("rank") if isinstance(di, dict) else None
     if timeline is not None:
         d["timeline"] = timeline
-    d["step_cpu_times_us"] = [round(t / 1000, 3) for t in rep.steps["cpu_time_ns"].to_list()] if rep.steps.height else []
+    d["step_cpu_times_us"] = ([round(t / 1000, 3) for t in rep.steps["cpu_time_ns"].to_list()]
+                              if rep.steps.height else [])
     if parquet_dir:
         _write_parts(rep, Path(parquet_dir), index, d["rank"])
     return d
@@ -114,7 +115,7 @@ def _write_parts(rep, root: Path, index: int, rank: Any) -> None:
                                                   pl.lit(rank, dtype=pl.Int64).alias("rank"))
         d = root / f"table={table}"
         d.mkdir(parents=True, exist_ok=True)
-        write_file(d / f"part-{index:05d}.parquet", lambda path: df.write_parquet(path))
+        write_file(d / f"part-{index:05d}.parquet", df.write_parquet)
 
 
 def _straggler(rows: list[dict[str, Any]]) -> tuple[Any, str]:

@@ -23,11 +23,11 @@ is running can deadlock. Both engines return, per job, its value or a :class:`Fa
 from __future__ import annotations
 
 import os
-
 import signal
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -135,6 +135,7 @@ def run_processes(jobs: list[tuple], work: Callable[..., Any], *, workers: int, 
             done(i)
 
     def finish(w: _Worker, value: Any) -> None:
+        assert w.index is not None  # a worker with a job
         finish_index(w.index, value)
         w.index, w.deadline = None, float("inf")
 
@@ -160,7 +161,7 @@ def run_processes(jobs: list[tuple], work: Callable[..., Any], *, workers: int, 
             for w in list(pool):
                 if w.conn in ready or w.process.sentinel in ready:
                     try:
-                        message = w.conn.recv() if w.conn.poll() else EOFError
+                        message: Any = w.conn.recv() if w.conn.poll() else EOFError
                     except (EOFError, OSError):
                         message = EOFError
                     if message is None:
@@ -216,11 +217,11 @@ def run_ray(jobs: list[tuple], work: Callable[..., Any], *, workers: int | None,
         # Ray kills a worker that has not registered within 60 s (its default), and the task fails; on a
         # loaded host (every core busy) a worker's start alone takes that long, so a local Ray started
         # here waits up to 10 minutes (Ray reads RAY_<setting>; a value already set wins)
-        for key, value in RAY_PATIENCE.items():
-            os.environ.setdefault(key, value)
+        for key, setting in RAY_PATIENCE.items():
+            os.environ.setdefault(key, setting)
         try:
             ray.init(num_cpus=workers or None, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True)
-        except Exception as exc:  # a node that did not come up: the environment's problem, in one line
+        except Exception as exc:  # noqa: BLE001 - a node that did not come up: the environment's problem, in one line
             raise TraceError(None, f"Ray did not start ({type(exc).__name__}: {exc})") from None
         started = True
     try:
@@ -238,11 +239,12 @@ def run_ray(jobs: list[tuple], work: Callable[..., Any], *, workers: int | None,
         while flight:
             first = min(deadline.values(), default=float("inf"))
             wait_s = None if first == float("inf") else max(0.0, first - time.monotonic())
+            ready: list[Any]  # the streams (ObjectRefGenerator) whose next value is in
             ready, _ = ray.wait(list(flight), num_returns=1, timeout=wait_s)
             for stream in ready:
                 try:
                     value = ray.get(next(stream))
-                except Exception as exc:  # the task's worker died (killed, out of memory)
+                except Exception as exc:  # noqa: BLE001 - the task's worker died (killed, out of memory)
                     finish(stream, Failure("died", f"Ray task failed: {type(exc).__name__}"))
                     continue
                 if stream in deadline:

@@ -15,8 +15,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from .analysis import Analysis, open_analysis
-from .errors import OptionError
-from .errors import TraceError
+from .errors import OptionError, TraceError
 from .models.report import Report
 from .models.stored import is_stored_report, read_stored_report
 from .vocabulary import CLASSES
@@ -34,7 +33,7 @@ class Violation:
     message: str
 
 
-def parse_fraction(text: str, where: str = "limit") -> float:
+def parse_fraction(text: str | float, where: str = "limit") -> float:
     """``0.45``, ``45%`` or ``45 %`` -> 0.45."""
     t = str(text).strip().replace(" ", "")
     try:
@@ -186,6 +185,6 @@ def check(
             if change > allowed:
                 grew = "appeared" if b == 0 else f"rose {100 * change:.1f} %"
                 out.append(Violation(f"max-category-regression {cat}", change, allowed,
-                                     f"{cat} GPU time per step {grew} ({b / 1000:,.1f} -> {n / 1000:,.1f} us), above the "
-                                     f"limit of {_percent(allowed)} %"))
+                                     f"{cat} GPU time per step {grew} ({b / 1000:,.1f} -> {n / 1000:,.1f} us), "
+                                     f"above the limit of {_percent(allowed)} %"))
     return out, rep

@@ -21,10 +21,10 @@ import sys
 ALLOCATOR = "narenas:1,background_thread:true,dirty_decay_ms:100,muzzy_decay_ms:0"
 os.environ.setdefault("_RJEM_MALLOC_CONF", ALLOCATOR)
 
-from .errors import OptionError, TraceError  # noqa: E402
 from .cli_args import parser  # noqa: E402  (no polars: the allocator is set above)
 from .commands import BY_NAME  # noqa: E402
 from .commands.common import EXIT_BAD_INPUT, finished  # noqa: E402
+from .errors import OptionError, TraceError  # noqa: E402
 
 
 def entry() -> None:
@@ -67,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     except MemoryError:
         print(f"nongemm-trace: error: {getattr(args, 'trace', '')}: out of memory", file=sys.stderr)
         return EXIT_BAD_INPUT
-    except Exception as exc:  # never a traceback for the user; one line that names the file
+    except Exception as exc:  # noqa: BLE001 - never a traceback for the user; one line that names the file
         msg = " ".join(str(exc).split())[:300]
         print(f"nongemm-trace: error: {getattr(args, 'trace', '')}: unexpected failure "
               f"({type(exc).__name__}: {msg}); please report it", file=sys.stderr)

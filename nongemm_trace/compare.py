@@ -9,6 +9,7 @@ count). Ratios are trace / BASE; deltas are trace - BASE.
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
@@ -24,6 +25,7 @@ else:  # pragma: no cover
 
 from .analysis import Analysis, open_analysis
 from .errors import TraceError
+from .frames import number
 from .models.comparison import TRACE_COLUMNS, Comparison
 from .models.comparison import plain_number as _num
 from .models.report import Report
@@ -77,7 +79,7 @@ def _side(src: str | Path | Analysis | Report, options: dict[str, Any]) -> _Side
     return _Side(analysis.report(**report_opts), analysis.selection(**report_opts).activities)
 
 
-def compare(sources: list[str | Path | Analysis | Report], *, per_step: bool = False, **options: Any) -> Comparison:
+def compare(sources: Sequence[str | Path | Analysis | Report], *, per_step: bool = False, **options: Any) -> Comparison:
     """Compare ``sources[0]`` (BASE) with the others: paths, :class:`Analysis` objects, reports or
     stored reports' JSON files (``options`` are :func:`nongemm_trace.analyze`'s for the traces). A
     report is taken as it is: its document's category table (the launch counts and the fusion views
@@ -100,7 +102,8 @@ def compare(sources: list[str | Path | Analysis | Report], *, per_step: bool = F
                                 + "): compare shares, not absolute times"))
     tables = [s.categories() for s in sides]
     long = pl.concat([t.select(pl.lit(i, pl.Int64).alias("trace_index"), "category",
-                               *(pl.col(c).cast(pl.Float64) / divisors[i] for c in ("time_ns", "activities", "launches")))
+                               *(pl.col(c).cast(pl.Float64) / divisors[i]
+                                 for c in ("time_ns", "activities", "launches")))
                       for i, t in enumerate(tables)])
     class_of = {"unclassified": "unclassified"}
     for t in tables:
@@ -195,7 +198,8 @@ def _engine_fusion_view(sides: list[_Side], div: list[float]) -> list[dict[str, 
     if not has_ops(sides[0]):
         return None
 
-    def per_op(acts: pl.DataFrame) -> dict[str, tuple[int, int, str]]:
+    def per_op(acts: pl.DataFrame | None) -> dict[str, tuple[int, int, str]]:
+        assert acts is not None  # has_ops
         g = acts.group_by(pl.col("onnx_ops").fill_null("(none)")).agg(
             pl.len(), pl.col("dur_ns").sum(), pl.col("category").mode().sort().first())
         return {op: (n, t, cat) for op, n, t, cat in g.iter_rows()}
@@ -206,11 +210,12 @@ def _engine_fusion_view(sides: list[_Side], div: list[float]) -> list[dict[str, 
         if not has_ops(side):
             continue
         r, mine = side.report, per_op(side.acts)
-        rows = []
+        rows: list[dict[str, Any]] = []
         for op in sorted(set(base) | set(mine)):
             bn, bt, bc = base.get(op, (0, 0, None))
             n, t, c = mine.get(op, (0, 0, None))
-            rows.append({"op": op, "category": c or bc, "base_nodes": _num(bn / div[0]), "base_time_us": _us(bt / div[0]),
+            rows.append({"op": op, "category": c or bc, "base_nodes": _num(bn / div[0]),
+                         "base_time_us": _us(bt / div[0]),
                          "nodes": _num(n / div[i]), "time_us": _us(t / div[i])})
         rows.sort(key=lambda x: (-x["base_time_us"], x["op"]))
         out.append({"trace": r.trace, "op_types": rows})
@@ -248,11 +253,13 @@ def _fusion_view(sides: list[_Side], div: list[float]) -> dict[str, Any] | None:
         if fused.height == 0 or bk.filter(pl.col("fused_ops").is_not_null()).height >= fused.height:
             continue
         eager_ops = (bk.filter(pl.col("class") == "non-GEMM").group_by("launch_op").agg(
-            pl.len().alias("activities"), pl.col("dur_ns").sum().alias("time_ns"), pl.col("category").mode().sort().first())
+            pl.len().alias("activities"), pl.col("dur_ns").sum().alias("time_ns"),
+            pl.col("category").mode().sort().first())
             .filter(pl.col("launch_op").is_not_null()))
         new_ops = rk.group_by("launch_op").agg(pl.len().alias("n"), pl.col("dur_ns").sum().alias("t"))
         new_by_op = {o: (n, t) for o, n, t in new_ops.iter_rows()}
-        kern = fused.group_by("name", maintain_order=True).agg(pl.len().alias("activities"), pl.col("dur_ns").sum().alias("time_ns"),
+        kern = fused.group_by("name", maintain_order=True).agg(pl.len().alias("activities"),
+                                                               pl.col("dur_ns").sum().alias("time_ns"),
                                           pl.col("fused_ops").first(), pl.col("category").first())
         by_token: dict[str, list[str]] = {}
         for name, _, _, ops, _ in kern.iter_rows():
@@ -273,7 +280,8 @@ def _fusion_view(sides: list[_Side], div: list[float]) -> dict[str, Any] | None:
             toks = (ops or "").split(",")
             kernels.append({"kernel": name, "category": cat, "activities": _num(n / div[i]), "time_us": _us(t / div[i]),
                             "fused_ops": toks,
-                            "replaces_eager_ops": sorted({e for e in eager_bases if e and set(_fused_names(e)) & set(toks)})})
+                            "replaces_eager_ops": sorted({e for e in eager_bases
+                                                          if e and set(_fused_names(e)) & set(toks)})})
         b_ng, n_ng = (k.filter(pl.col("class") == "non-GEMM") for k in (bk, rk))
         b_share = b_ng["dur_ns"].sum() / base.gpu_time_ns if base.gpu_time_ns else 0.0
         n_share = n_ng["dur_ns"].sum() / r.gpu_time_ns if r.gpu_time_ns else 0.0
@@ -281,13 +289,15 @@ def _fusion_view(sides: list[_Side], div: list[float]) -> dict[str, Any] | None:
             "trace": r.trace, "trace_index": i,
             "activities": [_num(base.gpu_activities / div[0]), _num(r.gpu_activities / div[i])],
             "non_gemm_activities": [_num(b_ng.height / div[0]), _num(n_ng.height / div[i])],
-            "non_gemm_time_us": [_us(b_ng["dur_ns"].sum() / div[0]), _us(n_ng["dur_ns"].sum() / div[i])],
+            "non_gemm_time_us": [_us(number(b_ng["dur_ns"].sum()) / div[0]),
+                                 _us(number(n_ng["dur_ns"].sum()) / div[i])],
             "non_gemm_share": [round(b_share, 6), round(n_share, 6)],
             "fused_kernels": kern.height,
             "summary": (f"with fusion, GPU activities went from {base.gpu_activities / div[0]:,.0f} to "
-                        f"{r.gpu_activities / div[i]:,.0f} and non-GEMM time from {b_ng['dur_ns'].sum() / div[0] / 1000:,.1f} us to "
-                        f"{n_ng['dur_ns'].sum() / div[i] / 1000:,.1f} us; non-GEMM is still {100 * n_share:.1f} % of "
-                        f"GPU time (was {100 * b_share:.1f} %)"),
+                        f"{r.gpu_activities / div[i]:,.0f} and non-GEMM time from "
+                        f"{number(b_ng['dur_ns'].sum()) / div[0] / 1000:,.1f} us to "
+                        f"{number(n_ng['dur_ns'].sum()) / div[i] / 1000:,.1f} us; "
+                        f"non-GEMM is still {100 * n_share:.1f} % of GPU time (was {100 * b_share:.1f} %)"),
             "ops": ops_rows[:50],
             "kernels": kernels[:50],
         })

@@ -25,8 +25,9 @@ def convert(report: str | Path, output: str | Path) -> Trace:
     fmt = format_of(trace)
     if not fmt.convert:
         readable = [f for f in FORMATS if f.convert]
+        suffixes = tuple(s for f in readable for s in (*f.suffixes, *f.exported_from))
         raise TraceError(report, f"is not {' or '.join('an ' + f.noun for f in readable)} (convert reads "
-                                 f"{suffix_text(tuple(s for f in readable for s in (*f.suffixes, *f.exported_from)), ' / ')})")
+                                 f"{suffix_text(suffixes, ' / ')})")
     blob = msgspec.json.encode(to_kineto(trace))
     out = Path(output)
     write_file(out, gzip.compress(blob, 6) if out.name.endswith(".gz") else blob, inputs=[report])

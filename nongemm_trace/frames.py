@@ -3,9 +3,22 @@
 from __future__ import annotations
 
 import os
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import polars as pl
+
+
+def int_scalar(value: Any) -> int:
+    """A polars aggregate (``s.sum()``, ``s.max()``, ``df.item()``) as an ``int``: polars types every scalar
+    as one broad union (numbers, dates, strings, lists), which ``int()`` does not take; this is the
+    plain ``int()`` the call sites did, typed."""
+    return int(value)
+
+
+def number(value: Any) -> float:
+    """A polars numeric aggregate, unchanged (an int stays an int), typed as the number it is."""
+    return value
 
 
 class ArrowCapsules:
@@ -22,7 +35,8 @@ class ArrowCapsules:
         return self._capsules
 
 
-def add_columns(df: pl.DataFrame, right: pl.DataFrame, on: str | list[str], *, nulls_equal: bool = False) -> pl.DataFrame:
+def add_columns(df: pl.DataFrame, right: pl.DataFrame, on: str | list[str], *,
+                nulls_equal: bool = False) -> pl.DataFrame:
     """``df`` with the non-key columns of ``right`` added by a left join on ``on``, rows kept in
     order. Only the key columns go through the join; the rest of ``df`` is not copied (a
     plain join followed by a sort would copy every column of a table of millions of rows twice)."""
@@ -81,17 +95,17 @@ def _scatter_columns(df: pl.DataFrame, right: pl.DataFrame, key: str) -> pl.Data
 
 def nearest_down(ops: pl.DataFrame, value: str) -> pl.DataFrame:
     """``op_id`` and, for each op of an op tree (``op_id, parent_id, depth``), the ``value`` column
-    of itself or its nearest ancestor where it is not null. Level by level from the shallowest valued op, each level joined only with the
-    valued ops of the level above (the tree is shallow, the valued ops few)."""
+    of itself or its nearest ancestor where it is not null. Level by level from the shallowest valued
+    op, each level joined only with the valued ops of the level above (the tree is shallow, the valued ops few)."""
     tree = ops.select("op_id", "parent_id", "depth", value)
     has = tree.filter(pl.col(value).is_not_null())
     if has.height == 0:
         return tree.select("op_id", value)
-    top = int(has["depth"].min() or 0)
+    top = int_scalar(has["depth"].min() or 0)
     levels = tree.filter(pl.col("depth") > top).partition_by("depth", as_dict=True)
     known = has.filter(pl.col("depth").is_null() | (pl.col("depth") <= top)).select("op_id", value)
     parts = [known]
-    for d in range(top + 1, int(tree["depth"].max() or 0) + 1):
+    for d in range(top + 1, int_scalar(tree["depth"].max() or 0) + 1):
         level = levels.get((d,))
         if level is None:
             break
@@ -115,7 +129,7 @@ def outermost_up(ops: pl.DataFrame, skip: str, out: str) -> pl.DataFrame:
     ops = ops.with_columns(pl.lit(None, pl.UInt32).alias(out))
     if ops.height == 0 or ops["depth"].drop_nulls().len() == 0:
         return ops.with_columns(pl.when(~pl.col(skip)).then(pl.col("op_id")).alias(out))
-    max_depth = int(ops["depth"].max())
+    max_depth = int_scalar(ops["depth"].max())
     known = ops.filter(pl.col("depth") == 0).select(
         "op_id", pl.when(~pl.col(skip)).then(pl.col("op_id")).otherwise(None).alias(out))
     resolved = [known]
@@ -149,7 +163,8 @@ def _outermost_by_jumping(ops: pl.DataFrame, skip: str) -> pl.Series:
     return best.cast(pl.UInt32)
 
 
-def walk_up(ops: pl.DataFrame, rows: pl.DataFrame, key: str = "op_id", *, distinct: bool = False) -> Iterator[pl.DataFrame]:
+def walk_up(ops: pl.DataFrame, rows: pl.DataFrame, key: str = "op_id", *,
+            distinct: bool = False) -> Iterator[pl.DataFrame]:
     """``rows`` (a table with an op id in ``key``) again for each level of the op tree (``op_id,
     parent_id``) above them: first with ``key`` replaced by each op's parent, then by its parent's
     parent, and so on; rows that reach a root stop. ``distinct``: each level's rows taken once (for

@@ -14,8 +14,17 @@ import polars as pl
 
 from .analysis import Analysis, open_analysis
 from .errors import TraceError
-from .metrics.launch import (BUSY_CLASS_ORDER, OPTIONAL_BUSY_CLASSES, activity_gaps, busy_by_class, busy_ns,
-                             category_overhead, exposed_communication, timeline_stats)
+from .frames import int_scalar, number
+from .metrics.launch import (
+    BUSY_CLASS_ORDER,
+    OPTIONAL_BUSY_CLASSES,
+    activity_gaps,
+    busy_by_class,
+    busy_ns,
+    category_overhead,
+    exposed_communication,
+    timeline_stats,
+)
 from .models.launch import FIELDS, LaunchReport
 from .models.launch import whole_us as _us
 
@@ -34,7 +43,7 @@ def launch_analysis(source: str | Path | Analysis, *, short_us: float = 10.0, un
     warnings = sel.warnings_as(report_opts.get("metric") or "gpu")
     if acts.height == 0:
         empty = pl.DataFrame()
-        summary = {f"{f}_us": 0.0 for f in FIELDS} | {
+        summary: dict[str, Any] = {f"{f}_us": 0.0 for f in FIELDS} | {
             "activities": 0, "launches": 0, "short_activities": 0, "mean_launch_delay_us": None,
             "exposed_communication_us": 0.0, "overlapped_communication_us": 0.0, "communication_us": 0.0,
             "activities_per_s": None, "idle_share": None, "host_bound_share_of_idle": None,
@@ -55,7 +64,8 @@ def launch_analysis(source: str | Path | Analysis, *, short_us: float = 10.0, un
     if steps.height:
         spans = steps["span_ns"]
         summary["step_span_us"] = {"min": _us(spans.min()), "median": _us(spans.median()), "max": _us(spans.max()),
-                                   "spread": round(float((spans.max() - spans.min()) / spans.mean()), 4)
+                                   "spread": round(float((number(spans.max()) - number(spans.min()))
+                                                         / number(spans.mean())), 4)
                                    if spans.mean() else None}
     cats = category_overhead(acts.with_columns(pl.col("device").fill_null(-1)))
     per_act = _per_activity(acts)
@@ -101,7 +111,7 @@ def without_profiler_view(analysis: Analysis, options: dict[str, Any], step_us: 
 def busy_share(acts: pl.DataFrame) -> float | None:
     """A replayed timeline's busy share: :func:`.metrics.launch.busy_ns` over its span, first start to last end."""
     a = acts.select(pl.col("ts").alias("ts_ns"), pl.col("end").alias("end_ns")).drop_nulls()
-    span = int(a["end_ns"].max() - a["ts_ns"].min()) if a.height else 0
+    span = int_scalar(a["end_ns"].max()) - int_scalar(a["ts_ns"].min()) if a.height else 0
     return round(busy_ns(a) / span, 6) if span > 0 else None
 
 
@@ -111,7 +121,8 @@ def _summary(t: dict[str, Any], comm: pl.DataFrame) -> dict[str, Any]:
         "span_us": _us(span), "busy_us": _us(t["busy_ns"]), "idle_us": _us(idle), "host_bound_idle_us": _us(host),
         "activities": int(t["activities"]), "launches": int(t["launches"]),
         "short_activities": int(t["short_activities"]),
-        "mean_launch_delay_us": None if t["mean_launch_delay_ns"] is None else round(t["mean_launch_delay_ns"] / 1000, 3),
+        "mean_launch_delay_us": None if t["mean_launch_delay_ns"] is None
+            else round(t["mean_launch_delay_ns"] / 1000, 3),
         "launch_call_us": _us(t["launch_call_ns"]),
         "activities_per_s": None if t["activities_per_s"] is None else round(t["activities_per_s"], 1),
         "idle_share": round(idle / span, 6) if span else None,
@@ -147,7 +158,8 @@ def _stream_exposure(acts: pl.DataFrame) -> pl.DataFrame:
     activity of the same device (a stream is only exposed against the whole device)."""
     rows = []
     for (dev, stream), _ in acts.group_by(["device", "stream"]):
-        comm = acts.filter((pl.col("device") == dev) & (pl.col("stream") == stream) & (pl.col("category") == "communication"))
+        comm = acts.filter((pl.col("device") == dev) & (pl.col("stream") == stream)
+                           & (pl.col("category") == "communication"))
         if comm.height == 0:
             rows.append((dev, stream, 0, 0))
             continue

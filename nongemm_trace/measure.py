@@ -12,7 +12,15 @@ from typing import TYPE_CHECKING
 import polars as pl
 
 from .classify.taxonomy import Taxonomy
-from .metrics.breakdown import category_table, class_table, cpu_op_times, evidence_time, kernel_summary, op_table, step_table
+from .metrics.breakdown import (
+    category_table,
+    class_table,
+    cpu_op_times,
+    evidence_time,
+    kernel_summary,
+    op_table,
+    step_table,
+)
 from .metrics.engines import engine_view
 from .metrics.op_cpu import call_cpu_times, in_window
 from .models.report import Report

@@ -102,7 +102,8 @@ class NonGemm:
     def assert_unclassified_at_most(self, trace: str | Path, limit: float | str = 0.01, **options: Any):
         return self.assert_category_share_at_most(trace, "unclassified", limit, **options)
 
-    def assert_no_regression(self, trace: str | Path, *, baseline: str | Path, max_regression: float | str | None = 0.10,
+    def assert_no_regression(self, trace: str | Path, *, baseline: str | Path,
+                             max_regression: float | str | None = 0.10,
                              categories: dict[str, float | str] | None = None, **limits: Any):
         """GPU time per step (and each category in ``categories``) grew at most so much against
         ``baseline`` (a trace, or a stored report JSON: ``--nongemm-update-baselines`` writes it
@@ -111,7 +112,6 @@ class NonGemm:
         if self.update_baselines:
             from .analysis import report_of
             from .report.json_out import render_json
-
             from .safe_write import write_file
 
             write_file(base, render_json(report_of(self.analysis(trace), {})), inputs=[self.path(trace)])

@@ -10,12 +10,17 @@ linker relies on; every loader's tests call it.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeAlias
 
 import polars as pl
 
 if TYPE_CHECKING:  # pragma: no cover
+    from polars.datatypes import DataTypeClass
+
     from .trace import Trace
+
+#: a column type as polars' signatures take it: a class (``pl.Int64``) or an instance (``pl.List(pl.String)``)
+DType: TypeAlias = "DataTypeClass | pl.DataType"
 
 #: a text column: plain, or categorical where values repeat (shapes, dtypes)
 TEXT = (pl.String, pl.Categorical)
@@ -27,7 +32,7 @@ _EVENT = {
 }
 
 #: table -> column -> dtype (or a tuple of accepted dtypes)
-TABLES: dict[str, dict[str, object]] = {
+TABLES: dict[str, dict[str, DType | tuple[DType, ...]]] = {
     # host ranges that can launch work (cpu_op, user_annotation, NVTX ranges)
     # seq: autograd's ``Sequence number`` (a forward op and its backward node share it; null: none)
     "ops": {"op_id": pl.UInt32, **_EVENT, "input_dims": TEXT, "input_type": TEXT, "concrete_inputs": TEXT,
@@ -49,7 +54,7 @@ TABLES: dict[str, dict[str, object]] = {
 }
 
 #: format name -> table -> the columns its loader adds beyond :data:`TABLES` (in this order)
-EXTRA_COLUMNS: dict[str, dict[str, dict[str, object]]] = {
+EXTRA_COLUMNS: dict[str, dict[str, dict[str, DType]]] = {
     # Nsight Systems: a kernel's short (demangled base) name
     "nsys": {"activities": {"short_name": pl.String}},
     # TensorRT: the layer's median, type, origin, the ONNX op types and nodes it ran, its tactic

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from .errors import OptionError
+from .frames import int_scalar
 from .load.formats import format_of
 from .metrics.breakdown import evidence_time
 from .metrics.steps import assign_steps, find_steps, guessed_steps_hold_work
@@ -33,7 +34,8 @@ WEAK_EVIDENCE_SHARE = 0.05
 #: the per-activity columns a breakdown report keeps (``Report.kernels``), in this order
 KERNEL_COLUMNS = [
     "activity_id", "name", "kind", "category", "class", "dur_ns", "ts_ns", "device", "stream", "correlation",
-    "op", "launch_op", "top_op", "module", "launch_op_id", "top_op_id", "attribution", "rule", "evidence", "fused_ops", "launch_id",
+    "op", "launch_op", "top_op", "module", "launch_op_id", "top_op_id", "attribution", "rule", "evidence", "fused_ops",
+    "launch_id",
     "launch_name", "launch_ts_ns", "launch_dur_ns", "step",
     # a deployment stack's evidence (TensorRT layers, ONNX Runtime nodes)
     "layer_type", "origin", "onnx_ops", "onnx_nodes", "origin_nodes", "provider", "median_ns",
@@ -102,6 +104,7 @@ class Selection:
 def select(analysis: Analysis, opts: Options) -> Selection:
     """The selection of ``analysis`` under resolved options ``opts`` (the metric is not read)."""
     tax, path, level = analysis.taxonomy, analysis.path, opts.level
+    assert level is not None  # resolved
     drop_unlinked, step_marker, skip_steps = opts.drop_unlinked, opts.step_marker, opts.skip_steps
     acts = analysis.activities(level)
     trace, linked = analysis.trace(), analysis.linked()
@@ -139,7 +142,8 @@ def select(analysis: Analysis, opts: Options) -> Selection:
     graph = acts.filter(pl.col("attribution") == "graph_launch").height
     if graph:
         warnings.append(Anomaly("graph_replay", graph,
-                                f"{graph} GPU activities were replayed from CUDA graphs: no per-op link, classified by kernel name"))
+                                f"{graph} GPU activities were replayed from CUDA graphs: no per-op link, "
+                                "classified by kernel name"))
     if drop_unlinked:
         acts = acts.filter(pl.col("attribution") != "none")
     window: tuple[int | None, int | None] = (None, None)
@@ -147,7 +151,8 @@ def select(analysis: Analysis, opts: Options) -> Selection:
         acts, window = _skip(acts, steps, skip_steps, path, warnings)
     warnings += _content_warnings(acts)
     return Selection(str(path), tax.name, level, acts, steps, window, used_marker, skip_steps, drop_unlinked,
-                     warnings, file_total, file_count, engine, fmt.name, str(trace.metadata.get("time_basis") or fmt.time_basis),
+                     warnings, file_total, file_count, engine, fmt.name,
+                     str(trace.metadata.get("time_basis") or fmt.time_basis),
                      _metadata(trace.metadata),
                      linked, tax)
 
@@ -167,7 +172,8 @@ def _skip(acts: pl.DataFrame, steps: pl.DataFrame, skip_steps: int, path: Any,
         f"{outside.height} GPU activities ({outside['dur_ns'].sum() / 1000:,.1f} us) in the first {skip_steps} "
         f"steps or outside every step were excluded (--skip-steps {skip_steps})"))
     keep = steps.filter(pl.col("step") >= skip_steps)
-    return acts.filter(pl.col("step") >= skip_steps), (keep["ts_ns"].min(), keep["end_ns"].max())
+    window = (int_scalar(keep["ts_ns"].min()), int_scalar(keep["end_ns"].max()))
+    return acts.filter(pl.col("step") >= skip_steps), window
 
 
 def _content_warnings(acts: pl.DataFrame) -> list[Anomaly]:

@@ -7,7 +7,7 @@ not here: each taxonomy declares its own in its ``[classes]`` table (data, not c
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, overload
 
 #: version of every JSON document the tool writes (report, launch, flops, compare)
 SCHEMA_VERSION = "1.0"
@@ -59,6 +59,10 @@ def us(ns: Any, digits: int = 3) -> float:
     return round(float(ns or 0) / 1000.0, digits)
 
 
+@overload
+def ns(us_value: None) -> None: ...
+@overload
+def ns(us_value: float | str) -> int: ...
 def ns(us_value: Any) -> int | None:
     """Microseconds of a JSON document back to whole nanoseconds (None stays None): the inverse of
     :func:`us` for the integer nanoseconds the reports hold."""

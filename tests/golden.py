@@ -9,7 +9,6 @@ Only the tool's version is masked: every number, name and order is part of the d
 from __future__ import annotations
 
 import contextlib
-import gzip
 import hashlib
 import io
 import json

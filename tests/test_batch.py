@@ -11,9 +11,9 @@ import sys
 
 import polars as pl
 import pytest
+from conftest import REPO, SAMPLES, hostile, interval_union_ns, shared
 
 import nongemm_trace
-from conftest import REPO, SAMPLES, hostile, interval_union_ns, shared
 from nongemm_trace.cli import main
 
 

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from conftest import shared, tricky_names_trace
 
 import nongemm_trace
-from conftest import shared, tricky_names_trace
-from nongemm_trace.load.kineto import cutting
 
 
 @pytest.mark.parametrize("name", ["bert_base_train_bs8_s128__eager", "fasterrcnn_resnet50_fpn_bs2__eager"])

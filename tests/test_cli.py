@@ -9,8 +9,8 @@ import sys
 
 import polars as pl
 import pytest
-
 from conftest import SAMPLES, raw_activity_total_ns
+
 from nongemm_trace.cli import main
 
 SAMPLE_FILES = sorted(SAMPLES.glob("*.json.gz"))
@@ -207,8 +207,10 @@ def test_cli_sets_the_allocator_before_polars_loads():
     run = subprocess.run([sys.executable, "-c", code + "; import polars"], capture_output=True, text=True, check=True)
     assert run.stdout.split() == ["False", "narenas:1,background_thread:true,dirty_decay_ms:100,muzzy_decay_ms:0"]
     assert "jemalloc" not in run.stderr  # every option is one this polars' jemalloc accepts
-    code = "import os; os.environ['_RJEM_MALLOC_CONF'] = 'x:1'; import nongemm_trace.cli; print(os.environ['_RJEM_MALLOC_CONF'])"
-    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "x:1"
+    code = ("import os; os.environ['_RJEM_MALLOC_CONF'] = 'x:1'; import nongemm_trace.cli; "
+            "print(os.environ['_RJEM_MALLOC_CONF'])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "x:1"
 
 
 def test_public_names_load_on_first_use():

@@ -9,7 +9,6 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import REPO, shared
 
 torch = pytest.importorskip("torch", reason="torch not installed (pip install torch==2.13.0)")
@@ -70,7 +69,8 @@ def test_metadata_with_double_quotes_keeps_the_trace_valid_json(tmp_path):
 
 
 def test_command_line_entry_point(tmp_path):
-    r = subprocess.run([sys.executable, "-m", "nongemm_trace.collectors.torch_profiler", "nongemm_trace.collectors.examples:tiny_mlp",
+    r = subprocess.run([sys.executable, "-m", "nongemm_trace.collectors.torch_profiler",
+                        "nongemm_trace.collectors.examples:tiny_mlp",
                         "--steps", "2", "-o", str(tmp_path), "--name", "cli", "--meta", "batch=16"],
                        cwd=REPO, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr

@@ -6,10 +6,9 @@ import json
 import re
 
 import pytest
+from conftest import SAMPLES, raw_activity_total_ns, raw_events, shared
 
 import nongemm_trace
-
-from conftest import SAMPLES, raw_activity_total_ns, raw_events, shared
 from nongemm_trace import testing
 from nongemm_trace.cli import main
 from nongemm_trace.compare import _fused_names, compare
@@ -208,6 +207,7 @@ def test_horizon_table_command_on_sample_zoo_traces():
     """bench/horizon_table.py, the command that rebuilds docs/horizon-h200.md's table."""
     import subprocess
     import sys
+
     from conftest import REPO
     r = subprocess.run([sys.executable, str(REPO / "bench" / "horizon_table.py"), str(SAMPLES / "zoo")],
                        capture_output=True, text=True, timeout=300)

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from conftest import shared
+from test_references import stack_walk_cpu
 
 import nongemm_trace
-from conftest import shared
 from nongemm_trace import cli
-from test_references import stack_walk_cpu
 
 BERT = Path(__file__).resolve().parent.parent / "sample_traces" / "bert_base_fp32_bs8_s128__eager.json.gz"
 
@@ -57,7 +57,8 @@ def test_cpu_only_top_ops_table_is_on_cpu_columns(cpu_only, capsys):
     assert ops["gloo:all_reduce"]["self_cpu_time_us"] == round(row["self_cpu_time_ns"] / 1000, 3)
     assert cli.main(["analyze", str(path), "--format", "csv", "--table", "ops"]) == 0
     rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
-    assert float(next(r for r in rows if r["op"] == "gloo:all_reduce")["cpu_time_us"]) == round(row["cpu_time_ns"] / 1000, 3)
+    gloo = next(r for r in rows if r["op"] == "gloo:all_reduce")
+    assert float(gloo["cpu_time_us"]) == round(row["cpu_time_ns"] / 1000, 3)
 
 
 def test_cpu_columns_at_every_level_and_metric(capsys):
@@ -69,7 +70,8 @@ def test_cpu_columns_at_every_level_and_metric(capsys):
         for metric in ("gpu", "cpu"):
             ops = an.report(level=level, metric=metric).ops
             by_name[level, metric] = dict(ops.group_by("op").agg(pl.col("cpu_time_ns").sum(),
-                                                                 pl.col("self_cpu_time_ns").sum()).rows_by_key("op", unique=True))
+                                                                 pl.col("self_cpu_time_ns").sum()).rows_by_key("op",
+                                                                                                               unique=True))
     assert len({json.dumps(v, sort_keys=True) for v in by_name.values()}) == 1
     assert by_name["launch", "gpu"]["aten::addmm"][0] > 0
     assert cli.main(["analyze", str(BERT), "--metric", "cpu", "--top", "5"]) == 0
@@ -107,6 +109,7 @@ def test_cpu_metric_reads_the_calls_categories_of_the_gpu_metric():
 
 def test_cpu_metric_header_counts_op_calls(capsys):
     from nongemm_trace.cli import main
-    assert main(["analyze", str(shared("external", "hta", "cpu_only__rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz"))]) == 0
+    path = shared("external", "hta", "cpu_only__rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz")
+    assert main(["analyze", str(path)]) == 0
     total = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("total:"))
     assert "op calls" in total and "GPU activities" not in total

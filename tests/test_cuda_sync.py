@@ -10,8 +10,8 @@ from collections import Counter
 
 import polars as pl
 import pytest
-
 from conftest import raw_events, shared
+
 from nongemm_trace.analysis import Analysis
 from nongemm_trace.latency import graph_of, latency_analysis, measured_timeline, whatif_analysis
 from nongemm_trace.latency.replay import measured_piece_lengths, replay

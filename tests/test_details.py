@@ -9,12 +9,11 @@ import re
 import sys
 
 import pytest
+from conftest import shared
+from test_output_width import TRACE
 
 import nongemm_trace
-from conftest import shared
 from nongemm_trace import cli
-
-from test_output_width import TRACE
 
 
 def test_csv_microseconds_have_at_most_three_decimals(capsys):

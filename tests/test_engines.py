@@ -11,9 +11,9 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from conftest import shared
 
 import nongemm_trace
-from conftest import shared
 from nongemm_trace import Analysis, TraceError, cli, schema
 from nongemm_trace.compare import compare
 from nongemm_trace.load import load_trace
@@ -175,7 +175,7 @@ def _ort_profiles(tmp_path):
 
 def test_onnxruntime_profiles_of_a_torch_export(tmp_path):
     profiles = _ort_profiles(tmp_path)
-    for label, path in profiles.items():
+    for path in profiles.values():
         events = json.loads(path.read_text())
         nodes = [e for e in events if e.get("cat") == "Node" and e["name"].endswith("_kernel_time")]
         rep = nongemm_trace.analyze(path)
@@ -274,7 +274,8 @@ def test_myelin_regions_are_gemm_when_their_contents_show_one(tmp_path):
          "TacticName": "__myl_TranMulAdd_0x1"},
         {"Name": tactic_block, "LayerType": "Myelin", "Inputs": [tensor("input.84")],
          "TacticName": "sm90_xmma_gemm_f16f16_f16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1"},
-        {"Name": plain, "LayerType": "Myelin", "Inputs": [tensor("onnx::Transpose_77")], "TacticName": "__myl_Tran_0x2"},
+        {"Name": plain, "LayerType": "Myelin", "Inputs": [tensor("onnx::Transpose_77")],
+         "TacticName": "__myl_Tran_0x2"},
         {"Name": reformat, "LayerType": "Reformat", "Inputs": [tensor("onnx::MatMul_5")]},
     ]}))
     k = nongemm_trace.analyze(prof).kernels
@@ -286,8 +287,10 @@ def test_myelin_regions_are_gemm_when_their_contents_show_one(tmp_path):
 def test_headers_name_the_stack_time_not_gpu_time(capsys):
     from nongemm_trace.cli import main
     ort = shared("external2", "onnxruntime", ORT_SHARED)
-    fp32 = shared("external2", "tensorrt", "trex__examples__pytorch__resnet__A100__fp32__resnet.onnx.engine.profile.json")
-    fp16 = shared("external2", "tensorrt", "trex__examples__pytorch__resnet__A100__fp16__resnet.onnx.engine.profile.json")
+    fp32 = shared("external2", "tensorrt",
+                  "trex__examples__pytorch__resnet__A100__fp32__resnet.onnx.engine.profile.json")
+    fp16 = shared("external2", "tensorrt",
+                  "trex__examples__pytorch__resnet__A100__fp16__resnet.onnx.engine.profile.json")
     assert main(["analyze", str(ort)]) == 0
     text = capsys.readouterr().out
     assert "(of node time;" in text and "GPU time" not in text

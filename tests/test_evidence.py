@@ -10,14 +10,13 @@ from collections import defaultdict
 
 import polars as pl
 import pytest
+from conftest import SHARED, shared
 
 import nongemm_trace
-from conftest import SHARED, shared
 from nongemm_trace.classify import EVIDENCE
 from nongemm_trace.classify.rules import kernel_category
 from nongemm_trace.classify.taxonomy import load_taxonomy
 from nongemm_trace.classify.tokens import has_run, tokens
-
 
 TAX = load_taxonomy("default")
 
@@ -270,7 +269,8 @@ def test_labelled_corpus_accuracy():
         got = k.group_by("name", "launch_op", "category").agg(pl.col("dur_ns").sum().alias("got_ns"))
         got_class = (k.with_columns(pl.col("class").alias("klass")).group_by("name", "launch_op", "klass")
                      .agg(pl.col("dur_ns").sum().alias("got_class_ns")))
-        both = (labels.with_columns(pl.col("category").replace_strict(tax.classes, default="unclassified").alias("klass"))
+        klass = pl.col("category").replace_strict(tax.classes, default="unclassified").alias("klass")
+        both = (labels.with_columns(klass)
                 .join(got, on=["name", "launch_op", "category"], how="left")
                 .join(got_class, on=["name", "launch_op", "klass"], how="left")
                 .with_columns(pl.min_horizontal(pl.col("got_ns").fill_null(0), "dur_ns").alias("ok_ns"),

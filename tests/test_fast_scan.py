@@ -14,15 +14,15 @@ import sys
 
 import polars as pl
 import pytest
+from conftest import kineto_traces, shared, trace_ids
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from polars.testing import assert_frame_equal
 
-from conftest import kineto_traces, shared, trace_ids
-from nongemm_trace.load.kineto import cutting, fast_scan, loader
+from nongemm_trace.load.kineto import fast_scan, loader
 from nongemm_trace.load.kineto.events import TOP_DECODER, decode_events
-from nongemm_trace.load.source import read_bytes
 from nongemm_trace.load.kineto.tables import Tally, chunk_tables
+from nongemm_trace.load.source import read_bytes
 
 TRACES = kineto_traces()
 needs_scanner = pytest.mark.skipif(fast_scan._SCANNER is None, reason="the C scanner is not built here")
@@ -101,7 +101,8 @@ def _ev(**over):
 @needs_scanner
 @pytest.mark.parametrize("text", [
     # escapes and non-ASCII text, written as JSON escapes and as raw UTF-8
-    '[{"ph":"X","cat":"cpu_op","name":"a\\"b\\\\c\\/d\\b\\f\\n\\r\\t\\u00e9\\u20ac\\ud83d\\ude00 \u00e9\u20ac\U0001F600","pid":1,"tid":1,"ts":1,"dur":1}]',
+    '[{"ph":"X","cat":"cpu_op","name":"a\\"b\\\\c\\/d\\b\\f\\n\\r\\t\\u00e9\\u20ac\\ud83d\\ude00 '
+    '\u00e9\u20ac\U0001F600","pid":1,"tid":1,"ts":1,"dur":1}]',
     # numbers: exponents, negative zero, many digits (CPython's parser), epoch microseconds
     '[{"ph":"X","cat":"kernel","name":"k","pid":-0,"tid":-12,"ts":1.5e3,"dur":2E-3},'
     '{"ph":"X","cat":"kernel","name":"k","pid":0,"tid":1,"ts":1695835535123456.789,"dur":0.1234567890123456789},'

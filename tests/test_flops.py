@@ -7,8 +7,8 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-
 from conftest import SHARED, shared
+
 from nongemm_trace.cli import main
 from nongemm_trace.devices import known_devices, match_device
 from nongemm_trace.flops import flops_analysis

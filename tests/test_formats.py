@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import gzip
 
+import mutants
 import pytest
-
 from conftest import shared
+
 from nongemm_trace.errors import TraceError
 from nongemm_trace.load import formats, load_trace
-
-import mutants
 
 NOT_READ = [
     ("tensorrt", "trex__notebooks__layer_info.json", "TensorRT layer-information"),

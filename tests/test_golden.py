@@ -12,9 +12,8 @@ import json
 import multiprocessing
 from concurrent.futures import ProcessPoolExecutor
 
-import pytest
-
 import golden
+import pytest
 from conftest import shared
 
 RECORDED = json.loads(golden.GOLDEN.read_text()) if golden.GOLDEN.exists() else {}

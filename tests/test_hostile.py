@@ -11,8 +11,8 @@ import os
 
 import polars as pl
 import pytest
-
 from conftest import SHARED
+
 from nongemm_trace.errors import TraceError
 from nongemm_trace.load import load_trace, start_read_ahead, stop_read_ahead
 from nongemm_trace.load.kineto import read_ahead, scanner
@@ -124,9 +124,10 @@ def test_f5_one_malformed_event_leaves_the_others_raw_args_as_written(tmp_path, 
 def test_nan_with_a_lone_surrogate_escape_is_one_line_on_every_path(tmp_path, monkeypatch):
     """Found by bench/fuzz.py: the NaN repair re-encoded a document whose lone surrogate escape
     (``"\\ud800"``) Python's json accepts and no encoder can write: a traceback, not one line."""
-    events = ",\n".join('{"ph": "X", "cat": "cpu_op", "name": "aten::x%d", "pid": 1, "tid": 1, "ts": %d, "dur": 1}'
-                        % (i, 100 + 10 * i) for i in range(40))
-    doc = '{"traceEvents": [\n%s,\n{"ph": "\\ud800", "cat": "cpu_op", "ts": NaN}\n]}' % events
+    # %-formatting: the JSON text is full of braces
+    event = '{"ph": "X", "cat": "cpu_op", "name": "aten::x%d", "pid": 1, "tid": 1, "ts": %d, "dur": 1}'
+    events = ",\n".join(event % (i, 100 + 10 * i) for i in range(40))
+    doc = '{"traceEvents": [\n%s,\n{"ph": "\\ud800", "cat": "cpu_op", "ts": NaN}\n]}' % events  # noqa: UP031
     (tmp_path / "nan-surrogate.json").write_text(doc)
     got = _one_answer("nan-surrogate.json", tmp_path, monkeypatch, folder=tmp_path)
     assert got[0] == "error" and "invalid or truncated JSON" in got[1]

@@ -8,8 +8,8 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from conftest import SAMPLES, hostile
+
 from nongemm_trace.cli import main
 
 EAGER = SAMPLES / "bert_base_fp32_bs8_s128__eager.json.gz"
@@ -86,7 +86,8 @@ def test_a_valid_baseline_still_gates(capsys, tmp_path, stored):
     assert code == 0 and out.startswith("ok: "), err
     half = lambda d: [c.update(gpu_time_us=round(c["gpu_time_us"] / 2, 3)) for c in d["categories"]] and \
         d.update(gpu_time_us=round(sum(c["gpu_time_us"] for c in d["categories"]), 3))  # noqa: E731
-    code, out, err = _run(capsys, "check", EAGER, "--baseline", _edit(stored, tmp_path, half), "--max-regression", "10%")
+    code, out, err = _run(capsys, "check", EAGER, "--baseline", _edit(stored, tmp_path, half), "--max-regression",
+                          "10%")
     assert code == 1 and "GPU time per step rose 100.0 %" in out, err
 
 
@@ -96,7 +97,8 @@ def test_a_baseline_without_gpu_time_gates_any_gpu_time(capsys, tmp_path, stored
         d["gpu_time_us"] = 0.0
         for c in d["categories"]:
             c["gpu_time_us"] = 0.0
-    code, out, err = _run(capsys, "check", EAGER, "--baseline", _edit(stored, tmp_path, empty), "--max-regression", "10%")
+    code, out, err = _run(capsys, "check", EAGER, "--baseline", _edit(stored, tmp_path, empty), "--max-regression",
+                          "10%")
     assert code == 1 and "FAIL max-regression: GPU time per step appeared (0.0 -> 6,404.7 us)" in out, err
 
 

@@ -26,7 +26,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO, SHARED
 
 HOSTILE = SHARED.parent / "fuzz" / "hostile"

@@ -13,9 +13,9 @@ import shutil
 
 import polars as pl
 import pytest
+from conftest import shared
 
 import nongemm_trace
-from conftest import shared
 
 hta = pytest.importorskip("hta.trace_analysis", reason="Holistic Trace Analysis not installed ([hta] extra)")
 

@@ -14,10 +14,8 @@ import shutil
 import subprocess
 import tempfile
 from html.parser import HTMLParser
-from pathlib import Path
 
 import pytest
-
 from conftest import SAMPLES, shared
 
 HOSTILE_OP = 'aten::add<script>alert("op")</script>&amp;'
@@ -162,7 +160,8 @@ def test_the_page_needs_no_network(pair):
     for needle in ("<script", "<link", "<img", "<iframe", "@import", "url(", "src=", "https://"):
         assert needle not in html, needle
     # the only URL is the SVG namespace (an identifier, never fetched); links stay in the page
-    assert set(html.split("http://")[1:]) and all(x.startswith("www.w3.org/2000/svg") for x in html.split("http://")[1:])
+    assert set(html.split("http://")[1:]) and all(x.startswith("www.w3.org/2000/svg")
+                                                  for x in html.split("http://")[1:])
     assert all(h.startswith("#") for h in __import__("re").findall(r'href="([^"]*)"', html))
 
 
@@ -254,12 +253,14 @@ def test_a_tensorrt_profile_shows_its_fusion_view_and_no_timeline():
     from nongemm_trace.analysis import Analysis
     from nongemm_trace.report_page import build_page
 
-    a = Analysis(shared("external2", "tensorrt", "trex__examples__pytorch__resnet__A100__fp16__resnet.onnx.engine.profile.json"))
+    a = Analysis(shared("external2", "tensorrt",
+                        "trex__examples__pytorch__resnet__A100__fp16__resnet.onnx.engine.profile.json"))
     parsed = parse(build_page([a]))
     view = a.report().to_dict()["engine"]
     assert [(r[0][0], int(r[2][1]), float(r[3][1])) for r in parsed.named("folded")[0]] == \
         [(r["op"], r["gemm_layers"], r["gemm_layer_time_us"]) for r in view["folded_into_gemm_layers"][:15]]
-    assert [r[0][0] for r in parsed.named("standalone")[0]] == [r["layer_type"] for r in view["standalone_by_layer_type"]]
+    assert [r[0][0] for r in parsed.named("standalone")[0]] == [r["layer_type"]
+                                                                for r in view["standalone_by_layer_type"]]
     text = "".join(parsed.text)
     assert "engine layers by time" in text and "Launch overhead" not in text and parsed.named("launch") == []
 

@@ -16,7 +16,6 @@ import sys
 import warnings
 
 import pytest
-
 from conftest import REPO
 
 torch = pytest.importorskip("torch", reason="torch not installed (pip install torch)")

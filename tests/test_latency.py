@@ -10,8 +10,8 @@ import os
 
 import polars as pl
 import pytest
-
 from conftest import SAMPLES, SHARED, kineto_traces, shared
+
 from nongemm_trace.analysis import Analysis
 from nongemm_trace.cli import main
 from nongemm_trace.latency import graph_of, latency_analysis, measured_timeline, whatif_analysis
@@ -66,7 +66,8 @@ def test_attribution_tiles_the_wall_time_and_nothing_changed_reproduces(rel):
     sums = dict(rep.attribution.group_by("step").agg(pl.col("ns").sum()).iter_rows())
     assert sums == wall  # to the nanosecond
     d = rep.to_dict()
-    assert sum(r["time_us"] for r in d["total"]["attribution"]) == pytest.approx(d["total"]["wall_us"], abs=1e-3 * len(d["total"]["attribution"]))
+    attribution = d["total"]["attribution"]
+    assert sum(r["time_us"] for r in attribution) == pytest.approx(d["total"]["wall_us"], abs=1e-3 * len(attribution))
     assert set(rep.attribution["bound"]) <= {"gpu", "communication", "launch", "cpu", "sync", "other"}
     w = whatif_analysis(a, ["GEMM=1"])
     for s in w.to_dict()["steps"]:
@@ -155,7 +156,8 @@ def test_cli_json_contracts_and_selector_errors(pairs, capsys):
     # a free-text selector that matches nothing is refused with the nearest names (no silent +0.0 %)
     assert main(["whatif", path, "--scale", "op:aten::adddmm=0.5"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "op:aten::adddmm" in err[0] and "matches no GPU activity" in err[0] and "aten::addmm" in err[0]
+    assert len(err) == 1
+    assert "op:aten::adddmm" in err[0] and "matches no GPU activity" in err[0] and "aten::addmm" in err[0]
     assert main(["whatif", path, "--scale", "kernel:softmax=0.5"]) == 2
     assert "kernel:softmax: matches no GPU activity" in capsys.readouterr().err
 
@@ -171,14 +173,16 @@ def _synthetic(tmp_path):
     """One step on one thread: mm launches a 210 us kernel, a device sync waits for it (5 us return
     cost), then add launches a 4 us kernel; the step's CPU range ends at 300 us."""
     ev = [{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 0, "dur": 300},
-          {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 10, "dur": 20, "args": {"External id": 5}},
+          {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 10, "dur": 20,
+           "args": {"External id": 5}},
           {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 12, "dur": 5,
            "args": {"correlation": 9, "External id": 5}},
           {"ph": "X", "cat": "kernel", "name": "sgemm", "pid": 0, "tid": 7, "ts": 20, "dur": 210,
            "args": {"device": 0, "stream": 7, "correlation": 9, "External id": 5}},
           {"ph": "X", "cat": "cuda_runtime", "name": "cudaDeviceSynchronize", "pid": 1, "tid": 1, "ts": 40, "dur": 195,
            "args": {"correlation": 10}},
-          {"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1, "tid": 1, "ts": 240, "dur": 10, "args": {"External id": 6}},
+          {"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1, "tid": 1, "ts": 240, "dur": 10,
+           "args": {"External id": 6}},
           {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 242, "dur": 4,
            "args": {"correlation": 11, "External id": 6}},
           {"ph": "X", "cat": "kernel", "name": "add_kernel", "pid": 0, "tid": 7, "ts": 254, "dur": 4,
@@ -233,8 +237,9 @@ def test_steps_that_run_into_the_next_are_named_and_a_faster_host_ends_no_later(
     measured = measured_timeline(g)
     w = whatif_analysis(a, cpu_scale=0.5)
     assert [x.code for x in w.warnings].count("steps_overlap") == 2  # measured and predicted timelines
-    from nongemm_trace.latency.replay import measured_piece_lengths, replay
     import numpy as np
+
+    from nongemm_trace.latency.replay import measured_piece_lengths, replay
     half = np.rint(measured_piece_lengths(g) * 0.5).astype(np.int64)
     faster = replay(g, g.acts["dur"].to_numpy(), half, g.acts["lat"].to_numpy(allow_copy=True).astype(np.float64),
                     g.acts["gap"].to_numpy().copy())

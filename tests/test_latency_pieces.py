@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import polars as pl
 import pytest
-
 from conftest import SAMPLES, shared
+
 from nongemm_trace.analysis import Analysis
 from nongemm_trace.latency import graph_of
 from nongemm_trace.latency.pieces import _packed_pieces, host_pieces, reference_pieces, thread_codes
@@ -40,7 +40,8 @@ def test_packed_pieces_are_the_reference_pieces(parts):
 
 def test_pieces_without_calls_or_ops():
     ops, calls, op_thr, call_thr = _inputs(Analysis(SAMPLES / "latency" / "bert_bs1_s32__fp32.json.gz"))
-    for o, c, ot, ct in ((ops, calls.head(0), op_thr, call_thr.head(0)), (ops.head(0), calls, op_thr.head(0), call_thr)):
+    for o, c, ot, ct in ((ops, calls.head(0), op_thr, call_thr.head(0)),
+                         (ops.head(0), calls, op_thr.head(0), call_thr)):
         got, ref = host_pieces(o, c, ot, ct), reference_pieces(o, c, ot, ct)
         assert got.equals(ref) and got.height > 0
 
@@ -54,7 +55,8 @@ def test_piece_labels_follow_the_definitions():
     assert p.filter(pl.col("kind") != "wait").select(
         (pl.col("kind").replace_strict(bound) == pl.col("bound")).all()).item()
     assert p.filter(pl.col("kind").is_in(["gap", "wrapper"]))["category"].unique().to_list() == ["unclassified"]
-    assert p.filter(pl.col("kind") == "gap").select(pl.col("op_id").is_null().all() & pl.col("launch_id").is_null().all()).item()
+    assert (p.filter(pl.col("kind") == "gap")
+            .select(pl.col("op_id").is_null().all() & pl.col("launch_id").is_null().all()).item())
 
 
 def test_locate_is_the_as_of_join_by_thread():
@@ -68,7 +70,8 @@ def test_locate_is_the_as_of_join_by_thread():
              ("right", 0, "forward", False)]
     for first, last in ((0, 0), (0, 4 * 10**18), (-5 * 10**18, 5 * 10**18)):
         r = rows.with_columns(pl.when(pl.col("thr") == 2).then(pl.col("ts") + last).otherwise(pl.col("ts") + first))
-        qq = q.with_columns(pl.when(pl.col("thr") == 2).then(pl.col("t") + last).otherwise(pl.col("t") + first)).sort("t")
+        qq = (q.with_columns(pl.when(pl.col("thr") == 2).then(pl.col("t") + last).otherwise(pl.col("t") + first))
+              .sort("t"))
         got = locate(r["thr"], r["ts"], [(qq["thr"], qq["t"], side, shift) for side, shift, _, _ in cases])
         rr = r.select("thr", pl.col("ts").alias("t"), pl.col("row").cast(pl.Int64))
         for g, (_, _, strategy, exact) in zip(got, cases):

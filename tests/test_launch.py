@@ -6,8 +6,8 @@ import csv
 import json
 
 import pytest
-
 from conftest import SAMPLES, kineto_traces, ns, raw_events, shared, trace_ids
+
 from nongemm_trace.cli import main
 from nongemm_trace.launch import launch_analysis
 

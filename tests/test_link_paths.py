@@ -13,13 +13,12 @@ from __future__ import annotations
 
 import polars as pl
 import pytest
-from polars.testing import assert_frame_equal
-
+from conftest import kineto_traces, trace_ids
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from polars.testing import assert_frame_equal
 
 import nongemm_trace.frames as frames
-from conftest import kineto_traces, trace_ids
 from nongemm_trace.classify import op_name_table
 from nongemm_trace.classify.taxonomy import load_taxonomy
 from nongemm_trace.frames import add_columns, is_row_index
@@ -181,6 +180,7 @@ def test_lookup_by_position_equals_a_join(monkeypatch):
 @pytest.mark.parametrize("level", ["launch", "top"])
 def test_classified_activities_by_position_equal_joins(name, level, monkeypatch):
     from conftest import shared
+
     from nongemm_trace.classify import classify, link_and_classify
     tax = load_taxonomy("default")
     linked = link_and_classify(load_trace(shared("h200", name + ".json.gz")), tax)
@@ -195,6 +195,7 @@ def test_op_table_by_position_equals_joins(name, monkeypatch):
     """The per-op table from name codes, gathers and position marks equals the one from joins on
     the names (each activity counted once per op name above it, however often the name recurs)."""
     from conftest import shared
+
     from nongemm_trace.classify import classify, link_and_classify
     from nongemm_trace.metrics import breakdown
     tax = load_taxonomy("default")

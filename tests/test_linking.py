@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import polars as pl
+from conftest import LAUNCH_CATS, ns, raw_events, shared
 
 import nongemm_trace
-from conftest import LAUNCH_CATS, ns, raw_events, shared
 from nongemm_trace.link.nesting import innermost_containing, op_tree
 from nongemm_trace.load import load_trace
 
@@ -115,7 +115,8 @@ def test_top_level_op_skips_wrappers_and_is_outermost():
 # -- hand-made edge cases for the nesting sweep -------------------------------------------
 
 def _ops(rows):
-    df = pl.DataFrame(rows, schema={"pid": pl.Utf8, "tid": pl.Utf8, "ts_ns": pl.Int64, "dur_ns": pl.Int64}, orient="row")
+    df = pl.DataFrame(rows, schema={"pid": pl.Utf8, "tid": pl.Utf8, "ts_ns": pl.Int64, "dur_ns": pl.Int64},
+                      orient="row")
     return df.with_columns((pl.col("ts_ns") + pl.col("dur_ns")).alias("end_ns")).with_row_index("op_id")
 
 

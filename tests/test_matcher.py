@@ -8,13 +8,12 @@ import re
 
 import polars as pl
 import pytest
+from conftest import REPO
 
 from nongemm_trace.classify.matcher import AnyPattern, RunIndex
 from nongemm_trace.classify.rules import kernel_verdict, module_category, op_category
 from nongemm_trace.classify.taxonomy import extend_taxonomy, load_taxonomy
 from nongemm_trace.classify.tokens import TokenIndex, has_run, tokens
-
-from conftest import REPO
 
 
 def _reference_kernel(tax, name):
@@ -104,7 +103,7 @@ def test_module_patterns_keep_their_order():
     tax = load_taxonomy("default")
     for cls, _ in [(n, c) for n, c in tax.module_names.items()][:20]:
         assert module_category(tax, cls)[0] == tax.module_names[cls]
-    for pat, cat in tax.module_patterns:
+    for pat, _cat in tax.module_patterns:
         probe = next((n for n in NAMES if pat.search(n)), None)
         if probe is not None:
             first = next(c for p, c in tax.module_patterns if p.search(probe))

@@ -8,8 +8,8 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from conftest import shared
+
 from nongemm_trace import Analysis, BatchResult, Comparison, FlopsReport, LaunchReport, Report
 from nongemm_trace.batch import run_batch
 from nongemm_trace.compare import compare
@@ -22,7 +22,8 @@ TRACES = {
     "graphs": ("h200", "llama_1b_bf16_bs1_s2048__compiled_cudagraphs.json.gz"),
     "nsys": ("h200_nsys", "bert_nvtx.sqlite.gz"),
     "cpu_only": ("external", "hta", "cpu_only__rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz"),
-    "tensorrt": ("external2", "tensorrt", "trex__examples__pytorch__resnet__A100__fp32__resnet.onnx.engine.profile.json"),
+    "tensorrt": ("external2", "tensorrt",
+                 "trex__examples__pytorch__resnet__A100__fp32__resnet.onnx.engine.profile.json"),
 }
 
 

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from conftest import REPO, interval_union_ns, raw_events
 
 import nongemm_trace
-from conftest import REPO, interval_union_ns, raw_events
 from nongemm_trace.cli import main
 
 torch = pytest.importorskip("torch", reason="torch not installed")
@@ -41,7 +41,7 @@ def captured(tmp_path_factory) -> dict[str, Path]:
                str(REPO / "bench" / "capture_multirank.py"), *args, "-o", str(root / key), "--tiny", "--device",
                "cpu", "--timed", "0", "--wait", "0", "--warmup", "1", "--steps", str(STEPS)]
         procs[key] = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    for key, p in procs.items():
+    for p in procs.values():
         _, err = p.communicate(timeout=300)
         assert p.returncode == 0, err[-3000:]
     return {key: root / key for key in RUNS}
@@ -108,7 +108,8 @@ def test_cpu_times_per_op_match_key_averages(captured, run):
 
 def _nested_same_name(path: Path) -> list[dict]:
     """Op events that lie inside an op of the same name on the same thread (a plain scan of the file)."""
-    ops = sorted((e for e in raw_events(str(path)) if e.get("ph") == "X" and e.get("cat") in ("cpu_op", "user_annotation")),
+    ops = sorted((e for e in raw_events(str(path))
+                  if e.get("ph") == "X" and e.get("cat") in ("cpu_op", "user_annotation")),
                  key=lambda e: (e["pid"], e["tid"], e["ts"], -e["dur"]))
     out, open_ = [], []
     for e in ops:
@@ -182,7 +183,8 @@ def test_gpu_ranks(folder, capsys, tmp_path):
         rows = [r for r in _meta(path)["key_averages"] if r["key"] in ops]
         assert len(rows) >= 20
         for r in rows:
-            assert self_us.get(r["key"], 0.0) == pytest.approx(r["self_device_time_total_us"], rel=1e-3, abs=0.002), r["key"]
+            want = pytest.approx(r["self_device_time_total_us"], rel=1e-3, abs=0.002)
+            assert self_us.get(r["key"], 0.0) == want, r["key"]
         k = rep.kernels
         nccl = k["name"].str.contains("(?i)nccl")
         if _meta(path)["world_size"] > 1:  # one rank runs no collectives
@@ -193,12 +195,14 @@ def test_gpu_ranks(folder, capsys, tmp_path):
     slow = _meta(Path(d["traces"][0]["trace"])).get("slow_rank")
     if slow is not None:
         assert d["ranks"]["straggler_rank"] == slow, d["ranks"]["straggler_evidence"]
-    assert main(["analyze", str(folder), "--format", "parquet", "-o", str(tmp_path / "ds"), "--quiet", "--workers", "1"]) == 0
+    assert main(["analyze", str(folder), "--format", "parquet", "-o", str(tmp_path / "ds"), "--quiet",
+                 "--workers", "1"]) == 0
     cats = pl.read_parquet(tmp_path / "ds" / "table=categories" / "*.parquet")
     for tr in d["traces"]:
         got = cats.filter(pl.col("trace") == tr["trace"])["gpu_time_ns"].sum()
         assert got / 1000 == pytest.approx(tr["gpu_time_us"], abs=0.01)
-    try:  # the Ray engine (its start is most of a test's time: on the CPU ranks test_batch's Ray test covers the engine)
+    # the Ray engine (its start is most of a test's time: on the CPU ranks test_batch's Ray test covers the engine)
+    try:
         import ray  # noqa: F401
     except ImportError:
         return

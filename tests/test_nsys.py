@@ -8,9 +8,9 @@ import sqlite3
 from collections import Counter
 
 import pytest
+from conftest import SHARED, shared
 
 import nongemm_trace
-from conftest import SHARED, shared
 from nongemm_trace.cli import main
 from nongemm_trace.load.nsys import normalize_kernel_name
 

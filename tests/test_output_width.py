@@ -11,8 +11,8 @@ import json
 from pathlib import Path
 
 import pytest
-
 from conftest import shared
+
 from nongemm_trace import cli
 from nongemm_trace.report.names import shorten
 from nongemm_trace.report.output import LOG_WIDTH
@@ -69,7 +69,8 @@ COMMANDS = [
     ["analyze", ("external", "tracelens", "h100__Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz")],
     ["explain", ("external", "hta", "trace_diff__test__test.json.gz"), "--weak"],
     ["analyze", ("h200x2", "bert_ddp_train_rank0.json.gz"), ("h200x2", "bert_ddp_train_rank1.json.gz")],
-    ["analyze", ("external2", "tensorrt", "trex__examples__pytorch__resnet__A100__fp16__resnet.onnx.engine.profile.json")],
+    ["analyze",
+     ("external2", "tensorrt", "trex__examples__pytorch__resnet__A100__fp16__resnet.onnx.engine.profile.json")],
 ]
 
 

@@ -11,8 +11,8 @@ import contextlib
 import io
 
 import pytest
-
 from conftest import shared
+
 from nongemm_trace import cli
 from nongemm_trace.cli_args import parser
 from nongemm_trace.commands.options import OPTIONS

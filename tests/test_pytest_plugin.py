@@ -7,7 +7,6 @@ import shutil
 import sys
 
 import pytest
-
 from conftest import REPO, SAMPLES, hostile, shared
 
 pytest_plugins = ["pytester"]
@@ -19,8 +18,8 @@ BERT = SAMPLES / "bert_base_fp32_bs8_s128__eager.json.gz"
 def imported():
     """pytester's in-process runs drop the modules first imported inside them afterwards (a second
     copy of polars' types would follow): the whole pipeline is imported out here, once."""
-    import nongemm_trace.pytest_plugin  # noqa: F401
-    import nongemm_trace.report.json_out  # noqa: F401
+    import nongemm_trace.pytest_plugin
+    import nongemm_trace.report.json_out
     import nongemm_trace.testing  # noqa: F401
     from nongemm_trace.check import check
 
@@ -42,7 +41,7 @@ def run(pytester, monkeypatch, imported):
 
 
 def test_fixture_and_marker_pass_fail_and_refuse_typos(pytester, run):
-    pytester.makepyfile(test_perf=f"""
+    pytester.makepyfile(test_perf="""
         import pytest
 
         SEEN = []
@@ -64,21 +63,21 @@ def test_fixture_and_marker_pass_fail_and_refuse_typos(pytester, run):
 
         def test_regression_against_itself(nongemm):
             nongemm.assert_no_regression("traces/bert.json.gz", baseline="traces/bert.json.gz",
-                                         max_regression="1%", categories={{"normalization": 0.0}})
+                                         max_regression="1%", categories={"normalization": 0.0})
 
-        @pytest.mark.nongemm("traces/bert.json.gz", max_share={{"non-GEMM": 0.5}}, max_category_share={{"gemm": "95%"}})
+        @pytest.mark.nongemm("traces/bert.json.gz", max_share={"non-GEMM": 0.5}, max_category_share={"gemm": "95%"})
         def test_marker_holds():
             pass
 
-        @pytest.mark.nongemm(trace="traces/bert.json.gz", max_category_share={{"normalization": 0.001}})
+        @pytest.mark.nongemm(trace="traces/bert.json.gz", max_category_share={"normalization": 0.001})
         def test_marker_broken():
             pass
 
-        @pytest.mark.nongemm("traces/bert.json.gz", max_category_share={{"memroy": 0.1}})
+        @pytest.mark.nongemm("traces/bert.json.gz", max_category_share={"memroy": 0.1})
         def test_marker_typo():
             pass
 
-        @pytest.mark.nongemm("traces/missing.json.gz", max_share={{"GEMM": 1.0}})
+        @pytest.mark.nongemm("traces/missing.json.gz", max_share={"GEMM": 1.0})
         def test_marker_after_a_failing_body():
             assert False, "the body's own failure"
     """)
@@ -90,7 +89,8 @@ def test_fixture_and_marker_pass_fail_and_refuse_typos(pytester, run):
                  "test_marker_holds"):
         assert f"test_perf.py::{name} PASSED" in out
     result.stdout.fnmatch_lines(["*non-GEMM is 4.3 % of GPU time, above the limit of 1.0 %*",
-                                 "*unknown name 'nonGEMM' (known: GEMM, non-GEMM, communication, transfer, unclassified, *",
+                                 "*unknown name 'nonGEMM' (known: GEMM, non-GEMM, communication, transfer, "
+                                 "unclassified, *",
                                  "*category normalization is 2.0 % of GPU time, above the limit of 0.1 %*",
                                  "*unknown name 'memroy'*", "*the body's own failure*"])
     assert "no trace at" not in out  # the marker waits for a passing body
@@ -106,7 +106,8 @@ def test_baselines_are_recorded_then_compared(pytester, run):
     """)
     missing = run()
     missing.assert_outcomes(failed=1)
-    missing.stdout.fnmatch_lines(["*no baseline at *model.nongemm.json (record it: pytest --nongemm-update-baselines)*"])
+    missing.stdout.fnmatch_lines(
+        ["*no baseline at *model.nongemm.json (record it: pytest --nongemm-update-baselines)*"])
 
     run("--nongemm-update-baselines").assert_outcomes(passed=1)
     stored = pytester.path / "baselines" / "model.nongemm.json"

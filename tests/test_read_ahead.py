@@ -9,9 +9,9 @@ import json
 import time
 
 import pytest
+from conftest import SAMPLES, kineto_traces, trace_ids
 from polars.testing import assert_frame_equal
 
-from conftest import SAMPLES, kineto_traces, trace_ids
 from nongemm_trace import cli
 from nongemm_trace.errors import TraceError
 from nongemm_trace.load import load_trace
@@ -261,6 +261,35 @@ def test_command_that_fails_before_loading_drops_it(tmp_path, monkeypatch, capsy
     assert not read_ahead._pending
 
 
+def _wait_and_take_race(p) -> None:
+    """One round: two waits and two takes at once on a fresh handle (dropped on return)."""
+    import threading
+
+    handle = scanner.SCANNER.read_ahead(bytes(p), scanner.ROUTES[False], 4e15, CHUNK, cutting.read_block(),
+                                        cutting.first_fill())
+    got, errors = [], []
+    together = threading.Barrier(4)  # all four call at once
+
+    def take():
+        together.wait()
+        try:
+            got.append(scanner.SCANNER.read_ahead_take(handle))
+        except ValueError as exc:
+            errors.append(str(exc))
+
+    def wait():
+        together.wait()
+        scanner.SCANNER.read_ahead_wait(handle)
+
+    threads = [threading.Thread(target=wait) for _ in range(2)] + [threading.Thread(target=take) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert not any(t.is_alive() for t in threads)
+    assert len(got) == 1 and errors == ["read_ahead: already taken"]
+
+
 def test_wait_and_take_from_two_threads(tmp_path):
     """The handle's wait and take may come from two threads at once (API misuse, but never a hang,
     a double join or a double free): one take gets the chunks, a second one is refused."""
@@ -268,30 +297,7 @@ def test_wait_and_take_from_two_threads(tmp_path):
 
     p = _plain(SAMPLES / "bert_base_fp32_bs8_s128__eager.json.gz", tmp_path)
     for _ in range(3):
-        handle = scanner.SCANNER.read_ahead(bytes(p), scanner.ROUTES[False], 4e15, CHUNK, cutting.read_block(),
-                                            cutting.first_fill())
-        got, errors = [], []
-        together = threading.Barrier(4)  # all four call at once
-
-        def take():
-            together.wait()
-            try:
-                got.append(scanner.SCANNER.read_ahead_take(handle))
-            except ValueError as exc:
-                errors.append(str(exc))
-
-        def wait():
-            together.wait()
-            scanner.SCANNER.read_ahead_wait(handle)
-
-        threads = [threading.Thread(target=wait) for _ in range(2)] + [threading.Thread(target=take) for _ in range(2)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(timeout=60)
-        assert not any(t.is_alive() for t in threads)
-        assert len(got) == 1 and errors == ["read_ahead: already taken"]
-        del handle
+        _wait_and_take_race(p)
     # the module's own functions, from two threads: one take, the other finds nothing
     assert read_ahead.start(p, False)
     taken = []

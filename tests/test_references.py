@@ -10,15 +10,24 @@ from __future__ import annotations
 
 import json
 from collections import Counter, defaultdict
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import polars as pl
 import pytest
+from conftest import (
+    ACTIVITY_CATS,
+    LAUNCH_CATS,
+    SHARED,
+    kineto_traces,
+    ns,
+    raw_activity_total_ns,
+    raw_events,
+    shared,
+    trace_ids,
+)
 
 import nongemm_trace
-from conftest import (LAUNCH_CATS, SHARED, ACTIVITY_CATS, kineto_traces, ns, raw_activity_total_ns, raw_events,
-                      shared, trace_ids)
 
 H200 = sorted((SHARED / "h200").glob("*.json.gz")) if (SHARED / "h200").is_dir() else []
 #: the project's own H200 captures with their key_averages (sample_traces/collected/*.meta.json): an
@@ -31,7 +40,7 @@ ALL = kineto_traces()
 OP_CATS = {"cpu_op", "user_annotation"}
 
 
-@lru_cache(maxsize=None)
+@cache
 def default_report(path: Path):
     """``analyze(path)`` with the default options, once per file for this module's tests."""
     return nongemm_trace.analyze(path)
@@ -145,7 +154,8 @@ def test_categories_sum_to_file_total(path):
     d = rep.to_dict()
     assert d["gpu_time_us"] == pytest.approx(total / 1000, abs=5e-4)
     if rep.metric == "gpu":
-        assert sum(c["gpu_time_us"] for c in d["categories"]) == pytest.approx(d["gpu_time_us"], abs=1e-3 * len(d["categories"]))
+        assert sum(c["gpu_time_us"] for c in d["categories"]) == pytest.approx(d["gpu_time_us"],
+                                                                               abs=1e-3 * len(d["categories"]))
     # every activity in exactly one category
     assert rep.kernels.height == n
     assert rep.kernels["category"].null_count() == 0

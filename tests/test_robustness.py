@@ -16,12 +16,11 @@ import sqlite3
 import time
 from pathlib import Path
 
+import mutants
 import pytest
+from conftest import SAMPLES, kineto_traces
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-import mutants
-from conftest import SAMPLES, kineto_traces
 
 EXAMPLES = int(os.environ.get("NONGEMM_FUZZ_EXAMPLES", "12"))
 LARGE = os.environ.get("NONGEMM_FUZZ_LARGE") == "1"

@@ -13,8 +13,8 @@ import shutil
 import stat
 
 import pytest
-
 from conftest import SAMPLES, shared
+
 from nongemm_trace.cli import main
 from nongemm_trace.errors import TraceError
 from nongemm_trace.safe_write import reading, write_file

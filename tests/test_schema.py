@@ -8,8 +8,8 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-
 from conftest import shared
+
 from nongemm_trace import schema
 from nongemm_trace.load import load_trace
 

@@ -9,11 +9,11 @@ and compared with it, once with the live trace and once with its stored report o
 from __future__ import annotations
 
 import json
-from functools import lru_cache
+from functools import cache
 
 import pytest
-
 from conftest import SAMPLES, SHARED, shared
+
 from nongemm_trace.analysis import Analysis
 from nongemm_trace.check import check
 from nongemm_trace.compare import compare
@@ -37,7 +37,7 @@ def _models() -> list[str]:
 MODELS = _models()
 
 
-@lru_cache(maxsize=None)
+@cache
 def _analysis(rel: str) -> Analysis:
     return Analysis(shared(*rel.split("/")))
 

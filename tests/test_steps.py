@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import polars as pl
 import pytest
+from conftest import SAMPLES, shared
 
 import nongemm_trace
-from conftest import SAMPLES, shared
 from nongemm_trace.errors import TraceError
 
 BERT = SAMPLES / "bert_base_fp32_bs8_s128__eager.json.gz"

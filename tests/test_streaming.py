@@ -6,12 +6,12 @@ from __future__ import annotations
 import gzip
 
 import pytest
+from conftest import SAMPLES, kineto_traces, shared, trace_ids
 from polars.testing import assert_frame_equal
 
-from conftest import SAMPLES, kineto_traces, shared, trace_ids
 from nongemm_trace.errors import TraceError
 from nongemm_trace.load import load_trace
-from nongemm_trace.load.kineto import cutting, fast_scan, loader, pipeline
+from nongemm_trace.load.kineto import fast_scan, loader, pipeline
 from nongemm_trace.load.source import read_bytes
 
 TRACES = kineto_traces()

@@ -10,9 +10,9 @@ from functools import lru_cache
 
 import polars as pl
 import pytest
+from conftest import LAUNCH_CATS, kineto_traces, ns, raw_events, shared, trace_ids
 
 import nongemm_trace
-from conftest import LAUNCH_CATS, kineto_traces, ns, raw_events, shared, trace_ids
 from nongemm_trace.classify.rules import fused_category, fused_ops, kernel_category, op_category
 from nongemm_trace.classify.taxonomy import extend_taxonomy, load_taxonomy
 from nongemm_trace.errors import TraceError
@@ -103,7 +103,8 @@ KERNEL_CASES = [  # (substring that picks real kernel names in the shared traces
 def _all_kernel_names() -> tuple[str, ...]:
     names = set()
     for path in kineto_traces():
-        names |= {e["name"] for e in raw_events(str(path)) if e.get("ph") == "X" and e.get("cat") in ("kernel", "Kernel")}
+        names |= {e["name"]
+                  for e in raw_events(str(path)) if e.get("ph") == "X" and e.get("cat") in ("kernel", "Kernel")}
     return tuple(sorted(names))
 
 

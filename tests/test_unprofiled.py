@@ -14,12 +14,12 @@ import json
 import numpy as np
 import polars as pl
 import pytest
-
 from conftest import REPO, SAMPLES, shared
+
 from nongemm_trace.analysis import Analysis
 from nongemm_trace.cli import main
 from nongemm_trace.latency import graph_of, latency_analysis, measured_timeline, whatif_analysis
-from nongemm_trace.latency.unprofiled import METADATA_KEY, OverheadModel, PIECE_KINDS, without_profiler
+from nongemm_trace.latency.unprofiled import METADATA_KEY, PIECE_KINDS, OverheadModel, without_profiler
 from nongemm_trace.launch import launch_analysis
 
 CAPS = SAMPLES / "unprofiled"
@@ -144,7 +144,8 @@ def test_held_out_pairs_are_predicted_without_the_profiler():
 
     rows = pair_rows(str(SAMPLES / "unprofiled_heldout"), settings=("shapes",))
     assert len(rows) == 12, rows
-    err = {k: np.array([abs(r[k] / r["truth_us"] - 1) for r in rows]) for k in ("estimated_us", "profiled_us", "amdahl_us")}
+    err = {k: np.array([abs(r[k] / r["truth_us"] - 1) for r in rows])
+           for k in ("estimated_us", "profiled_us", "amdahl_us")}
     table = [(r["workload"], r["pair"], round(100 * e, 1)) for r, e in zip(rows, err["estimated_us"])]
     assert (err["estimated_us"] <= 0.20).sum() >= 10, table
     assert np.median(err["estimated_us"]) < np.median(err["profiled_us"]) / 3, table

@@ -14,13 +14,14 @@ import sys
 from html.parser import HTMLParser
 
 import pytest
-
 from conftest import hostile
+
 from nongemm_trace.cli import main
 from nongemm_trace.errors import printable
 from nongemm_trace.report.escape import csv_text, md_code
 
-CONTROL = {chr(c) for c in [*range(0x00, 0x09), *range(0x0B, 0x20), *range(0x7F, 0xA0)]} | set("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+CONTROL = ({chr(c) for c in [*range(0x00, 0x09), *range(0x0B, 0x20), *range(0x7F, 0xA0)]}
+           | set("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"))
 
 
 def _run(capsys, *args):

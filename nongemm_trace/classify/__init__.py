@@ -28,15 +28,15 @@ from ..trace import Trace
 from .backward import backward_category
 from .calls import qdq_calls
 from .engines import is_engine, with_engine_columns
+from .ladder import Context, call_fold, evidence_of, launch_fold, level_fold
 from .modules import module_of_activities, module_table
 from .rules import inductor_fused_ops, is_composite, is_wrapper, kernel_verdict, op_category
-from .ladder import Context, call_fold, evidence_of, launch_fold, level_fold
 from .semantics import chain_category, enclosing_category
 from .taxonomy import Taxonomy, load_taxonomy
 
 __all__ = ["classify", "link_and_classify", "load_taxonomy", "Taxonomy", "LEVELS", "EVIDENCE"]
 
-from ..vocabulary import EVIDENCE, LEVELS  # noqa: E402  (re-exported)
+from ..vocabulary import EVIDENCE, LEVELS
 
 
 def op_name_table(tax: Taxonomy, ops: pl.DataFrame) -> pl.DataFrame:

@@ -3,8 +3,9 @@ and ``[tensorrt]`` (layer types, which of a profile's times is a layer's)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from ..errors import TraceError
 

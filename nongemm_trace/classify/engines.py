@@ -16,9 +16,10 @@ last node only) is GEMM, after rules 1-2, when what it contains shows a GEMM: an
 named after a GEMM node that consumes it (``onnx::MatMul_12``, the PyTorch exporter's names:
 rule ``region_inputs``), or a tactic the kernel-name rules call GEMM (``region_tactic``). A
 region known by its ends that shows no GEMM is non-GEMM on weak evidence (rule
-``region_endpoints``): a GEMM between its ends would not show. What none of these name falls through to the kernel-name rules. ``fused_ops`` lists the
-ops a multi-node layer folded (lower case, as Inductor's fused kernels are listed), so the
-fusion views read TensorRT layers the way they read compiled kernels.
+``region_endpoints``): a GEMM between its ends would not show. What none of these name falls
+through to the kernel-name rules. ``fused_ops`` lists the ops a multi-node layer folded (lower
+case, as Inductor's fused kernels are listed), so the fusion views read TensorRT layers the way
+they read compiled kernels.
 """
 
 from __future__ import annotations

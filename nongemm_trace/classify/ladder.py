@@ -18,12 +18,16 @@ Stages, in the order the rules are tried:
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
+from typing import TYPE_CHECKING
 
 import polars as pl
 
 from .taxonomy import Taxonomy
+
+if TYPE_CHECKING:
+    from polars.expr.whenthen import ChainedThen, Then
 
 
 @dataclass(frozen=True)
@@ -37,7 +41,7 @@ class Context:
     top_fallback: bool = True
 
     @staticmethod
-    def of(tax: Taxonomy) -> "Context":
+    def of(tax: Taxonomy) -> Context:
         return Context(tuple(tax.semantics.generic_categories), dict(tax.activity_kinds),
                        tax.transfers[1] if tax.transfers else None, bool(tax.top_fallback))
 
@@ -134,14 +138,14 @@ def _fold(steps: Iterable[tuple[pl.Expr | None, pl.Expr, pl.Expr]],
           otherwise: tuple[pl.Expr, pl.Expr]) -> tuple[pl.Expr, pl.Expr]:
     """``(category, rule)`` of ``(when, category, rule)`` steps tried in order; a step with no
     condition ends the chain."""
-    cat: pl.Expr | None = None
-    rule: pl.Expr | None = None
+    cat: Then | ChainedThen | None = None
+    rule: Then | ChainedThen | None = None
     for when, c, r in steps:
         if when is None:
             otherwise = (c, r)
             break
-        cat = pl.when(when).then(c) if cat is None else cat.when(when).then(c)  # type: ignore[attr-defined]
-        rule = pl.when(when).then(r) if rule is None else rule.when(when).then(r)  # type: ignore[attr-defined]
+        cat = pl.when(when).then(c) if cat is None else cat.when(when).then(c)
+        rule = pl.when(when).then(r) if rule is None else rule.when(when).then(r)
     if cat is None or rule is None:
         return otherwise
     return cat.otherwise(otherwise[0]), rule.otherwise(otherwise[1])

@@ -18,12 +18,17 @@ The results are the same as the rule-by-rule loops (``tests/test_matcher.py`` co
 from __future__ import annotations
 
 import re
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 #: distinct tokens whose candidate runs :class:`RunIndex` remembers at most
 TOKEN_MEMORY = 1 << 16
 #: a backreference to a group by number or name: such a pattern cannot be joined to others
 _BACKREF = re.compile(r"\\[1-9]|\(\?P=")
+
+
+#: a run's key: comparable (an int, or a tuple of ints), the smallest first
+_Key = Any
 
 
 class RunIndex:
@@ -32,9 +37,9 @@ class RunIndex:
     returns the smallest key whose run occurs as consecutive tokens, a token of a run ending in
     ``*`` matching every token it begins (the meaning of :func:`.tokens.has_run`)."""
 
-    def __init__(self, runs: Iterable[tuple[object, tuple[str, ...]]]) -> None:
-        self.exact: dict[str, list[tuple[object, tuple[str, ...]]]] = {}
-        self.prefix: dict[int, dict[str, list[tuple[object, tuple[str, ...]]]]] = {}
+    def __init__(self, runs: Iterable[tuple[_Key, tuple[str, ...]]]) -> None:
+        self.exact: dict[str, list[tuple[_Key, tuple[str, ...]]]] = {}
+        self.prefix: dict[int, dict[str, list[tuple[_Key, tuple[str, ...]]]]] = {}
         for key, run in runs:
             if not run:
                 continue
@@ -48,10 +53,10 @@ class RunIndex:
         #: that make most names distinct) begins no run, known without a lookup or a place in memory
         self.initials = frozenset(head[0] for head in self.exact) | frozenset(
             head[0] for heads in self.prefix.values() for head in heads if head)
-        self._memory: dict[str, list[tuple[object, tuple[str, ...], bool]]] = {}
+        self._memory: dict[str, list[tuple[_Key, tuple[str, ...], bool]]] = {}
         self._barren: set[str] = set()  # tokens that begin no run
 
-    def _starting(self, tok: str) -> list[tuple[object, tuple[str, ...], bool]]:
+    def _starting(self, tok: str) -> list[tuple[_Key, tuple[str, ...], bool]]:
         """The runs whose first token matches ``tok`` as ``(key, rest of the run, rest has a
         wildcard)``, by key; remembered per distinct token (the same tokens, ``float``, ``128``,
         ``cutlass``, recur across names) and forgotten when :data:`TOKEN_MEMORY` are held."""
@@ -115,7 +120,8 @@ class _Positions:
     SCANS = 8
 
     def __init__(self, toks: Sequence[str]) -> None:
-        self.toks, self.scans, self.all = tuple(toks), 0, None
+        self.toks, self.scans = tuple(toks), 0
+        self.all: dict[str, list[int]] | None = None
 
     def of(self, tok: str) -> list[int]:
         if self.all is None and self.scans < self.SCANS:

@@ -23,10 +23,10 @@ else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
 
 from ..errors import TraceError
+from ..vocabulary import BUILTIN_CATEGORIES, CLASSES, KERNEL_EVIDENCE
 from .engine_rules import EngineRules, engine_rules
 from .matcher import Compiled, run_reason
 from .tokens import TokenIndex, parse_runs
-from ..vocabulary import BUILTIN_CATEGORIES, CLASSES, KERNEL_EVIDENCE
 
 
 @dataclass(frozen=True)
@@ -175,7 +175,8 @@ def _read(spec: str) -> tuple[dict[str, Any], str]:
     else:
         res = resources.files("nongemm_trace.taxonomy") / f"{spec}.toml"
         if not res.is_file():
-            raise TraceError(None, f"unknown taxonomy '{spec}' (built-in: {', '.join(builtin_names())}; or give a .toml path)")
+            raise TraceError(None, f"unknown taxonomy '{spec}' (built-in: {', '.join(builtin_names())}; "
+                                   "or give a .toml path)")
         text = res.read_text(encoding="utf-8")
         where = f"builtin:{spec}"
     try:
@@ -269,9 +270,8 @@ def _build(raw: dict[str, Any], where: str) -> Taxonomy:
     prio = tuple(fz.get("priority", []))
     for c in prio:
         _check_category(known, c, where, "[fusion] priority")
-    sigs = []
-    for s in fz.get("signatures", []):
-        sigs.append((frozenset(s.get("ops", [])), _check_category(known, s.get("category"), where, "[fusion] signature")))
+    sigs = [(frozenset(s.get("ops", [])), _check_category(known, s.get("category"), where, "[fusion] signature"))
+            for s in fz.get("signatures", [])]
     fusion = FusionRules(
         priority=prio,
         template_category=_check_category(known, fz.get("template_category", "gemm"), where, "[fusion]"),
@@ -308,7 +308,8 @@ def _build(raw: dict[str, Any], where: str) -> Taxonomy:
     )
     sm = raw.get("semantics", {})
     semantics = Semantics(
-        generic_categories=frozenset(_check_category(known, c, where, "[semantics]") for c in sm.get("generic_categories", [])),
+        generic_categories=frozenset(_check_category(known, c, where, "[semantics]")
+                                     for c in sm.get("generic_categories", [])),
         specific_categories=frozenset(_check_category(known, c, where, "[semantics]")
                                       for c in sm.get("specific_categories", [])),
     )
@@ -317,7 +318,7 @@ def _build(raw: dict[str, Any], where: str) -> Taxonomy:
         what = f"chain #{i + 1}"
         if not c.get("ops") or "category" not in c:
             raise TraceError(where, f"{what} needs 'ops' (a list of op names) and 'category'")
-        steps = lambda key: tuple(tuple(str(s).split("|")) for s in c.get(key, []))  # noqa: E731
+        steps = lambda key, c=c: tuple(tuple(str(s).split("|")) for s in c.get(key, []))  # noqa: E731
         chains.append(Chain(category=_check_category(known, c["category"], where, what), ops=steps("ops"),
                             after=steps("after"), follows=tuple(c.get("follows", [])), name=str(c.get("name", what))))
     vocab = tuple(sorted(set(op_base) | {n.split("::")[-1] for n in op_full}, key=len, reverse=True))
@@ -377,7 +378,8 @@ def extend_taxonomy(
     op_full, op_base = dict(base.op_full), dict(base.op_base)
     for n, cat in (ops or {}).items():
         (op_full if "::" in n else op_base)[n] = _check_category(known, cat, where, f"op {n!r}")
-    extra = [KernelRule(_compile(p, where, "kernel rule", re.IGNORECASE), _check_category(known, c, where, f"kernel rule {p!r}"),
+    extra = [KernelRule(_compile(p, where, "kernel rule", re.IGNORECASE),
+                        _check_category(known, c, where, f"kernel rule {p!r}"),
                         int(prio), False, -1 - i) for i, (p, c, prio) in enumerate(kernels or [])]
     module_names = dict(base.module_names)
     for n, cat in (modules or {}).items():

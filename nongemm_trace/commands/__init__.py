@@ -8,8 +8,8 @@ allocator first): handlers import the library when they run.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from . import analyze, check, compare, explain, flops, latency, launch, report, trace_files
 

@@ -13,7 +13,8 @@ HELP = "regression gates: exit 1 when a limit is broken"
 
 def arguments(ck: argparse.ArgumentParser) -> None:
     ck.add_argument("trace", help="the trace to gate")
-    ck.add_argument("--baseline", metavar="BASE", help="the trace to compare with, or its stored report (analyze --format json)")
+    ck.add_argument("--baseline", metavar="BASE",
+                    help="the trace to compare with, or its stored report (analyze --format json)")
     ck.add_argument("--max-share", action="append", metavar="CLASS=FRACTION",
                     help="e.g. non-GEMM=0.45 or non-GEMM=45%% (repeatable; a category name works too)")
     ck.add_argument("--max-category-share", action="append", metavar="CATEGORY=FRACTION",

@@ -3,8 +3,8 @@ one trace, and whether a single analysis finished (the options are :mod:`.option
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 from ..errors import OptionError, TraceError
 

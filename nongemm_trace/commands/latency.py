@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import argparse
-from typing import Callable
+from collections.abc import Callable
 
 from ..vocabulary import AUTOCAST_DTYPES
 from . import options

@@ -30,10 +30,10 @@ from ..analysis import Analysis, open_analysis
 from ..classify.ladder import call_category
 from ..devices import match_device
 from ..frames import nearest_down, strict_ancestors
+from ..models.flops import FlopsReport
 from ..trace import Anomaly
 from .fits import fit_models
 from .formulas import OpCall, category_estimate, is_composite, lookup
-from ..models.flops import FlopsReport
 
 _PRECISION = {"float": "fp32", "double": "fp32", "c10::Half": "fp16", "c10::BFloat16": "bf16",
               "c10::Float8_e4m3fn": "fp8", "c10::Float8_e5m2": "fp8", "c10::Float8_e4m3fnuz": "fp8",
@@ -91,24 +91,27 @@ def flops_analysis(source: str | Path | Analysis, *, device_spec: str | None = N
         holder, on="owner", how="left")
     targets = calls.filter(pl.col("counted")).select("op_id").vstack(
         owner_time.select(pl.col("owner").alias("op_id")).cast({"op_id": calls.schema["op_id"]})).unique()
-    sel = calls.join(targets, on="op_id", how="semi").join(
+    chosen = calls.join(targets, on="op_id", how="semi").join(
         owner_time.rename({"owner": "op_id"}), on="op_id", how="left").with_columns(
         # a call that owns no GPU time (it launched nothing) counts where analyze's rule puts the call
         pl.coalesce("_held", call_category(analysis.taxonomy.semantics.generic_categories), "kind").alias("category"))
 
     rows = []
-    for r in sel.select("op_id", "name", "category", "kind", "counted", "input_dims", "input_type", "concrete_inputs",
-                        "time_ns", "kernels").iter_rows(named=True):
+    for r in chosen.select("op_id", "name", "category", "kind", "counted", "input_dims", "input_type",
+                           "concrete_inputs", "time_ns", "kernels").iter_rows(named=True):
         call = OpCall.parse(r["name"], r["input_dims"], r["input_type"], r["concrete_inputs"])
         res, how = None, "none"
         if r["counted"]:
-            res = lookup(r["name"])(call)
+            formula = lookup(r["name"])
+            assert formula is not None  # counted: it has one
+            res = formula(call)
             how = "formula" if res else "formula (shapes missing)"
         if res is None and r["kind"] not in ("gemm", "attention"):
             res = category_estimate(call, r["kind"])
             how = f"estimate ({r['kind']})" if res else how
         prec = _PRECISION.get(call.types[call.tensor_inputs()[0]] if call.tensor_inputs() else "", None)
-        if prec == "fp32" and any(("tf32" in (k or "").lower() or "tensorop" in (k or "")) for k in (r["kernels"] or [])):
+        if prec == "fp32" and any(("tf32" in (k or "").lower() or "tensorop" in (k or ""))
+                                  for k in (r["kernels"] or [])):
             prec = "tf32"  # cuDNN / cuBLAS ran the fp32 op on TF32 tensor cores
         s, k = _spatial(call)
         t_min = None  # the roofline's time for this call: max(compute time at peak, memory time at peak)
@@ -129,8 +132,9 @@ def flops_analysis(source: str | Path | Analysis, *, device_spec: str | None = N
         pl.len().alias("calls"), pl.col("time_ns").sum()).sort(["time_ns", "op"], descending=[True, False])
     if no_formula.height:
         warnings.append(Anomaly("no_formula", int(no_formula["calls"].sum()),
-                                f"{int(no_formula['calls'].sum())} op calls ({no_formula['time_ns'].sum() / 1000:,.1f} us of "
-                                f"GPU time) have no FLOP/byte formula and no shapes to estimate: listed in no_formula"))
+                                f"{int(no_formula['calls'].sum())} op calls "
+                                f"({no_formula['time_ns'].sum() / 1000:,.1f} us of GPU time) have no FLOP/byte formula "
+                                f"and no shapes to estimate: listed in no_formula"))
     ops = have.group_by(["op", "category"]).agg(
         pl.len().alias("calls"), pl.col("flops").sum(), pl.col("bytes").sum(), pl.col("time_ns").sum(),
         pl.col("precision").mode().sort().first(), pl.col("formula").mode().sort().first(), pl.col("roofline_ns").sum(),
@@ -162,8 +166,8 @@ def _spatial(c: OpCall) -> tuple[float | None, float | None]:
         return float(math.prod(x[2:])), float(math.prod(w[2:]))
     if base in ("mm", "_scaled_mm") and x:
         return float(x[0]), 1.0
-    if base in ("addmm", "baddbmm") and c.shape(1):
-        return float(c.shape(1)[-2]), 1.0
+    if base in ("addmm", "baddbmm") and w:
+        return float(w[-2]), 1.0
     if base == "bmm" and x:
         return float(x[0] * x[1]), 1.0
     return None, None

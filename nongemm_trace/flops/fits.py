@@ -53,7 +53,8 @@ def alpha(s: float, k: float, beta: float, gamma: float) -> float:
 def fit_models(points: list[dict[str, Any]], holdout_every: int = 4) -> dict[str, Any]:
     """``points``: per distinct shape ``{flops, time_ns, S, K, calls}`` (time = mean per call).
     Shapes sorted by FLOPs; every ``holdout_every``-th one is held out for scoring."""
-    pts = sorted((p for p in points if p["time_ns"] > 0 and p["flops"] > 0), key=lambda p: (p["flops"], p["time_ns"], p["S"], p["K"], p["calls"]))
+    pts = sorted((p for p in points if p["time_ns"] > 0 and p["flops"] > 0),
+                 key=lambda p: (p["flops"], p["time_ns"], p["S"], p["K"], p["calls"]))
     out: dict[str, Any] = {"distinct_shapes": len(pts), "calls": sum(p["calls"] for p in pts)}
     if len(pts) < 4:
         out["models"] = {}

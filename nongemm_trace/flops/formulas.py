@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 DTYPE_BYTES = {
     "float": 4, "double": 8, "c10::Half": 2, "c10::BFloat16": 2, "long int": 8, "long": 8, "int": 4,
@@ -44,7 +44,7 @@ class OpCall:
     concrete: list
 
     @classmethod
-    def parse(cls, name: str, dims: str | None, types: str | None, concrete: str | None) -> "OpCall":
+    def parse(cls, name: str, dims: str | None, types: str | None, concrete: str | None) -> OpCall:
         def load(s):
             if not s:
                 return []
@@ -301,12 +301,14 @@ def _attention_backward(c: OpCall, causal_i: int | None):
 
 
 @formula("_scaled_dot_product_efficient_attention_backward")
-def _f_sdpa_eff_bwd(c: OpCall):  # (grad_out, q, k, v, attn_bias, out, logsumexp, seed, offset, dropout_p, mask, is_causal, scale)
+def _f_sdpa_eff_bwd(c: OpCall):
+    # (grad_out, q, k, v, attn_bias, out, logsumexp, seed, offset, dropout_p, mask, is_causal, scale)
     return _attention_backward(c, 11)
 
 
 @formula("_scaled_dot_product_flash_attention_backward", "_scaled_dot_product_cudnn_attention_backward")
-def _f_sdpa_flash_bwd(c: OpCall):  # (grad_out, q, k, v, out, logsumexp, cum_q, cum_k, max_q, max_k, dropout_p, is_causal, …)
+def _f_sdpa_flash_bwd(c: OpCall):
+    # (grad_out, q, k, v, out, logsumexp, cum_q, cum_k, max_q, max_k, dropout_p, is_causal, …)
     return _attention_backward(c, 11)
 
 

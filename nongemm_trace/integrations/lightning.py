@@ -22,7 +22,7 @@ from typing import Any
 
 from .steps import StepProfiler
 
-__all__ = ["NonGemmCallback", "PLNonGemmCallback"]
+__all__ = ["NonGemmCallback", "PLNonGemmCallback"]  # noqa: F822 - built on first access (__getattr__)
 
 
 def _callback_class(package: str) -> type:
@@ -33,7 +33,9 @@ def _callback_class(package: str) -> type:
         raise ImportError(f"nongemm_trace.integrations.lightning needs {package.split('.')[0]}: pip install "
                           f"{package.split('.')[0]} ({exc})") from None
 
-    class NonGemmCallback(pl.Callback):
+    callback: Any = pl.Callback  # the framework's base class, known only at run time
+
+    class NonGemmCallback(callback):
         """Profile ``steps`` optimizer steps from step ``start``; write the trace and its summaries under
         ``out_dir`` (default: ``trainer.default_root_dir/nongemm``); check the gates, failing the run
         or warning. ``profiler`` (a :class:`StepProfiler`) holds the paths, report and broken limits after."""

@@ -20,13 +20,18 @@ from __future__ import annotations
 
 import contextlib
 import warnings
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..analysis import Analysis
 from ..check import Violation
 from ..errors import OptionError
 from .gates import Gates, PerformanceGateError
+
+if TYPE_CHECKING:
+    from ..models.report import Report
+
 
 class StepProfiler:
     """Profile ``steps`` training steps from step ``start`` (counted from 0 when training begins),
@@ -63,13 +68,13 @@ class StepProfiler:
         self.html, self.with_stack, self.with_modules = html, with_stack, with_modules
         self.metadata = dict(metadata or {})
         self._stack: contextlib.ExitStack | None = None
-        self._mark = None
+        self._mark: Callable[[], None] | None = None
         self._steps_seen = 0
         self._failure: PerformanceGateError | None = None
         #: set once the trace is written: its path, the files beside it, the report and the broken limits
         self.trace_path: Path | None = None
         self.files: dict[str, Path] = {}
-        self.report = None
+        self.report: Report | None = None
         self.violations: list[Violation] = []
 
     @property
@@ -89,7 +94,8 @@ class StepProfiler:
         self._stack = contextlib.ExitStack()
         self._mark = self._stack.enter_context(profile_steps(
             self.out_dir, self.run_name, steps=self.steps, wait=self.start - self.warmup, warmup=self.warmup,
-            metadata={**self.metadata, **(metadata or {}), "profiled_steps": f"{self.start}..{self.start + self.steps - 1}"},
+            metadata={**self.metadata, **(metadata or {}),
+                      "profiled_steps": f"{self.start}..{self.start + self.steps - 1}"},
             with_stack=self.with_stack, with_modules=self.with_modules, summary=False, on_written=self._written,
             unprofiled=self._unprofiled.summary))
 
@@ -98,6 +104,7 @@ class StepProfiler:
         broken gate (``on_violation="raise"``) raises here."""
         if self._stack is None:
             return
+        assert self._mark is not None  # set with the stack
         self._steps_seen += 1
         self._unprofiled.step_ended()
         if self._steps_seen == self.start + self.steps:
@@ -169,7 +176,8 @@ class LoopTimes:
     ``capture``)."""
 
     def __init__(self, unprofiled_steps: int, settings: dict[str, Any]):
-        self.left, self.settings, self.events = unprofiled_steps, settings, []
+        self.left, self.settings = unprofiled_steps, settings
+        self.events: list[Any] = []
 
     def step_ended(self) -> None:
         import torch

@@ -17,15 +17,16 @@ import polars as pl
 
 from ..analysis import Analysis, open_analysis
 from ..errors import TraceError
+from ..frames import int_scalar
 from ..load.formats import FORMATS, format_of
-from ..selection import Selection
 from ..metrics.steps import find_steps
+from ..models.latency import LatencyReport, WhatIfReport
+from ..selection import Selection
 from ..trace import Anomaly
 from .graph import Graph, build
-from ..models.latency import LatencyReport, WhatIfReport
 from .overlap import overlapping_steps
 from .path import attribute
-from .replay import measured_piece_lengths, measured_timeline
+from .replay import measured_timeline
 from .unprofiled import latency_unprofiled, without_profiler
 
 __all__ = ["latency_analysis", "whatif_analysis", "LatencyReport", "WhatIfReport", "graph_of", "measured_timeline"]
@@ -43,9 +44,11 @@ def _step_ranges(analysis: Analysis, marker: str | None, warnings: list[Anomaly]
         tids = ops.filter(pl.col("name").is_in(steps["name"].unique().implode())).select(
             "name", "pid", "tid", "ts_ns", "end_ns").unique(["name", "pid", "ts_ns", "end_ns"])
         steps = steps.join(tids, on=["name", "pid", "ts_ns", "end_ns"], how="left")
-        return steps.select("step", "name", "pid", "tid", pl.col("ts_ns").alias("ts"), pl.col("end_ns").alias("end")), used
+        return steps.select("step", "name", "pid", "tid", pl.col("ts_ns").alias("ts"),
+                            pl.col("end_ns").alias("end")), used
     trace = analysis.trace()
-    host = pl.concat([ops.select("pid", "tid", "ts_ns", "end_ns"), trace.launches.select("pid", "tid", "ts_ns", "end_ns")])
+    host = pl.concat([ops.select("pid", "tid", "ts_ns", "end_ns"),
+                      trace.launches.select("pid", "tid", "ts_ns", "end_ns")])
     if host.height == 0:
         warnings.append(Anomaly("no_steps", 1, "the trace has no host events (ops or runtime calls): there is no step "
                                                "to measure latency over"))
@@ -58,7 +61,7 @@ def _step_ranges(analysis: Analysis, marker: str | None, warnings: list[Anomaly]
     warnings.append(Anomaly("no_steps", 1, "the trace has no steps: the whole trace is one step, on the thread "
                                            "that launched the most work (name the step range with step_marker)"))
     return pl.DataFrame({"step": [0], "name": ["(whole trace)"], "pid": busiest["pid"], "tid": busiest["tid"],
-                         "ts": [int(mine["ts_ns"].min())], "end": [int(mine["end_ns"].max())]}), None
+                         "ts": [int_scalar(mine["ts_ns"].min())], "end": [int_scalar(mine["end_ns"].max())]}), None
 
 
 def graph_of(source: str | Path | Analysis, **options: Any) -> tuple[Analysis, Graph, Selection, list[Anomaly]]:

@@ -21,6 +21,7 @@ top-level ones; a backward pass is autograd's and is not cast.
 from __future__ import annotations
 
 import functools
+import sys
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
@@ -28,7 +29,6 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from ..vocabulary import AUTOCAST_DTYPES as DTYPES
 from ..frames import nearest_down
 from .graph import Graph
 
@@ -40,8 +40,10 @@ _WORK_KINDS = ("op", "launch", "call")
 
 @functools.lru_cache(maxsize=1)
 def facts() -> dict[str, Any]:
-    import tomllib
-
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - Python 3.10 (requires-python), tomli as everywhere else
+        import tomli as tomllib
     return tomllib.loads((resources.files("nongemm_trace") / "facts" / "autocast.toml").read_text(encoding="utf-8"))
 
 
@@ -188,7 +190,8 @@ def find_casts(ops: pl.DataFrame, acts: pl.DataFrame, launch_op_of: pl.DataFrame
     # a trace without recorded inputs: the floating inputs assumed per op, the activation as above
     shaped = inputs["op_id"].unique().implode()
     guess = f["floating_inputs_without_shapes"]
-    n_float = pl.col("name").replace_strict({k: v for k, v in guess.items() if k != "default"}, default=guess["default"],
+    n_float = pl.col("name").replace_strict({k: v for k, v in guess.items() if k != "default"},
+                                            default=guess["default"],
                                             return_dtype=pl.Int64)
     unshaped = wrapped.filter(~pl.col("op_id").is_in(shaped)).select(
         "op_id", pl.when(pl.col("is_lower")).then(n_float - (~pl.col("act_cast")).cast(pl.Int64))
@@ -201,7 +204,8 @@ def find_casts(ops: pl.DataFrame, acts: pl.DataFrame, launch_op_of: pl.DataFrame
         owner.rename({"op_id": "launch_op_id"}), on="launch_op_id").filter(pl.col("lp").is_not_null()).sort(
         "lp").unique("owner", keep="first").rename({"owner": "op_id"})
     placed = ops_cast.join(first, on="op_id")
-    events = pl.col("casts") * (cost["op_events_per_cast"] + cost["launches_per_cast"]) + cost["extra_events_per_wrapped_op"]
+    events = (pl.col("casts") * (cost["op_events_per_cast"] + cost["launches_per_cast"])
+              + cost["extra_events_per_wrapped_op"])
     host = placed.select(pl.max_horizontal(pl.col("lp") - 1, pl.lit(0)).alias("piece"), events.cast(pl.Float64)
                          .alias("events"), "step")
     kernels = placed.filter(pl.col("casts") > 0).select("row", "casts", "bytes")

@@ -16,8 +16,8 @@ replay read.
   stream, recorded (a ``cuda_sync`` stream wait) or inferred (a communication kernel).
 * **syncs**: each synchronizing call's piece and the activities it waited for
   (:mod:`.runtime` says which), and each wait of a thread on another (:mod:`.threads`: the
-  awaited host piece, ``point``), in the order they resolve, with ``late`` (how far the awaited work ended after the call
-  returned, clock skew: kept so the measured timeline is reproduced exactly).
+  awaited host piece, ``point``), in the order they resolve, with ``late`` (how far the awaited
+  work ended after the call returned, clock skew: kept so the measured timeline is reproduced exactly).
 
 Everything is columnar (sorts, ``join_asof``, one sweep for the pieces' labels); no loop
 per event.
@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
-from ..frames import add_columns, lookup_columns
+from ..frames import add_columns, int_scalar, lookup_columns
 from ..schema import empty
 from .pieces import host_pieces, thread_codes
 from .runtime import EVENT_RECORDS, SYNC_KINDS
@@ -45,8 +45,10 @@ class Graph:
     """The tables of one trace's dependency graph (times in int64 ns, measured)."""
 
     pieces: pl.DataFrame   # row, thr, ts, end, kind, bound, category, op_id, launch_id, sync (row in syncs or null)
-    acts: pl.DataFrame     # row, skey, pos, activity_id, name, category, class, ts, end, dur, lp (launch piece row), lat, gap, step
-    syncs: pl.DataFrame    # sync (row), piece, end_piece, thr, kind, launch_id, late, tail, point (awaited host piece), key
+    # row, skey, pos, activity_id, name, category, class, ts, end, dur, lp (launch piece row), lat, gap, step
+    acts: pl.DataFrame
+    # sync (row), piece, end_piece, thr, kind, launch_id, late, tail, point (awaited host piece), key
+    syncs: pl.DataFrame
     awaits: pl.DataFrame   # sync, act (row in acts)
     steps: pl.DataFrame    # step, name, first (piece row of its start), last (piece row of its end), ts, end
     launch_latency_ns: int
@@ -121,7 +123,8 @@ def sync_table(pieces: pl.DataFrame, first: pl.DataFrame, calls: pl.DataFrame,
         "thr", pl.col("ts_ns").alias("t"), pl.col("ts_ns").alias("rec_t")).sort("t")
     q = sy.select("sync", "thr", "kind", "launch_id", pl.col("ts_ns").alias("t")).sort("t")
     q = q.join_asof(records, on="t", by="thr", strategy="backward", check_sortedness=False)
-    q = q.with_columns(pl.when(pl.col("kind") == "event").then(pl.coalesce("rec_t", "t")).otherwise(pl.col("t")).alias("t"))
+    q = q.with_columns(pl.when(pl.col("kind") == "event").then(pl.coalesce("rec_t", "t"))
+                       .otherwise(pl.col("t")).alias("t"))
     q = q.sort("t").join_asof(by_thr, on="t", by="thr", strategy="backward", check_sortedness=False)
     if targets is not None and targets.height:
         named = pl.col("kind").is_in(["stream", "event"]) & pl.col("rec_skey").is_not_null()
@@ -223,11 +226,11 @@ def _dense(per_call: pl.DataFrame, ids: pl.Series) -> pl.DataFrame:
     """``per_call`` (unique ``launch_id``) as a table indexed by the launch id when the ids are small
     non-negative integers (the loader's row numbers), so :func:`lookup_columns` gathers instead of
     joining millions of pieces; else as it is."""
-    top = max(int(ids.max() or 0), int(per_call["launch_id"].max() or 0)) if per_call.height else 0
-    low = min(int(ids.min() or 0), int(per_call["launch_id"].min() or 0)) if per_call.height else 0
+    top = max(int_scalar(ids.max() or 0), int_scalar(per_call["launch_id"].max() or 0)) if per_call.height else 0
+    low = min(int_scalar(ids.min() or 0), int_scalar(per_call["launch_id"].min() or 0)) if per_call.height else 0
     if low < 0 or top > 4 * ids.len() + 1024:
         return per_call
-    rows = pl.DataFrame({"launch_id": pl.int_range(top + 1, eager=True, dtype=per_call.schema["launch_id"])})
+    rows = pl.DataFrame({"launch_id": pl.int_range(top + 1, eager=True).cast(per_call.schema["launch_id"])})
     return add_columns(rows, per_call, "launch_id")
 
 

@@ -26,10 +26,9 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
+from ..models.latency import BOUNDS  # noqa: F401  (re-exported: the walk produces these)
 from .pieces import locate
 from .replay import Timeline
-
-from ..models.latency import BOUNDS  # noqa: F401  (re-exported: the walk produces these)
 
 
 def _thread_syncs(tl: Timeline) -> dict[int, tuple[np.ndarray, np.ndarray]]:
@@ -69,7 +68,7 @@ def walk(tl: Timeline) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
         k = last_of.get(step)
         on_gpu = k is not None and st["gpu_end"] is not None and st["gpu_end"] > st["cpu_end"]
         thr = st["thr"]
-        bound_of = {}
+        bound_of: dict[int, int] = {}
         for _ in range(4 * (len(s_ts) + n_jumps + 2) + 8):
             if t <= lo:
                 break
@@ -123,8 +122,10 @@ def walk(tl: Timeline) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
             on_gpu = True
         if t > lo:  # the walk's guard ran out (cannot happen on a consistent timeline): say so, never drop time
             single.append((step, "other", "unclassified", t - lo))
-    return (pl.DataFrame(host, schema={"step": pl.Int64, "thr": pl.Int64, "lo": pl.Int64, "hi": pl.Int64}, orient="row"),
-            pl.DataFrame(chains, schema={"step": pl.Int64, "h": pl.Int64, "k": pl.Int64, "lo": pl.Int64, "hi": pl.Int64},
+    return (pl.DataFrame(host, schema={"step": pl.Int64, "thr": pl.Int64, "lo": pl.Int64, "hi": pl.Int64},
+                         orient="row"),
+            pl.DataFrame(chains,
+                         schema={"step": pl.Int64, "h": pl.Int64, "k": pl.Int64, "lo": pl.Int64, "hi": pl.Int64},
                          orient="row"),
             pl.DataFrame(single, schema={"step": pl.Int64, "bound": pl.Utf8, "category": pl.Utf8, "ns": pl.Int64},
                          orient="row"))
@@ -181,7 +182,8 @@ def _device_share(tl: Timeline, chains: pl.DataFrame, queue_gap_ns: int) -> pl.D
     rows = rows.with_columns(pl.max_horizontal("b", pl.col("e") - pl.col("dur") - queue_gap_ns).alias("busy_from"))
 
     def clipped(a_: str, b_: str) -> pl.Expr:
-        return (pl.min_horizontal(pl.col(b_), pl.col("hi")) - pl.max_horizontal(pl.col(a_), pl.col("lo"))).clip(lower_bound=0)
+        return (pl.min_horizontal(pl.col(b_), pl.col("hi"))
+                - pl.max_horizontal(pl.col(a_), pl.col("lo"))).clip(lower_bound=0)
 
     busy = rows.select("step", pl.when(pl.col("category") == "communication").then(pl.lit("communication"))
                        .otherwise(pl.lit("gpu")).alias("bound"), "category", clipped("busy_from", "e").alias("ns"))
@@ -196,7 +198,8 @@ def attribute(tl: Timeline, classes: dict[str, str], queue_gap_ns: int) -> pl.Da
     host, chains, single = walk(tl)
     parts = pl.concat([_host_share(tl, host), _device_share(tl, chains, queue_gap_ns), single])
     # lazily: the eager group_by of millions of host rows (in chunks) costs over ten times as much
-    out = parts.lazy().filter(pl.col("ns") > 0).group_by(["step", "category", "bound"]).agg(pl.col("ns").sum()).collect()
+    out = (parts.lazy().filter(pl.col("ns") > 0).group_by(["step", "category", "bound"])
+           .agg(pl.col("ns").sum()).collect())
     out = out.with_columns(pl.col("category").replace_strict(classes, default="unclassified",
                                                              return_dtype=pl.Utf8).alias("class"))
     got = out.group_by("step").agg(pl.col("ns").sum().alias("sum"))

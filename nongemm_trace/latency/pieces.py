@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from ..frames import int_scalar
 from ..link import fast_sweep
 from ..link.nesting import innermost_containing
 
@@ -28,7 +29,7 @@ def thread_codes(ops: pl.DataFrame, calls: pl.DataFrame) -> tuple[pl.DataFrame, 
     both = pl.concat([ops.select("pid", "tid"), calls.select("pid", "tid")])
     codes = both.select(pl.col("pid").cast(pl.Categorical).to_physical().cast(pl.Int64).alias("p"),
                         pl.col("tid").cast(pl.Categorical).to_physical().cast(pl.Int64).alias("t"))
-    width = int(codes["t"].max() or 0) + 1 if codes.height else 1
+    width = int_scalar(codes["t"].max() or 0) + 1 if codes.height else 1
     raw = (codes["p"] * width + codes["t"]).rename("raw")
     table = both.with_columns(raw).unique("raw").sort("raw").with_row_index("thr").with_columns(
         pl.col("thr").cast(pl.Int64))
@@ -42,9 +43,9 @@ def host_pieces(ops: pl.DataFrame, calls: pl.DataFrame, op_thr: pl.Series, call_
     zero-length piece closes each thread (its last boundary), so every boundary starts a piece. ``ops``
     and ``calls`` have positive durations; ``op_thr`` / ``call_thr`` are their threads' codes."""
     if ops.height and fast_sweep.available() and bool((ops["op_id"].diff().drop_nulls() > 0).all()):
-        lo = int(pl.concat([ops["ts_ns"], calls["ts_ns"]]).min())
-        hi = int(pl.concat([ops["end_ns"], calls["end_ns"]]).max())
-        n_thr = int(pl.concat([op_thr, call_thr]).max()) + 1
+        lo = int_scalar(pl.concat([ops["ts_ns"], calls["ts_ns"]]).min())
+        hi = int_scalar(pl.concat([ops["end_ns"], calls["end_ns"]]).max())
+        n_thr = int_scalar(pl.concat([op_thr, call_thr]).max()) + 1
         if n_thr * (hi - lo + 1) < _INT64_MAX:
             return _packed_pieces(ops, calls, op_thr, call_thr, lo, hi - lo + 1, n_thr)
     return reference_pieces(ops, calls, op_thr, call_thr)
@@ -94,9 +95,9 @@ def reference_pieces(ops: pl.DataFrame, calls: pl.DataFrame, op_thr: pl.Series, 
         pl.DataFrame({"thr": op_thr, "t": ops["ts_ns"]}), pl.DataFrame({"thr": op_thr, "t": ops["end_ns"]}),
         pl.DataFrame({"thr": call_thr, "t": calls["ts_ns"]}), pl.DataFrame({"thr": call_thr, "t": calls["end_ns"]}),
     ])
-    lo, hi = int(times["t"].min() or 0), int(times["t"].max() or 0)
+    lo, hi = int_scalar(times["t"].min() or 0), int_scalar(times["t"].max() or 0)
     span = hi - lo + 1
-    if times.height and (int(times["thr"].max()) + 1) * span < (1 << 62):  # one int64 key: one fast sort
+    if times.height and (int_scalar(times["thr"].max()) + 1) * span < (1 << 62):  # one int64 key: one fast sort
         key = (pl.col("thr") * span + (pl.col("t") - lo)).alias("k")
         bounds = times.select(key).unique().sort("k").select((pl.col("k") // span).alias("thr"),
                                                              (pl.col("k") % span + lo).alias("t"))
@@ -117,7 +118,8 @@ def reference_pieces(ops: pl.DataFrame, calls: pl.DataFrame, op_thr: pl.Series, 
         starts, on="ts", by="thr", strategy="backward", check_sortedness=False).filter(
         pl.col("call_end") >= pl.col("end"))
     return pieces.select("row", "thr", "ts", "end").with_columns(
-        _scatter(n, in_op["qid"], in_op["op_id"], "op_id"), _scatter(n, in_call["row"], in_call["launch_id"], "launch_id"))
+        _scatter(n, in_op["qid"], in_op["op_id"], "op_id"),
+        _scatter(n, in_call["row"], in_call["launch_id"], "launch_id"))
 
 
 def _scatter(n: int, rows: pl.Series, values: pl.Series, name: str) -> pl.Series:
@@ -138,9 +140,9 @@ def locate(thr: pl.Series, ts: pl.Series, queries: list[tuple[pl.Series, pl.Seri
     if thr.len() == 0:
         return [pl.repeat(None, q[0].len(), dtype=pl.Int64, eager=True) for q in queries]
     times = [ts] + [q[1] for q in queries]
-    lo = min(int(t.min()) for t in times if t.len())
-    span = max(int(t.max()) for t in times if t.len()) - lo + 1
-    n_thr = max(int(t.max()) for t in [thr] + [q[0] for q in queries] if t.len()) + 1
+    lo = min(int_scalar(t.min()) for t in times if t.len())
+    span = max(int_scalar(t.max()) for t in times if t.len()) - lo + 1
+    n_thr = max(int_scalar(t.max()) for t in [thr] + [q[0] for q in queries] if t.len()) + 1
     if n_thr * span >= _INT64_MAX:
         ranks = pl.concat([t.cast(pl.Int64) for t in times]).rank("dense").cast(pl.Int64)
         cuts = [0]

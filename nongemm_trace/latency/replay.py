@@ -261,7 +261,8 @@ def _step_times(g: Graph, pieces: pl.DataFrame, acts: pl.DataFrame) -> pl.DataFr
     gpu = acts.filter(pl.col("step").is_not_null()).group_by("step").agg(pl.col("end").max().alias("gpu_end"))
     st = g.steps.select("step", "name", "thr", "first", "last").join(
         pieces.select(pl.col("row").alias("first"), "ts"), on="first").join(
-        pieces.select(pl.col("row").alias("last"), pl.col("ts").alias("cpu_end")), on="last").join(gpu, on="step", how="left")
+        pieces.select(pl.col("row").alias("last"), pl.col("ts").alias("cpu_end")), on="last").join(gpu, on="step",
+                                                                                                   how="left")
     st = st.with_columns(pl.max_horizontal("cpu_end", "gpu_end").alias("end"))
     return st.with_columns((pl.col("end") - pl.col("ts")).alias("wall")).sort("step")
 

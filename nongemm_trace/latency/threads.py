@@ -44,7 +44,7 @@ MIN_WAIT_NS = 200_000
 #: that sleeps between steps) did not wait for it
 HANDOFF_SHARE = 8
 
-_SCHEMA = {"piece": pl.Int64, "point": pl.Int64, "thr": pl.Int64, "key": pl.Int64}
+_SCHEMA = pl.Schema({"piece": pl.Int64, "point": pl.Int64, "thr": pl.Int64, "key": pl.Int64})
 
 
 def thread_waits(pieces: pl.DataFrame, threads: pl.DataFrame) -> pl.DataFrame:

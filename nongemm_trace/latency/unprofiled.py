@@ -21,6 +21,7 @@ answer is ``measured``; otherwise ``k`` = 1 and it is ``estimated`` from the tra
 from __future__ import annotations
 
 import functools
+import sys
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
@@ -29,6 +30,7 @@ import numpy as np
 import polars as pl
 
 from ..errors import OptionError
+from ..frames import number
 from .graph import Graph
 from .replay import Timeline, measured_piece_lengths, replay
 
@@ -54,11 +56,11 @@ class OverheadModel:
     fit: str  # where the numbers come from (captures, error)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _models() -> dict[str, Any]:
-    try:
+    if sys.version_info >= (3, 11):
         import tomllib
-    except ModuleNotFoundError:  # Python < 3.11
+    else:  # pragma: no cover - Python 3.10
         import tomli as tomllib
     return tomllib.loads((resources.files("nongemm_trace.devices") / "profiler_overhead.toml").read_text())
 
@@ -142,7 +144,8 @@ def latency_unprofiled(un: Unprofiled, steps: pl.DataFrame, profiled_att: pl.Dat
     un.timeline.steps = un.timeline.steps.filter(pl.col("step").is_in(kept))
     att = attribute(un.timeline, classes, queue_gap_ns)
     walls = steps.select("step", "wall").join(un.timeline.steps.select("step", pl.col("wall").alias("un")), on="step")
-    rows = [{"step": r["step"], "step_us": round(r["un"] / 1000, 3), "profiler_overhead_us": round((r["wall"] - r["un"]) / 1000, 3),
+    rows = [{"step": r["step"], "step_us": round(r["un"] / 1000, 3),
+             "profiler_overhead_us": round((r["wall"] - r["un"]) / 1000, 3),
              "bound": bound_of(att.filter(pl.col("step") == r["step"]))} for r in walls.iter_rows(named=True)]
     n = max(walls.height, 1)
     return unprofiled_summary(un) | {
@@ -173,7 +176,8 @@ def without_profiler(analysis, g: Graph, kept_steps: pl.DataFrame, *, step_us: f
     time without the profiler (mean per step), which wins over the trace's metadata; ``model``: another
     overhead model than the fitted one of the trace's settings."""
     if step_us is not None and (not isinstance(step_us, (int, float)) or not np.isfinite(step_us) or step_us <= 0):
-        raise OptionError(path, f"unprofiled_step_us must be a finite number > 0, not {step_us!r}", "unprofiled_step_us")
+        raise OptionError(path, f"unprofiled_step_us must be a finite number > 0, not {step_us!r}",
+                          "unprofiled_step_us")
     trace = analysis.trace()
     ops = analysis.linked().ops
     shapes = "input_dims" in ops.columns and bool(ops["input_dims"].is_not_null().any())
@@ -211,7 +215,7 @@ def without_profiler(analysis, g: Graph, kept_steps: pl.DataFrame, *, step_us: f
                           on)
 
     def mean_wall(tl: Timeline) -> float:
-        return float(tl.steps.filter(pl.col("step").is_in(steps.implode()))["wall"].mean() or 0.0) / 1000.0
+        return float(number(tl.steps.filter(pl.col("step").is_in(steps.implode()))["wall"].mean()) or 0.0) / 1000.0
 
     if target is None and issue is None:
         return result(1.0, "estimated", None)
@@ -227,6 +231,7 @@ def without_profiler(analysis, g: Graph, kept_steps: pl.DataFrame, *, step_us: f
     else:
         def wall_at(k: float) -> float:
             return mean_wall(run(k)[0])
+        assert target is not None  # one of the two, checked above
         what = f"step {target:,.1f} us"
         goal = target
     lo, hi = wall_at(K_MAX), wall_at(0.0)
@@ -251,4 +256,5 @@ def without_profiler(analysis, g: Graph, kept_steps: pl.DataFrame, *, step_us: f
             else:
                 b = mid
         k = (a + b) / 2
-    return result(k, "measured", target if issue is None else meta_step, note, "step" if issue is None else "host_issue")
+    return result(k, "measured", target if issue is None else meta_step, note,
+                  "step" if issue is None else "host_issue")

@@ -34,12 +34,15 @@ from __future__ import annotations
 
 import polars as pl
 
+from ..schema import DType
+
 #: ``cuda_sync_kind`` of a stream waiting for an event (cudaStreamWaitEvent)
 WAIT_EVENT = "Stream Wait Event"
 #: ``cuda_sync_kind`` of a host call waiting for a stream / an event
 STREAM_SYNC, EVENT_SYNC = "Stream Sync", "Event Sync"
 
-DEPS_SCHEMA = {"act": pl.Int64, "dep": pl.Int64, "delta": pl.Int64, "recorded": pl.Boolean, "holds": pl.Boolean}
+DEPS_SCHEMA = pl.Schema({"act": pl.Int64, "dep": pl.Int64, "delta": pl.Int64, "recorded": pl.Boolean,
+                         "holds": pl.Boolean})
 
 
 def _stream_keys(acts: pl.DataFrame) -> pl.DataFrame:
@@ -73,7 +76,8 @@ def recorded_waits(acts: pl.DataFrame, cuda_syncs: pl.DataFrame, calls: pl.DataF
         on="wait_on_cuda_event_record_corr_id")
     keys = _stream_keys(acts)
     w = _on_stream(_on_stream(w, keys, "stream"), keys, "wait_on_stream")
-    launched = acts.filter(pl.col("call_ts").is_not_null()).select("skey", pl.col("call_ts").alias("t"), "row").sort("t")
+    launched = (acts.filter(pl.col("call_ts").is_not_null())
+                .select("skey", pl.col("call_ts").alias("t"), "row").sort("t"))
     waiting = w.select("stream_skey", "wait_on_stream_skey", "t_rec", pl.col("t_wait").alias("t")).sort("t").join_asof(
         launched.rename({"skey": "stream_skey", "row": "act"}), on="t", by="stream_skey", strategy="forward",
         check_sortedness=False)
@@ -111,7 +115,8 @@ def recorded_sync_targets(cuda_syncs: pl.DataFrame, calls: pl.DataFrame, acts: p
         "device", "correlation", pl.col("wait_on_stream").alias("on"),
         pl.col("wait_on_cuda_event_record_corr_id").alias("rec_corr"))
     both = pl.concat([s, e]).with_columns(pl.col("device").fill_null(-1))
-    out_schema = {"launch_id": calls.schema["launch_id"], "rec_skey": pl.Int64, "rec_t": pl.Int64}
+    out_cols: dict[str, DType] = {"launch_id": calls.schema["launch_id"], "rec_skey": pl.Int64, "rec_t": pl.Int64}
+    out_schema = pl.Schema(out_cols)
     if both.height == 0:
         return pl.DataFrame(schema=out_schema)
     keys = _stream_keys(acts).rename({"stream": "on", "skey": "rec_skey"})

@@ -21,13 +21,14 @@ import polars as pl
 
 from ..devices import match_device
 from ..errors import OptionError
-from ..vocabulary import AUTOCAST_DTYPES, CLASSES
+from ..frames import int_scalar
 from ..models.latency import WhatIfReport, bound_of
+from ..trace import Anomaly
+from ..vocabulary import AUTOCAST_DTYPES, CLASSES
 from .autocast import Casts, cast_kernel_ns, find_casts
 from .autocast import facts as autocast_facts
 from .overlap import overlapping_steps
 from .path import attribute
-from ..trace import Anomaly
 from .replay import measured_piece_lengths, measured_timeline, replay
 from .unprofiled import unprofiled_summary, without_profiler
 
@@ -102,7 +103,8 @@ def graph_regions(g, piece_len: np.ndarray, lat: np.ndarray, gap: np.ndarray, co
     steps = g.steps.select("step", pl.col("ts").alias("t"), pl.col("end").alias("s_end")).sort("t")
     launches = p.filter(pl.col("kind") == "launch").sort("ts").join_asof(
         steps, left_on="ts", right_on="t", strategy="backward").filter(pl.col("ts") <= pl.col("s_end"))
-    regions = launches.group_by(["thr", "step", "epoch"]).agg(pl.col("row").min().alias("lo"), pl.col("row").max().alias("hi"))
+    regions = launches.group_by(["thr", "step", "epoch"]).agg(pl.col("row").min().alias("lo"),
+                                                              pl.col("row").max().alias("hi"))
     if regions.height == 0:
         return 0
     regions = regions.with_row_index("region")
@@ -127,7 +129,8 @@ def graph_regions(g, piece_len: np.ndarray, lat: np.ndarray, gap: np.ndarray, co
     return regions.height
 
 
-def _graph_launch_cost(trace_launches: pl.DataFrame, acts: pl.DataFrame, given_us: float | None) -> tuple[int | None, int, str]:
+def _graph_launch_cost(trace_launches: pl.DataFrame, acts: pl.DataFrame,
+                       given_us: float | None) -> tuple[int | None, int, str]:
     """(fixed cost per graph or None, cost per replayed activity, where it came from)."""
     if given_us is not None:
         return int(round(given_us * 1000)), 0, "given"
@@ -264,15 +267,18 @@ def predict(analysis, g, sel, warnings, scales, *, cpu_scale: float = 1.0, launc
     saved = a.select("step", pl.Series("saved", d - new_d)).group_by("step").agg(pl.col("saved").sum())
     steps = measured.steps.select("step", "name", pl.col("wall").alias("measured")).join(
         keep.select("step", pl.col("wall").alias("predicted")), on="step").join(saved, on="step", how="left")
-    steps = steps.with_columns((pl.col("measured") - pl.col("saved").fill_null(0)).alias("amdahl")).drop("saved").sort("step")
-    steps = steps.join(un.timeline.steps.select("step", pl.col("wall").alias("unprofiled")), on="step", how="left").join(
+    steps = (steps.with_columns((pl.col("measured") - pl.col("saved").fill_null(0)).alias("amdahl"))
+             .drop("saved").sort("step"))
+    steps = steps.join(un.timeline.steps.select("step", pl.col("wall").alias("unprofiled")), on="step",
+                       how="left").join(
         un_pred.steps.select("step", pl.col("wall").alias("predicted_unprofiled")), on="step", how="left")
     in_steps = a.select("class", "step", pl.Series("m", d), pl.Series("p", new_d)).filter(
         pl.col("step").is_in(steps["step"].implode()))
-    shares = in_steps.group_by("class").agg(pl.col("m").sum().alias("measured_ns"), pl.col("p").sum().alias("predicted_ns"))
+    shares = in_steps.group_by("class").agg(pl.col("m").sum().alias("measured_ns"),
+                                            pl.col("p").sum().alias("predicted_ns"))
     order = {c: i for i, c in enumerate(CLASSES)}
     shares = shares.sort(pl.col("class").replace_strict(order, default=len(order), return_dtype=pl.Int64))
-    span = {what: int(t["end"].max() - t["ts"].min()) if t.height else None
+    span = {what: int_scalar(t["end"].max()) - int_scalar(t["ts"].min()) if t.height else None
             for what, t in (("measured", kept_measured), ("predicted", keep))}
     kept = steps["step"].implode()
     un_pred.steps = un_pred.steps.filter(pl.col("step").is_in(kept))

@@ -25,9 +25,8 @@ import polars as pl
 
 from ..frames import add_columns
 from ..trace import Anomaly, Trace
+from ..vocabulary import ATTRIBUTIONS  # noqa: F401  (re-exported)
 from .nesting import op_tree
-
-from ..vocabulary import ATTRIBUTIONS  # noqa: E402,F401  (re-exported)
 
 
 @dataclass
@@ -62,6 +61,7 @@ def link(trace: Trace, ops: pl.DataFrame | None = None) -> Linked:
           f"{bad_nesting} ops overlap their enclosing op on the same thread without nesting in it")
 
     acts = _attach_launches(trace, found)
+    assert launch_ops is not None  # asked for: the launch points
     acts = _attach_ops(ops, acts, launch_ops, found)
     if launch_ops is not None:
         launch_ops = launch_ops.select(pl.col("qid").alias("launch_id"), "op_id")

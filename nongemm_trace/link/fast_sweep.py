@@ -34,4 +34,6 @@ def op_tree(start_k: pl.Series, end_k: pl.Series, neg_dur: pl.Series, op_id: pl.
     columns = [s.cast(pl.Int64).rechunk().__arrow_c_stream__()
                for s in (start_k, end_k, neg_dur, op_id, thr, query_k, query_thr)]
     out = _SWEEP.op_tree(*columns, threads)
-    return tuple(pl.Series(name, ArrowCapsules(*caps)) for name, caps in zip(("depth", "parent_id", "op_id"), out))
+    depth, parent_id, op = (pl.Series(name, ArrowCapsules(*caps))
+                            for name, caps in zip(("depth", "parent_id", "op_id"), out))
+    return depth, parent_id, op

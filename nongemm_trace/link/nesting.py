@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from ..frames import add_columns, is_row_index
+from ..frames import add_columns, int_scalar, is_row_index
 from . import fast_sweep
 
 _END, _START, _QUERY = 0, 1, 2
@@ -60,7 +60,7 @@ def _sweep(ops: pl.DataFrame, queries: pl.DataFrame | None) -> pl.DataFrame:
     thread), ``seq`` (position in the sweep), ``kind``, ``ref`` (op or query id) and ``open``
     (ops open after this point, on its thread)."""
     has_q = queries is not None and queries.height > 0
-    same_ids = not has_q or queries.schema["qid"] == ops.schema["op_id"]
+    same_ids = queries is None or not has_q or queries.schema["qid"] == ops.schema["op_id"]
     ref = ops.schema["op_id"] if same_ids else pl.Int64
     op_codes, q_codes = _thread_codes(ops, queries if has_q else None)
     keyed = ops.select("ts_ns", "dur_ns", "end_ns", pl.col("op_id").cast(ref).alias("ref")).hstack(op_codes)
@@ -72,6 +72,7 @@ def _sweep(ops: pl.DataFrame, queries: pl.DataFrame | None) -> pl.DataFrame:
     ]
     del keyed
     if has_q:
+        assert queries is not None and q_codes is not None  # has_q
         parts.append(queries.select(
             pl.col("ts_ns").alias("t"), pl.lit(_QUERY, pl.Int8).alias("kind"),
             pl.lit(0, pl.Int64).alias("k2"), pl.col("qid").cast(ref).alias("ref"),
@@ -94,23 +95,25 @@ def _sweep(ops: pl.DataFrame, queries: pl.DataFrame | None) -> pl.DataFrame:
 _INT64_MAX = (1 << 63) - 1
 
 
-def _packed(ops: pl.DataFrame, queries: pl.DataFrame | None) -> tuple[pl.DataFrame, pl.DataFrame | None, int, int] | None:
+def _packed(ops: pl.DataFrame,
+            queries: pl.DataFrame | None) -> tuple[pl.DataFrame, pl.DataFrame | None, int, int] | None:
     """Thread and time packed into one int64 key (``thread * span + time - first``): the ops'
     ``thr, k`` (start), ``k_end``, ``k2`` (minus the duration), ``op_id`` and the queries' ``thr,
     k, qid``, with ``span`` and the number of thread numbers; None when the keys would overflow
     (an hours-long trace with very many threads)."""
     has_q = queries is not None and queries.height > 0
-    same_ids = not has_q or queries.schema["qid"] == ops.schema["op_id"]
+    same_ids = queries is None or not has_q or queries.schema["qid"] == ops.schema["op_id"]
     ref = ops.schema["op_id"] if same_ids else pl.Int64
     op_codes, q_codes = _thread_codes(ops, queries if has_q else None)
     keyed = op_codes.hstack(ops.select("ts_ns", "dur_ns", "end_ns", pl.col("op_id").cast(ref)))
-    q = q_codes.hstack(queries.select("ts_ns", pl.col("qid").cast(ref))) if has_q else None
+    q = (q_codes.hstack(queries.select("ts_ns", pl.col("qid").cast(ref)))
+         if q_codes is not None and queries is not None else None)
     frames = [keyed] + ([q] if q is not None else [])
-    lo = min(f["ts_ns"].min() for f in frames)
-    hi = max([keyed["end_ns"].max()] + ([q["ts_ns"].max()] if q is not None else []))
-    n_tid = max(int(f["tid"].max()) for f in frames) + 1
-    n_pid = max(int(f["pid"].max()) for f in frames) + 1
-    span = int(hi) - int(lo) + 1
+    lo = min(int_scalar(f["ts_ns"].min()) for f in frames)
+    hi = max([int_scalar(keyed["end_ns"].max())] + ([int_scalar(q["ts_ns"].max())] if q is not None else []))
+    n_tid = max(int_scalar(f["tid"].max()) for f in frames) + 1
+    n_pid = max(int_scalar(f["pid"].max()) for f in frames) + 1
+    span = hi - lo + 1
     if n_pid * n_tid * span >= _INT64_MAX:
         return None
     thread = pl.col("pid").cast(pl.Int64) * n_tid + pl.col("tid").cast(pl.Int64)
@@ -193,12 +196,14 @@ def _tree_and_hits(nestable: pl.DataFrame, points: pl.DataFrame | None,
 
 def _from_sweep(sw: pl.DataFrame, has_q: bool) -> tuple[pl.DataFrame, pl.DataFrame | None]:
     st = sw.filter(pl.col("kind") == _START).select(
-        pl.col("thr").cast(pl.Int64), "seq", pl.col("ref").alias("op_id"), (pl.col("open") - 1).cast(pl.Int64).alias("depth"),
+        pl.col("thr").cast(pl.Int64), "seq", pl.col("ref").alias("op_id"),
+        (pl.col("open") - 1).cast(pl.Int64).alias("depth"),
     )
     q = None
     if has_q:
         q = sw.filter(pl.col("kind") == _QUERY).select(
-            pl.col("thr").cast(pl.Int64), "seq", (pl.col("open") - 1).cast(pl.Int64).alias("want"), pl.col("ref").alias("qid"),
+            pl.col("thr").cast(pl.Int64), "seq", (pl.col("open") - 1).cast(pl.Int64).alias("want"),
+            pl.col("ref").alias("qid"),
         )
     return st, q
 
@@ -214,6 +219,7 @@ def op_tree(ops: pl.DataFrame, points: pl.DataFrame | None = None) -> tuple[pl.D
         return ops.with_columns(pl.lit(None, pl.Int64).alias("depth"),
                                 pl.lit(None, pl.UInt32).alias("parent_id")), 0, hits
     tree, hit = _tree_and_hits(nestable, points)
+    assert tree is not None  # asked for
     hits = None if points is None else _verified(hit, ops, points)
     tree = tree.select(pl.col("op_id").cast(ops.schema["op_id"]), "depth", pl.col("parent_id").cast(pl.UInt32))
     # aligned to the op table's rows and added as columns: joining the whole table would copy it
@@ -250,8 +256,8 @@ def _verified(hit: pl.DataFrame | None, ops: pl.DataFrame, points: pl.DataFrame)
     bounds = ops.select("op_id", pl.col("ts_ns").alias("_ots"), pl.col("end_ns").alias("_oend"))
     chk = (points.select("qid", "ts_ns", "end_ns").join(hit, on="qid", how="left")
            .join(bounds, on="op_id", how="left"))
-    ok = (pl.col("_ots") <= pl.col("ts_ns")) & (pl.col("end_ns") <= pl.col("_oend"))
-    return chk.select("qid", pl.when(ok).then(pl.col("op_id")).otherwise(None).alias("op_id"))
+    inside = (pl.col("_ots") <= pl.col("ts_ns")) & (pl.col("end_ns") <= pl.col("_oend"))
+    return chk.select("qid", pl.when(inside).then(pl.col("op_id")).otherwise(None).alias("op_id"))
 
 
 def innermost_containing(ops: pl.DataFrame, points: pl.DataFrame) -> pl.DataFrame:

@@ -47,6 +47,7 @@ def load_trace(path: str | Path, *, keep_python: bool = False, progress: Progres
     ``progress(done, total)`` is called with the bytes of the file read so far."""
     exported = exported_by_name(str(path))
     if exported is not None:  # another tool's report (.nsys-rep): exported first, then opened
+        assert exported.open is not None  # a format others export to is one it reads
         return exported.open(str(path), iter([_export_nsys_rep(path)]), {})
     from .kineto.loader import load_read_ahead
 
@@ -59,6 +60,7 @@ def load_trace(path: str | Path, *, keep_python: bool = False, progress: Progres
     except StopIteration:  # pragma: no cover - iter_blocks raises on an empty file
         raise TraceError(path, "empty file") from None
     fmt = by_name(sniff(first, str(path)))
+    assert fmt.open is not None  # sniff refuses a format it cannot read
     return fmt.open(str(path), _chain(first, blocks), {"keep_python": keep_python, "layer_info": layer_info})
 
 

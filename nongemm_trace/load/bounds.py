@@ -12,7 +12,7 @@ that the sums built from them (CPU + GPU time per op for the ``paper`` metric) f
 from __future__ import annotations
 
 import functools
-from typing import Callable
+from collections.abc import Callable
 
 from ..errors import TraceError
 

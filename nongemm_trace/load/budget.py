@@ -50,7 +50,8 @@ class TableBudget:
     their analysis would need more than :func:`max_memory`."""
 
     def __init__(self, path: str | Path) -> None:
-        self.path, self.limit, self.used = path, max_memory(), 0
+        self.path, self.limit = path, max_memory()
+        self.used: float = 0
 
     def add(self, tables: dict[str, pl.DataFrame]) -> None:
         self.used += sum(df.estimated_size() for df in tables.values())

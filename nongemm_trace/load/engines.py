@@ -17,7 +17,7 @@ import re
 
 import polars as pl
 
-from ..schema import empty
+from ..schema import DType, empty
 
 #: a node name's op type: the last scope component, without ONNX export suffixes (_7, _clone_1)
 _SCOPE = re.compile(r"^.*/")
@@ -169,12 +169,13 @@ def empty_table(table: str) -> pl.DataFrame:
     return empty(table)
 
 
-def activities(rows: list[dict], extra: dict[str, pl.DataType]) -> pl.DataFrame:
+def activities(rows: list[dict], extra: dict[str, DType]) -> pl.DataFrame:
     """The activities table of a profile: ``rows`` of ``name, kind, cat, ts_ns, dur_ns, device``
     plus the ``extra`` columns the stack adds (``layer_type``, ``onnx_ops`` …)."""
-    base = {"name": pl.String, "cat": pl.String, "pid": pl.String, "tid": pl.String, "ts_ns": pl.Int64,
-            "dur_ns": pl.Int64, "kind": pl.String, "external_id": pl.Int64, "correlation": pl.Int64,
-            "device": pl.Int64, "stream": pl.Int64, "bytes": pl.Int64, "ev_idx": pl.Int64}
+    base: dict[str, DType] = {
+        "name": pl.String, "cat": pl.String, "pid": pl.String, "tid": pl.String, "ts_ns": pl.Int64,
+        "dur_ns": pl.Int64, "kind": pl.String, "external_id": pl.Int64, "correlation": pl.Int64,
+        "device": pl.Int64, "stream": pl.Int64, "bytes": pl.Int64, "ev_idx": pl.Int64}
     schema = {**base, **extra}
     df = pl.DataFrame([{k: r.get(k) for k in schema} for r in rows], schema=schema, orient="row")
     return df.with_columns((pl.col("ts_ns") + pl.col("dur_ns")).alias("end_ns")).with_row_index("activity_id")

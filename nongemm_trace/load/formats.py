@@ -3,23 +3,23 @@
 Every input format is one :class:`Format`: its one name (the loaded trace's ``source_format``),
 a ``sniff`` that looks at the start of the (decompressed) file, an ``open`` that turns the file
 into a :class:`~nongemm_trace.trace.Trace`, and what the format is (suffixes, host timeline,
-time basis, extra columns, whether it can be annotated or converted): commands ask the entry. :func:`sniff` tries them in order; a document that no loader reads but
-that is recognised (a TensorRT layer-information file without its profile, a rocprofiler-sdk
-or Perfetto trace) is refused with one line naming what it is, instead of loading as an
-empty Kineto trace. A new format is one entry in :data:`FORMATS` (or :data:`RECOGNISED`
-while it is not read).
+time basis, extra columns, whether it can be annotated or converted): commands ask the entry.
+:func:`sniff` tries them in order; a document that no loader reads but that is recognised (a
+TensorRT layer-information file without its profile, a rocprofiler-sdk or Perfetto trace) is
+refused with one line naming what it is, instead of loading as an empty Kineto trace. A new format
+is one entry in :data:`FORMATS` (or :data:`RECOGNISED` while it is not read).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from ..errors import TraceError
-from ..schema import EXTRA_COLUMNS
+from ..schema import EXTRA_COLUMNS, DType
 from .source import SQLITE_MAGIC, join_capped
-
 
 #: how much of the file's start the sniffers look at
 SNIFF_BYTES = 64 << 10
@@ -63,7 +63,7 @@ class Format:
     exported_from: tuple[str, ...] = ()
 
     @property
-    def extra_columns(self) -> dict[str, dict[str, object]]:
+    def extra_columns(self) -> dict[str, dict[str, DType]]:
         """The columns its loader adds to the contract tables (declared in :mod:`..schema`)."""
         return EXTRA_COLUMNS.get(self.name, {})
 

@@ -180,7 +180,8 @@ def _activities(path, con, tables, s, notes) -> pl.DataFrame:
                                              f"end before start, or beyond 4e18 ns); skipped"))
     df = pl.DataFrame(rows, schema={"name": pl.Utf8, "cat": pl.Utf8, "pid": pl.Utf8, "tid": pl.Utf8, "ts_ns": pl.Int64,
                                     "dur_ns": pl.Int64, "kind": pl.Utf8, "correlation": pl.Int64, "device": pl.Int64,
-                                    "stream": pl.Int64, "bytes": pl.Int64, **EXTRA_COLUMNS["nsys"]["activities"]}, orient="row")
+                                    "stream": pl.Int64, "bytes": pl.Int64, **EXTRA_COLUMNS["nsys"]["activities"]},
+                      orient="row")
     df = df.sort(["ts_ns", "device", "stream"]).with_columns(pl.lit(None, pl.Int64).alias("external_id"))
     df = df.with_columns((pl.col("ts_ns") + pl.col("dur_ns")).alias("end_ns")).with_row_index("activity_id")
     return df.with_columns(pl.col("activity_id").cast(pl.Int64).alias("ev_idx"))
@@ -223,12 +224,11 @@ def _launches(path, con, tables, s, notes) -> pl.DataFrame:
 
 
 def _ops(path, con, tables, s, notes) -> pl.DataFrame:
-    rows = []
+    rows: list[tuple[Any, ...]] = []
     if "NVTX_EVENTS" not in tables:
         notes.append(("missing_table", 1, "no NVTX_EVENTS table: no op ranges (capture with -t nvtx under emit_nvtx); "
                                           "activities are classified by kernel name"))
     else:
-        cols = tables["NVTX_EVENTS"]
         _need(path, tables, "NVTX_EVENTS", ["start", "end", "eventType", "globalTid"])
         q = ", ".join(_col(tables, "NVTX_EVENTS", c, kind=k) for c, k in (
             ("start", integer), ("end", integer), ("eventType", integer), ("text", text), ("textId", integer),

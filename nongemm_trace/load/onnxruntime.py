@@ -72,7 +72,8 @@ def load_onnxruntime(path: str | Path, doc: list) -> Trace:
             continue
         ts, dur = _num(ev.get("ts")), _num(ev.get("dur"))
         cat, name = ev.get("cat"), str(ev.get("name", ""))
-        args = ev.get("args") if isinstance(ev.get("args"), dict) else {}
+        raw_args = ev.get("args")
+        args: dict[str, Any] = raw_args if isinstance(raw_args, dict) else {}
         if cat not in ("Session", "Node", *_KERNEL_CATS):
             continue
         if ts is None or dur is None or dur < 0:
@@ -88,7 +89,7 @@ def load_onnxruntime(path: str | Path, doc: list) -> Trace:
                          "onnx_nodes": name[: -len(_NODE_SUFFIX)], "provider": _text(args.get("provider"))}
             nodes.append(last_node)
         elif cat in _KERNEL_CATS:
-            owner = last_node or {}
+            owner: dict[str, Any] = last_node or {}
             kernels.append({**row, "name": name, "cat": "kernel", "kind": "kernel",
                             "device": _small_int(args.get("device")), "stream": _small_int(args.get("stream")),
                             "onnx_ops": owner.get("onnx_ops"), "onnx_nodes": owner.get("onnx_nodes"),
@@ -101,7 +102,8 @@ def load_onnxruntime(path: str | Path, doc: list) -> Trace:
                                             "ts_ns": pl.Int64, "dur_ns": pl.Int64, "ev_idx": pl.Int64})
         ops = pl.concat([ops, run_df.with_columns(
             pl.lit(None, pl.Int64).alias("external_id"), (pl.col("ts_ns") + pl.col("dur_ns")).alias("end_ns"),
-            pl.lit(None, pl.Int64).alias("seq"), *(pl.lit(None, pl.Categorical).alias(c) for c in ("input_dims", "input_type", "concrete_inputs")),
+            pl.lit(None, pl.Int64).alias("seq"),
+            *(pl.lit(None, pl.Categorical).alias(c) for c in ("input_dims", "input_type", "concrete_inputs")),
         ).with_row_index("op_id").select(ops.columns)], how="vertical_relaxed")
     providers = sorted({n["provider"] for n in nodes if n.get("provider")})
     meta = {"time_basis": "gpu" if gpu else "node", "step_marker": "model_run", "onnxruntime": {

@@ -23,6 +23,7 @@ ended), triggers, generated columns calling functions, table names that are SQL 
 from __future__ import annotations
 
 import sqlite3
+import sys
 import time
 from pathlib import Path
 
@@ -66,7 +67,7 @@ def open_untrusted(path: str | Path, data: bytes) -> tuple[sqlite3.Connection, B
         con.text_factory = lambda b: b.decode("utf-8", "replace")
         con.execute("pragma trusted_schema = off")
         con.execute("pragma query_only = on")
-        if hasattr(con, "setlimit"):
+        if sys.version_info >= (3, 11):  # Connection.setlimit
             con.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, MAX_VALUE_BYTES)
         con.execute("select count(*) from sqlite_master").fetchone()
         budget = Budget(budget_seconds(len(data)))

@@ -89,7 +89,8 @@ def load_tensorrt(path: str | Path, doc: list, layer_info: str | Path | None = N
     layers = _layer_table(_read_json(info_path, "TensorRT layer-information"), info_path) if info_path else {}
     detailed = any(v for v in layers.values())
     count = doc[0].get("count")
-    rows, ts = [], 0
+    rows: list[dict[str, Any]] = []
+    ts = 0
     bad = 0
     for i, rec in enumerate(doc[1:], start=1):
         try:  # averageMs is per inference; a profile without it has only the total over `count` runs
@@ -125,7 +126,7 @@ def load_tensorrt(path: str | Path, doc: list, layer_info: str | Path | None = N
     elif not detailed:
         notes.append(("layer_names_only", 1, f"{info_path.name} lists layer names only (built without "
                       "--profilingVerbosity=detailed): layers are classified from their names"))
-    if layers:
+    if layers and info_path is not None:  # (layers come from the info file)
         missing = sum(1 for r in rows if r["name"] not in layers)
         if missing:
             notes.append(("layer_not_in_info", missing, f"{missing} profiled layers are not in {info_path.name} "

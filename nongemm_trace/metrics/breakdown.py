@@ -26,7 +26,7 @@ import polars as pl
 
 from ..classify import EVIDENCE
 from ..classify.taxonomy import Taxonomy
-from ..frames import is_row_index, walk_up
+from ..frames import int_scalar, is_row_index, walk_up
 from .op_cpu import CPU_COLUMNS
 
 
@@ -63,10 +63,10 @@ def op_table(ops: pl.DataFrame, acts: pl.DataFrame, cpu: pl.DataFrame | None = N
     # op names as small integer codes: the walk up the tree, the de-duplication and the grouping
     # handle ints, and the names come back once per result row
     code = ops["name"].cast(pl.Categorical).to_physical().alias("op") if by_row else None
-    names = ops.select("op_id", (code if by_row else pl.col("name")).alias("op"))
+    names = ops.select("op_id", (code if code is not None else pl.col("name")).alias("op"))
 
     def named(df: pl.DataFrame) -> pl.DataFrame:
-        if by_row:  # ids are rows: gathered, not joined
+        if code is not None:  # ids are rows (by_row): gathered, not joined
             return df.with_columns(code.gather(df["op_id"]))
         return df.join(names, on="op_id")
 
@@ -78,8 +78,8 @@ def op_table(ops: pl.DataFrame, acts: pl.DataFrame, cpu: pl.DataFrame | None = N
     incl = named(pl.concat([base, *walk_up(ops, base)]))
     calls = incl.group_by(["op", "category"]).agg(pl.col("op_id").n_unique().alias("calls"))
     # each activity once per op name above it (a name can recur on the way up)
-    once = ((pl.col("activity_id").cast(pl.Int64) * (int(code.max() or 0) + 1) + pl.col("op").cast(pl.Int64))
-            if by_row else pl.struct("activity_id", "op")).is_first_distinct()
+    once = ((pl.col("activity_id").cast(pl.Int64) * (int_scalar(code.max() or 0) + 1) + pl.col("op").cast(pl.Int64))
+            if code is not None else pl.struct("activity_id", "op")).is_first_distinct()
     incl_t = incl.filter(once).group_by(["op", "category"]).agg(pl.col("dur_ns").sum().alias("gpu_time_ns"))
     busy = calls.join(incl_t, on=["op", "category"], how="left").join(self_rows, on=["op", "category"], how="left")
     # calls that launched nothing, anywhere below them
@@ -100,7 +100,7 @@ def op_table(ops: pl.DataFrame, acts: pl.DataFrame, cpu: pl.DataFrame | None = N
         pl.col("calls").sum().cast(pl.Int64), pl.col("gpu_time_ns").sum().cast(pl.Int64),
         pl.col("self_gpu_time_ns").sum().cast(pl.Int64), pl.col("activities").sum().cast(pl.Int64),
         *(pl.col(c).sum().cast(pl.Int64) for c in CPU_COLUMNS), pl.col("wrapper").any())
-    if by_row:  # codes back to names (the first op of each code: unique on ints, not on the names)
+    if code is not None:  # codes back to names (the first op of each code: unique on ints, not on the names)
         first = code.arg_unique()
         text = pl.DataFrame({"op": code.gather(first), "_name": ops["name"].gather(first)})
         out = out.join(text, on="op", how="left").drop("op").rename({"_name": "op"}).select(

@@ -95,7 +95,8 @@ def exposed_communication(acts: pl.DataFrame, by: list[str]) -> pl.DataFrame:
         j = pl.concat([all_busy, comm_busy, rest_busy], how="horizontal")
     j = j.with_columns(pl.col("communication_ns").fill_null(0), pl.col("_rest").fill_null(0))
     j = j.with_columns((pl.col("_all") - pl.col("_rest")).alias("exposed_communication_ns"))
-    j = j.with_columns((pl.col("communication_ns") - pl.col("exposed_communication_ns")).alias("overlapped_communication_ns"))
+    j = j.with_columns((pl.col("communication_ns") - pl.col("exposed_communication_ns"))
+                       .alias("overlapped_communication_ns"))
     return j.select(cols)
 
 

@@ -40,7 +40,8 @@ def call_cpu_times(ops: pl.DataFrame, launches: pl.DataFrame | None = None,
     # the outermost call of its name on its thread: no earlier-starting call of that name still open
     # at its end (starts ascending, longer first at equal starts, so a parent precedes its children)
     group = pl.struct("pid", "tid", "name").rank("dense").alias("_g")
-    order = ops.select("op_id", group, "ts_ns", "end_ns").sort(["_g", "ts_ns", "end_ns"], descending=[False, False, True])
+    order = ops.select("op_id", group, "ts_ns", "end_ns").sort(["_g", "ts_ns", "end_ns"],
+                                                               descending=[False, False, True])
     inside = order.select(
         "op_id", (pl.col("end_ns").cum_max().shift(1).over("_g") >= pl.col("end_ns")).fill_null(False).alias("_nested"))
     out = add_columns(add_columns(ops.select("op_id", "dur_ns"), inside, "op_id"), children, "op_id")

@@ -23,7 +23,7 @@ def find_steps(ops: pl.DataFrame, marker: str | None = None) -> tuple[pl.DataFra
         return _empty(), None
     if marker:
         cand = ops.filter((pl.col("name") == marker) | pl.col("name").str.starts_with(marker + "#"))
-        used = marker
+        used: str | None = marker
     else:
         cand = ops.filter(pl.col("name").str.starts_with(PROFILER_STEP))
         used = PROFILER_STEP.rstrip("#") if cand.height else None
@@ -43,7 +43,8 @@ def find_steps(ops: pl.DataFrame, marker: str | None = None) -> tuple[pl.DataFra
     # outermost occurrences only (a marker nested in itself is one step)
     cand = cand.sort("ts_ns")
     cand = cand.filter(pl.col("ts_ns") >= pl.col("end_ns").cum_max().shift(1).fill_null(cand["ts_ns"].min()))
-    steps = cand.select("name", "pid", "ts_ns", "end_ns").with_row_index("step").with_columns(pl.col("step").cast(pl.Int64))
+    steps = (cand.select("name", "pid", "ts_ns", "end_ns").with_row_index("step")
+             .with_columns(pl.col("step").cast(pl.Int64)))
     return steps, used
 
 
@@ -53,7 +54,8 @@ def _repeated(roots: pl.DataFrame) -> pl.DataFrame:
 
 
 def _empty() -> pl.DataFrame:
-    return pl.DataFrame(schema={"step": pl.Int64, "name": pl.Utf8, "pid": pl.Utf8, "ts_ns": pl.Int64, "end_ns": pl.Int64})
+    return pl.DataFrame(schema={"step": pl.Int64, "name": pl.Utf8, "pid": pl.Utf8, "ts_ns": pl.Int64,
+                                "end_ns": pl.Int64})
 
 
 def assign_steps(acts: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:

@@ -69,7 +69,8 @@ class Comparison:
         return compare_fragment(self)
 
     def to_dict(self) -> dict[str, Any]:
-        traces = [{"trace": t["trace"], "gpu_time_us": _us(t["gpu_time_ns"]), "activities": plain_number(t["activities"]),
+        traces = [{"trace": t["trace"], "gpu_time_us": _us(t["gpu_time_ns"]),
+                   "activities": plain_number(t["activities"]),
                    "steps": t["steps"], "non_gemm_share": round(t["non_gemm_share"], 6), "device": t["device"]}
                   for t in self.per_trace.iter_rows(named=True)]
         cats = [{"category": cat, "class": rows[0]["class"], **_series(rows)}

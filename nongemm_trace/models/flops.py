@@ -12,8 +12,7 @@ import polars as pl
 from .._version import __version__
 from ..devices import DeviceSpec
 from ..trace import Anomaly
-from ..vocabulary import SCHEMA_VERSION
-from ..vocabulary import MODEL_TABLES
+from ..vocabulary import MODEL_TABLES, SCHEMA_VERSION
 from .rows import frame, warnings_of
 
 _S, _I, _F = pl.Utf8, pl.Int64, pl.Float64

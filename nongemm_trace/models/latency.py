@@ -150,7 +150,8 @@ UNPROFILED_STEP = ("step", "step_us", "profiler_overhead_us", "bound")
 #: the what-if document's keys that are not its settings
 _NOT_SETTINGS = ("unprofiled_step_us", "predicted_unprofiled_step_us", "unprofiled_source", "unprofiled",
                  "schema_version", "tool_version", "trace", "taxonomy", "level", "scales", "measured_us",
-                 "predicted_us", "speedup", "amdahl_us", "measured_span_us", "predicted_span_us", "steps", "gpu_shares", "attribution", "by_bound_us",
+                 "predicted_us", "speedup", "amdahl_us", "measured_span_us", "predicted_span_us", "steps", "gpu_shares",
+                 "attribution", "by_bound_us",
                  "by_class_us", "warnings")
 
 
@@ -182,7 +183,8 @@ class WhatIfReport:
         return whatif_fragment(self)
 
     def mean(self, column: str) -> float | None:
-        if not self.steps.height or column not in self.steps.columns or self.steps[column].null_count() == self.steps.height:
+        if (not self.steps.height or column not in self.steps.columns
+                or self.steps[column].null_count() == self.steps.height):
             return None
         return us(self.steps[column].mean())
 

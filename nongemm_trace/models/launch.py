@@ -10,8 +10,7 @@ import polars as pl
 
 from .._version import __version__
 from ..trace import Anomaly
-from ..vocabulary import SCHEMA_VERSION, ns, us
-from ..vocabulary import MODEL_TABLES
+from ..vocabulary import MODEL_TABLES, SCHEMA_VERSION, ns, us
 from .rows import frame, us_row_frame, warnings_of
 
 FIELDS = ("span", "busy", "idle", "host_bound_idle")

@@ -16,9 +16,7 @@ import polars as pl
 from .._version import __version__
 from ..errors import TraceError
 from ..trace import Anomaly
-from ..vocabulary import CLASSES, SCHEMA_VERSION, TIME_BASES
-from ..vocabulary import MODEL_TABLES
-from ..vocabulary import ns
+from ..vocabulary import CLASSES, MODEL_TABLES, SCHEMA_VERSION, TIME_BASES, ns
 from ..vocabulary import us as _us
 from .rows import frame, warnings_of
 
@@ -31,7 +29,8 @@ _KERNELS = {"name": ("name", _S), "kind": ("kind", _S), "category": ("category",
             "activities": ("activities", _I), "gpu_time_ns": ("gpu_time_us", _I)}
 _STEPS = {"step": ("step", _I), "name": ("name", _S), "cpu_time_ns": ("cpu_time_us", _I),
           "gpu_time_ns": ("gpu_time_us", _I), "activities": ("activities", _I)}
-_CLASSES = {"class": ("class", _S), "time_ns": ("time_us", _I), "share": ("share", _F), "activities": ("activities", _I)}
+_CLASSES = {"class": ("class", _S), "time_ns": ("time_us", _I), "share": ("share", _F),
+            "activities": ("activities", _I)}
 
 
 
@@ -113,9 +112,10 @@ class Report:
         try:
             import pandas  # noqa: F401
         except ImportError:
-            raise ImportError("Report.to_pandas() needs pandas: pip install 'nongemm-trace[pandas]' "
-                              "(the tables themselves are polars DataFrames: report.categories, report.ops, …)") from None
-        return {k: getattr(self, k).to_pandas() for k in ("categories", "classes", "ops", "kernels", "kernel_summary", "steps")}
+            raise ImportError("Report.to_pandas() needs pandas: pip install 'nongemm-trace[pandas]' (the tables "
+                              "themselves are polars DataFrames: report.categories, report.ops, …)") from None
+        return {k: getattr(self, k).to_pandas()
+                for k in ("categories", "classes", "ops", "kernels", "kernel_summary", "steps")}
 
     def _repr_html_(self) -> str:
         """Jupyter's view: class and category bars, the top ops and kernels (names escaped)."""

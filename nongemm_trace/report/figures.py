@@ -11,8 +11,7 @@ import polars as pl
 from ..errors import TraceError
 from ..safe_write import write_file
 from .names import shorten
-from .palette import (IDLE_HOST_BOUND, IDLE_OTHER, ROOF, SHARE_FLOPS, SHARE_TIME, STEP_BOUNDARY,
-                      category_color)
+from .palette import IDLE_HOST_BOUND, IDLE_OTHER, ROOF, SHARE_FLOPS, SHARE_TIME, STEP_BOUNDARY, category_color
 
 
 def plot_bars(cmp, output: str | Path, absolute: bool = False, title: str | None = None) -> None:
@@ -53,6 +52,7 @@ def timeline_figure(rep, window: tuple[float, float] | None = None):
     dashed lines. The time axis is in us, ms or s by the span drawn (plain numbers, no offset); the
     verdict title wraps inside the canvas; the legend sits right under the axis."""
     plt = _pyplot()
+    from matplotlib.artist import Artist
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
@@ -95,8 +95,9 @@ def timeline_figure(rep, window: tuple[float, float] | None = None):
     ax.set_xlabel(f"time since the first GPU activity ({unit})")
     if window:
         ax.set_xlim(window[0] / per, window[1] / per)
-    handles = [Patch(color=category_color(c), label=c) for c in sorted(set(acts["category"].to_list()))]
-    handles += [Patch(color=IDLE_HOST_BOUND, label="idle: waiting for launch"), Patch(color=IDLE_OTHER, label="idle: other")]
+    handles: list[Artist] = [Patch(color=category_color(c), label=c) for c in sorted(set(acts["category"].to_list()))]
+    handles += [Patch(color=IDLE_HOST_BOUND, label="idle: waiting for launch"),
+                Patch(color=IDLE_OTHER, label="idle: other")]
     if starts.height > 1:
         handles.append(Line2D([0], [0], color=STEP_BOUNDARY, linestyle="--", label="step start"))
     fig.legend(handles=handles, loc="outside lower center", ncol=min(8, len(handles)), fontsize=8, frameon=False)
@@ -157,7 +158,8 @@ def roofline_figure(rep, labelled: int = 5):
                 rotation=25, rotation_mode="anchor", transform_rotates_text=True)
     named = rep.ops.filter((pl.col("flops") > 0) & (pl.col("bytes") > 0) & (pl.col("time_ns") > 0)).sort(
         "time_ns", descending=True).head(labelled)
-    key, spots = [], {}
+    key: list[str] = []
+    spots: dict[tuple[int, int], tuple[float, float, list[str]]] = {}
     for i, (op, ai, tf) in enumerate(named.select("op", "arithmetic_intensity", "achieved_tflops").rows(), 1):
         spot = (round(math.log10(ai) * 4), round(math.log10(tf) * 4))  # a quarter decade: ops there read "2, 4"
         spots.setdefault(spot, (ai, tf, []))[2].append(str(i))

@@ -17,6 +17,7 @@ from ..models.report import Report
 from ..safe_write import write_file
 from .escape import csv_frame, csv_text
 
+
 def table_frame(report: Report, table: str) -> pl.DataFrame:
     if table == "categories":
         df = report.categories.rename({"time_ns": f"{report.metric}_time_ns"})

@@ -9,9 +9,10 @@ one as its text. Every name from a trace (ops, kernels, files, warnings) is esca
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from html import escape
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from .._version import __version__
 from ..vocabulary import METRICS, TIME_BASES
@@ -27,12 +28,17 @@ CSS = """
 .nongemm h1{font-size:22px;margin:.2em 0}.nongemm h2{font-size:18px;margin:1.2em 0 .3em;border-bottom:1px solid #ddd}
 .nongemm h3{font-size:15px;margin:1em 0 .3em}.nongemm .meta{color:#555;margin:.2em 0}
 .nongemm table{border-collapse:collapse;margin:.4em 0 .8em}
-.nongemm th,.nongemm td{padding:2px 8px;border-bottom:1px solid #eee;text-align:left;vertical-align:middle;white-space:nowrap}
-.nongemm th{background:#f4f4f4;font-weight:600}.nongemm td.num,.nongemm th.num{text-align:right;font-variant-numeric:tabular-nums}
-.nongemm td.name{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:12px;max-width:560px;overflow:hidden;text-overflow:ellipsis;white-space:nowrap}
-.nongemm .legend span{margin-right:12px;white-space:nowrap}.nongemm .legend i{display:inline-block;width:10px;height:10px;margin-right:4px}
+.nongemm th,.nongemm td{padding:2px 8px;border-bottom:1px solid #eee;text-align:left;vertical-align:middle;\
+white-space:nowrap}
+.nongemm th{background:#f4f4f4;font-weight:600}.nongemm td.num,.nongemm th.num{text-align:right;\
+font-variant-numeric:tabular-nums}
+.nongemm td.name{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:12px;max-width:560px;overflow:hidden;\
+text-overflow:ellipsis;white-space:nowrap}
+.nongemm .legend span{margin-right:12px;white-space:nowrap}\
+.nongemm .legend i{display:inline-block;width:10px;height:10px;margin-right:4px}
 .nongemm .verdict{font-weight:600;padding:6px 10px;background:#f4f8ff;border-left:4px solid #1f77b4}
-.nongemm .warn{color:#8a5a00}.nongemm svg{display:block;max-width:100%;height:auto}.nongemm svg.cell{display:inline-block}
+.nongemm .warn{color:#8a5a00}.nongemm svg{display:block;max-width:100%;height:auto}\
+.nongemm svg.cell{display:inline-block}
 .nongemm nav a{margin-right:12px}
 """
 
@@ -80,7 +86,8 @@ def report_section(rep, top: int = 15, full: bool = True) -> str:
     out = [f'<p class="meta">{escape(dev)} · metric <b>{escape(d["metric"])}</b> ({escape(metric)}) · level '
            f'<b>{escape(d["level"])}</b> · taxonomy {escape(d["taxonomy"])} v{escape(str(d["taxonomy_version"]))} · '
            f'<span class="total" data-value="{total!r}">{total:,.1f} us</span>'
-           + (f' over {d["gpu_activities"]:,} {_UNITS.get(d["metric"], "GPU activities")}' if d["gpu_activities"] else "")
+           + (f' over {d["gpu_activities"]:,} {_UNITS.get(d["metric"], "GPU activities")}' if d["gpu_activities"]
+              else "")
            + (f" · {steps} step{'s' if steps != 1 else ''}" if steps else "") + "</p>"]
     counted = "op calls" if d["metric"] == "cpu" else "activities"
     out.append(svg.stacked_bar([(c["class"], c["share"]) for c in d["classes"]], label=f"share of {metric} by class"))
@@ -220,7 +227,8 @@ def compare_section(cmp) -> str:
                                        + _num(t["activities"]) + _num(t["steps"]) + _share(t["non_gemm_share"])
                                        for label, n, t in zip(labels, names, d["traces"])], numeric_from=2))
     total = [sum(c["gpu_time_us"][i] for c in d["categories"]) for i in range(len(names))]
-    out.append(svg.bars_by_trace([(f"{labels[i]} {n}", [(c["category"], c["gpu_time_us"][i] / total[i] if total[i] else 0.0)
+    out.append(svg.bars_by_trace([(f"{labels[i]} {n}",
+                                   [(c["category"], c["gpu_time_us"][i] / total[i] if total[i] else 0.0)
                                        for c in d["categories"]]) for i, n in enumerate(names)]))
     cats = [c for c in d["categories"] if any(c["gpu_time_us"])]
     out.append(svg.legend(c["category"] for c in cats))
@@ -228,7 +236,7 @@ def compare_section(cmp) -> str:
     for c in cats:
         cells = _text(c["category"]) + _text(c["class"]) + _num(c["gpu_time_us"][0])
         for t, r in zip(c["gpu_time_us"][1:], c["ratio"][1:]):
-            cells += _num(t) + (f'<td class="num" data-value="">new</td>' if r is None else
+            cells += _num(t) + ('<td class="num" data-value="">new</td>' if r is None else
                                 f'<td class="num" data-value="{r!r}">{r:.2f}x</td>')
         rows.append(cells)
     head = ["category", "class", "BASE (us)"]

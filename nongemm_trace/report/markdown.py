@@ -26,7 +26,8 @@ def analyze_markdown(rep: Report, top: int = 10) -> str:
     dev = (rep.metadata.get("device") or {}).get("name") or "unknown device"
     total = int(rep.categories["time_ns"].sum())
     lines = [f"### {md_code(Path(rep.trace).name)}", "",
-             f"{md_code(dev)} · metric **{rep.metric}** · level **{rep.level}** · taxonomy {rep.taxonomy} v{rep.taxonomy_version} · "
+             f"{md_code(dev)} · metric **{rep.metric}** · level **{rep.level}** · "
+             f"taxonomy {rep.taxonomy} v{rep.taxonomy_version} · "
              f"{total / 1000:,.1f} us over {rep.gpu_activities:,} GPU activities"
              + (f" · {rep.steps.height} steps" if rep.steps.height else ""), ""]
     lines += _table(["class", "time (us)", "share"],
@@ -86,7 +87,8 @@ def compare_markdown(cmp: Comparison) -> str:
         lines += ["", "Fused kernels and the eager ops they replaced:", ""]
         lines += _table(["kernel", "category", "time (us)", "replaces"],
                         [[md_code(k["kernel"]), k["category"], f"{k['time_us']:,.1f}",
-                          ", ".join(md_code(o) for o in k["replaces_eager_ops"]) or "-"] for k in p["kernels"][:10]], right_from=2)
+                          ", ".join(md_code(o) for o in k["replaces_eager_ops"]) or "-"] for k in p["kernels"][:10]],
+                        right_from=2)
     if d["warnings"]:
         lines += ["", "Warnings:", ""] + [f"- `{w['code']}`: {md_text(w['message'])}" for w in d["warnings"]]
     return "\n".join(lines) + "\n"
@@ -96,8 +98,8 @@ def batch_markdown(result: BatchResult) -> str:
     """A batch's traces, one row each, and the combined row."""
     out = ["| trace | GPU time (us) | activities | GEMM | non-GEMM | top non-GEMM |", "|---|---:|---:|---:|---:|---|"]
     for r in batch_rows(result):
-        out.append(f"| {_cell(md_code(Path(r[0]).name))} | {r[3]:,.1f} | {r[4]:,} | {100 * r[5]:.1f} % | {100 * r[6]:.1f} % | "
-                   f"{_cell(r[7])} |")
+        out.append(f"| {_cell(md_code(Path(r[0]).name))} | {r[3]:,.1f} | {r[4]:,} | {100 * r[5]:.1f} % | "
+                   f"{100 * r[6]:.1f} % | {_cell(r[7])} |")
     c = result.combined
     out.append(f"| **all {c['traces']} traces** | {c['gpu_time_us']:,.1f} | {c['gpu_activities']:,} | "
                + " | ".join(f"{100 * next((x['share'] for x in c['classes'] if x['class'] == k), 0.0):.1f} %"

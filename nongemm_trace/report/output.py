@@ -6,7 +6,8 @@ from __future__ import annotations
 import io
 import os
 import sys
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ..safe_write import write_file
 

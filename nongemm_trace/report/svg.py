@@ -10,11 +10,12 @@ figure of bounded size that does not overstate busy or idle time.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from html import escape
-from typing import Iterable
 
 import polars as pl
 
+from ..frames import int_scalar
 from .palette import CLASS_COLORS, IDLE_HOST_BOUND, IDLE_OTHER, category_color
 
 
@@ -88,7 +89,7 @@ def timeline(acts: pl.DataFrame, width: int = 1000, lane_h: int = 16) -> str:
     for a launch from the CPU). Step starts are marked."""
     if acts.height == 0:
         return '<p class="empty">no GPU activities: nothing ran on the device</p>'
-    t0 = int(acts["ts_ns"].min())
+    t0 = int_scalar(acts["ts_ns"].min())
     span = max(int((acts["ts_ns"] + acts["dur_ns"]).max()) - t0, 1)
     scale = width / span
     label_w, axis_h = 110, 22
@@ -105,7 +106,8 @@ def timeline(acts: pl.DataFrame, width: int = 1000, lane_h: int = 16) -> str:
            f'viewBox="0 0 {label_w + width} {height}" xmlns="http://www.w3.org/2000/svg">']
     for i, (label, kind, dev, stream) in enumerate(rows):
         y = i * (lane_h + 4)
-        out.append(f'<text x="{label_w - 6}" y="{y + lane_h - 4}" text-anchor="end" font-size="11">{escape(label)}</text>')
+        out.append(f'<text x="{label_w - 6}" y="{y + lane_h - 4}" text-anchor="end" font-size="11">'
+                   f'{escape(label)}</text>')
         out.append(f'<rect x="{label_w}" y="{y}" width="{width}" height="{lane_h}" fill="#f6f6f6"/>')
         if kind == "stream":
             lane = acts.filter((pl.col("device") == dev) & (pl.col("stream") == stream))
@@ -120,7 +122,8 @@ def timeline(acts: pl.DataFrame, width: int = 1000, lane_h: int = 16) -> str:
     y_axis = height - axis_h + 14
     for k in range(6):
         x = label_w + k * width / 5
-        out.append(f'<text x="{x:.1f}" y="{y_axis}" font-size="11" text-anchor="{"start" if k == 0 else "end" if k == 5 else "middle"}">'
+        anchor = "start" if k == 0 else "end" if k == 5 else "middle"
+        out.append(f'<text x="{x:.1f}" y="{y_axis}" font-size="11" text-anchor="{anchor}">'
                    f'{_fmt_time(k * span / 5)}</text>')
     out.append("</svg>")
     return "".join(out)

@@ -52,7 +52,8 @@ def build(path: str, meta: dict[str, Any], parts: dict[str, list[pl.DataFrame]],
         trace.note("missing_duration", n, f"{n} '{cat}' events had no valid ts/dur (missing, negative, NaN or "
                                           f"beyond 4e15 us); skipped")
     for cat, n in sorted(tally.bad_phase.items()):
-        trace.note("unsupported_phase", n, f"{n} '{cat}' events are not complete ('X') events (e.g. B/E pairs); skipped")
+        trace.note("unsupported_phase", n,
+                   f"{n} '{cat}' events are not complete ('X') events (e.g. B/E pairs); skipped")
     trace.note("missing_category", tally.no_cat, f"{tally.no_cat} complete events had no 'cat'; ignored")
     _dedupe(trace)
     _cut_long_names(trace)

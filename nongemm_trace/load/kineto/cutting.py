@@ -15,7 +15,8 @@ from __future__ import annotations
 import mmap
 import os
 import re
-from typing import Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from ...errors import TraceError
 from ..source import too_long_stretch
@@ -71,13 +72,14 @@ def fill(blocks: Iterator[bytes], size: int) -> tuple[bytearray, bool]:
 
 class Cutter:
     """Iterate over the chunks of the ``traceEvents`` array: ``(view, owner)``, where ``view``
-    is the chunk framed as a JSON array (``[`` … ``]``) inside the buffer ``owner``. ``buf`` holds the bytes read so far (from the
-    start of the stream) and ``pos`` the index just after the array's ``[``; ``spare`` holds
-    buffers of chunks already decoded, for reuse. When the iteration ends, ``buf[pos:end]``
-    is the tail: the last events, the array's end and whatever follows it."""
+    is the chunk framed as a JSON array (``[`` … ``]``) inside the buffer ``owner``. ``buf`` holds
+    the bytes read so far (from the start of the stream) and ``pos`` the index just after the
+    array's ``[``; ``spare`` holds buffers of chunks already decoded, for reuse. When the iteration
+    ends, ``buf[pos:end]`` is the tail: the last events, the array's end and whatever follows it."""
 
     def __init__(self, buf: bytearray, pos: int, blocks: Iterator[bytes], spare: list, path: str = "") -> None:
-        self.buf, self.pos, self.end = buf, pos, len(buf)
+        self.buf: Any = buf  # a bytearray, then anonymous memory maps (:func:`next_buffer`); None once iterated
+        self.pos, self.end = pos, len(buf)
         self.blocks, self.spare, self.path = blocks, spare, path
 
     def __iter__(self) -> Iterator[tuple[memoryview, object]]:
@@ -140,7 +142,7 @@ def last_boundary(buf, pos: int, end: int) -> tuple[int, int] | None:
     while True:
         lo = max(pos, end - window)
         last = None
-        for last in _BOUNDARY.finditer(buf, lo, end):
+        for last in _BOUNDARY.finditer(buf, lo, end):  # noqa: B007 - the loop keeps the last match
             pass
         if last is not None:
             return last.start() + 1, last.end() - 1

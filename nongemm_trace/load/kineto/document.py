@@ -11,8 +11,8 @@ from typing import Any
 import msgspec
 
 from ...errors import TraceError
-from .events import ANY_DECODER, ENCODER, TOP_DECODER, MalformedJSON, short_error
 from ..source import SQLITE_MAGIC
+from .events import ANY_DECODER, ENCODER, TOP_DECODER, MalformedJSON, short_error
 
 
 def meta_of(top: dict[str, msgspec.Raw]) -> dict[str, Any]:
@@ -109,6 +109,7 @@ def repair(data: bytes) -> tuple[bytes, str] | None:
             return None
         try:
             return ENCODER.encode(doc), "NaN / Infinity numbers (not JSON) were read as null"
-        except (UnicodeEncodeError, msgspec.EncodeError, OverflowError, RecursionError):  # a lone surrogate escape: not JSON either
+        except (UnicodeEncodeError, msgspec.EncodeError, OverflowError,
+                RecursionError):  # a lone surrogate escape: not JSON either
             return None
     return None

@@ -11,17 +11,17 @@ what these decoders accept, and gives the same values.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Optional, Union
+from typing import Any
 
 import msgspec
 
 from ...errors import TraceError
 from .. import roles
 
-Num = Union[int, float, None]
-Id = Union[int, str, None]
+Num = int | float | None
+Id = int | str | None
 #: ROCm writes some numeric args as strings ("stream": "0x0"): accepted and parsed.
-NumOrText = Union[int, float, str, None]
+NumOrText = int | float | str | None
 
 
 class Args(msgspec.Struct, gc=False, rename={
@@ -42,7 +42,7 @@ class Args(msgspec.Struct, gc=False, rename={
     # autograd's sequence number: a forward op and the backward node that differentiates it share it
     seq: NumOrText = None  # a malformed number is read as none, not a reason to drop the op
     # cuda_sync events: what kind of synchronization, and the stream / event record it waits on
-    cuda_sync_kind: Optional[str] = None
+    cuda_sync_kind: str | None = None
     wait_on_stream: NumOrText = None
     wait_record_corr: NumOrText = None
     # kept as raw JSON text (msgspec.Raw cannot sit in a Union; empty Raw = absent)
@@ -52,14 +52,14 @@ class Args(msgspec.Struct, gc=False, rename={
 
 
 class Event(msgspec.Struct, gc=False):
-    ph: Optional[str] = None
-    cat: Optional[str] = None
-    name: Optional[str] = None
+    ph: str | None = None
+    cat: str | None = None
+    name: str | None = None
     pid: Id = None
     tid: Id = None
     ts: Num = None
     dur: Num = None
-    args: Optional[Args] = None
+    args: Args | None = None
 
 
 #: the same keys as :class:`Event`, any types: the fallback when the typed decode rejects a field
@@ -134,7 +134,8 @@ def _category(item: msgspec.Raw) -> str:
         return "(not an object)"
     except (msgspec.DecodeError, RecursionError):  # pragma: no cover - the item decoded as JSON already
         return "?"
-    return loose.cat if isinstance(loose.cat, str) else "?"
+    cat = getattr(loose, "cat", None)  # a struct built at run time (msgspec.defstruct): mypy sees no fields
+    return cat if isinstance(cat, str) else "?"
 
 
 def malformed_notes(malformed: dict[str, int]) -> list[tuple[str, int, str]]:

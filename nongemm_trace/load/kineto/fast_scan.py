@@ -20,7 +20,8 @@ import polars as pl
 
 from ...frames import ArrowCapsules
 from .events import TIME_LIMIT_US, decode_events
-from .scanner import ROUTES, SCANNER as _SCANNER, available
+from .scanner import ROUTES, available
+from .scanner import SCANNER as _SCANNER
 from .tables import TABLES, Tally, chunk_tables, count_other
 
 __all__ = ["available", "scan", "tables_of", "trim", "decode_chunk"]

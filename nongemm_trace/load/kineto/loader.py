@@ -23,8 +23,8 @@ read the start of the file ahead (:mod:`.read_ahead`), the stream begins after i
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 from ...errors import TraceError
 from ...trace import Trace

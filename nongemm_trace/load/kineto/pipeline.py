@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import mmap
 from collections import deque
+from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 import msgspec
 import polars as pl
@@ -125,7 +126,8 @@ class ChunkPipeline:
 
 def _decode_apart(path: str, raw, keep_python: bool) -> tuple[int, dict[str, pl.DataFrame], Tally, dict[str, int]]:
     """One chunk on a scanning thread, with its own tally (merged in file order by the caller)."""
-    tally, malformed = Tally(), {}
+    tally = Tally()
+    malformed: dict[str, int] = {}
     try:
         count, tables = decode_chunk(path, raw, keep_python, tally, malformed)
     finally:
@@ -163,7 +165,8 @@ def stream(path: str, held: list[bytearray], blocks: Iterator[bytes], keep_pytho
     meta.pop("traceEvents", None)
     with ChunkPipeline(path, keep_python, threads, ahead.results if ahead else ()) as pipeline:
         ahead = None
-        cutter = Cutter(buf, key_end, blocks, pipeline.spare, path)  # buf[key_end - 1] is the array's '[' (or a chunk's)
+        cutter = Cutter(buf, key_end, blocks, pipeline.spare,
+                        path)  # buf[key_end - 1] is the array's '[' (or a chunk's)
         del buf
         for view, owner in cutter:
             pipeline.add(view, owner)

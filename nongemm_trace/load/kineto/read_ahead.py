@@ -2,9 +2,10 @@
 
 Before it can analyse anything, the command spends 0.15-0.3 s importing polars and the
 pipeline: Python code on one core, holding the GIL. The C scanner can meanwhile read,
-cut and scan the first chunks of the trace on the other core in a thread of its own, which needs no GIL (a Python thread doing the same was tried: contending for the GIL,
-it slowed the imports as much as it saved). :func:`start` begins that; the loader
-:func:`take`\\s what was scanned, and reads on from where the thread stopped.
+cut and scan the first chunks of the trace on the other core in a thread of its own, which
+needs no GIL (a Python thread doing the same was tried: contending for the GIL, it slowed the
+imports as much as it saved). :func:`start` begins that; the loader :func:`take`\\s what was
+scanned, and reads on from where the thread stopped.
 
 The thread cuts exactly where the loader would (:mod:`.cutting`) and scans each chunk as
 :func:`.fast_scan.scan` does, so the tables are the same; it stops at the first chunk it
@@ -24,8 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from ... import native
-from . import cutting, scanner
 from ..roles import TIME_LIMIT_US
+from . import cutting, scanner
 
 __all__ = ["ReadAhead", "discard", "start", "take", "wait", "worth_it"]
 

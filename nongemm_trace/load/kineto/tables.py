@@ -12,16 +12,17 @@ so sub-microsecond kernels keep their length.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from operator import itemgetter
-from typing import Any, Sequence
+from typing import Any
 
 import polars as pl
 
 from .. import roles
+from ..roles import PY_ROUTES, ROUTES, TABLES  # the routing, as data
 from .events import EMPTY_ARGS, TIME_LIMIT_US, Event
 
-from ..roles import PY_ROUTES, ROUTES, TABLES  # the routing, as data
 #: separates raw JSON texts joined into one string; a control byte never appears unescaped in JSON
 _SEP = "\x1f"
 

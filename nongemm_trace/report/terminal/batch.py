@@ -40,7 +40,8 @@ def render_batch(result: BatchResult, console: Console) -> None:
         spread = ranks["straggler_spread"]
         busy = _busy_classes(ranks["ranks"])
         t = Table(title=f"Ranks: straggler rank {ranks['straggler_rank']}, "
-                        + ("no step times" if spread is None else f"spread of mean step time {100 * spread:.1f} % of the median")
+                        + ("no step times" if spread is None
+                           else f"spread of mean step time {100 * spread:.1f} % of the median")
                         + f"; span = {' + '.join(busy)} + exposed comm. + idle (overlaps: the first)",
                   title_justify="left")
         for col in ("rank", "steps", "mean step (us)", "max step (us)", "span (us)", *(f"{c} (us)" for c in busy),

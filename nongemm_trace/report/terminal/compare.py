@@ -31,7 +31,7 @@ def render_compare(cmp: Comparison, console: Console) -> None:
     for title, rows, key in (("Classes", d["classes"], "class"), ("Categories", d["categories"], "category")):
         t = Table(title=title, title_justify="left")
         t.add_column(key)
-        for i, n in enumerate(names):
+        for i in range(len(names)):
             t.add_column(("BASE" if i == 0 else f"#{i}") + " time", justify="right")
             if i:
                 t.add_column(f"#{i} ratio", justify="right")
@@ -51,11 +51,13 @@ def render_compare(cmp: Comparison, console: Console) -> None:
         t = Table(title="Eager non-GEMM ops and the fused kernels that replaced them", title_justify="left")
         for c in ("eager op", "category", "eager us", "remaining us", "fused into"):
             t.add_column(c, justify="right" if c.endswith(" us") else "left", overflow="ellipsis",
-                         no_wrap=c == "fused into", max_width=max(20, console.width - 70) if c == "fused into" else None)
+                         no_wrap=c == "fused into",
+                         max_width=max(20, console.width - 70) if c == "fused into" else None)
         for o in fus[0]["ops"][:15]:
             k = o["fused_into"]
             t.add_row(escape(shorten(o["op"])), o["category"], f"{o['eager_time_us']:,.1f}",
-                      f"{o['remaining_time_us']:,.1f}", escape(f"{len(k)}: " + shorten_list(", ".join(k), 100)) if k else "-")
+                      f"{o['remaining_time_us']:,.1f}",
+                      escape(f"{len(k)}: " + shorten_list(", ".join(k), 100)) if k else "-")
         console.print(t)
     for view in d.get("engine_fusion") or []:
         _engine_fusion(view, f"#{d['traces'].index(next(t for t in d['traces'] if t['trace'] == view['trace']))}",

@@ -3,7 +3,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from ..escape import printable_lines
 from ..names import shorten
@@ -24,7 +25,8 @@ def render_explain(d: dict[str, Any], rule_text: Mapping[str, str]) -> str:
         if o["composite"]:
             lines.append("  composite: at the top level its activities keep their launch-level category")
         if o["qdq_calls"]:
-            lines.append(f"  {o['qdq_calls']} of its calls sit in a quantize/dequantize dataflow: qdq, whatever the name says")
+            lines.append(f"  {o['qdq_calls']} of its calls sit in a quantize/dequantize dataflow: qdq, "
+                         "whatever the name says")
         _levels(lines, o["levels"], rule_text)
     for k in d["kernels"]:
         kr = k["kernel_rule"]
@@ -63,5 +65,6 @@ def render_weak(d: dict[str, Any]) -> str:
         lines += ["  " + ln for ln in k["snippet"].rstrip().splitlines()]
     if d["more_kernels"]:
         lines.append(f"\n(+{d['more_kernels']} more kernels on weak evidence; --top N shows more)")
-    lines.append("\nPut the snippets in a file that starts with: extends = \"default\" and pass it with --taxonomy FILE.")
+    lines.append("\nPut the snippets in a file that starts with: extends = \"default\" and pass it with "
+                 "--taxonomy FILE.")
     return printable_lines("\n".join(lines)) + "\n"

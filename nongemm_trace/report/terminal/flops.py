@@ -42,7 +42,8 @@ def render_flops(rep: FlopsReport, console: Console, top: int = 15) -> None:
     t = Table(title=f"Top {top} ops by GPU time (rates over the time each op owns)", title_justify="left")
     for c in ("op", "category", "FLOPs", "bytes", "TFLOP/s", "TB/s", "bound", "% roof"):
         t.add_column(c, justify="left" if c in ("op", "category", "bound") else "right",
-                     no_wrap=c == "op", overflow="ellipsis", max_width=max(16, console.width - 70) if c == "op" else None)
+                     no_wrap=c == "op", overflow="ellipsis",
+                     max_width=max(16, console.width - 70) if c == "op" else None)
     for r in rep.ops.head(top).iter_rows(named=True):
         t.add_row(escape(shorten(r["op"])), r["category"], _g(r["flops"]), _g(r["bytes"]), _f(r["achieved_tflops"]),
                   _f(r["achieved_tbps"]), r["bound"] or "-", _f(r["roofline_pct"], 0))
@@ -65,7 +66,7 @@ def render_flops(rep: FlopsReport, console: Console, top: int = 15) -> None:
         console.print(f"FLOPs vs latency: {fits['note']}")
     if rep.equal_flops:
         e = rep.equal_flops[0]
-        console.print(f"equal FLOPs, unequal time: {e['calls']} calls of {_g(e['flops'])}FLOP took {e['min_us']:,.1f} to "
-                      f"{e['max_us']:,.1f} us ({e['spread']:.2f}x)")
+        console.print(f"equal FLOPs, unequal time: {e['calls']} calls of {_g(e['flops'])}FLOP took "
+                      f"{e['min_us']:,.1f} to {e['max_us']:,.1f} us ({e['spread']:.2f}x)")
     for w in rep.warnings:
         console.print(warning_line(w.code, w.message, w.count), highlight=False)

@@ -25,7 +25,8 @@ def _pivot_table(title: str, att: pl.DataFrame, steps: int, wall_ns: int) -> Tab
     per = {(r["category"], r["bound"]): r["ns"] for r in rows.iter_rows(named=True)}
     n = max(steps, 1)
     for r in tot.iter_rows(named=True):
-        cells = [f"{per.get((r['category'], b), 0) / n / 1000:,.1f}" if per.get((r["category"], b)) else "" for b in present]
+        cells = [f"{per.get((r['category'], b), 0) / n / 1000:,.1f}" if per.get((r["category"], b)) else ""
+                 for b in present]
         t.add_row(escape(r["category"]), r["class"], *cells, f"{r['total'] / n / 1000:,.1f}",
                   f"{100 * r['total'] / wall_ns:.1f} %" if wall_ns else "-")
     by_bound = rows.group_by("bound").agg(pl.col("ns").sum())
@@ -46,8 +47,9 @@ def _verdict(att: pl.DataFrame, wall_ns: int) -> str:
     non = att.filter(pl.col("class") == "non-GEMM")
     non_launch = int(non.filter(pl.col("bound").is_in(list(_HOST)))["ns"].sum() or 0)
     return (f"{kind}: {pct(host)} of the latency is the host (launch {pct(bb.get('launch', 0))}, op CPU work "
-            f"{pct(bb.get('cpu', 0))}, outside ops {pct(bb.get('other', 0))}), {pct(dev)} the device, {pct(bb.get('sync', 0))} "
-            f"sync; non-GEMM ops hold {pct(int(non['ns'].sum() or 0))}, {pct(non_launch)} of it on the host")
+            f"{pct(bb.get('cpu', 0))}, outside ops {pct(bb.get('other', 0))}), {pct(dev)} the device, "
+            f"{pct(bb.get('sync', 0))} sync; non-GEMM ops hold {pct(int(non['ns'].sum() or 0))}, "
+            f"{pct(non_launch)} of it on the host")
 
 
 def _pct(part: float, whole: float) -> str:
@@ -137,7 +139,8 @@ def render_whatif(rep: WhatIfReport, console: Console) -> None:
         t.add_column(col, justify="left" if col == "name" else "right")
     for r in rep.steps.iter_rows(named=True):
         ch = f"{100 * (r['predicted'] / r['measured'] - 1):+.1f} %" if r["measured"] else "-"
-        t.add_row(str(r["step"]), escape(r["name"]), f"{r['measured'] / 1000:,.1f}", f"{r['predicted'] / 1000:,.1f}", ch,
+        t.add_row(str(r["step"]), escape(r["name"]), f"{r['measured'] / 1000:,.1f}", f"{r['predicted'] / 1000:,.1f}",
+                  ch,
                   f"{r['amdahl'] / 1000:,.1f}")
     console.print(t)
     s = Table(title="GPU time shares", title_justify="left")

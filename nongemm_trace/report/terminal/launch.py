@@ -53,7 +53,8 @@ def render_launch(rep: LaunchReport, console: Console) -> None:
     g = rep.graphs
     if g.get("graph_launches"):
         console.print(f"CUDA graphs: {g['graph_launches']} launches replayed {g['graph_activities']:,} activities "
-                      f"({g['activities_per_graph_launch']} each); launch call time {g['amortized_launch_us_per_graph_activity']} us "
+                      f"({g['activities_per_graph_launch']} each); launch call time "
+                      f"{g['amortized_launch_us_per_graph_activity']} us "
                       f"per replayed activity vs {g['launch_us_per_eager_activity']} us per eagerly launched one")
     for name, by in (("streams", ["device", "stream"]), ("steps", ["step"])):
         df = getattr(rep, name)

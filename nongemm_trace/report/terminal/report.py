@@ -36,13 +36,15 @@ def render_report(report: Report, console: Console, top: int = 15) -> None:
     counted = f"{report.gpu_activities:,} {unit}"
     if report.metric == "cpu":  # the total is op CPU time: count its op calls (and the GPU's work, if any)
         calls = int(report.categories["activities"].sum())
-        counted = f"{calls:,} op calls" + (f" ({report.gpu_activities:,} GPU activities)" if report.gpu_activities else "")
+        counted = f"{calls:,} op calls" + (f" ({report.gpu_activities:,} GPU activities)" if report.gpu_activities
+                                           else "")
     console.print(f"total: {_us(total or 0)} us over {counted}"
                   + (f", {len(report.steps)} step{'s' if len(report.steps) != 1 else ''} ({report.step_marker})"
                      if report.steps.height else ""))
     if report.gpu_time_ns and report.evidence:
         rungs = " · ".join(f"{k} {100 * v / report.gpu_time_ns:.1f} %" for k, v in report.evidence.items() if v)
-        console.print(f"categories rest on: {rungs} (of {f'{report.metric} time' if report.metric in _UNITS else 'GPU time'}; "
+        of = f"{report.metric} time" if report.metric in _UNITS else "GPU time"
+        console.print(f"categories rest on: {rungs} (of {of}; "
                       "docs/taxonomy.md, the evidence ladder)")
 
     t = Table(title=f"Classes — share of {metric}", title_justify="left")
@@ -69,10 +71,12 @@ def render_report(report: Report, console: Console, top: int = 15) -> None:
                   title_justify="left")
         for c in (kernels.rstrip("s"), "category", "count",
                   "GPU time (us)" if kernels == "kernels" else "time (us)", "mean (us)"):
-            t.add_column(c, justify="left" if c in ("kernel", "layer", "node", "category") else "right", overflow="ellipsis",
+            t.add_column(c, justify="left" if c in ("kernel", "layer", "node", "category") else "right",
+                         overflow="ellipsis",
                          max_width=max(16, console.width - 55) if c == "kernel" else None, no_wrap=c == "kernel")
         for r in report.kernel_summary.head(top).iter_rows(named=True):
-            t.add_row(escape(shorten(r["name"])), r["category"], f"{r['activities']:,}", _us(r["gpu_time_ns"]), f"{r['mean_ns'] / 1000:,.2f}")
+            t.add_row(escape(shorten(r["name"])), r["category"], f"{r['activities']:,}", _us(r["gpu_time_ns"]),
+                      f"{r['mean_ns'] / 1000:,.2f}")
         console.print(t)
 
     if report.steps.height:
@@ -82,7 +86,8 @@ def render_report(report: Report, console: Console, top: int = 15) -> None:
                   kernels if stack else "activities"):
             t.add_column(c, justify="left" if c == "name" else "right")
         for r in report.steps.iter_rows(named=True):
-            t.add_row(str(r["step"]), escape(r["name"]), _us(r["cpu_time_ns"]), _us(r["gpu_time_ns"]), f"{r['activities']:,}")
+            t.add_row(str(r["step"]), escape(r["name"]), _us(r["cpu_time_ns"]), _us(r["gpu_time_ns"]),
+                      f"{r['activities']:,}")
         console.print(t)
 
     if report.warnings:
