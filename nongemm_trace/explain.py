@@ -65,7 +65,7 @@ def explain(source: str | Path | Analysis, name: str, taxonomy: str | Path | Tax
 
 
 def _matches(col: pl.Series, name: str) -> list[str]:
-    uniq = col.unique()
+    uniq = col.unique().cast(pl.String)  # op names are categorical (schema.py)
     if (uniq == name).any():
         return [name]
     return sorted(uniq.filter(uniq.str.contains(name, literal=True)).to_list())

@@ -35,6 +35,21 @@ class ArrowCapsules:
         return self._capsules
 
 
+def starts_with(df: pl.DataFrame, col: str, prefix: str) -> pl.Expr:
+    """Whether each row's text in ``col`` starts with ``prefix``: a text or categorical column
+    (the op table's names are categorical, schema.py), without a text copy of every row."""
+    e = pl.col(col)
+    return e.cat.starts_with(prefix) if df.schema[col] == pl.Categorical else e.str.starts_with(prefix)
+
+
+def per_value(df: pl.DataFrame, col: str, fn: Any, dtype: Any) -> pl.Expr:
+    """``fn`` (text expression -> expression of ``dtype``) of each row's ``col``, worked out once per
+    distinct value and mapped back (``col`` text or categorical: no text copy of every row)."""
+    uniq = df.select(pl.col(col).unique().cast(pl.String)).to_series()
+    got = pl.DataFrame({col: uniq}).select(fn(pl.col(col)).cast(dtype)).to_series()
+    return pl.col(col).replace_strict(uniq, got, default=None, return_dtype=dtype)
+
+
 def add_columns(df: pl.DataFrame, right: pl.DataFrame, on: str | list[str], *,
                 nulls_equal: bool = False) -> pl.DataFrame:
     """``df`` with the non-key columns of ``right`` added by a left join on ``on``, rows kept in
@@ -98,6 +113,8 @@ def nearest_down(ops: pl.DataFrame, value: str) -> pl.DataFrame:
     of itself or its nearest ancestor where it is not null. Level by level from the shallowest valued
     op, each level joined only with the valued ops of the level above (the tree is shallow, the valued ops few)."""
     tree = ops.select("op_id", "parent_id", "depth", value)
+    if tree.height and is_row_index(tree["op_id"]):
+        return tree.select("op_id", _nearest_by_jumping(tree, value).alias(value))
     has = tree.filter(pl.col(value).is_not_null())
     if has.height == 0:
         return tree.select("op_id", value)
@@ -116,6 +133,20 @@ def nearest_down(ops: pl.DataFrame, value: str) -> pl.DataFrame:
         parts.append(known)
     got = pl.concat(parts)
     return tree.select("op_id").join(got, on="op_id", how="left", maintain_order="left")
+
+
+def _nearest_by_jumping(tree: pl.DataFrame, value: str) -> pl.Series:
+    """:func:`nearest_down` when op ids are row numbers, by pointer jumping: each op holds the
+    nearest value between itself and an ancestor (that one excluded), and the ancestor pointer
+    doubles its reach each round: two gathers of one column a round, where the levels' joins
+    copied the tree's columns (40 MB at 200 MB of JSON). An op outside the tree (no depth) keeps
+    its own value, as the levels give it."""
+    anc = tree["parent_id"].cast(pl.Int64)
+    best = tree[value]
+    while anc.null_count() < anc.len():
+        best = pl.select(pl.coalesce(best, best.gather(anc))).to_series()
+        anc = anc.gather(anc)
+    return pl.select(pl.when(tree["depth"].is_null()).then(tree[value]).otherwise(best)).to_series()
 
 
 def outermost_up(ops: pl.DataFrame, skip: str, out: str) -> pl.DataFrame:

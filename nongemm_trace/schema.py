@@ -35,8 +35,9 @@ _EVENT = {
 TABLES: dict[str, dict[str, DType | tuple[DType, ...]]] = {
     # host ranges that can launch work (cpu_op, user_annotation, NVTX ranges)
     # seq: autograd's ``Sequence number`` (a forward op and its backward node share it; null: none)
-    "ops": {"op_id": pl.UInt32, **_EVENT, "input_dims": TEXT, "input_type": TEXT, "concrete_inputs": TEXT,
-            "seq": pl.Int64},
+    # name, cat: text or categorical (Kineto's loader: categorical; use .cast(pl.String) before .str)
+    "ops": {"op_id": pl.UInt32, **_EVENT, "name": TEXT, "cat": TEXT, "input_dims": TEXT, "input_type": TEXT,
+            "concrete_inputs": TEXT, "seq": pl.Int64},
     # host launch calls; graph_launch: the call replays a CUDA/HIP graph (one call, many activities)
     "launches": {"launch_id": pl.UInt32, **_EVENT, "correlation": pl.Int64, "graph_launch": pl.Boolean},
     # device activities: kernels, memcpys, memsets

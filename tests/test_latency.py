@@ -41,7 +41,8 @@ def wall_by_definition(a: Analysis, marker: str) -> dict[int, int]:
     """Each step's wall time from the loaded tables alone: its CPU range's start to the later of the
     range's end and the end of the last activity whose launch call (by correlation) starts inside it."""
     t = a.trace()
-    ops = t.ops.filter((pl.col("name") == marker) | pl.col("name").str.starts_with(marker + "#")).sort("ts_ns")
+    ops = t.ops.filter((pl.col("name") == marker) | pl.col("name").cast(pl.String).str.starts_with(marker + "#"))
+    ops = ops.sort("ts_ns")
     ops = ops.filter(pl.col("ts_ns") >= pl.col("end_ns").cum_max().shift(1).fill_null(ops["ts_ns"].min()))
     la = t.launches.filter(pl.col("correlation").is_not_null()).sort("ts_ns").unique("correlation", keep="first")
     acts = t.activities.join(la.select("correlation", pl.col("ts_ns").alias("launch_ts")), on="correlation")

@@ -48,7 +48,8 @@ def op_name_table(tax: Taxonomy, ops: pl.DataFrame) -> pl.DataFrame:
         oc, _ = op_category(tax, name, use_tokens=cat not in tax.annotation_categories)
         rows.append((name, cat, oc, is_wrapper(tax, name, cat, oc), is_composite(tax, name)))
     return pl.DataFrame(rows, schema={"name": pl.Utf8, "cat": pl.Utf8, "op_category": pl.Utf8,
-                                      "is_wrapper": pl.Boolean, "is_composite": pl.Boolean}, orient="row")
+                                      "is_wrapper": pl.Boolean, "is_composite": pl.Boolean}, orient="row") \
+        .with_columns(pl.col(c).cast(ops.schema[c]) for c in ("name", "cat"))  # as ``ops`` holds them
 
 
 def kernel_name_table(tax: Taxonomy, acts: pl.DataFrame) -> pl.DataFrame:
@@ -115,6 +116,8 @@ def classify(linked: Linked, tax: Taxonomy, level: str = "launch") -> pl.DataFra
     top = ops.select("op_id", pl.col("name").alias("top_op"), top_cat.alias("_top_cat"),
                      pl.col("is_composite").alias("_top_comp"))
     acts = lookup_columns(lookup_columns(acts, "launch_op_id", lop, "op_id"), "top_op_id", top, "op_id")
+    # the op names as text once gathered (the op table holds them as categorical codes, schema.py)
+    acts = acts.with_columns(pl.col("launch_op", "top_op").cast(pl.String))
     transfer = (pl.col("kind") == "memcpy") & pl.col("name").str.contains(tax.transfers[0]) if tax.transfers \
         else pl.lit(False)
     acts = acts.with_columns(transfer.fill_null(False).alias("_transfer"))

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from ..frames import nearest_down
+from ..frames import nearest_down, starts_with
 from .ladder import call_category
 from .taxonomy import Taxonomy
 
@@ -41,28 +41,30 @@ def forward_context(tax: Taxonomy) -> pl.Expr:
 
 def backward_category(ops: pl.DataFrame, tax: Taxonomy) -> pl.DataFrame:
     """``op_id, backward_category``: for every op in a backward node's range, the forward-context
-    category of the forward op with the node's sequence number (null elsewhere, or unmatched)."""
+    category of the forward op with the node's sequence number (null: unmatched; ops outside every
+    backward range may be left out, as for :func:`~nongemm_trace.frames.add_columns`)."""
     none = ops.select("op_id", pl.lit(None, pl.Utf8).alias("backward_category"))
     # which categories are generic is the taxonomy's [semantics] word: without it (the paper's
     # taxonomy) there is no rule
     if (not tax.semantics.generic_categories or "seq" not in ops.columns or ops.height == 0
             or ops["seq"].null_count() == ops.height):
         return none
-    wrapper = pl.col("name").cast(pl.Utf8).str.starts_with(BACKWARD_NODE) & pl.col("seq").is_not_null()
+    wrapper = starts_with(ops, "name", BACKWARD_NODE) & pl.col("seq").is_not_null()
     marked = ops.select("op_id", "parent_id", "depth", pl.when(wrapper).then(pl.col("seq")).alias("_bseq"))
-    inside = nearest_down(marked, "_bseq")
-    if inside["_bseq"].null_count() == inside.height:
+    inside = nearest_down(marked, "_bseq")["_bseq"]  # nearest_down keeps the rows' order
+    if inside.null_count() == inside.len():
         return none
-    table = (ops.select("op_id", "pid", "tid", "depth", "ts_ns", "seq", forward_context(tax).alias("_fwd"))
-             .join(inside, on="op_id", how="left", maintain_order="left"))
     # the forward ops: numbered, outside every backward range; the outermost one of each number
-    # speaks for it (aten::linear, not the aten::t it runs under the same number)
-    fwd = (table.filter(pl.col("seq").is_not_null() & pl.col("_bseq").is_null())
+    # speaks for it (aten::linear, not the aten::t it runs under the same number). Their context is
+    # worked out on them alone, and the answer joined to the ops inside backward ranges alone
+    fwd = (ops.lazy().filter(pl.col("seq").is_not_null() & pl.lit(inside).is_null())  # lazily: the columns read only
+           .select("pid", "tid", "depth", "ts_ns", "seq", forward_context(tax).alias("_fwd")).collect()
            .sort("depth", "ts_ns")
            .group_by("pid", "seq", maintain_order=True)
            .agg(pl.col("_fwd").first(), pl.col("tid").n_unique().alias("_threads"))
            .filter((pl.col("_threads") == 1) & pl.col("_fwd").is_not_null()
                    & ~pl.col("_fwd").is_in(list(tax.semantics.generic_categories)))
            .select("pid", pl.col("seq").alias("_bseq"), pl.col("_fwd").alias("backward_category")))
-    got = table.select("op_id", "pid", "_bseq").join(fwd, on=["pid", "_bseq"], how="left", maintain_order="left")
-    return got.select("op_id", "backward_category")
+    got = ops.select("op_id", "pid", inside.alias("_bseq")).filter(pl.col("_bseq").is_not_null()) \
+        .join(fwd, on=["pid", "_bseq"], how="left", maintain_order="left")
+    return got.select("op_id", "backward_category")  # the ops inside backward ranges (the rest: null)

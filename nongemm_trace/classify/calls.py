@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from ..frames import nearest_down
+from ..frames import nearest_down, per_value
 from .taxonomy import Taxonomy
 
 
@@ -29,7 +29,7 @@ def qdq_calls(ops: pl.DataFrame, tax: Taxonomy) -> pl.DataFrame:
     q = tax.qdq
     if ops.height == 0 or not q.cast_ops:
         return ops.select("op_id", pl.lit(False).alias("qdq_call"))
-    base = pl.col("name").str.replace(r"^.*::", "")
+    base = per_value(ops, "name", lambda e: e.str.replace(r"^.*::", ""), pl.String)
     types_hit = pl.col("input_type").cast(pl.Utf8).fill_null("").str.contains(q.type_pattern)
     # the second Concrete Input (the dtype code of to / _to_copy), read with a regex rather than
     # decoding every op's JSON list

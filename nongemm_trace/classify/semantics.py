@@ -54,8 +54,7 @@ def chain_category(ops: pl.DataFrame, tax: Taxonomy) -> pl.DataFrame:
                                            for step in (*c.ops, *((c.follows,) if c.follows else ())))]
     if not viable:  # some step of every chain never occurs: no chain can
         return ops.select("op_id", pl.lit(None, pl.Utf8).alias("chain_category"))
-    base = pl.col("name").cast(pl.Utf8).replace_strict(dict(names.select("name", "_base").iter_rows()),
-                                                       return_dtype=pl.Utf8)
+    base = pl.col("name").replace_strict(names["name"], names["_base"], return_dtype=pl.Utf8)  # text or categorical
     sib = ops.select("op_id", "pid", "tid", "parent_id", "depth", "ts_ns", base.alias("_base"))
     hits = []
     for chain in viable:

@@ -67,7 +67,7 @@ def flops_analysis(source: str | Path | Analysis, *, device_spec: str | None = N
     names = calls.select("name").unique()
     flags = [(n, lookup(n) is not None, is_composite(n)) for (n,) in names.iter_rows()]
     fl = pl.DataFrame(flags, schema={"name": pl.Utf8, "has_formula": pl.Boolean, "composite": pl.Boolean},
-                      orient="row")
+                      orient="row").with_columns(pl.col("name").cast(calls.schema["name"]))  # text or categorical
     calls = calls.join(fl, on="name", how="left")
     # composite formulas count only when nothing inside them has a formula
     has_inner = strict_ancestors(calls, calls.filter(pl.col("has_formula"))["op_id"])

@@ -42,7 +42,7 @@ def _step_ranges(analysis: Analysis, marker: str | None, warnings: list[Anomaly]
     steps, used = find_steps(ops, marker) if marker else (pl.DataFrame(), None)
     if steps.height:
         tids = ops.filter(pl.col("name").is_in(steps["name"].unique().implode())).select(
-            "name", "pid", "tid", "ts_ns", "end_ns").unique(["name", "pid", "ts_ns", "end_ns"])
+            pl.col("name").cast(pl.String), "pid", "tid", "ts_ns", "end_ns").unique(["name", "pid", "ts_ns", "end_ns"])
         steps = steps.join(tids, on=["name", "pid", "ts_ns", "end_ns"], how="left")
         return steps.select("step", "name", "pid", "tid", pl.col("ts_ns").alias("ts"),
                             pl.col("end_ns").alias("end")), used

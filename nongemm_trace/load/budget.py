@@ -19,8 +19,10 @@ import polars as pl
 
 from ..errors import TraceError
 
-#: peak RSS of an analysis over the size of the loaded tables, with a margin: 3.3x at 2 GB and
-#: 3.7x at 200 MB of real JSON (the rest is the interpreter, polars and the chunks in flight)
+#: peak RSS of an analysis over the size of the loaded tables (their estimated size, op names as
+#: categorical codes), with a margin: 3.9x at 1 GB of real JSON, 5.4x at 200 MB where the
+#: interpreter and polars' own 100 MB weigh most (the rest: the chunks in flight, the link's and
+#: the measure stage's working columns); the budget is for the large traces
 PEAK_PER_TABLE_BYTE = 4
 #: the default budget: this fraction of the memory available when the load starts
 DEFAULT_FRACTION = 0.75

@@ -63,24 +63,28 @@ def op_table(ops: pl.DataFrame, acts: pl.DataFrame, cpu: pl.DataFrame | None = N
     # op names as small integer codes: the walk up the tree, the de-duplication and the grouping
     # handle ints, and the names come back once per result row
     code = ops["name"].cast(pl.Categorical).to_physical().alias("op") if by_row else None
-    names = ops.select("op_id", (code if code is not None else pl.col("name")).alias("op"))
+    names = ops.select("op_id", (code if code is not None else pl.col("name").cast(pl.String)).alias("op"))
 
     def named(df: pl.DataFrame) -> pl.DataFrame:
         if code is not None:  # ids are rows (by_row): gathered, not joined
             return df.with_columns(code.gather(df["op_id"]))
         return df.join(names, on="op_id")
 
-    base = acts.filter(pl.col("launch_op_id").is_not_null()).select(
-        "activity_id", "category", "dur_ns", pl.col("launch_op_id").alias("op_id"))
+    # the category as a categorical code while the rows are repeated for every op above them (4
+    # bytes a row, not a text view of 16), text again once grouped
+    base = acts.select("activity_id", pl.col("category").cast(pl.Categorical), "dur_ns",
+                       pl.col("launch_op_id").alias("op_id")).filter(pl.col("op_id").is_not_null())
+    text = pl.col("category").cast(pl.String)
     self_rows = named(base).group_by(["op", "category"]).agg(
-        pl.col("dur_ns").sum().alias("self_gpu_time_ns"), pl.len().alias("activities"))
+        pl.col("dur_ns").sum().alias("self_gpu_time_ns"), pl.len().alias("activities")).with_columns(text)
     # inclusive: each activity again for every op above its launching op
     incl = named(pl.concat([base, *walk_up(ops, base)]))
-    calls = incl.group_by(["op", "category"]).agg(pl.col("op_id").n_unique().alias("calls"))
+    calls = incl.group_by(["op", "category"]).agg(pl.col("op_id").n_unique().alias("calls")).with_columns(text)
     # each activity once per op name above it (a name can recur on the way up)
     once = ((pl.col("activity_id").cast(pl.Int64) * (int_scalar(code.max() or 0) + 1) + pl.col("op").cast(pl.Int64))
             if code is not None else pl.struct("activity_id", "op")).is_first_distinct()
-    incl_t = incl.filter(once).group_by(["op", "category"]).agg(pl.col("dur_ns").sum().alias("gpu_time_ns"))
+    incl_t = incl.filter(once).group_by(["op", "category"]).agg(pl.col("dur_ns").sum().alias("gpu_time_ns")) \
+        .with_columns(text)
     busy = calls.join(incl_t, on=["op", "category"], how="left").join(self_rows, on=["op", "category"], how="left")
     # calls that launched nothing, anywhere below them
     if by_row:  # ids are rows: the touched ones marked by position
@@ -102,8 +106,8 @@ def op_table(ops: pl.DataFrame, acts: pl.DataFrame, cpu: pl.DataFrame | None = N
         *(pl.col(c).sum().cast(pl.Int64) for c in CPU_COLUMNS), pl.col("wrapper").any())
     if code is not None:  # codes back to names (the first op of each code: unique on ints, not on the names)
         first = code.arg_unique()
-        text = pl.DataFrame({"op": code.gather(first), "_name": ops["name"].gather(first)})
-        out = out.join(text, on="op", how="left").drop("op").rename({"_name": "op"}).select(
+        back = pl.DataFrame({"op": code.gather(first), "_name": ops["name"].gather(first).cast(pl.String)})
+        out = out.join(back, on="op", how="left").drop("op").rename({"_name": "op"}).select(
             "op", "category", "calls", "gpu_time_ns", "self_gpu_time_ns", "activities", *CPU_COLUMNS, "wrapper")
     keys = ["self_gpu_time_ns", "gpu_time_ns"] if order == "gpu" else ["self_cpu_time_ns", "cpu_time_ns"]
     return out.with_columns(*(pl.col(c).fill_null(0) for c in ("gpu_time_ns", "self_gpu_time_ns", "activities",
@@ -155,17 +159,18 @@ def cpu_op_times(ops: pl.DataFrame, level: str, generic: frozenset[str] = frozen
     categories: RMSNorm's written-out calls are normalization here too); at ``top`` its name's."""
     from ..classify.ladder import call_category
 
-    real = ops.filter(~pl.col("is_wrapper"))
+    # lazily: only the columns read are filtered (a filter of the whole op table copies all of it)
+    real = ops.lazy().filter(~pl.col("is_wrapper"))
     if level == "top":
         sel = real.filter(pl.col("top_id") == pl.col("op_id"))
         return sel.select("op_id", pl.col("op_category").fill_null("unclassified").alias("category"),
-                          pl.col("dur_ns").alias("cpu_ns"))
-    child = ops.filter(pl.col("parent_id").is_not_null()).group_by("parent_id").agg(
+                          pl.col("dur_ns").alias("cpu_ns")).collect()
+    child = ops.select("parent_id", "dur_ns").filter(pl.col("parent_id").is_not_null()).group_by("parent_id").agg(
         pl.col("dur_ns").sum().alias("_kids")).rename({"parent_id": "op_id"})
-    sel = real.join(child, on="op_id", how="left")
+    sel = real.join(child.lazy(), on="op_id", how="left", maintain_order="left")
     cat = call_category(generic) if generic and "chain_category" in ops.columns else pl.col("op_category")
     return sel.select("op_id", cat.fill_null("unclassified").alias("category"),
-                      (pl.col("dur_ns") - pl.col("_kids").fill_null(0)).clip(lower_bound=0).alias("cpu_ns"))
+                      (pl.col("dur_ns") - pl.col("_kids").fill_null(0)).clip(lower_bound=0).alias("cpu_ns")).collect()
 
 
 def evidence_time(acts: pl.DataFrame) -> dict[str, int]:

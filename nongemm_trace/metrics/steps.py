@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import polars as pl
 
+from ..frames import starts_with
+
 PROFILER_STEP = "ProfilerStep#"
 #: a step marker guessed from repeated annotations must hold at least this share of the GPU time
 STEP_MIN_COVERAGE = 0.5
@@ -22,10 +24,10 @@ def find_steps(ops: pl.DataFrame, marker: str | None = None) -> tuple[pl.DataFra
     if ops.height == 0:
         return _empty(), None
     if marker:
-        cand = ops.filter((pl.col("name") == marker) | pl.col("name").str.starts_with(marker + "#"))
+        cand = ops.filter((pl.col("name") == marker) | starts_with(ops, "name", marker + "#"))
         used: str | None = marker
     else:
-        cand = ops.filter(pl.col("name").str.starts_with(PROFILER_STEP))
+        cand = ops.filter(starts_with(ops, "name", PROFILER_STEP))
         used = PROFILER_STEP.rstrip("#") if cand.height else None
         if cand.height == 0:
             # outermost user annotations that repeat; else (under emit_nvtx a record_function
@@ -33,7 +35,7 @@ def find_steps(ops: pl.DataFrame, marker: str | None = None) -> tuple[pl.DataFra
             counts = _repeated(ops.filter((pl.col("depth") == 0) & (pl.col("cat") == "user_annotation")))
             roots = ops.filter((pl.col("depth") == 0) & (pl.col("cat") == "user_annotation"))
             if counts.height == 0:
-                roots = ops.filter((pl.col("depth") == 0) & pl.col("name").str.starts_with("##"))
+                roots = ops.filter((pl.col("depth") == 0) & starts_with(ops, "name", "##"))
                 counts = _repeated(roots)
             if counts.height:
                 used = counts["name"][0]
@@ -43,7 +45,7 @@ def find_steps(ops: pl.DataFrame, marker: str | None = None) -> tuple[pl.DataFra
     # outermost occurrences only (a marker nested in itself is one step)
     cand = cand.sort("ts_ns")
     cand = cand.filter(pl.col("ts_ns") >= pl.col("end_ns").cum_max().shift(1).fill_null(cand["ts_ns"].min()))
-    steps = (cand.select("name", "pid", "ts_ns", "end_ns").with_row_index("step")
+    steps = (cand.select(pl.col("name").cast(pl.String), "pid", "ts_ns", "end_ns").with_row_index("step")
              .with_columns(pl.col("step").cast(pl.Int64)))
     return steps, used
 

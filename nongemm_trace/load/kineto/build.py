@@ -80,11 +80,13 @@ def _cut_long_names(trace: Trace) -> None:
         df = getattr(trace, table)
         if df.height == 0 or "name" not in df.columns:
             continue
-        long = pl.col("name").str.len_chars() > MAX_NAME_CHARS
+        dtype = df.schema["name"]
+        text = pl.col("name").cast(pl.String)
+        long = (pl.col("name").cat.len_chars() if dtype == pl.Categorical else text.str.len_chars()) > MAX_NAME_CHARS
         n = df.select(long.sum()).item()
         if n:
             setattr(trace, table, df.with_columns(
-                pl.when(long).then(pl.col("name").str.head(MAX_NAME_CHARS)).otherwise(pl.col("name")).alias("name")))
+                pl.when(long).then(text.str.head(MAX_NAME_CHARS)).otherwise(text).cast(dtype).alias("name")))
             cut += n
     trace.note("long_names", cut, f"{cut} event names were longer than {MAX_NAME_CHARS:,} characters; cut to "
                                   f"their first {MAX_NAME_CHARS:,}")

@@ -28,6 +28,9 @@ __all__ = ["available", "scan", "tables_of", "trim", "decode_chunk"]
 
 #: shapes, dtypes and scalar arguments repeat every step: categorical, as the Python path makes them
 _OP_TEXTS = ("input_dims", "input_type", "concrete_inputs")
+#: so do op names and categories (the op table holds most of a trace's rows): 4 bytes a row as
+#: categorical codes, where a text column held 32 (its view, the scanner's offsets and text)
+_OP_NAMES = ("name", "cat")
 
 
 def _frame(columns: tuple) -> pl.DataFrame:
@@ -51,7 +54,7 @@ def tables_of(res: tuple, keep_python: bool, tally: Tally) -> tuple[int, dict[st
     n, parts, no_cat, bad_phase, bad_time = res
     frames = [_frame(columns) for columns in parts]
     out = dict(zip(TABLES, frames))
-    out["ops"] = out["ops"].with_columns(pl.col(c).cast(pl.Categorical) for c in _OP_TEXTS)
+    out["ops"] = out["ops"].with_columns(pl.col(c).cast(pl.Categorical) for c in (*_OP_NAMES, *_OP_TEXTS))
     tally.no_cat += no_cat
     for counts, into in ((bad_phase, tally.bad_phase), (bad_time, tally.bad_time)):
         for (cat, _, _), k in zip(routes, counts):

@@ -216,7 +216,8 @@ def op_table(evs: list[Event], cat: pl.Series, ev_idx: pl.Series) -> pl.DataFram
     cols["input_type"] = _raw_texts([a.input_type for a in args]).cast(pl.Categorical)
     cols["concrete_inputs"] = _raw_texts([a.concrete_inputs for a in args]).cast(pl.Categorical)
     cols["seq"] = _int([a.seq for a in args])
-    return pl.DataFrame(cols)
+    # op names and categories too, as the C scanner's tables hold them (schema.py)
+    return pl.DataFrame(cols).with_columns(pl.col("name", "cat").cast(pl.Categorical))
 
 
 def python_table(evs: list[Event], cat: pl.Series, ev_idx: pl.Series) -> pl.DataFrame:
