@@ -31,7 +31,7 @@ STEPS = [
     ("link + op classification", "nongemm_trace/classify/__init__.py", "link_and_classify"),
     ("classify (kernel categories)", "nongemm_trace/classify/__init__.py", "classify"),
     ("per-op table", "nongemm_trace/metrics/breakdown.py", "op_table"),
-    ("analyze() in all", "nongemm_trace/api.py", "analyze"),
+    ("analyze() in all", "nongemm_trace/pipeline/api.py", "analyze"),
     ("JSON report", "nongemm_trace/report/json_out.py", "render_json"),
     ("  of the load: waiting for the file's next block", "/queue.py", "get"),
     ("  of the load: waiting for the scanning threads", "concurrent/futures/_base.py", "result"),

@@ -28,10 +28,10 @@ def timed_cli(args: list[str]) -> float:
 
 
 def stages(trace: str) -> dict[str, float]:
-    from nongemm_trace.analysis import Analysis
     from nongemm_trace.latency import graph_of, whatif_analysis
     from nongemm_trace.latency.path import attribute
     from nongemm_trace.latency.replay import measured_timeline
+    from nongemm_trace.pipeline.analysis import Analysis
     out, t = {}, time.perf_counter()
     a = Analysis(trace)
     a.report()

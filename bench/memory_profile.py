@@ -74,9 +74,9 @@ STEPS = [
     ("nongemm_trace.classify", "_with_name_columns"), ("nongemm_trace.classify", "qdq_calls"),
     ("nongemm_trace.classify", "chain_category"), ("nongemm_trace.classify", "enclosing_category"),
     ("nongemm_trace.classify", "backward_category"), ("nongemm_trace.classify", "add_columns"),
-    ("nongemm_trace.selection", "select"),
-    ("nongemm_trace.measure", "op_table"), ("nongemm_trace.measure", "_call_cpu"),
-    ("nongemm_trace.measure", "kernel_summary"), ("nongemm_trace.measure", "category_table"),
+    ("nongemm_trace.pipeline.selection", "select"),
+    ("nongemm_trace.pipeline.measure", "op_table"), ("nongemm_trace.pipeline.measure", "_call_cpu"),
+    ("nongemm_trace.pipeline.measure", "kernel_summary"), ("nongemm_trace.pipeline.measure", "category_table"),
 ]
 
 
@@ -122,7 +122,7 @@ def main() -> int:
     import importlib
 
     importlib.import_module("nongemm_trace.cli")  # the command line's allocator settings, before polars
-    from nongemm_trace.analysis import Analysis
+    from nongemm_trace.pipeline.analysis import Analysis
     from nongemm_trace.report.json_out import render_json
 
     sampler = Sampler(args.interval_ms / 1000)

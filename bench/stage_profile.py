@@ -30,9 +30,10 @@ def main() -> int:
     import importlib
 
     importlib.import_module("nongemm_trace.cli")  # the command line's allocator settings, before polars
-    from nongemm_trace import api, classify, link, load, measure
+    from nongemm_trace import classify, link, load
     from nongemm_trace.link import fast_sweep, nesting
     from nongemm_trace.load.kineto import fast_scan, loader, pipeline
+    from nongemm_trace.pipeline import api, measure
 
     spent: dict[str, list[float]] = {}
 

@@ -16,9 +16,9 @@ from ._version import __version__
 # the public names are imported on first use (PEP 562): ``import nongemm_trace.cli`` must not
 # load polars before the command line has set the allocator up (see cli.py)
 _PUBLIC = {
-    "analyze": ".api",
-    "Analysis": ".analysis",
-    "launch_analysis": ".launch",
+    "analyze": ".pipeline.api",
+    "Analysis": ".pipeline.analysis",
+    "launch_analysis": ".analyses.launch",
     "LaunchReport": ".models",
     "Report": ".models",
     "FlopsReport": ".models",
@@ -37,17 +37,17 @@ _PUBLIC = {
 __all__ = [*_PUBLIC, "__version__"]
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .analysis import Analysis as Analysis
-    from .api import analyze as analyze
+    from .analyses.launch import LaunchReport as LaunchReport
+    from .analyses.launch import launch_analysis as launch_analysis
     from .classify.taxonomy import Taxonomy as Taxonomy
     from .classify.taxonomy import extend_taxonomy as extend_taxonomy
     from .classify.taxonomy import load_taxonomy as load_taxonomy
     from .errors import TraceError as TraceError
     from .latency import latency_analysis as latency_analysis
     from .latency import whatif_analysis as whatif_analysis
-    from .launch import LaunchReport as LaunchReport
-    from .launch import launch_analysis as launch_analysis
     from .models.report import Report as Report
+    from .pipeline.analysis import Analysis as Analysis
+    from .pipeline.api import analyze as analyze
 
 
 def __getattr__(name: str) -> Any:

@@ -21,8 +21,8 @@ import sys
 ALLOCATOR = "narenas:1,background_thread:true,dirty_decay_ms:100,muzzy_decay_ms:0"
 os.environ.setdefault("_RJEM_MALLOC_CONF", ALLOCATOR)
 
-from .cli_args import parser  # noqa: E402  (no polars: the allocator is set above)
 from .commands import BY_NAME  # noqa: E402
+from .commands.args import parser  # noqa: E402  (no polars: the allocator is set above)
 from .commands.common import EXIT_BAD_INPUT, finished  # noqa: E402
 from .errors import OptionError, TraceError  # noqa: E402
 
@@ -80,7 +80,7 @@ _noted: list[bool] = []
 def _note_missing_build() -> None:
     """Once per process: a build without the C extensions says so on stderr (it was silent), unless
     the environment turned them off on purpose (``NONGEMM_NATIVE=off``)."""
-    from . import native
+    from .core import native
 
     if _noted or native.turned_off("NONGEMM_NATIVE") or all(native.built().values()):
         return
@@ -105,7 +105,7 @@ OUTPUT_ARGS = ("output", "plot", "roofline", "shares_plot")
 def _run(args: argparse.Namespace) -> int:
     """The command, with its inputs declared: an output that is one of them is refused before any
     work, and every write of the command checks again (a file another output wrote meanwhile)."""
-    from .safe_write import reading, refuse_inputs
+    from .core.safe_write import reading, refuse_inputs
 
     inputs = [p for name in INPUT_ARGS for p in _paths(getattr(args, name, None))]
     refuse_inputs([getattr(args, name, None) for name in OUTPUT_ARGS], inputs)

@@ -13,7 +13,7 @@ The ``nongemm`` marker (checked after the test body passed; the body may write t
     @pytest.mark.nongemm("traces/bert.json.gz", max_share={"non-GEMM": 0.45}, max_category_share={"memory": 0.1})
     def test_bert(): ...
 
-Paths are relative to the test file. Every check is :func:`nongemm_trace.check.check` (the
+Paths are relative to the test file. Every check is :func:`nongemm_trace.analyses.check.check` (the
 command line's ``check``; names validated against the taxonomy: a typo is an error, never a
 pass); each trace is analysed once per session however many tests read it.
 ``pytest --nongemm-update-baselines`` writes the current report to each baseline instead of
@@ -68,8 +68,8 @@ class NonGemm:
         return p if p.is_absolute() else self.base / p
 
     def analysis(self, trace: str | Path):
-        """The session's :class:`~nongemm_trace.analysis.Analysis` of ``trace`` (read once)."""
-        from .analysis import Analysis
+        """The session's :class:`~nongemm_trace.pipeline.analysis.Analysis` of ``trace`` (read once)."""
+        from .pipeline.analysis import Analysis
 
         p = self.path(trace)
         if not p.exists():
@@ -82,7 +82,7 @@ class NonGemm:
 
     def report(self, trace: str | Path, **options: Any):
         """The trace's report (options as for :func:`nongemm_trace.analyze`)."""
-        from .analysis import report_of
+        from .pipeline.analysis import report_of
 
         return report_of(self.analysis(trace), options, metric=None)
 
@@ -93,7 +93,7 @@ class NonGemm:
         return self.assert_checks(trace, max_category_share={category: limit}, **options)
 
     def assert_share_at_least(self, trace: str | Path, name: str, limit: float | str, **options: Any):
-        from .check import parse_fraction
+        from .analyses.check import parse_fraction
         from .testing import assert_share_at_least
 
         with _refusals_fail():
@@ -110,9 +110,9 @@ class NonGemm:
         from this trace first); ``limits``: any other limits of :meth:`assert_checks`."""
         base = self.path(baseline)
         if self.update_baselines:
-            from .analysis import report_of
+            from .core.safe_write import write_file
+            from .pipeline.analysis import report_of
             from .report.json_out import render_json
-            from .safe_write import write_file
 
             write_file(base, render_json(report_of(self.analysis(trace), {})), inputs=[self.path(trace)])
         elif not base.exists():
@@ -121,8 +121,8 @@ class NonGemm:
                                   max_category_regression=categories, **limits)
 
     def assert_checks(self, trace: str | Path, **limits: Any):
-        """Any of :func:`nongemm_trace.check.check`'s limits (fractions or ``"45%"``) in one call."""
-        from .check import parse_fraction
+        """Any of :func:`nongemm_trace.analyses.check.check`'s limits (fractions or ``"45%"``) in one call."""
+        from .analyses.check import parse_fraction
         from .testing import assert_checks
 
         with _refusals_fail():

@@ -1,6 +1,6 @@
 """``nongemm-trace report TRACE… -o report.html``: one HTML page to share.
 
-Each trace is opened once (:class:`~nongemm_trace.analysis.Analysis`); its report, its
+Each trace is opened once (:class:`~nongemm_trace.pipeline.analysis.Analysis`); its report, its
 launch analysis and, for several traces, the comparison all read that one load. The
 page itself is drawn by :mod:`nongemm_trace.report.html` (self-contained: no network).
 """
@@ -10,12 +10,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .analysis import Analysis, split_options
-from .compare import compare
+from .analyses.compare import compare
+from .analyses.launch import launch_analysis
+from .core.safe_write import refuse_input, write_file
 from .errors import OptionError, TraceError
-from .launch import launch_analysis
+from .pipeline.analysis import Analysis, split_options
 from .report.html import render_html
-from .safe_write import refuse_input, write_file
 from .vocabulary import TIME_BASES
 
 

@@ -17,7 +17,7 @@ import polars as pl
 if TYPE_CHECKING:  # pragma: no cover
     from polars.datatypes import DataTypeClass
 
-    from .trace import Trace
+    from .core.trace import Trace
 
 #: a column type as polars' signatures take it: a class (``pl.Int64``) or an instance (``pl.List(pl.String)``)
 DType: TypeAlias = "DataTypeClass | pl.DataType"

@@ -18,10 +18,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .analysis import Analysis
-from .api import analyze
-from .check import check
+from .analyses.check import check
 from .models.report import Report
+from .pipeline.analysis import Analysis
+from .pipeline.api import analyze
 
 __all__ = ["assert_share_at_most", "assert_share_at_least", "assert_category_share_at_most",
            "assert_no_regression", "assert_unclassified_at_most", "assert_checks"]
@@ -71,7 +71,7 @@ def assert_no_regression(trace: str | Path, *, baseline: str | Path, max_regress
 
 
 def assert_checks(trace: str | Path, **limits: Any) -> Report:
-    """Any combination of :func:`nongemm_trace.check.check`'s limits in one call."""
+    """Any combination of :func:`nongemm_trace.analyses.check.check`'s limits in one call."""
     violations, rep = check(trace, **limits)
     if violations:
         _fail(trace, [v.message for v in violations])

@@ -76,7 +76,7 @@ def commands(trace: Path, partner: Path) -> dict[str, bytes]:
 def one_load_per_trace():
     """``Analysis.of`` memoised by (path, taxonomy) while inside: the commands of a trace (and the
     next trace, its compare partner) share one load, as a pipeline holding an analysis does."""
-    import nongemm_trace.analysis as analysis_mod
+    import nongemm_trace.pipeline.analysis as analysis_mod
 
     kept: dict[tuple[str, str], analysis_mod.Analysis] = {}
     real = analysis_mod.Analysis.of

@@ -14,19 +14,19 @@ PKG = ROOT / "nongemm_trace"
 
 #: the stages, lowest first; a module may import its own stage or lower ones only
 STAGES = [
-    ("base", ("_version", "errors", "vocabulary", "trace", "schema", "frames", "native", "devices", "examples",
-              "safe_write")),
+    ("base", ("_version", "errors", "vocabulary", "core", "core.trace", "schema", "core.frames", "core.native", "devices", "examples",
+              "core.safe_write")),
     ("models", ("models",)),
     ("load", ("load",)),
     ("link", ("link",)),
     ("classify", ("classify",)),
-    ("measure", ("metrics", "flops.formulas", "flops.fits", "selection", "measure")),
-    ("analysis", ("analysis",)),
-    ("analyses", ("api", "launch", "flops", "explain", "weak", "annotate", "compare", "check", "testing",
-                  "convert", "latency")),
+    ("measure", ("metrics", "flops.formulas", "flops.fits", "pipeline", "pipeline.selection", "pipeline.measure")),
+    ("analysis", ("pipeline.analysis",)),
+    ("analyses", ("pipeline.api", "analyses", "analyses.launch", "flops", "analyses.explain", "analyses.weak", "analyses.annotate", "analyses.compare", "analyses.check", "testing",
+                  "analyses.convert", "latency")),
     ("render", ("report",)),
-    ("pipelines", ("batch", "batch_workers", "report_page", "integrations", "pytest_plugin")),
-    ("command line", ("cli", "cli_args", "commands", "__main__", "")),
+    ("pipelines", ("runs", "runs.batch", "runs.batch_workers", "report_page", "integrations", "pytest_plugin")),
+    ("command line", ("cli", "commands.args", "commands", "__main__", "")),
 ]
 
 

@@ -10,10 +10,10 @@ import polars as pl
 import pytest
 from conftest import SAMPLES
 
-from nongemm_trace.analysis import Analysis
 from nongemm_trace.cli import main
 from nongemm_trace.latency import whatif_analysis
 from nongemm_trace.latency.unprofiled import METADATA_KEY
+from nongemm_trace.pipeline.analysis import Analysis
 
 CAPS = SAMPLES / "unprofiled"
 PAIRS = sorted({p.name.split("__")[0] for p in CAPS.glob("*__bf16__shapes.json.gz")})

@@ -118,7 +118,7 @@ def test_ray_engine_on_two_traces_and_one_that_hangs(capsys, tmp_path):
     want = f"{stalled}: timed out (no result within the time limit of 8 s per trace)"
     assert d["failed"] == [{"trace": str(stalled), "error": want}]
     assert f"nongemm-trace: error: {want}" in err.splitlines()
-    from nongemm_trace import batch_workers  # a loaded host: Ray's workers got the time to register
+    from nongemm_trace.runs import batch_workers  # a loaded host: Ray's workers got the time to register
     assert all(os.environ.get(k) for k in batch_workers.RAY_PATIENCE)
 
 
@@ -130,8 +130,8 @@ def test_empty_folder_is_an_error(tmp_path, capsys):
 def test_batch_workers_run_without_scanning_threads(monkeypatch):
     """Each batch worker already has a core of its own: it must not start scanning threads per
     trace (what a process worker and a Ray task run first turns them off), and it reports the same."""
-    from nongemm_trace import batch
     from nongemm_trace.load.kineto import scanner
+    from nongemm_trace.runs import batch
 
     path = str(shared("h200", "bert_base_train_bs8_s128__eager.json.gz"))
     monkeypatch.setenv("NONGEMM_SCAN_THREADS", "auto")
@@ -231,7 +231,7 @@ def _exit_at_start() -> None:
 
 def test_workers_that_cannot_start_fail_the_jobs_instead_of_starting_forever():
     """A broken environment (every worker dies before it is ready) ends the run, each job failed in one line."""
-    from nongemm_trace.batch_workers import Failure, run_processes
+    from nongemm_trace.runs.batch_workers import Failure, run_processes
 
     got = run_processes([(1,), (2,), (3,)], abs, workers=1, prepare=_exit_at_start)
     assert got == [Failure("died", "no worker process could start (exit status 3)")] * 3
@@ -277,8 +277,8 @@ def test_ranks_with_host_device_transfers_list_them_in_the_span(tmp_path, capsys
     assert "span = GEMM + non-GEMM + transfer + unclassified + exposed comm. + idle" in out
     from rich.console import Console
 
-    from nongemm_trace.batch import run_batch
     from nongemm_trace.report.terminal.batch import render_batch
+    from nongemm_trace.runs.batch import run_batch
     wide = Console(width=400, record=True, file=io.StringIO())
     render_batch(run_batch([str(tmp_path / "rank0.json"), str(tmp_path / "rank1.json")], {}, workers=1), wide)
     header = next(line for line in wide.export_text().splitlines() if "transfer (us)" in line)

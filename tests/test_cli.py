@@ -235,7 +235,7 @@ def test_top_zero_prints_no_top_tables_and_one_step_is_singular(capsys):
 
 def test_version_and_a_missing_c_build_say_so(capsys, monkeypatch):
     from nongemm_trace import cli as cli_mod
-    from nongemm_trace import native
+    from nongemm_trace.core import native
 
     with pytest.raises(SystemExit):
         cli_mod.main(["--version"])

@@ -10,8 +10,8 @@ from conftest import SAMPLES, raw_activity_total_ns, raw_events, shared
 
 import nongemm_trace
 from nongemm_trace import testing
+from nongemm_trace.analyses.compare import _fused_names, compare
 from nongemm_trace.cli import main
-from nongemm_trace.compare import _fused_names, compare
 
 PAIRS = [("bert_base_fp32_bs8_s128__eager", "bert_base_fp32_bs8_s128__compiled"),
          ("gpt2_fp32_bs8_s128__eager", "gpt2_fp32_bs8_s128__compiled"),

@@ -12,11 +12,11 @@ import polars as pl
 import pytest
 from conftest import raw_events, shared
 
-from nongemm_trace.analysis import Analysis
 from nongemm_trace.latency import graph_of, latency_analysis, measured_timeline, whatif_analysis
 from nongemm_trace.latency.replay import measured_piece_lengths, replay
 from nongemm_trace.latency.waits import DEPS_SCHEMA
 from nongemm_trace.load import load_trace
+from nongemm_trace.pipeline.analysis import Analysis
 
 ALEXNET = ("external", "hta", "critical_path__alexnet__benchmark_result_2869224_1695835535_trace.json.gz")
 EVENT_SYNC = ("external", "hta", "critical_path__cuda_event_sync__event_sync_trace.json.gz")

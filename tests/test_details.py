@@ -52,7 +52,7 @@ def test_top_ops_table_lists_ops_that_launched_work(capsys):
 def test_every_subcommand_argument_has_help_text():
     import argparse
 
-    from nongemm_trace.cli_args import parser
+    from nongemm_trace.commands.args import parser
 
     subs = next(a for a in parser()._actions if isinstance(a, argparse._SubParsersAction))
     missing = {name: [x.option_strings or [x.dest] for x in sp._actions if not x.help]
@@ -65,7 +65,7 @@ def test_every_option_the_readme_lists_is_accepted():
     import argparse
     from pathlib import Path
 
-    from nongemm_trace.cli_args import parser
+    from nongemm_trace.commands.args import parser
 
     text = (Path(__file__).resolve().parent.parent / "README.md").read_text()
     block = text.split("## Command line", 1)[1].split("```text", 1)[1].split("```", 1)[0]

@@ -15,7 +15,7 @@ from conftest import shared
 
 import nongemm_trace
 from nongemm_trace import Analysis, TraceError, cli, schema
-from nongemm_trace.compare import compare
+from nongemm_trace.analyses.compare import compare
 from nongemm_trace.load import load_trace
 from nongemm_trace.load.engines import layer_nodes, node_op_types
 
@@ -298,7 +298,7 @@ def test_headers_name_the_stack_time_not_gpu_time(capsys):
     text = capsys.readouterr().out
     assert "layer time in us" in text and "GPU time" not in text
     assert "Fused ONNX op types, #1 against BASE" in text and "Conv,Add,Relu" in text  # the engine_fusion view
-    from nongemm_trace.compare import compare
+    from nongemm_trace.analyses.compare import compare
     from nongemm_trace.report.html import compare_section
     html = compare_section(compare([fp32, fp16]))
     assert "layer time in us" in html and "GPU time" not in html

@@ -132,7 +132,7 @@ def test_rmsnorm_written_out_is_normalization(name):
 
 
 def test_compare_eager_and_compiled_llama_both_have_normalization():
-    from nongemm_trace.compare import compare
+    from nongemm_trace.analyses.compare import compare
 
     cmp = compare([shared("h200", "llama_1b_fp16_bs1_s512__eager.json.gz"),
                    shared("h200", "llama_1b_fp16_bs1_s512__compiled.json.gz")])
@@ -162,7 +162,7 @@ def test_weak_evidence_warns_and_explain_weak_snippet_moves_the_kernel(tmp_path,
     rep = nongemm_trace.analyze(path)
     codes = {w.code for w in rep.warnings}
     assert {"weak_evidence", "no_cpu_ops"} <= codes
-    from nongemm_trace.weak import weak_kernels
+    from nongemm_trace.analyses.weak import weak_kernels
 
     d = weak_kernels(path, top=5)
     assert d["kernels"] and d["weak_share"] > 0.05

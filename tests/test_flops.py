@@ -195,7 +195,7 @@ def test_flops_reads_the_categories_of_analyze(path):
     """One classified table for every command: flops's category times are analyze's, and no
     category with >= 2 % of the time has neither FLOPs nor bytes while a call in it has a formula
     or an estimate (a call's numbers count in the category that holds its time)."""
-    from nongemm_trace.analysis import Analysis
+    from nongemm_trace.pipeline.analysis import Analysis
 
     a = Analysis(path)
     rep, fr = a.report(metric="gpu"), flops_analysis(a)

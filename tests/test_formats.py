@@ -92,7 +92,7 @@ def test_a_loaded_trace_has_its_entry_s_name_and_extra_columns(parts):
 
 
 def test_batch_finds_every_format_s_files():
-    from nongemm_trace.batch import TRACE_SUFFIXES
+    from nongemm_trace.runs.batch import TRACE_SUFFIXES
 
     assert set(TRACE_SUFFIXES) == {s for f in formats.FORMATS for s in (*f.suffixes, *f.exported_from)}
 

@@ -71,9 +71,9 @@ def parse(html: str) -> Tables:
 
 @pytest.fixture(scope="module")
 def pair():
-    from nongemm_trace.analysis import Analysis
-    from nongemm_trace.compare import compare
-    from nongemm_trace.launch import launch_analysis
+    from nongemm_trace.analyses.compare import compare
+    from nongemm_trace.analyses.launch import launch_analysis
+    from nongemm_trace.pipeline.analysis import Analysis
     from nongemm_trace.report_page import build_page
 
     paths = [shared("h200", "bert_base_fp32_bs8_s128__eager.json.gz"),
@@ -95,7 +95,7 @@ def hostile(tmp_path_factory):
             e["name"] = HOSTILE_KERNEL
     p = tmp_path_factory.mktemp("hostile") / "hostile<b>.json"
     p.write_text(json.dumps(doc))
-    from nongemm_trace.analysis import Analysis
+    from nongemm_trace.pipeline.analysis import Analysis
     from nongemm_trace.report_page import build_page
     a = Analysis(p)
     return p, build_page([a]), a
@@ -175,7 +175,7 @@ def test_names_are_escaped(hostile):
 
 
 def test_repr_html_of_report_launch_and_comparison(pair, hostile):
-    from nongemm_trace.launch import launch_analysis
+    from nongemm_trace.analyses.launch import launch_analysis
 
     rep, lrep, cmp = pair["reports"][0], pair["launches"][0], pair["comparison"]
     for obj, expect in ((rep, "aten::addmm"), (lrep, lrep.verdict), (cmp, "ratio")):
@@ -233,7 +233,7 @@ def test_a_headless_browser_renders_the_page(pair, hostile, tmp_path):
 
 
 def test_a_cpu_only_trace_shows_cpu_time_and_no_timeline():
-    from nongemm_trace.analysis import Analysis
+    from nongemm_trace.pipeline.analysis import Analysis
     from nongemm_trace.report_page import build_page
 
     a = Analysis(shared("external", "hta", "cpu_only__rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz"))
@@ -250,7 +250,7 @@ def test_a_cpu_only_trace_shows_cpu_time_and_no_timeline():
 
 
 def test_a_tensorrt_profile_shows_its_fusion_view_and_no_timeline():
-    from nongemm_trace.analysis import Analysis
+    from nongemm_trace.pipeline.analysis import Analysis
     from nongemm_trace.report_page import build_page
 
     a = Analysis(shared("external2", "tensorrt",

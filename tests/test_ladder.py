@@ -10,8 +10,8 @@ import polars as pl
 import pytest
 from conftest import shared
 
-from nongemm_trace.analysis import Analysis
 from nongemm_trace.classify.ladder import LADDER, RULE_TEXT, STAGES, call_category
+from nongemm_trace.pipeline.analysis import Analysis
 from nongemm_trace.vocabulary import EVIDENCE, LEVELS
 
 TRACES = [

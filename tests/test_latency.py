@@ -12,9 +12,9 @@ import polars as pl
 import pytest
 from conftest import SAMPLES, SHARED, kineto_traces, shared
 
-from nongemm_trace.analysis import Analysis
 from nongemm_trace.cli import main
 from nongemm_trace.latency import graph_of, latency_analysis, measured_timeline, whatif_analysis
+from nongemm_trace.pipeline.analysis import Analysis
 
 LAT = SAMPLES / "latency"
 #: the shared traces with steps whose whole check stays cheap (the large external ones add seconds each)

@@ -8,10 +8,10 @@ import polars as pl
 import pytest
 from conftest import SAMPLES, shared
 
-from nongemm_trace.analysis import Analysis
 from nongemm_trace.latency import graph_of
 from nongemm_trace.latency.pieces import _packed_pieces, host_pieces, reference_pieces, thread_codes
 from nongemm_trace.link import fast_sweep
+from nongemm_trace.pipeline.analysis import Analysis
 
 TRACES = [("h200", "bert_base_train_bs8_s128__eager.json.gz"), ("h200x2", "bert_ddp_train_rank0.json.gz"),
           ("h200_nsys", "bert_nvtx.sqlite.gz"),

@@ -8,8 +8,8 @@ import json
 import pytest
 from conftest import SAMPLES, kineto_traces, ns, raw_events, shared, trace_ids
 
+from nongemm_trace.analyses.launch import launch_analysis
 from nongemm_trace.cli import main
-from nongemm_trace.launch import launch_analysis
 
 WITH_GPU = [p for p in kineto_traces() if "cpu_only" not in p.name and "mtia" not in p.name]
 

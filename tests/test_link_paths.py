@@ -18,10 +18,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from polars.testing import assert_frame_equal
 
-import nongemm_trace.frames as frames
+import nongemm_trace.core.frames as frames
 from nongemm_trace.classify import op_name_table
 from nongemm_trace.classify.taxonomy import load_taxonomy
-from nongemm_trace.frames import add_columns, is_row_index
+from nongemm_trace.core.frames import add_columns, is_row_index
 from nongemm_trace.link import fast_sweep, nesting
 from nongemm_trace.load import load_trace
 

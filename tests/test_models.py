@@ -11,10 +11,10 @@ import pytest
 from conftest import shared
 
 from nongemm_trace import Analysis, BatchResult, Comparison, FlopsReport, LaunchReport, Report
-from nongemm_trace.batch import run_batch
-from nongemm_trace.compare import compare
+from nongemm_trace.analyses.compare import compare
+from nongemm_trace.analyses.launch import launch_analysis
 from nongemm_trace.flops import flops_analysis
-from nongemm_trace.launch import launch_analysis
+from nongemm_trace.runs.batch import run_batch
 
 TRACES = {
     "eager": ("h200", "bert_base_fp32_bs8_s128__eager.json.gz"),

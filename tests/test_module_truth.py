@@ -19,7 +19,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from nongemm_trace.analysis import Analysis
+from nongemm_trace.pipeline.analysis import Analysis
 
 TRUTH = Path(__file__).resolve().parent.parent / "sample_traces" / "truth"
 TRACES = sorted(TRUTH.glob("*.json.gz"))

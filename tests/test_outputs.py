@@ -14,7 +14,7 @@ import pytest
 from conftest import shared
 
 from nongemm_trace import cli
-from nongemm_trace.cli_args import parser
+from nongemm_trace.commands.args import parser
 from nongemm_trace.commands.options import OPTIONS
 from nongemm_trace.commands.outputs import ALIASES, OUTPUTS, TERMINAL, formats
 from nongemm_trace.models import FlopsReport, LaunchReport, Report

@@ -21,7 +21,7 @@ def imported():
     import nongemm_trace.pytest_plugin
     import nongemm_trace.report.json_out
     import nongemm_trace.testing  # noqa: F401
-    from nongemm_trace.check import check
+    from nongemm_trace.analyses.check import check
 
     check(BERT, max_share={"GEMM": 1.0}, baseline=BERT, max_regression=1.0)
 
@@ -151,7 +151,7 @@ def test_a_baseline_with_negative_times_fails_the_fixture_and_the_marker_in_one_
     out = result.stdout.str()
     assert out.count("S12-baseline-negative.json: baseline gpu_time_us is -1.0: a time must be finite") == 2
     assert out.count("S12-baseline-category-negative.json: baseline gpu_time_us of category 'gemm' is -5.0") == 2
-    assert "Traceback" not in out and "nongemm_trace/check.py" not in out and "During handling" not in out
+    assert "Traceback" not in out and "nongemm_trace/analyses/check.py" not in out and "During handling" not in out
 
 
 def test_the_entry_point_names_the_plugin():

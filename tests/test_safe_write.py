@@ -1,4 +1,4 @@
-"""No output destroys an input, and no write leaves a partial file (nongemm_trace.safe_write).
+"""No output destroys an input, and no write leaves a partial file (nongemm_trace.core.safe_write).
 
 Every command that writes a file is run with its output equal to its input, spelled the same, through
 a symbolic link, through a hard link and through another spelling of the path: each refuses with one
@@ -16,8 +16,8 @@ import pytest
 from conftest import SAMPLES, shared
 
 from nongemm_trace.cli import main
+from nongemm_trace.core.safe_write import reading, write_file
 from nongemm_trace.errors import TraceError
-from nongemm_trace.safe_write import reading, write_file
 
 BERT = SAMPLES / "bert_base_fp32_bs8_s128__eager.json.gz"
 
@@ -112,7 +112,7 @@ def test_a_batch_output_in_a_folder_of_inputs_still_writes(capsys, tmp_path):
 
 
 def test_the_library_refuses_too(tmp_path):
-    from nongemm_trace.annotate import annotate
+    from nongemm_trace.analyses.annotate import annotate
     from nongemm_trace.report_page import write_page
 
     trace = tmp_path / BERT.name

@@ -14,11 +14,11 @@ from functools import cache
 import pytest
 from conftest import SAMPLES, SHARED, shared
 
-from nongemm_trace.analysis import Analysis
-from nongemm_trace.check import check
-from nongemm_trace.compare import compare
-from nongemm_trace.launch import launch_analysis
+from nongemm_trace.analyses.check import check
+from nongemm_trace.analyses.compare import compare
+from nongemm_trace.analyses.launch import launch_analysis
 from nongemm_trace.models.report import Report
+from nongemm_trace.pipeline.analysis import Analysis
 
 
 def _models() -> list[str]:

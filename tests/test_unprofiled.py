@@ -16,11 +16,11 @@ import polars as pl
 import pytest
 from conftest import REPO, SAMPLES, shared
 
-from nongemm_trace.analysis import Analysis
+from nongemm_trace.analyses.launch import launch_analysis
 from nongemm_trace.cli import main
 from nongemm_trace.latency import graph_of, latency_analysis, measured_timeline, whatif_analysis
 from nongemm_trace.latency.unprofiled import METADATA_KEY, PIECE_KINDS, OverheadModel, without_profiler
-from nongemm_trace.launch import launch_analysis
+from nongemm_trace.pipeline.analysis import Analysis
 
 CAPS = SAMPLES / "unprofiled"
 WORKLOADS = sorted({p.name.split("__")[0] for p in CAPS.glob("*__*__*.json.gz")})

@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import polars as pl
 
-from ..frames import add_columns, lookup_columns, outermost_up
+from ..core.frames import add_columns, lookup_columns, outermost_up
+from ..core.trace import Trace
 from ..link import Linked, link
-from ..trace import Trace
 from .backward import backward_category
 from .calls import qdq_calls
 from .engines import is_engine, with_engine_columns

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from ..frames import nearest_down, starts_with
+from ..core.frames import nearest_down, starts_with
 from .ladder import call_category
 from .taxonomy import Taxonomy
 
@@ -42,7 +42,7 @@ def forward_context(tax: Taxonomy) -> pl.Expr:
 def backward_category(ops: pl.DataFrame, tax: Taxonomy) -> pl.DataFrame:
     """``op_id, backward_category``: for every op in a backward node's range, the forward-context
     category of the forward op with the node's sequence number (null: unmatched; ops outside every
-    backward range may be left out, as for :func:`~nongemm_trace.frames.add_columns`)."""
+    backward range may be left out, as for :func:`~nongemm_trace.core.frames.add_columns`)."""
     none = ops.select("op_id", pl.lit(None, pl.Utf8).alias("backward_category"))
     # which categories are generic is the taxonomy's [semantics] word: without it (the paper's
     # taxonomy) there is no rule

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from ..frames import nearest_down, per_value
+from ..core.frames import nearest_down, per_value
 from .taxonomy import Taxonomy
 
 

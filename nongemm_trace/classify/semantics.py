@@ -14,14 +14,14 @@ Two rungs of the evidence ladder sit above kernel names (see docs/taxonomy.md):
   patterns are data (``[[chains]]``); matching is one sort of the sibling calls and a few
   shifted columns, never a loop per event.
 
-Both results hold for a call and every call nested in it (:func:`~nongemm_trace.frames.nearest_down`).
+Both results hold for a call and every call nested in it (:func:`~nongemm_trace.core.frames.nearest_down`).
 """
 
 from __future__ import annotations
 
 import polars as pl
 
-from ..frames import nearest_down
+from ..core.frames import nearest_down
 from .taxonomy import Chain, Taxonomy
 
 

@@ -1,5 +1,5 @@
 """The subcommands, as a table: each name with its help, the function that adds its arguments and
-the handler that runs it. :mod:`nongemm_trace.cli_args` builds the parser from this table and
+the handler that runs it. :mod:`nongemm_trace.commands.args` builds the parser from this table and
 :mod:`nongemm_trace.cli` dispatches on it; a handler calls the library and a renderer
 (:mod:`nongemm_trace.report`). Nothing here imports polars at import time (``cli`` sets the
 allocator first): handlers import the library when they run.

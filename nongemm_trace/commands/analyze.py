@@ -49,14 +49,14 @@ def run(args: argparse.Namespace) -> int:
     batch = len(args.traces) > 1 or any(Path(t).is_dir() or (any(ch in t for ch in "*?[") and not Path(t).exists())
                                         for t in args.traces)
     if batch:
-        from ..batch import expand_inputs
+        from ..runs.batch import expand_inputs
         return _batch(args, expand_inputs(args.traces))
     args.trace = args.traces[0]
     # the first chunks are read and scanned on the other core while polars imports, for the
     # tables the load will keep (the analysis's rule; a taxonomy whose default level needs
     # Python events loads without the read-ahead's tables)
-    from ..analysis import needs_python
     from ..load import start_read_ahead, stop_read_ahead
+    from ..pipeline.analysis import needs_python
     if start_read_ahead(args.trace, args.keep_python or needs_python(args.level)):
         try:
             return _analyze_one(args)
@@ -73,7 +73,7 @@ def _options(args: argparse.Namespace) -> dict:
 
 def _analyze_one(args: argparse.Namespace) -> int:
     """``analyze`` of one trace: the report in the chosen format."""
-    from ..api import analyze
+    from ..pipeline.api import analyze
 
     opts = _options(args)
     size = Path(args.trace).stat().st_size if Path(args.trace).is_file() else 0
@@ -93,7 +93,7 @@ def analyze_with_progress(trace: str, opts: dict):
     it is linked and measured (the bar disappears when done; stdout stays the report's)."""
     from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeElapsedColumn, TransferSpeedColumn
 
-    from ..api import analyze
+    from ..pipeline.api import analyze
     from ..report.terminal import escape  # a file name is text, never rich markup or an escape sequence
 
     bar = Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
@@ -109,7 +109,7 @@ def analyze_with_progress(trace: str, opts: dict):
 
 
 def _batch(args: argparse.Namespace, paths: list[str]) -> int:
-    from ..batch import run_batch
+    from ..runs.batch import run_batch
 
     parquet_dir = dataset_folder("batch", args, paths[0])
     show = not args.quiet and sys.stderr.isatty()

@@ -27,7 +27,7 @@ def arguments(ck: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..check import check, parse_fraction, parse_named
+    from ..analyses.check import check, parse_fraction, parse_named
     violations, rep = check(
         args.trace, baseline=args.baseline, max_share=parse_named(args.max_share, "--max-share"),
         max_category_share=parse_named(args.max_category_share, "--max-category-share"),

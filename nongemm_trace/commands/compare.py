@@ -31,7 +31,7 @@ def plot_arguments(pp: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..compare import compare
+    from ..analyses.compare import compare
 
     if len(args.traces) < 2:
         raise TraceError(args.traces[0], "compare needs BASE and at least one more trace")
@@ -40,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def run_plot(args: argparse.Namespace) -> int:
-    from ..compare import compare
+    from ..analyses.compare import compare
     from ..report.figures import plot_bars
 
     cmp = compare(args.traces, per_step=args.per_step, **analysis_options(args))

@@ -26,7 +26,7 @@ def run(args: argparse.Namespace) -> int:
     if args.weak == (args.name is not None):
         raise TraceError(args.trace, "explain takes a NAME or --weak (one of them)")
     if args.weak:
-        from ..weak import weak_kernels
+        from ..analyses.weak import weak_kernels
         return render("weak", weak_kernels(args.trace, taxonomy=args.taxonomy, top=args.top), args)
-    from ..explain import explain
+    from ..analyses.explain import explain
     return render("explain", explain(args.trace, args.name, taxonomy=args.taxonomy), args)

@@ -63,8 +63,8 @@ def _read_ahead(args: argparse.Namespace, command: Callable[[argparse.Namespace]
     latency modules import (as ``analyze`` does; the tables the analysis's rule keeps); once its
     report is written, the process may exit without freeing the trace's tables one by one
     (``cli.entry``: a second on a 1 GB trace, whose graph holds millions of pieces)."""
-    from ..analysis import needs_python
     from ..load import start_read_ahead, stop_read_ahead
+    from ..pipeline.analysis import needs_python
     if start_read_ahead(args.trace, needs_python(args.level)):
         try:
             code = command(args)

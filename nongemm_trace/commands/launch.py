@@ -26,7 +26,7 @@ def arguments(la: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..launch import launch_analysis
+    from ..analyses.launch import launch_analysis
 
     window = None
     if args.window:

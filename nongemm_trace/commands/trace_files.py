@@ -20,7 +20,7 @@ def convert_arguments(cv: argparse.ArgumentParser) -> None:
 
 
 def run_convert(args: argparse.Namespace) -> int:
-    from ..convert import convert
+    from ..analyses.convert import convert
 
     trace = convert(args.report, args.output)
     print(f"wrote {args.output}: {trace.activities.height:,} GPU activities, {trace.launches.height:,} launch calls, "
@@ -35,7 +35,7 @@ def annotate_arguments(n: argparse.ArgumentParser) -> None:
 
 
 def run_annotate(args: argparse.Namespace) -> int:
-    from ..annotate import annotate
+    from ..analyses.annotate import annotate
 
     counts = annotate(args.trace, args.output, taxonomy=args.taxonomy, level=args.level)
     print(f"wrote {args.output}: {counts['ops']:,} ops and {counts['activities']:,} GPU activities annotated",

@@ -26,12 +26,12 @@ from typing import Any
 
 import polars as pl
 
-from ..analysis import Analysis, open_analysis
 from ..classify.ladder import call_category
+from ..core.frames import nearest_down, strict_ancestors
+from ..core.trace import Anomaly
 from ..devices import match_device
-from ..frames import nearest_down, strict_ancestors
 from ..models.flops import FlopsReport
-from ..trace import Anomaly
+from ..pipeline.analysis import Analysis, open_analysis
 from .fits import fit_models
 from .formulas import OpCall, category_estimate, is_composite, lookup
 

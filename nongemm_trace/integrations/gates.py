@@ -4,7 +4,7 @@ trace a callback writes, failing the run or warning.
 The limits are validated against the taxonomy when the gate is made (before training
 starts): a misspelt class or category, a share outside 0..1 or a gate with no limit fails
 at once rather than after an hour of training. The check itself is
-:func:`nongemm_trace.check.check`, the same code as the command line's.
+:func:`nongemm_trace.analyses.check.check`, the same code as the command line's.
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..analysis import Analysis
-from ..check import Violation, check, parse_fraction, validate_limits
+from ..analyses.check import Violation, check, parse_fraction, validate_limits
 from ..errors import OptionError
+from ..pipeline.analysis import Analysis
 
 ON_VIOLATION = ("raise", "warn")
 
@@ -77,8 +77,8 @@ class Gates:
     def apply(self, analysis: Analysis, **options: Any) -> list[Violation]:
         """Check the analysed trace; raise :class:`PerformanceGateError` or warn as asked, and write
         ``NAME.check.json`` next to the trace (what ``check --format json`` prints)."""
+        from ..core.safe_write import write_file
         from ..report.json_out import check_json
-        from ..safe_write import write_file
 
         violations, _ = check(analysis, baseline=self.baseline, **self.limits, **options)
         out = Path(str(analysis.path))

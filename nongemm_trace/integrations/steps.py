@@ -24,9 +24,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..analysis import Analysis
-from ..check import Violation
+from ..analyses.check import Violation
 from ..errors import OptionError
+from ..pipeline.analysis import Analysis
 from .gates import Gates, PerformanceGateError
 
 if TYPE_CHECKING:
@@ -144,8 +144,8 @@ class StepProfiler:
 
     def _written(self, path: Path) -> None:
         """The collector wrote the trace: analyse it once; write the summaries; check the gates."""
+        from ..core.safe_write import write_file
         from ..report.json_out import render_json
-        from ..safe_write import write_file
 
         self.trace_path = path
         stem = path.name.split(".json")[0]

@@ -1,7 +1,7 @@
 """``latency`` and ``whatif``: where each step's wall time goes along its critical path, and
 what it becomes when durations change.
 
-Built on one :class:`~nongemm_trace.analysis.Analysis` (same loading, linking, classification
+Built on one :class:`~nongemm_trace.pipeline.analysis.Analysis` (same loading, linking, classification
 and steps as ``analyze``): :mod:`.graph` builds the dependency graph as tables,
 :mod:`.replay` replays it (the measured timeline is the replay with every factor 1),
 :mod:`.path` walks each step's critical path and attributes it, :mod:`.whatif` changes the
@@ -15,14 +15,14 @@ from typing import Any
 
 import polars as pl
 
-from ..analysis import Analysis, open_analysis
+from ..core.frames import int_scalar
+from ..core.trace import Anomaly
 from ..errors import TraceError
-from ..frames import int_scalar
 from ..load.formats import FORMATS, format_of
 from ..metrics.steps import find_steps
 from ..models.latency import LatencyReport, WhatIfReport
-from ..selection import Selection
-from ..trace import Anomaly
+from ..pipeline.analysis import Analysis, open_analysis
+from ..pipeline.selection import Selection
 from .graph import Graph, build
 from .overlap import overlapping_steps
 from .path import attribute

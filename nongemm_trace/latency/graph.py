@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
-from ..frames import add_columns, int_scalar, lookup_columns
+from ..core.frames import add_columns, int_scalar, lookup_columns
 from ..schema import empty
 from .pieces import host_pieces, thread_codes
 from .runtime import EVENT_RECORDS, SYNC_KINDS

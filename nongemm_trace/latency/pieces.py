@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from ..frames import int_scalar
+from ..core.frames import int_scalar
 from ..link import fast_sweep
 from ..link.nesting import innermost_containing
 

@@ -29,8 +29,8 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from ..core.frames import number
 from ..errors import OptionError
-from ..frames import number
 from .graph import Graph
 from .replay import Timeline, measured_piece_lengths, replay
 

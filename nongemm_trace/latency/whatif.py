@@ -19,11 +19,11 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from ..core.frames import int_scalar
+from ..core.trace import Anomaly
 from ..devices import match_device
 from ..errors import OptionError
-from ..frames import int_scalar
 from ..models.latency import WhatIfReport, bound_of
-from ..trace import Anomaly
 from ..vocabulary import AUTOCAST_DTYPES, CLASSES
 from .autocast import Casts, cast_kernel_ns, find_casts
 from .autocast import facts as autocast_facts

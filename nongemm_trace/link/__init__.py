@@ -23,8 +23,8 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from ..frames import add_columns
-from ..trace import Anomaly, Trace
+from ..core.frames import add_columns
+from ..core.trace import Anomaly, Trace
 from ..vocabulary import ATTRIBUTIONS  # noqa: F401  (re-exported)
 from .nesting import op_tree
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import polars as pl
 
-from .. import native
-from ..frames import ArrowCapsules
+from ..core import native
+from ..core.frames import ArrowCapsules
 
 #: the interface this module calls (the extension's ``ABI``)
 ABI = 3

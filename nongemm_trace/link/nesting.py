@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from ..frames import add_columns, int_scalar, is_row_index
+from ..core.frames import add_columns, int_scalar, is_row_index
 from . import fast_sweep
 
 _END, _START, _QUERY = 0, 1, 2

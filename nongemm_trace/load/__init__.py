@@ -1,4 +1,4 @@
-"""Load a trace file into a :class:`~nongemm_trace.trace.Trace` (columnar tables)."""
+"""Load a trace file into a :class:`~nongemm_trace.core.trace.Trace` (columnar tables)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from .kineto.cutting import read_block
 from .source import Progress, iter_blocks, read_bytes
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..trace import Trace
+    from ..core.trace import Trace
 
 # the loaders (and polars) are imported on first use: the command line calls start_read_ahead
 # before polars is imported, to read the trace's start on another core while polars imports
@@ -25,7 +25,7 @@ def start_read_ahead(path: str | Path, keep_python: bool) -> bool:
     """Start reading and scanning the first chunks of ``path`` on another core (a large JSON trace,
     the C scanner built; see :mod:`.kineto.read_ahead`); :func:`load_trace` of the same path and
     ``keep_python`` takes them. ``keep_python`` must be what the load will be given (the analysis's
-    rule, :func:`nongemm_trace.analysis.needs_python`); a read-ahead for another path or table set
+    rule, :func:`nongemm_trace.pipeline.analysis.needs_python`); a read-ahead for another path or table set
     is dropped. False when none was started (too small, not JSON, turned off). Call
     :func:`stop_read_ahead` when the load may not happen."""
     return read_ahead.start(path, keep_python)

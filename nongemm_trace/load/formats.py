@@ -2,7 +2,7 @@
 
 Every input format is one :class:`Format`: its one name (the loaded trace's ``source_format``),
 a ``sniff`` that looks at the start of the (decompressed) file, an ``open`` that turns the file
-into a :class:`~nongemm_trace.trace.Trace`, and what the format is (suffixes, host timeline,
+into a :class:`~nongemm_trace.core.trace.Trace`, and what the format is (suffixes, host timeline,
 time basis, extra columns, whether it can be annotated or converted): commands ask the entry.
 :func:`sniff` tries them in order; a document that no loader reads but that is recognised (a
 TensorRT layer-information file without its profile, a rocprofiler-sdk or Perfetto trace) is
@@ -39,7 +39,7 @@ class Format:
     """One input format and what it is: every command asks its entry, never its name.
 
     ``sniff(head, path)`` says whether the file is in it; ``open(path, blocks, options)`` turns the
-    file's (decompressed) blocks into a :class:`~nongemm_trace.trace.Trace` whose
+    file's (decompressed) blocks into a :class:`~nongemm_trace.core.trace.Trace` whose
     ``source_format`` is ``name``; ``suffixes``: the file names it is found under (a folder given
     to ``batch`` is searched for them); ``host_timeline``: the trace holds the host's calls and
     launches in time (latency, what-if and launch read them), else its activities are a deployment

@@ -26,9 +26,9 @@ from typing import Any
 
 import polars as pl
 
+from ..core.trace import Trace
 from ..errors import TraceError
 from ..schema import EXTRA_COLUMNS
-from ..trace import Trace
 from . import roles
 from .sqlite_safe import ident, integer, interrupted, open_untrusted, text
 from .sqlite_safe import tables as safe_tables

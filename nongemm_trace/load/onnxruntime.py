@@ -1,4 +1,4 @@
-"""ONNX Runtime profiles (``SessionOptions.enable_profiling``) -> :class:`~nongemm_trace.trace.Trace`.
+"""ONNX Runtime profiles (``SessionOptions.enable_profiling``) -> :class:`~nongemm_trace.core.trace.Trace`.
 
 The profile is a JSON array of Chrome-trace events. ``cat: "Session"`` events are the
 session's phases; each ``model_run`` is one run (a step). ``cat: "Node"`` events come in
@@ -21,9 +21,9 @@ from typing import Any
 
 import polars as pl
 
+from ..core.trace import Trace
 from ..errors import TraceError
 from ..schema import EXTRA_COLUMNS
-from ..trace import Trace
 from .engines import activities, empty_table
 
 _KERNEL_CATS = ("Kernel", "kernel")

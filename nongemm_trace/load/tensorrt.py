@@ -1,4 +1,4 @@
-"""TensorRT engine profiles -> :class:`~nongemm_trace.trace.Trace`: one activity per engine layer.
+"""TensorRT engine profiles -> :class:`~nongemm_trace.core.trace.Trace`: one activity per engine layer.
 
 Reads ``trtexec --exportProfile=P.json`` (also TREx's ``*.engine.profile.json``): a JSON array
 whose first element is ``{"count": N}`` (inferences profiled) and whose others are
@@ -23,9 +23,9 @@ import json
 from pathlib import Path
 from typing import Any
 
+from ..core.trace import Trace
 from ..errors import TraceError
 from ..schema import EXTRA_COLUMNS
-from ..trace import Trace
 from .engines import activities, consumer_op_types, empty_table, is_region, layer_nodes, node_op_types
 
 #: the layer-information file's names beside a profile named ``…profile.json``

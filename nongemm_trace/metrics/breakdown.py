@@ -26,7 +26,7 @@ import polars as pl
 
 from ..classify import EVIDENCE
 from ..classify.taxonomy import Taxonomy
-from ..frames import int_scalar, is_row_index, walk_up
+from ..core.frames import int_scalar, is_row_index, walk_up
 from .op_cpu import CPU_COLUMNS
 
 

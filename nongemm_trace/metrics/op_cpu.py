@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from ..frames import add_columns
+from ..core.frames import add_columns
 
 CPU_COLUMNS = ("cpu_time_ns", "self_cpu_time_ns")
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from ..frames import starts_with
+from ..core.frames import starts_with
 
 PROFILER_STEP = "ProfilerStep#"
 #: a step marker guessed from repeated annotations must hold at least this share of the GPU time

@@ -1,5 +1,5 @@
 """The :class:`BatchResult`: many traces analysed at once (built by
-:func:`nongemm_trace.batch.run_batch`): each trace's report document, the files that
+:func:`nongemm_trace.runs.batch.run_batch`): each trace's report document, the files that
 failed with their one-line errors, the combined categories and the distributed ranks."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The :class:`Comparison`: what changed between traces (built by
-:func:`nongemm_trace.compare.compare`), with its JSON contract both ways.
+:func:`nongemm_trace.analyses.compare.compare`), with its JSON contract both ways.
 
 Its tables are long (one row per trace and category or class) and already hold what the
 document shows: times divided per step when asked, the delta to BASE and the ratio to it.
@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from .._version import __version__
-from ..trace import Anomaly
+from ..core.trace import Anomaly
 from ..vocabulary import SCHEMA_VERSION, TIME_BASES, ns
 from ..vocabulary import us as _us
 from .rows import warnings_of

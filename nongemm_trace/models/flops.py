@@ -10,8 +10,8 @@ from typing import Any, ClassVar
 import polars as pl
 
 from .._version import __version__
+from ..core.trace import Anomaly
 from ..devices import DeviceSpec
-from ..trace import Anomaly
 from ..vocabulary import MODEL_TABLES, SCHEMA_VERSION
 from .rows import frame, warnings_of
 

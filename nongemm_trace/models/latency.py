@@ -15,7 +15,7 @@ from typing import Any
 import polars as pl
 
 from .._version import __version__
-from ..trace import Anomaly
+from ..core.trace import Anomaly
 from ..vocabulary import SCHEMA_VERSION, ns, us
 from .rows import warnings_of
 

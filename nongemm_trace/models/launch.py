@@ -1,5 +1,5 @@
 """The :class:`LaunchReport`: launch overhead, idle gaps and communication overlap of one trace
-(built by :func:`nongemm_trace.launch.launch_analysis`), with its JSON contract both ways."""
+(built by :func:`nongemm_trace.analyses.launch.launch_analysis`), with its JSON contract both ways."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any, ClassVar
 import polars as pl
 
 from .._version import __version__
-from ..trace import Anomaly
+from ..core.trace import Anomaly
 from ..vocabulary import MODEL_TABLES, SCHEMA_VERSION, ns, us
 from .rows import frame, us_row_frame, warnings_of
 

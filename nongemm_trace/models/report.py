@@ -14,8 +14,8 @@ from typing import Any, ClassVar
 import polars as pl
 
 from .._version import __version__
+from ..core.trace import Anomaly
 from ..errors import TraceError
-from ..trace import Anomaly
 from ..vocabulary import CLASSES, MODEL_TABLES, SCHEMA_VERSION, TIME_BASES, ns
 from ..vocabulary import us as _us
 from .rows import frame, warnings_of

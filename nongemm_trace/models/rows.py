@@ -7,7 +7,7 @@ from typing import Any
 
 import polars as pl
 
-from ..trace import Anomaly
+from ..core.trace import Anomaly
 from ..vocabulary import ns
 
 

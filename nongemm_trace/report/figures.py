@@ -8,14 +8,14 @@ from pathlib import Path
 
 import polars as pl
 
+from ..core.safe_write import write_file
 from ..errors import TraceError
-from ..safe_write import write_file
 from .names import shorten
 from .palette import IDLE_HOST_BOUND, IDLE_OTHER, ROOF, SHARE_FLOPS, SHARE_TIME, STEP_BOUNDARY, category_color
 
 
 def plot_bars(cmp, output: str | Path, absolute: bool = False, title: str | None = None) -> None:
-    """``cmp`` is a :class:`~nongemm_trace.compare.Comparison` (one trace is fine)."""
+    """``cmp`` is a :class:`~nongemm_trace.analyses.compare.Comparison` (one trace is fine)."""
     plt = _pyplot()
 
     d = cmp.to_dict()

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import polars as pl
 
+from ..core.safe_write import write_file
 from ..errors import TraceError
 from ..models.batch import BatchResult
 from ..models.flops import FlopsReport
 from ..models.latency import LatencyReport, WhatIfReport
 from ..models.launch import LaunchReport
 from ..models.report import Report
-from ..safe_write import write_file
 from .escape import csv_frame, csv_text
 
 

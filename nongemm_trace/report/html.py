@@ -188,7 +188,7 @@ _LAUNCH_ROWS = (("span_us", "span (first start to last end)"), ("busy_us", "busy
 
 def launch_section(lrep, timeline: bool = True, width: int = 1000, warnings: bool = True) -> str:
     """The verdict, the timeline's measures and (``timeline``) the figure of a
-    :class:`~nongemm_trace.launch.LaunchReport` (``warnings``: also its warnings, which are
+    :class:`~nongemm_trace.analyses.launch.LaunchReport` (``warnings``: also its warnings, which are
     the report's: the page shows them once)."""
     d = lrep.to_dict()
     out = [f'<p class="verdict">{escape(d["verdict"])}</p>']
@@ -215,7 +215,7 @@ def launch_section(lrep, timeline: bool = True, width: int = 1000, warnings: boo
 
 def compare_section(cmp) -> str:
     """Per-trace totals, share bars and the category table (time and ratio against BASE) of a
-    :class:`~nongemm_trace.compare.Comparison`."""
+    :class:`~nongemm_trace.analyses.compare.Comparison`."""
     d = cmp.to_dict()
     names = [Path(t["trace"]).name for t in d["traces"]]
     unit = "us per step" if d["per_step"] else "us"

@@ -9,7 +9,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from ..safe_write import write_file
+from ..core.safe_write import write_file
 
 #: the width of output that is not a terminal (a pipe, a CI log, a file): a line a log viewer or a
 #: pull request shows whole. Tables fit in it because renderers shorten long names in the middle

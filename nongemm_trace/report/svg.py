@@ -15,7 +15,7 @@ from html import escape
 
 import polars as pl
 
-from ..frames import int_scalar
+from ..core.frames import int_scalar
 from .palette import CLASS_COLORS, IDLE_HOST_BOUND, IDLE_OTHER, category_color
 
 

@@ -1,4 +1,4 @@
-"""The partial tables of a Kineto trace's chunks -> one :class:`~nongemm_trace.trace.Trace`:
+"""The partial tables of a Kineto trace's chunks -> one :class:`~nongemm_trace.core.trace.Trace`:
 concatenated in file order, rows numbered, exact duplicates dropped, what was set aside
 recorded as warnings. Both the streamed and the whole-document path end here."""
 
@@ -8,7 +8,7 @@ from typing import Any
 
 import polars as pl
 
-from ...trace import Trace
+from ...core.trace import Trace
 from .. import roles
 from .tables import TABLES, Tally
 

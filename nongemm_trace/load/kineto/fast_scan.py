@@ -18,7 +18,7 @@ from typing import Any
 
 import polars as pl
 
-from ...frames import ArrowCapsules
+from ...core.frames import ArrowCapsules
 from .events import TIME_LIMIT_US, decode_events
 from .scanner import ROUTES, available
 from .scanner import SCANNER as _SCANNER

@@ -1,4 +1,4 @@
-"""Kineto / Chrome-trace JSON -> :class:`~nongemm_trace.trace.Trace`: the entry points.
+"""Kineto / Chrome-trace JSON -> :class:`~nongemm_trace.core.trace.Trace`: the entry points.
 
 A large trace is **streamed**: its (decompressed) bytes arrive in blocks, the
 ``traceEvents`` array is cut at event boundaries (:mod:`.cutting`) into chunks of about
@@ -26,8 +26,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+from ...core.trace import Trace
 from ...errors import TraceError
-from ...trace import Trace
 from ..budget import TableBudget
 from ..source import Progress, iter_blocks, read_bytes
 from . import cutting, fast_scan, scanner

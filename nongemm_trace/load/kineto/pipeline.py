@@ -18,8 +18,8 @@ from typing import Any
 import msgspec
 import polars as pl
 
+from ...core.trace import Trace
 from ...errors import TraceError
-from ...trace import Trace
 from ..budget import TableBudget
 from . import fast_scan
 from .build import build, in_file_order

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ... import native
+from ...core import native
 from ..roles import TIME_LIMIT_US
 from . import cutting, scanner
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from ... import native
+from ...core import native
 from .. import roles
 
 #: the result layout the loader reads (the extension's ``ABI``)

@@ -14,15 +14,15 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from .analysis import Analysis, open_analysis
-from .errors import OptionError, TraceError
-from .models.report import Report
-from .models.stored import is_stored_report, read_stored_report
-from .vocabulary import CLASSES
+from ..errors import OptionError, TraceError
+from ..models.report import Report
+from ..models.stored import is_stored_report, read_stored_report
+from ..pipeline.analysis import Analysis, open_analysis
+from ..vocabulary import CLASSES
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .classify.taxonomy import Taxonomy
-    from .selection import Selection
+    from ..classify.taxonomy import Taxonomy
+    from ..pipeline.selection import Selection
 
 
 @dataclass(frozen=True)

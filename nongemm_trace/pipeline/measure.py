@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
-from .classify.taxonomy import Taxonomy
-from .metrics.breakdown import (
+from ..classify.taxonomy import Taxonomy
+from ..metrics.breakdown import (
     category_table,
     class_table,
     cpu_op_times,
@@ -21,9 +21,9 @@ from .metrics.breakdown import (
     op_table,
     step_table,
 )
-from .metrics.engines import engine_view
-from .metrics.op_cpu import call_cpu_times, in_window
-from .models.report import Report
+from ..metrics.engines import engine_view
+from ..metrics.op_cpu import call_cpu_times, in_window
+from ..models.report import Report
 from .selection import KERNEL_COLUMNS
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -210,7 +210,7 @@ def run_ray(jobs: list[tuple], work: Callable[..., Any], *, workers: int | None,
     in the order of ``jobs``."""
     import ray
 
-    from .errors import TraceError
+    from ..errors import TraceError
 
     started = False
     if not ray.is_initialized():

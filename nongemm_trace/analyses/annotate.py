@@ -13,13 +13,13 @@ from pathlib import Path
 
 import msgspec
 
-from .analysis import Analysis, needs_python
-from .classify.ladder import call_category
-from .classify.taxonomy import Taxonomy
-from .errors import TraceError
-from .load.formats import FORMATS, Format, format_of
-from .load.source import read_bytes
-from .safe_write import refuse_input, write_file
+from ..classify.ladder import call_category
+from ..classify.taxonomy import Taxonomy
+from ..core.safe_write import refuse_input, write_file
+from ..errors import TraceError
+from ..load.formats import FORMATS, Format, format_of
+from ..load.source import read_bytes
+from ..pipeline.analysis import Analysis, needs_python
 
 
 def annotate(source: str | Path | Analysis, output: str | Path, *, taxonomy: str | Path | Taxonomy | None = None,

@@ -2,7 +2,7 @@
 
 :class:`Analysis` is the object the CLI, the Python API and the integrations share:
 the file is read once, linked and classified once per taxonomy, the per-level activity
-tables are kept, and so is each option set's :class:`~nongemm_trace.selection.Selection`
+tables are kept, and so is each option set's :class:`~nongemm_trace.pipeline.selection.Selection`
 (the activities, steps and CPU window every analysis reads), so a report, the launch view,
 the FLOP view, ``explain`` and ``annotate`` of the same trace cost one load. Those analyses are functions that
 take an analysis (or a path): ``launch_analysis(a)``, ``flops_analysis(a)``,
@@ -18,17 +18,17 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .errors import OptionError
-from .vocabulary import LEVELS, METRICS
+from ..errors import OptionError
+from ..vocabulary import LEVELS, METRICS
 
 if TYPE_CHECKING:  # pragma: no cover
     import polars as pl
 
-    from .classify.taxonomy import Taxonomy
-    from .link import Linked
-    from .models.report import Report
+    from ..classify.taxonomy import Taxonomy
+    from ..core.trace import Trace
+    from ..link import Linked
+    from ..models.report import Report
     from .selection import Selection
-    from .trace import Trace
 
 
 @dataclass(frozen=True)
@@ -89,7 +89,7 @@ class Analysis:
 
     def __init__(self, path: str | Path, *, taxonomy: str | Path | Taxonomy | None = None, keep_python: bool = False,
                  progress: Callable[[int, int], None] | None = None, layer_info: str | Path | None = None):
-        from .classify.taxonomy import Taxonomy, load_taxonomy
+        from ..classify.taxonomy import Taxonomy, load_taxonomy
 
         self.path = path
         self.taxonomy = taxonomy if isinstance(taxonomy, Taxonomy) else load_taxonomy(taxonomy or "default")
@@ -119,7 +119,7 @@ class Analysis:
     def trace(self, python: bool = False) -> Trace:
         """The loaded tables (read again with ``python_function`` events when those are asked for)."""
         if self._trace is None or (python and not self._keep_python):
-            from .load import load_trace
+            from ..load import load_trace
 
             self._keep_python = self._keep_python or python
             self._trace = load_trace(self.path, keep_python=self._keep_python, progress=self._progress,
@@ -130,7 +130,7 @@ class Analysis:
     def linked(self) -> Linked:
         """The linked trace with its ops classified (categories, qdq dataflow, chains)."""
         if self._linked is None:
-            from .classify import link_and_classify
+            from ..classify import link_and_classify
 
             self._linked = link_and_classify(self.trace(), self.taxonomy)
         return self._linked
@@ -140,7 +140,7 @@ class Analysis:
         if needs_python(level):
             self.trace(python=True)
         if level not in self._levels:
-            from .classify import classify
+            from ..classify import classify
 
             self._levels[level] = classify(self.linked(), self.taxonomy, level)
         return self._levels[level]
@@ -168,7 +168,7 @@ class Analysis:
 
 
 def _same_taxonomy(tax: Taxonomy, asked: Any) -> bool:
-    from .classify.taxonomy import Taxonomy
+    from ..classify.taxonomy import Taxonomy
 
     if isinstance(asked, Taxonomy):
         return asked is tax

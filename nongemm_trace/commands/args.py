@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import argparse
 
-from ._version import __version__
-from .commands import COMMANDS
-from .native import build_line
+from .._version import __version__
+from ..core.native import build_line
+from . import COMMANDS
 
 
 def parser() -> argparse.ArgumentParser:

@@ -15,10 +15,10 @@ from typing import Any
 
 import polars as pl
 
-from .analysis import Analysis
-from .classify.rules import kernel_verdict
-from .classify.taxonomy import Taxonomy
-from .classify.tokens import tokens
+from ..classify.rules import kernel_verdict
+from ..classify.taxonomy import Taxonomy
+from ..classify.tokens import tokens
+from ..pipeline.analysis import Analysis
 
 WEAK_RUNGS = ("generic", "none")
 #: the priority suggested rules get: above every generic rule, below the communication rule

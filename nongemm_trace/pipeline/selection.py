@@ -5,7 +5,7 @@ Every analysis of a trace (the breakdown ``measure`` turns into a :class:`Report
 named, the format's declared marker, or guessed), the activities kept (``drop_unlinked``, the
 first ``skip_steps`` steps left out), the CPU window of the kept steps, and the warnings a reader
 must see about that choice. :func:`select` makes it once per option set (cached on the
-:class:`~nongemm_trace.analysis.Analysis`), so an analysis that needs no breakdown never pays
+:class:`~nongemm_trace.pipeline.analysis.Analysis`), so an analysis that needs no breakdown never pays
 for one, and every analysis reads the same activities as ``analyze``.
 """
 
@@ -16,17 +16,17 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from .errors import OptionError
-from .frames import int_scalar
-from .load.formats import format_of
-from .metrics.breakdown import evidence_time
-from .metrics.steps import assign_steps, find_steps, guessed_steps_hold_work
-from .trace import Anomaly
+from ..core.frames import int_scalar
+from ..core.trace import Anomaly
+from ..errors import OptionError
+from ..load.formats import format_of
+from ..metrics.breakdown import evidence_time
+from ..metrics.steps import assign_steps, find_steps, guessed_steps_hold_work
 
 if TYPE_CHECKING:  # pragma: no cover
+    from ..classify.taxonomy import Taxonomy
+    from ..link import Linked
     from .analysis import Analysis, Options
-    from .classify.taxonomy import Taxonomy
-    from .link import Linked
 
 #: above this share of GPU time on generic words or no rule at all, the selection warns
 WEAK_EVIDENCE_SHARE = 0.05

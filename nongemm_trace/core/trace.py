@@ -19,7 +19,7 @@ from typing import Any
 
 import polars as pl
 
-from .schema import empty
+from ..schema import empty
 
 
 @dataclass(frozen=True)

@@ -12,11 +12,11 @@ from typing import Any
 
 import polars as pl
 
-from .analysis import Analysis
-from .classify.rules import is_composite, is_wrapper, kernel_category, op_category
-from .classify.taxonomy import Taxonomy
-from .errors import TraceError
-from .vocabulary import LEVELS
+from ..classify.rules import is_composite, is_wrapper, kernel_category, op_category
+from ..classify.taxonomy import Taxonomy
+from ..errors import TraceError
+from ..pipeline.analysis import Analysis
+from ..vocabulary import LEVELS
 
 
 def explain(source: str | Path | Analysis, name: str, taxonomy: str | Path | Taxonomy | None = None) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""``analyze``: the one-call entry of the Python API, a thin wrapper over :class:`~nongemm_trace.analysis.Analysis`.
+"""``analyze``: the one-call entry of the Python API, a thin wrapper over :class:`~nongemm_trace.pipeline.analysis.Analysis`.
 
 load -> link -> classify -> measure; returns a :class:`~nongemm_trace.models.Report`.
 """
@@ -13,8 +13,8 @@ from . import measure  # noqa: F401  (the pipeline and polars, imported with the
 from .analysis import Analysis, needs_python
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .classify.taxonomy import Taxonomy
-    from .models.report import Report
+    from ..classify.taxonomy import Taxonomy
+    from ..models.report import Report
 
 
 def analyze(

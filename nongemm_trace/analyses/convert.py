@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .errors import TraceError
-from .load import load_trace
-from .load.formats import FORMATS, format_of, suffix_text
-from .load.nsys import to_kineto
-from .safe_write import refuse_input, write_file
-from .trace import Trace
+from ..core.safe_write import refuse_input, write_file
+from ..core.trace import Trace
+from ..errors import TraceError
+from ..load import load_trace
+from ..load.formats import FORMATS, format_of, suffix_text
+from ..load.nsys import to_kineto
 
 
 def convert(report: str | Path, output: str | Path) -> Trace:

@@ -20,7 +20,7 @@ import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
-from .errors import TraceError
+from ..errors import TraceError
 
 #: the inputs of the run in progress (absolute, links resolved), declared by :func:`reading`
 _INPUTS: list[str] = []

@@ -17,9 +17,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .errors import OptionError, TraceError
-from .load.formats import suffix_text, trace_suffixes
-from .models.batch import BatchResult
+from ..errors import OptionError, TraceError
+from ..load.formats import suffix_text, trace_suffixes
+from ..models.batch import BatchResult
 
 #: the file names of every input format (their registry entries)
 TRACE_SUFFIXES = trace_suffixes()
@@ -68,8 +68,8 @@ TIMELINE_FIELDS = ("span_us", "busy_us", "idle_us", "host_bound_idle_us", "commu
 
 def _work(path: str, options: dict[str, Any], parquet_dir: str | None, index: int) -> dict[str, Any]:
     """One trace, in a worker: the analyze JSON object, or the error line."""
-    from .analysis import open_analysis
-    from .launch import launch_analysis
+    from ..analyses.launch import launch_analysis
+    from ..pipeline.analysis import open_analysis
 
     try:
         analysis, report_opts = open_analysis(path, options)
@@ -108,8 +108,8 @@ def _host_communication_us(rep) -> float:
 def _write_parts(rep, root: Path, index: int, rank: Any) -> None:
     import polars as pl
 
-    from .report.files import table_frame
-    from .safe_write import write_file
+    from ..core.safe_write import write_file
+    from ..report.files import table_frame
     for table in ("categories", "ops", "kernels"):
         df = table_frame(rep, table).with_columns(pl.lit(rep.trace).alias("trace"),
                                                   pl.lit(rank, dtype=pl.Int64).alias("rank"))
@@ -247,5 +247,5 @@ def _prepare_worker() -> None:
     """A worker process or Ray task, before its (first) trace: one core each, and the analysis imported
     (so that a trace's time limit never counts the interpreter's start-up)."""
     _one_core_each()
-    from . import analysis  # noqa: F401
+    from ..pipeline import analysis  # noqa: F401
 

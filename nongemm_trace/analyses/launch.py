@@ -1,6 +1,6 @@
 """``launch``: launch overhead, idle gaps and communication overlap for one trace.
 
-Built on the analysis's :class:`~nongemm_trace.selection.Selection` (the activities and steps
+Built on the analysis's :class:`~nongemm_trace.pipeline.selection.Selection` (the activities and steps
 ``analyze`` reads; no breakdown is measured) and :mod:`nongemm_trace.metrics.launch` (the definitions). Returns a
 :class:`~nongemm_trace.models.LaunchReport`; renderers read it (:mod:`nongemm_trace.report`).
 """
@@ -12,10 +12,9 @@ from typing import Any
 
 import polars as pl
 
-from .analysis import Analysis, open_analysis
-from .errors import TraceError
-from .frames import int_scalar, number
-from .metrics.launch import (
+from ..core.frames import int_scalar, number
+from ..errors import TraceError
+from ..metrics.launch import (
     BUSY_CLASS_ORDER,
     OPTIONAL_BUSY_CLASSES,
     activity_gaps,
@@ -25,8 +24,9 @@ from .metrics.launch import (
     exposed_communication,
     timeline_stats,
 )
-from .models.launch import FIELDS, LaunchReport
-from .models.launch import whole_us as _us
+from ..models.launch import FIELDS, LaunchReport
+from ..models.launch import whole_us as _us
+from ..pipeline.analysis import Analysis, open_analysis
 
 
 def launch_analysis(source: str | Path | Analysis, *, short_us: float = 10.0, unprofiled_step_us: float | None = None,
@@ -83,11 +83,11 @@ def without_profiler_view(analysis: Analysis, options: dict[str, Any], step_us: 
     """``busy_share`` and ``verdict`` of the run without the profiler (the replay of
     :mod:`.latency.unprofiled`), beside ``profiled_busy_share`` (the measured replay's, same scope: every
     activity, first start to last end); None for a format with no host timeline."""
-    from .latency import graph_of
-    from .latency.path import attribute
-    from .latency.replay import measured_timeline
-    from .latency.unprofiled import unprofiled_summary, without_profiler
-    from .models.latency import bound_of
+    from ..latency import graph_of
+    from ..latency.path import attribute
+    from ..latency.replay import measured_timeline
+    from ..latency.unprofiled import unprofiled_summary, without_profiler
+    from ..models.latency import bound_of
 
     opts = {k: v for k, v in options.items() if k in ("taxonomy", "level", "step_marker", "skip_steps")}
     try:

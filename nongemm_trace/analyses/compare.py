@@ -23,16 +23,16 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-from .analysis import Analysis, open_analysis
-from .errors import TraceError
-from .frames import number
-from .models.comparison import TRACE_COLUMNS, Comparison
-from .models.comparison import plain_number as _num
-from .models.report import Report
-from .models.stored import is_stored_report, read_stored_report
-from .trace import Anomaly
-from .vocabulary import METRICS, TIME_BASES
-from .vocabulary import us as _us
+from ..core.frames import number
+from ..core.trace import Anomaly
+from ..errors import TraceError
+from ..models.comparison import TRACE_COLUMNS, Comparison
+from ..models.comparison import plain_number as _num
+from ..models.report import Report
+from ..models.stored import is_stored_report, read_stored_report
+from ..pipeline.analysis import Analysis, open_analysis
+from ..vocabulary import METRICS, TIME_BASES
+from ..vocabulary import us as _us
 
 CLASS_ORDER = ("GEMM", "non-GEMM", "communication", "transfer", "unclassified")
 #: metadata keys that must agree for a fair comparison
