@@ -25,6 +25,9 @@ TIME_BASES = {
     "node": "ONNX Runtime node time",
 }
 
+#: what every metric and time basis measures, in words (headers, figures, comparisons)
+METRIC_TEXT = {**METRICS, **TIME_BASES}
+
 #: which op an activity is charged to
 LEVELS = {
     "launch": "the op that launched the activity",
@@ -52,6 +55,12 @@ KERNEL_EVIDENCE = ("family", "generic")
 
 #: how an activity found its launching op (docs/architecture.md)
 ATTRIBUTIONS = ("external_id", "nesting", "graph_launch", "launch_only", "none")
+
+
+def either(words: Any) -> str:
+    """Words as a choice in a sentence: ``launch, top or module``."""
+    words = list(words)
+    return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} or {words[-1]}"
 
 
 def us(ns: Any, digits: int = 3) -> float:

@@ -31,10 +31,9 @@ from ..models.comparison import plain_number as _num
 from ..models.report import Report
 from ..models.stored import is_stored_report, read_stored_report
 from ..pipeline.analysis import Analysis, open_analysis
-from ..vocabulary import METRICS, TIME_BASES
+from ..vocabulary import CLASSES, METRIC_TEXT
 from ..vocabulary import us as _us
 
-CLASS_ORDER = ("GEMM", "non-GEMM", "communication", "transfer", "unclassified")
 #: metadata keys that must agree for a fair comparison
 _ENV_KEYS = ("cuda_runtime_version", "cuda_driver_version", "hip_runtime_version", "schemaVersion")
 
@@ -98,7 +97,7 @@ def compare(sources: Sequence[str | Path | Analysis | Report], *, per_step: bool
     metrics = list(dict.fromkeys(r.metric for r in reports))
     if len(metrics) > 1:
         warnings.append(Anomaly("metrics_differ", len(metrics), "the traces measure different times ("
-                                + "; ".join(f"{m}: {_METRIC_TEXT.get(m, m)}" for m in metrics)
+                                + "; ".join(f"{m}: {METRIC_TEXT.get(m, m)}" for m in metrics)
                                 + "): compare shares, not absolute times"))
     tables = [s.categories() for s in sides]
     long = pl.concat([t.select(pl.lit(i, pl.Int64).alias("trace_index"), "category",
@@ -121,7 +120,7 @@ def compare(sources: Sequence[str | Path | Analysis | Report], *, per_step: bool
     classes = long.group_by(["trace_index", "class"]).agg(pl.col("time_ns").sum(), pl.col("activities").sum(),
                                                           pl.col("launches").sum(), pl.col("share").sum())
     classes = _no_launches(classes, stored)
-    corder = {c: i for i, c in enumerate(CLASS_ORDER)}
+    corder = {c: i for i, c in enumerate(CLASSES)}
     classes = classes.with_columns(pl.col("class").replace_strict(corder, default=9).alias("_o")).sort(
         ["_o", "trace_index"]).drop("_o")
     fusion = None if all(r.engine is not None for r in reports) else _fusion_view(sides, divisors)
@@ -155,9 +154,6 @@ def _against_base(long: pl.DataFrame, key: str) -> pl.DataFrame:
         (pl.col("time_ns") - base).alias("delta_ns"),
         pl.when(base != 0).then(pl.col("time_ns") / base)
         .when(pl.col("time_ns") == 0).then(pl.lit(1.0)).otherwise(pl.lit(None, pl.Float64)).alias("ratio"))
-
-
-_METRIC_TEXT = {**METRICS, **TIME_BASES}
 
 
 def _complete(long: pl.DataFrame, n: int) -> pl.DataFrame:

@@ -23,7 +23,7 @@ else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
 
 from ..errors import TraceError
-from ..vocabulary import BUILTIN_CATEGORIES, CLASSES, KERNEL_EVIDENCE
+from ..vocabulary import BUILTIN_CATEGORIES, CLASSES, KERNEL_EVIDENCE, LEVELS, METRICS, either
 from .engine_rules import EngineRules, engine_rules
 from .matcher import Compiled, run_reason
 from .tokens import TokenIndex, parse_runs
@@ -292,11 +292,11 @@ def _build(raw: dict[str, Any], where: str) -> Taxonomy:
         for pat in spec.get("patterns", []):
             module_patterns.append((_compile(pat, where, f"[modules.{cat}] patterns"), cat))
     default_level = str(raw.get("default_level", "launch"))
-    if default_level not in ("launch", "top", "module"):
-        raise TraceError(where, f"default_level must be launch, top or module, not {default_level!r}")
+    if default_level not in LEVELS:
+        raise TraceError(where, f"default_level must be {either(LEVELS)}, not {default_level!r}")
     default_metric = str(raw.get("default_metric", "gpu"))
-    if default_metric not in ("gpu", "cpu", "paper"):
-        raise TraceError(where, f"default_metric must be gpu, cpu or paper, not {default_metric!r}")
+    if default_metric not in METRICS:
+        raise TraceError(where, f"default_metric must be {either(METRICS)}, not {default_metric!r}")
     qd = raw.get("qdq", {})
     qdq = QdqRules(
         cast_ops=frozenset(qd.get("cast_ops", [])),

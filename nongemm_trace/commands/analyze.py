@@ -28,8 +28,8 @@ def arguments(a: argparse.ArgumentParser) -> None:
                         "ended) while the others report; exit 2. Default: no limit")
     a.add_argument("-q", "--quiet", action="store_true", help="no progress display on stderr")
     a.add_argument("--metric", choices=tuple(METRICS), default=None,
-                   help="gpu: summed GPU activity time (default); cpu: operator CPU time; paper: cpu + gpu "
-                        "(the NonGEMM artifact's metric). Default: the taxonomy's")
+                   help=f"{'; '.join(f'{k}: {v}' for k, v in METRICS.items())} (the NonGEMM artifact's "
+                        "metric). Default: the taxonomy's")
     options.add_format(a, "report", "batch")
     options.add_table(a, "report")
     options.add(a, "output", *options.ANALYSIS)

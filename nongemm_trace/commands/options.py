@@ -15,9 +15,8 @@ OPTIONS: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
     "taxonomy": (("--taxonomy",), dict(default="default",
                                        help="built-in taxonomy name or a .toml file (default: default)")),
     "level": (("--level",), dict(choices=tuple(LEVELS), default=None,
-                                 help="launch: the op that launched each activity; top: the outermost real operator; "
-                                      "module: the innermost named nn.Module (with_stack traces). Default: the "
-                                      "taxonomy's")),
+                                 help=f"{'; '.join(f'{k}: {v}' for k, v in LEVELS.items())} (with_stack "
+                                      "traces). Default: the taxonomy's")),
     "drop_unlinked": (("--drop-unlinked",), dict(action="store_true",
                                                  help="leave out GPU activities with no launch call in the file "
                                                       "(launched before profiling)")),

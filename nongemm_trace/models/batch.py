@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._version import __version__
+from ..vocabulary import SCHEMA_VERSION
 
 
 @dataclass
@@ -21,7 +22,7 @@ class BatchResult:
     ranks: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        out = {"schema_version": "1.0", "tool_version": __version__, "traces": self.reports,
+        out = {"schema_version": SCHEMA_VERSION, "tool_version": __version__, "traces": self.reports,
                "combined": self.combined, "failed": self.failed}
         if self.ranks:
             out["ranks"] = self.ranks

@@ -22,6 +22,7 @@ from ..errors import OptionError
 from ..load.formats import format_of
 from ..metrics.breakdown import evidence_time
 from ..metrics.steps import assign_steps, find_steps, guessed_steps_hold_work
+from ..vocabulary import METRICS
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..classify.taxonomy import Taxonomy
@@ -93,7 +94,7 @@ class Selection:
             return self.time_basis, []
         if metric == "gpu" and self.activities.height == 0 and self.linked.ops.height:
             return "cpu", [Anomaly("no_gpu_activities", 1,
-                                   "the trace has no GPU activities: reporting the cpu metric (operator CPU time)")]
+                                   f"the trace has no GPU activities: reporting the cpu metric ({METRICS['cpu']})")]
         return metric, []
 
     def warnings_as(self, metric: str) -> list[Anomaly]:

@@ -15,11 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from .._version import __version__
-from ..vocabulary import METRICS, TIME_BASES
+from ..vocabulary import METRIC_TEXT
 from . import svg
 from .palette import IDLE_HOST_BOUND, IDLE_OTHER
 
-METRIC_TEXT = {**METRICS, **TIME_BASES}
 #: what a deployment stack's activities are
 _UNITS = {"layer": "engine layers", "node": "ONNX nodes"}
 

@@ -8,12 +8,10 @@ from rich.console import Console
 from rich.table import Table
 
 from ...models.report import Report
-from ...vocabulary import METRICS, TIME_BASES
+from ...vocabulary import METRIC_TEXT
 from ..names import shorten
 from ..palette import TITLE, WARNINGS_HEADING
 from . import escape, warning_line
-
-METRIC_TEXT = {**METRICS, **TIME_BASES}
 
 
 def _us(ns: int) -> str:
