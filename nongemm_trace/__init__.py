@@ -19,6 +19,12 @@ _PUBLIC = {
     "analyze": ".pipeline.api",
     "Analysis": ".pipeline.analysis",
     "launch_analysis": ".analyses.launch",
+    "check": ".analyses.check",
+    "compare": ".analyses.compare",
+    "explain": ".analyses.explain",
+    "annotate": ".analyses.annotate",
+    "weak_kernels": ".analyses.weak",
+    "flops_analysis": ".flops",
     "LaunchReport": ".models",
     "Report": ".models",
     "FlopsReport": ".models",
@@ -37,12 +43,18 @@ _PUBLIC = {
 __all__ = [*_PUBLIC, "__version__"]
 
 if TYPE_CHECKING:  # pragma: no cover
+    from .analyses.annotate import annotate as annotate
+    from .analyses.check import check as check
+    from .analyses.compare import compare as compare
+    from .analyses.explain import explain as explain
     from .analyses.launch import LaunchReport as LaunchReport
     from .analyses.launch import launch_analysis as launch_analysis
+    from .analyses.weak import weak_kernels as weak_kernels
     from .classify.taxonomy import Taxonomy as Taxonomy
     from .classify.taxonomy import extend_taxonomy as extend_taxonomy
     from .classify.taxonomy import load_taxonomy as load_taxonomy
     from .errors import TraceError as TraceError
+    from .flops import flops_analysis as flops_analysis
     from .latency import latency_analysis as latency_analysis
     from .latency import whatif_analysis as whatif_analysis
     from .models.report import Report as Report

@@ -1,33 +1,46 @@
 """The house rules of docs/architecture.md, checked: the import graph of the package has no
 cycle and no edge from a lower stage to a higher one (the result models sit just above the
 base modules, so they import nothing else), ``link/`` reads only the contract, renderers
-(``report/``) read only models, and no module grows past 400 lines. Imports inside functions
+(``report/``) read only models, and no module grows past 400 lines; the floors are folders (at
+most 12 modules at the package root, each floor folder's modules in its stages), the words live
+in ``vocabulary.py`` only, and docs/architecture.md names files that exist. Imports inside functions
 count; ``TYPE_CHECKING`` blocks do not."""
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PKG = ROOT / "nongemm_trace"
 
-#: the stages, lowest first; a module may import its own stage or lower ones only
+#: the stages, lowest first; a module may import its own stage or lower ones only. A floor folder
+#: (``FLOORS``) is named once where all its modules share a stage; a dotted name places one module
 STAGES = [
-    ("base", ("_version", "errors", "vocabulary", "core", "core.trace", "schema", "core.frames", "core.native", "devices", "examples",
-              "core.safe_write")),
+    ("base", ("_version", "errors", "vocabulary", "schema", "core", "devices", "examples")),
     ("models", ("models",)),
     ("load", ("load",)),
     ("link", ("link",)),
     ("classify", ("classify",)),
     ("measure", ("metrics", "flops.formulas", "flops.fits", "pipeline", "pipeline.selection", "pipeline.measure")),
     ("analysis", ("pipeline.analysis",)),
-    ("analyses", ("pipeline.api", "analyses", "analyses.launch", "flops", "analyses.explain", "analyses.weak", "analyses.annotate", "analyses.compare", "analyses.check", "testing",
-                  "analyses.convert", "latency")),
+    ("analyses", ("pipeline.api", "analyses", "flops", "latency", "testing")),
     ("render", ("report",)),
-    ("pipelines", ("runs", "runs.batch", "runs.batch_workers", "report_page", "integrations", "pytest_plugin")),
-    ("command line", ("cli", "commands.args", "commands", "__main__", "")),
+    ("pipelines", ("runs", "report_page", "integrations", "pytest_plugin")),
+    ("command line", ("cli", "commands", "__main__", "")),
 ]
+
+#: the floors of the tree (docs/architecture.md, "The tree"): the stages each folder's modules may sit in
+FLOORS = {
+    "core": ("base",),
+    "pipeline": ("measure", "analysis", "analyses"),
+    "analyses": ("analyses",),
+    "runs": ("pipelines",),
+    "commands": ("command line",),
+}
+#: the package root holds the entry points and the base words, nothing else (issue #34)
+MAX_ROOT_MODULES = 12
 
 
 def _modules() -> dict[str, Path]:
@@ -154,3 +167,75 @@ def test_no_module_over_400_lines():
     long = {str(p.relative_to(ROOT)): n for p in PKG.rglob("*.py")
             if (n := len(p.read_text().splitlines())) > 400}
     assert long == {}
+
+
+def test_the_root_holds_few_modules():
+    root = sorted(p.name for p in PKG.glob("*.py"))
+    assert len(root) <= MAX_ROOT_MODULES, root
+
+
+def test_each_floor_folder_holds_its_floor():
+    assert [f for f in FLOORS if f not in MODULES] == []
+    wrong = [f"{m} ({STAGES[_stage(m)][0]})" for m in MODULES for floor, stages in FLOORS.items()
+             if (m == floor or m.startswith(floor + ".")) and STAGES[_stage(m)][0] not in stages]
+    assert wrong == []
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    return {id(node.body[0].value) for node in ast.walk(tree)
+            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body
+            and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)}
+
+
+def test_the_words_are_spelled_in_vocabulary_only():
+    """No module but ``vocabulary.py`` lists the classes, levels, metrics, time bases, evidence rungs or
+    attributions as a literal, or writes out a metric's, level's or time basis's text (docstrings may)."""
+    from nongemm_trace import vocabulary as V
+
+    words = {"classes": set(V.CLASSES), "levels": set(V.LEVELS), "metrics": set(V.METRICS),
+             "time bases": set(V.TIME_BASES), "evidence rungs": set(V.EVIDENCE), "attributions": set(V.ATTRIBUTIONS)}
+    texts = {*V.METRICS.values(), *V.LEVELS.values(), *V.TIME_BASES.values()}
+    found = []
+    for m, path in MODULES.items():
+        if m == "vocabulary":
+            continue
+        tree = ast.parse(path.read_text())
+        docs = _docstrings(tree)
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Tuple, ast.List, ast.Set)) and len(node.elts) > 1 \
+                    and all(isinstance(e, ast.Constant) and isinstance(e.value, str) for e in node.elts):
+                found += [f"{m}:{node.lineno} spells the {what}" for what, w in words.items()
+                          if {e.value for e in node.elts} == w]
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docs:
+                found += [f"{m}:{node.lineno} spells {t!r}" for t in texts if t in node.value]
+    assert found == []
+
+
+def test_the_architecture_doc_names_what_exists():
+    """docs/architecture.md: every file it names exists (paths from the repository or the package
+    root, or a file name found in the package), every floor folder and root module is in it, and
+    every ``Analysis`` method it names is one."""
+    from nongemm_trace.pipeline.analysis import Analysis
+
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    names = set(re.findall(r"[\w./-]*\w\.(?:py|toml|c)\b", text))
+    files = {p.name for p in PKG.rglob("*") if p.is_file()}
+    missing = sorted(n for n in names if not ((ROOT / n).exists() or (PKG / n).exists()
+                                              or ("/" not in n and n in files)))
+    assert missing == []
+    assert [f for f in FLOORS if f"{f}/" not in text] == []
+    assert [p.name for p in PKG.glob("*.py") if p.name not in text] == []
+    assert [n for n in re.findall(r"`Analysis\.(\w+)\(", text) if not hasattr(Analysis, n)] == []
+
+
+def test_the_public_names_resolve_on_their_floors():
+    """Every name of ``nongemm_trace.__all__`` imports (the lazy table names the floor modules), and the
+    entry points of pyproject.toml name modules that exist."""
+    import importlib
+
+    import nongemm_trace
+
+    assert [n for n in nongemm_trace.__all__ if getattr(nongemm_trace, n, None) is None] == []
+    text = (ROOT / "pyproject.toml").read_text()
+    for module in re.findall(r'^\S+ = "(nongemm_trace[\w.]*)(?::\w+)?"$', text, re.M):
+        importlib.import_module(module)
