@@ -239,3 +239,25 @@ def test_the_public_names_resolve_on_their_floors():
     text = (ROOT / "pyproject.toml").read_text()
     for module in re.findall(r'^\S+ = "(nongemm_trace[\w.]*)(?::\w+)?"$', text, re.M):
         importlib.import_module(module)
+
+
+def test_moved_modules_import_by_their_old_path_as_the_same_module():
+    """A script written against the flat root (``import nongemm_trace.analysis``, a monkeypatch of
+    its ``load_trace``) reaches the module on its floor; the public functions are not shadowed."""
+    import importlib
+    import subprocess
+    import sys
+
+    import nongemm_trace
+    from nongemm_trace import _MOVED
+
+    for old, new in _MOVED.items():
+        moved = importlib.import_module(f"nongemm_trace.{old}")
+        assert moved is importlib.import_module(f"nongemm_trace.{new}"), old
+        assert moved.__spec__.name == f"nongemm_trace.{new}", old
+    assert callable(nongemm_trace.check) and callable(nongemm_trace.compare)
+    # in a fresh interpreter, the old path first (no new-path import before it)
+    code = ("import nongemm_trace.analysis as A, nongemm_trace.pipeline.analysis as B, nongemm_trace; "
+            "assert A is B and callable(nongemm_trace.explain)")
+    r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr

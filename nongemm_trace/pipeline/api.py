@@ -1,4 +1,5 @@
-"""``analyze``: the one-call entry of the Python API, a thin wrapper over :class:`~nongemm_trace.pipeline.analysis.Analysis`.
+"""``analyze``: the one-call entry of the Python API, a thin wrapper over
+:class:`~nongemm_trace.pipeline.analysis.Analysis`.
 
 load -> link -> classify -> measure; returns a :class:`~nongemm_trace.models.Report`.
 """
