@@ -234,6 +234,26 @@ def test_dense_events_past_the_memory_budget_are_one_line(bombs):
         assert "NONGEMM_MAX_MEMORY" in err, engine
 
 
+def test_the_default_budget_counts_the_page_cache_it_can_drop(tmp_path):
+    """The default budget is a share of the memory the kernel can hand out (``MemAvailable``: free
+    pages plus the page cache), not of free pages alone: a trace just written sits in the page
+    cache, and a budget of free pages refused a 10 GB trace that fits a 24 GB machine."""
+    from nongemm_trace.load import budget
+
+    meminfo = Path("/proc/meminfo")
+    if not meminfo.exists():
+        pytest.skip("no /proc/meminfo")
+    fields = {line.split(":")[0]: int(line.split()[1]) * 1024 for line in meminfo.read_text().splitlines()
+              if line.split()[1:2] and line.split()[1].isdigit()}
+    free = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    got = budget.available_memory()
+    room = budget._cgroup_room()
+    want = fields["MemAvailable"] if room is None else min(fields["MemAvailable"], room)
+    assert abs(got - want) <= 64 << 20  # read a moment apart
+    assert got >= min(free, want) - (64 << 20)
+    assert abs(budget.max_memory() - max(256 << 20, got * budget.DEFAULT_FRACTION)) <= 64 << 20
+
+
 def test_nsys_lambda_names_are_renamed_in_one_pass():
     """``[lambda(…) (instance N)]`` in an Nsight kernel name: the regular expression rescanned to the
     next ``)`` from every opening (160 KB of openings: 22 s); the scan gives its answers in one pass."""

@@ -40,11 +40,50 @@ def max_memory() -> int:
         if value <= 0:
             raise TraceError(None, f"NONGEMM_MAX_MEMORY must be a positive number of bytes, not {text!r}")
         return value
+    return max(256 << 20, int(available_memory() * DEFAULT_FRACTION))
+
+
+def available_memory() -> int:
+    """The memory a new allocation can have without swapping: the kernel's ``MemAvailable``
+    (free memory plus the page cache it can drop: a trace just written or read sits in the page
+    cache, and counting only free pages would refuse it), within a cgroup v2 limit if the process
+    runs under one (a container); ``sysconf``'s free pages where neither can be read."""
+    avail = _meminfo_available()
+    if avail is None:
+        try:
+            avail = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        except (ValueError, OSError, AttributeError):  # pragma: no cover - non-POSIX
+            avail = 16 << 30
+    room = _cgroup_room()
+    return min(avail, room) if room is not None else avail
+
+
+def _meminfo_available() -> int | None:
     try:
-        avail = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError, AttributeError):  # pragma: no cover - non-POSIX
-        avail = 16 << 30
-    return max(256 << 20, int(avail * DEFAULT_FRACTION))
+        with open("/proc/meminfo", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def _cgroup_room() -> int | None:
+    """What is left under this process's cgroup v2 memory limit (``memory.max`` minus
+    ``memory.current``), or None without a limit."""
+    try:
+        with open("/proc/self/cgroup", encoding="ascii") as fh:
+            rel = next((line.strip().split(":", 2)[2] for line in fh if line.startswith("0::")), None)
+        if rel is None:
+            return None
+        base = Path("/sys/fs/cgroup") / rel.lstrip("/")
+        limit = (base / "memory.max").read_text().strip()
+        if limit == "max":
+            return None
+        return max(0, int(limit) - int((base / "memory.current").read_text().strip()))
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 class TableBudget:
