@@ -9,8 +9,11 @@ this way (docs/latency.md, "Autocast"), which no device-time scale predicts.
 
 Which inputs are cast follows the op sequence of each thread, since a trace records no tensor
 identities: a lower-precision op's weights and biases (its recorded fp32 inputs outside its
-activation positions) always; its activation input when an fp32 op (a norm, a softmax, a pow) ran
-since the previous lower-precision op, or when it is the thread's first; an fp32 op's input when a
+activation positions) always; its activation input when an fp32 op (a norm, a softmax, a pow) or a
+broadcasting op with a buffer or parameter operand (``x * cos``) ran since the previous
+lower-precision op, or when it is the thread's first, and then for every next lower-precision op
+that reads an activation of the same shape (autocast caches no activation cast: the query, key and
+value projections of one normalized input each cast it); an fp32 op's input when a
 lower-precision op ran before it with neither an fp32 op nor a two-tensor promoting op (a residual
 add, which yields fp32) in between. Each cast costs the trace's own host time per op event times
 the events a cast records, and a copy kernel of its bytes (data: ``facts/autocast.toml``). The ops
