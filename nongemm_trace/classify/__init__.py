@@ -74,7 +74,14 @@ def _with_name_columns(ops: pl.DataFrame, tax: Taxonomy) -> pl.DataFrame:
     names = op_name_table(tax, codes)
     got = codes.join(names.with_columns(pl.col("name").cast(pl.Categorical), pl.col("cat").cast(pl.Categorical)),
                      on=["name", "cat"], how="left", nulls_equal=True, maintain_order="left")
-    return ops.with_columns(got.drop("name", "cat"))
+    return ops.with_columns(got.drop("name", "cat").with_columns(pl.col("op_category").cast(pl.Categorical)))
+
+
+def _as_codes(df: pl.DataFrame) -> pl.DataFrame:
+    """The category columns of the op table as categorical codes: 4 bytes a row where a text column
+    holds a 16-byte view (four of them over every op took 100 MB at 1 GB of JSON); the rules read them
+    as text (:func:`.ladder.call_fold`), once per op or activity they fold."""
+    return df.with_columns(pl.col(c).cast(pl.Categorical) for c in df.columns if c.endswith("_category"))
 
 
 def link_and_classify(trace: Trace, tax: Taxonomy) -> Linked:
@@ -88,9 +95,9 @@ def link_and_classify(trace: Trace, tax: Taxonomy) -> Linked:
     flags = qdq_calls(linked.ops, tax)
     linked.ops = add_columns(linked.ops, flags, "op_id").with_columns(pl.col("qdq_call").fill_null(False))
     context = chain_category(linked.ops, tax).join(enclosing_category(linked.ops, tax), on="op_id", how="left")
-    linked.ops = add_columns(linked.ops, context, "op_id")
+    linked.ops = add_columns(linked.ops, _as_codes(context), "op_id")
     # the backward pass: each node's generic work takes its forward op's category (sequence numbers)
-    linked.ops = add_columns(linked.ops, backward_category(linked.ops, tax), "op_id")
+    linked.ops = add_columns(linked.ops, _as_codes(backward_category(linked.ops, tax)), "op_id")
     return linked
 
 

@@ -73,7 +73,8 @@ class Rule:
 
 
 def _col(name: str) -> Expr:
-    return lambda c: pl.col(name)
+    """A column's value as text: the ops' category columns are categorical codes (link_and_classify)."""
+    return lambda c: pl.col(name).cast(pl.String)
 
 
 def _engine(name: str, evidence: str, text: str) -> Rule:

@@ -75,7 +75,7 @@ def flops_analysis(source: str | Path | Analysis, *, device_spec: str | None = N
     calls = calls.with_columns((pl.col("has_formula") & ~(pl.col("composite") & pl.col("_inner"))).alias("counted"))
     # the op's own kind: which estimate applies to it (not where its numbers count)
     calls = calls.with_columns(
-        pl.when(pl.col("qdq_call")).then(pl.lit("qdq")).otherwise(pl.col("op_category")).fill_null("unclassified")
+        pl.when(pl.col("qdq_call")).then(pl.lit("qdq")).otherwise(pl.col("op_category").cast(pl.String)).fill_null("unclassified")
         .alias("kind"))
 
     acts = sel.activities

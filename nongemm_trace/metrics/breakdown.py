@@ -93,7 +93,7 @@ def op_table(ops: pl.DataFrame, acts: pl.DataFrame, cpu: pl.DataFrame | None = N
     else:
         idle = names.with_columns(ops["op_category"]).join(incl.select("op_id").unique(), on="op_id", how="anti")
     idle = idle.select("op", pl.col("op_category").fill_null("unclassified").alias("category")) \
-        .group_by(["op", "category"]).agg(pl.len().alias("calls"))
+        .group_by(["op", "category"]).agg(pl.len().alias("calls")).with_columns(pl.col("category").cast(pl.String))
     parts = [busy, idle]
     if cpu is not None and cpu.height:
         parts.append(_cpu_rows(ops, incl, named(cpu)))
@@ -120,14 +120,21 @@ def _cpu_rows(ops: pl.DataFrame, incl: pl.DataFrame, calls: pl.DataFrame) -> pl.
     """CPU time per (op, category): each call counted once, in one row of its name: the category
     holding most of the GPU time it launched (itself or below; ties: the first name), or, for a
     call that launched nothing, its name's category (``unclassified`` when no rule names it)."""
-    per_call = incl.with_columns(pl.col("category").cast(pl.String)).group_by(["op_id", "category"]) \
+    # the categories as one Enum of their names in sorted order: every call's row holds a code, not a
+    # text (a text key over every call was this report's peak: +250 MB at 1 GB of JSON), the tie on the
+    # name is a sort on the code, and the texts come back once per result row
+    names = {"unclassified"}
+    for col in (incl["category"], ops["op_category"]):
+        names.update(col.unique().drop_nulls().cast(pl.String).to_list())
+    codes = pl.Enum(sorted(names))
+    per_call = incl.select("op_id", pl.col("category").cast(codes), "dur_ns").group_by(["op_id", "category"]) \
         .agg(pl.col("dur_ns").sum().alias("_t"))
     main = per_call.sort(["op_id", "_t", "category"], descending=[False, True, False]).unique("op_id", keep="first")
-    own = ops.select("op_id", pl.col("op_category").fill_null("unclassified").alias("_own"), "is_wrapper")
+    own = ops.select("op_id", pl.col("op_category").cast(codes).fill_null("unclassified").alias("_own"), "is_wrapper")
     rows = calls.join(main.select("op_id", "category"), on="op_id", how="left").join(own, on="op_id", how="left")
     return rows.group_by(["op", pl.coalesce("category", "_own").alias("category")]).agg(
         pl.col("cpu_ns").sum().alias("cpu_time_ns"), pl.col("self_cpu_ns").sum().alias("self_cpu_time_ns"),
-        pl.col("is_wrapper").any().alias("wrapper"))
+        pl.col("is_wrapper").any().alias("wrapper")).with_columns(pl.col("category").cast(pl.String))
 
 
 def kernel_summary(acts: pl.DataFrame) -> pl.DataFrame:
@@ -163,12 +170,13 @@ def cpu_op_times(ops: pl.DataFrame, level: str, generic: frozenset[str] = frozen
     real = ops.lazy().filter(~pl.col("is_wrapper"))
     if level == "top":
         sel = real.filter(pl.col("top_id") == pl.col("op_id"))
-        return sel.select("op_id", pl.col("op_category").fill_null("unclassified").alias("category"),
+        return sel.select("op_id", pl.col("op_category").cast(pl.String).fill_null("unclassified").alias("category"),
                           pl.col("dur_ns").alias("cpu_ns")).collect()
     child = ops.select("parent_id", "dur_ns").filter(pl.col("parent_id").is_not_null()).group_by("parent_id").agg(
         pl.col("dur_ns").sum().alias("_kids")).rename({"parent_id": "op_id"})
     sel = real.join(child.lazy(), on="op_id", how="left", maintain_order="left")
-    cat = call_category(generic) if generic and "chain_category" in ops.columns else pl.col("op_category")
+    own = pl.col("op_category").cast(pl.String)
+    cat = call_category(generic) if generic and "chain_category" in ops.columns else own
     return sel.select("op_id", cat.fill_null("unclassified").alias("category"),
                       (pl.col("dur_ns") - pl.col("_kids").fill_null(0)).clip(lower_bound=0).alias("cpu_ns")).collect()
 
