@@ -101,6 +101,20 @@ def link_and_classify(trace: Trace, tax: Taxonomy) -> Linked:
     return linked
 
 
+#: the op columns the call rules and the activity columns taken from an activity's op read
+_CALL_COLUMNS = ("name", "op_category", "chain_category", "enclosing_category", "backward_category", "qdq_call",
+                 "is_wrapper", "is_composite")
+
+
+def _per_activity(acts: pl.DataFrame, key: str, ops: pl.DataFrame, *exprs: pl.Expr) -> list[pl.Series]:
+    """``exprs`` over the op columns of each activity's op ``key`` (null where it has none): the
+    columns are gathered to the activities first, then the rules folded, once per activity rather
+    than over every op of the trace (whose text results were the classify stage's peak)."""
+    cols = [c for c in _CALL_COLUMNS if c in ops.columns]
+    rows = lookup_columns(acts.select(key), key, ops.select("op_id", *cols), "op_id")
+    return rows.select(*exprs).get_columns()
+
+
 def classify(linked: Linked, tax: Taxonomy, level: str = "launch") -> pl.DataFrame:
     """Return the activities table with ``launch_op``, ``top_op``, ``module``, ``op``, ``category``,
     ``class``, ``fused_ops`` and ``rule`` (which step of the decision gave the category)."""
@@ -118,11 +132,12 @@ def classify(linked: Linked, tax: Taxonomy, level: str = "launch") -> pl.DataFra
     ctx = Context.of(tax)
     lop_cat, lop_rule = call_fold(ctx)
     top_cat, _ = call_fold(ctx, skip=("qdq_dataflow", "enclosing_op"))
-    lop = ops.select("op_id", pl.col("name").alias("launch_op"), lop_cat.alias("_lop_cat"), lop_rule.alias("_lop_rule"),
-                     pl.col("is_wrapper").alias("_lop_wrap"), pl.col("qdq_call").alias("_lop_qdq"))
-    top = ops.select("op_id", pl.col("name").alias("top_op"), top_cat.alias("_top_cat"),
-                     pl.col("is_composite").alias("_top_comp"))
-    acts = lookup_columns(lookup_columns(acts, "launch_op_id", lop, "op_id"), "top_op_id", top, "op_id")
+    acts = acts.with_columns(
+        *_per_activity(acts, "launch_op_id", ops, pl.col("name").alias("launch_op"), lop_cat.alias("_lop_cat"),
+                      lop_rule.alias("_lop_rule"), pl.col("is_wrapper").alias("_lop_wrap"),
+                      pl.col("qdq_call").alias("_lop_qdq")),
+        *_per_activity(acts, "top_op_id", ops, pl.col("name").alias("top_op"), top_cat.alias("_top_cat"),
+                      pl.col("is_composite").alias("_top_comp")))
     # the op names as text once gathered (the op table holds them as categorical codes, schema.py)
     acts = acts.with_columns(pl.col("launch_op", "top_op").cast(pl.String))
     transfer = (pl.col("kind") == "memcpy") & pl.col("name").str.contains(tax.transfers[0]) if tax.transfers \
