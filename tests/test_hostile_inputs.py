@@ -223,10 +223,30 @@ def test_hostile_mangled_names_tokenize_in_one_pass():
     assert tokens("_ZN7ck_tile6kentryE") == ("ck", "tile", "kentry")
 
 
-def test_dense_events_past_the_memory_budget_are_one_line(bombs):
-    """Dense small events cost more memory as tables than as JSON: the streamed load counts its
-    tables against NONGEMM_MAX_MEMORY and refuses in one line once past it, on both paths."""
+def test_dense_repeats_are_dropped_chunk_by_chunk(bombs):
+    """One event repeated a million times (S2's dense small events) is dropped chunk by chunk as it
+    is read: the tables never hold more than a row per chunk, so the load stays inside a budget the
+    JSON's events as table rows would pass five times over, on both paths, and says how many."""
     path = bombs("ev")
+    for engine, env in PATHS.items():
+        code, out, err, peak = run_cli(["analyze", str(path), "--format", "json"],
+                                       {**env, **SMALL_CHUNKS, "NONGEMM_MAX_MEMORY": str(20 << 20)})
+        d = judge(path, code, out, err, peak)
+        assert d is not None and d["gpu_activities"] == 1, (engine, err)
+        dup = [w["count"] for w in d["warnings"] if w["code"] == "duplicate_activities"]
+        assert dup and dup[0] > 100_000, engine
+
+
+def test_dense_events_past_the_memory_budget_are_one_line(tmp_path):
+    """Dense small events that are not repeats (each kernel at its own time) cost more memory as
+    tables than as JSON: the streamed load counts its tables against NONGEMM_MAX_MEMORY and refuses
+    in one line once past it, on both paths."""
+    path = tmp_path / "dense.json"
+    with open(path, "w") as f:
+        f.write('{"traceEvents": [')
+        f.write(",\n".join(f'{{"ph":"X","cat":"kernel","name":"void k<1>(int)","pid":0,"tid":7,"ts":{i},"dur":1,'
+                           f'"args":{{"device":0,"stream":7,"correlation":{i}}}}}' for i in range(300_000)))
+        f.write("]}")
     for engine, env in PATHS.items():
         code, out, err, peak = run_cli(["analyze", str(path), "--format", "json"],
                                        {**env, "NONGEMM_MAX_MEMORY": str(20 << 20)})

@@ -55,7 +55,7 @@ def build(path: str, meta: dict[str, Any], parts: dict[str, list[pl.DataFrame]],
         trace.note("unsupported_phase", n,
                    f"{n} '{cat}' events are not complete ('X') events (e.g. B/E pairs); skipped")
     trace.note("missing_category", tally.no_cat, f"{tally.no_cat} complete events had no 'cat'; ignored")
-    _dedupe(trace)
+    _dedupe(trace, tally.repeats)
     _cut_long_names(trace)
     trace.launches = roles.mark_graph_launches(trace.launches)
     if tally.other_n:
@@ -100,28 +100,58 @@ _DEDUPE = {
     "launches": ("launch_id", ["name", "pid", "tid", "ts_ns", "dur_ns", "correlation"],
                  "launch-call events were exact duplicates; counted once"),
 }
+#: a chunk's table -> the trace's (the chunks' partial tables are named as :data:`.tables.TABLES`)
+_CHUNK_TABLES = {"acts": "activities", "ops": "ops", "launches": "launches"}
 
 
-def _dedupe(trace: Trace) -> None:
+def _repeats(df: pl.DataFrame, keys: list[str]) -> pl.Series:
+    """The row positions (u32) of ``df``'s exact repeats of an earlier row by ``keys``. Duplicates share
+    start and duration: such rows are found by sorting two int columns (hashing millions of rows costs
+    several times more memory), and the full key compared on those only."""
+    times = df.select("ts_ns", "dur_ns", pl.int_range(pl.len(), dtype=pl.UInt32).alias("_row")) \
+        .sort("ts_ns", "dur_ns")
+    same = (pl.col("ts_ns").diff() == 0) & (pl.col("dur_ns").diff() == 0)
+    rows = times.filter(same.fill_null(False) | same.shift(-1).fill_null(False))["_row"].sort()
+    if rows.len() == 0:
+        return rows
+    cand = df.select(keys)[rows]  # the key columns only: all rows are candidates in a dense file
+    return rows.filter(~cand.select(pl.struct(keys).is_first_distinct()).to_series())
+
+
+def drop_chunk_repeats(tables: dict[str, pl.DataFrame], repeats: dict[str, int]) -> dict[str, pl.DataFrame]:
+    """One chunk's partial tables without the exact repeats inside the chunk, counted in ``repeats``
+    (by the trace's table name), before the chunk is kept: one event written millions of times (a
+    writer flushing one buffer in a loop) then costs a row per chunk, not a row per event (dense small
+    events inflate several times as tables). The first of each is kept, so :func:`_dedupe` over the
+    whole trace, which finds the repeats across chunks, leaves the same rows as on the whole file."""
+    for key, table in _CHUNK_TABLES.items():
+        df = tables.get(key)
+        if df is None or df.height < 2 or df["ts_ns"].n_unique() == df.height:  # (a tenth of the search's time)
+            continue
+        drop = _repeats(df, _DEDUPE[table][1])
+        if drop.len():
+            keep = pl.repeat(True, df.height, eager=True).scatter(drop, False).arg_true()
+            # gathered, and the texts made anew: a filtered or gathered text column still holds the
+            # chunk's text buffers, and a filter of a column the scanner made may view its buffer
+            # (one row kept of a chunk held all 11 MB of it)
+            tables[key] = df[keep].with_columns(pl.col(c).cast(pl.Categorical).cast(pl.String)
+                                                for c, dtype in df.schema.items() if dtype == pl.String)
+            repeats[table] = repeats.get(table, 0) + drop.len()
+    return tables
+
+
+def _dedupe(trace: Trace, repeats: dict[str, int] | None = None) -> None:
     """Drop exact duplicate events (a writer that flushed a buffer twice), with a warning:
-    two kernels cannot start at the same nanosecond on the same stream."""
+    two kernels cannot start at the same nanosecond on the same stream. ``repeats``: those the
+    chunks already dropped (:func:`drop_chunk_repeats`), counted in the same warning."""
     for table, (idx, keys, msg) in _DEDUPE.items():
         df = getattr(trace, table)
-        if df.height == 0:
-            continue
-        # duplicates share start and duration: find such rows by sorting two int columns (hashing
-        # millions of rows costs several times more memory), then compare the full key on those only
-        times = df.select("ts_ns", "dur_ns", pl.int_range(pl.len(), dtype=pl.UInt32).alias("_row")) \
-            .sort("ts_ns", "dur_ns")
-        same = (pl.col("ts_ns").diff() == 0) & (pl.col("dur_ns").diff() == 0)
-        rows = times.filter(same.fill_null(False) | same.shift(-1).fill_null(False))["_row"]
-        if rows.len() == 0:
-            continue
-        cand = df.select(idx, *keys)[rows.sort()]  # the key columns only: all rows are candidates in a dense file
-        dup = cand.select(idx, (~pl.struct(keys).is_first_distinct()).alias("_dup")).filter(pl.col("_dup"))[idx]
-        dropped = dup.len()
+        dropped = (repeats or {}).get(table, 0)
+        if df.height:
+            drop = _repeats(df, keys)
+            if drop.len():
+                keep = pl.repeat(True, df.height, eager=True).scatter(drop, False)
+                setattr(trace, table, df.filter(keep).drop(idx).with_row_index(idx))
+                dropped += drop.len()
         if dropped:
-            setattr(trace, table, df.filter(~pl.col(idx).is_in(dup.implode())).drop(idx).with_row_index(idx))
             trace.note(f"duplicate_{table}", dropped, f"{dropped} {msg}")
-
-

@@ -22,7 +22,7 @@ from ...core.trace import Trace
 from ...errors import TraceError
 from ..budget import TableBudget
 from . import fast_scan
-from .build import build, in_file_order
+from .build import build, drop_chunk_repeats, in_file_order
 from .cutting import EVENTS_KEY, Cutter, release
 from .document import events_keys, meta_of
 from .events import TOP_DECODER, malformed_notes
@@ -66,7 +66,7 @@ class ChunkPipeline:
         self._seq += 1
         if self._pool is None:
             try:
-                self._chunks[n] = decode_chunk(self.path, raw, self.keep_python, self.tally, self.malformed)
+                self._keep(n, *decode_chunk(self.path, raw, self.keep_python, self.tally, self.malformed))
             except TraceError:  # the whole document's decode gives the answer (and the error's wording)
                 raise SplitFailed from None
             finally:
@@ -74,7 +74,6 @@ class ChunkPipeline:
                     release(raw)  # raw fields of the events referenced it until decoded
                 if owner is not None:
                     self.spare.append(owner)
-            self.budget.add(self._chunks[n][1])
             return
         while len(self._pending) >= SCAN_THREADS + 1:
             if self._scanned:
@@ -104,10 +103,14 @@ class ChunkPipeline:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def _keep(self, n: int, count: int, tables: dict[str, pl.DataFrame]) -> None:
+        """Keep chunk ``n``'s tables (``count`` events), its exact repeats dropped, against the budget."""
+        self._chunks[n] = (count, drop_chunk_repeats(tables, self.tally.repeats))
+        self.budget.add(self._chunks[n][1])
+
     def _wrap_scanned(self) -> None:
         n, res = self._scanned.popleft()
-        self._chunks[n] = fast_scan.tables_of(res, self.keep_python, self.tally)
-        self.budget.add(self._chunks[n][1])
+        self._keep(n, *fast_scan.tables_of(res, self.keep_python, self.tally))
 
     def _collect(self) -> None:
         n, fut, owner = self._pending.popleft()
@@ -115,8 +118,7 @@ class ChunkPipeline:
             count, tables, their_tally, their_malformed = fut.result()
         except TraceError:
             raise SplitFailed from None
-        self._chunks[n] = (count, tables)
-        self.budget.add(tables)
+        self._keep(n, count, tables)
         if owner is not None:
             self.spare.append(owner)  # the thread is done with its buffer: the next chunk can reuse it
         self.tally.add(their_tally.to_dict())

@@ -37,14 +37,18 @@ class Tally:
     other_n: int = 0
     other_ns: int = 0  # whole nanoseconds: the sum is the same in any order (chunks are summed apart)
     other_cats: set[str] = field(default_factory=set)
+    #: exact repeats dropped inside chunks, by table (:func:`.build.drop_chunk_repeats`)
+    repeats: dict[str, int] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {"bad_time": self.bad_time, "bad_phase": self.bad_phase, "no_cat": self.no_cat,
-                "other_n": self.other_n, "other_ns": self.other_ns, "other_cats": sorted(self.other_cats)}
+                "other_n": self.other_n, "other_ns": self.other_ns, "other_cats": sorted(self.other_cats),
+                "repeats": self.repeats}
 
     def add(self, other: dict[str, Any]) -> None:
         """Add another chunk's tally (as :meth:`to_dict` gives it)."""
-        for mine, theirs in ((self.bad_time, other["bad_time"]), (self.bad_phase, other["bad_phase"])):
+        for mine, theirs in ((self.bad_time, other["bad_time"]), (self.bad_phase, other["bad_phase"]),
+                             (self.repeats, other.get("repeats", {}))):
             for cat, n in theirs.items():
                 mine[cat] = mine.get(cat, 0) + n
         self.no_cat += other["no_cat"]
