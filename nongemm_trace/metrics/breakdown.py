@@ -26,7 +26,7 @@ import polars as pl
 
 from ..classify import EVIDENCE
 from ..classify.taxonomy import Taxonomy
-from ..core.frames import int_scalar, is_row_index, walk_up
+from ..core.frames import add_columns, int_scalar, is_row_index, lookup_columns, walk_up
 from .op_cpu import CPU_COLUMNS
 
 
@@ -79,12 +79,13 @@ def op_table(ops: pl.DataFrame, acts: pl.DataFrame, cpu: pl.DataFrame | None = N
         pl.col("dur_ns").sum().alias("self_gpu_time_ns"), pl.len().alias("activities")).with_columns(text)
     # inclusive: each activity again for every op above its launching op
     incl = named(pl.concat([base, *walk_up(ops, base)]))
-    calls = incl.group_by(["op", "category"]).agg(pl.col("op_id").n_unique().alias("calls")).with_columns(text)
+    calls = _streamed(incl.lazy().group_by(["op", "category"]).agg(pl.col("op_id").n_unique().alias("calls"))) \
+        .with_columns(text)
     # each activity once per op name above it (a name can recur on the way up)
     once = ((pl.col("activity_id").cast(pl.Int64) * (int_scalar(code.max() or 0) + 1) + pl.col("op").cast(pl.Int64))
             if code is not None else pl.struct("activity_id", "op")).is_first_distinct()
-    incl_t = incl.filter(once).group_by(["op", "category"]).agg(pl.col("dur_ns").sum().alias("gpu_time_ns")) \
-        .with_columns(text)
+    incl_t = _streamed(incl.lazy().filter(once).group_by(["op", "category"])
+                       .agg(pl.col("dur_ns").sum().alias("gpu_time_ns"))).with_columns(text)
     busy = calls.join(incl_t, on=["op", "category"], how="left").join(self_rows, on=["op", "category"], how="left")
     # calls that launched nothing, anywhere below them
     if by_row:  # ids are rows: the touched ones marked by position
@@ -127,23 +128,31 @@ def _cpu_rows(ops: pl.DataFrame, incl: pl.DataFrame, calls: pl.DataFrame) -> pl.
     for col in (incl["category"], ops["op_category"]):
         names.update(col.unique().drop_nulls().cast(pl.String).to_list())
     codes = pl.Enum(sorted(names))
-    per_call = incl.select("op_id", pl.col("category").cast(codes), "dur_ns").group_by(["op_id", "category"]) \
-        .agg(pl.col("dur_ns").sum().alias("_t"))
+    per_call = _streamed(incl.lazy().select("op_id", pl.col("category").cast(codes), "dur_ns")
+                         .group_by(["op_id", "category"]).agg(pl.col("dur_ns").sum().alias("_t")))
     main = per_call.sort(["op_id", "_t", "category"], descending=[False, True, False]).unique("op_id", keep="first")
     own = ops.select("op_id", pl.col("op_category").cast(codes).fill_null("unclassified").alias("_own"), "is_wrapper")
-    rows = calls.join(main.select("op_id", "category"), on="op_id", how="left").join(own, on="op_id", how="left")
-    return rows.group_by(["op", pl.coalesce("category", "_own").alias("category")]).agg(
+    # by row number where the ids are rows (no hash join over every call), else joined
+    rows = lookup_columns(add_columns(calls, main.select("op_id", "category"), "op_id"), "op_id", own, "op_id")
+    return _streamed(rows.lazy().group_by(["op", pl.coalesce("category", "_own").alias("category")]).agg(
         pl.col("cpu_ns").sum().alias("cpu_time_ns"), pl.col("self_cpu_ns").sum().alias("self_cpu_time_ns"),
-        pl.col("is_wrapper").any().alias("wrapper")).with_columns(pl.col("category").cast(pl.String))
+        pl.col("is_wrapper").any().alias("wrapper"))).with_columns(pl.col("category").cast(pl.String))
+
+
+def _streamed(plan: pl.LazyFrame) -> pl.DataFrame:
+    """A group-by over rows repeated per call or per op above them, by the streaming engine: its
+    scratch memory is a third of the in-memory engine's, whose group-bys were the measure stage's
+    peak (the order of groups is no promise of either: every table here is sorted before it is shown)."""
+    return plan.collect(engine="streaming")
 
 
 def kernel_summary(acts: pl.DataFrame) -> pl.DataFrame:
     """Per (kernel name, kind, category): activities, total/mean/min/max duration."""
-    return acts.group_by(["name", "kind", "category", "class"]).agg(
+    return _streamed(acts.lazy().group_by(["name", "kind", "category", "class"]).agg(
         pl.len().cast(pl.Int64).alias("activities"), pl.col("dur_ns").sum().cast(pl.Int64).alias("gpu_time_ns"),
         pl.col("dur_ns").mean().alias("mean_ns"), pl.col("dur_ns").min().alias("min_ns"),
         pl.col("dur_ns").max().alias("max_ns"),
-    ).sort(["gpu_time_ns", "name", "kind", "category"], descending=[True, False, False, False])
+    )).sort(["gpu_time_ns", "name", "kind", "category"], descending=[True, False, False, False])
 
 
 def step_table(acts: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:

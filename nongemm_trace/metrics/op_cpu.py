@@ -31,14 +31,15 @@ def call_cpu_times(ops: pl.DataFrame, launches: pl.DataFrame | None = None,
     op_id``: each launch call's innermost op) make the runtime calls children too."""
     id_type = ops.schema["op_id"]
     # the columns first, then the rows: a filter of the whole op table copies every column of it
-    # (340 MB at 1 GB of JSON, the measure stage's peak)
-    kids = [ops.select("parent_id", "dur_ns").filter(pl.col("parent_id").is_not_null()).select(
+    # (340 MB at 1 GB of JSON, the measure stage's peak); the sums by the streaming engine, whose
+    # scratch memory is a third of the in-memory group-by's
+    kids = [ops.lazy().select("parent_id", "dur_ns").filter(pl.col("parent_id").is_not_null()).select(
         pl.col("parent_id").cast(id_type).alias("op_id"), "dur_ns")]
     if launches is not None and launch_ops is not None and launches.height:
-        calls = launch_ops.filter(pl.col("op_id").is_not_null()).join(
-            launches.select("launch_id", "dur_ns"), on="launch_id")
+        calls = launch_ops.lazy().filter(pl.col("op_id").is_not_null()).join(
+            launches.lazy().select("launch_id", "dur_ns"), on="launch_id")
         kids.append(calls.select(pl.col("op_id").cast(id_type), "dur_ns"))
-    children = pl.concat(kids).group_by("op_id").agg(pl.col("dur_ns").sum().alias("_kids"))
+    children = pl.concat(kids).group_by("op_id").agg(pl.col("dur_ns").sum().alias("_kids")).collect(engine="streaming")
     # the outermost call of its name on its thread: no earlier-starting call of that name still open
     # at its end (starts ascending, longer first at equal starts, so a parent precedes its children)
     # (thread, name) as one int64: the thread's dense rank in the high half, the name's categorical
