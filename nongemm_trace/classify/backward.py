@@ -43,28 +43,38 @@ def backward_category(ops: pl.DataFrame, tax: Taxonomy) -> pl.DataFrame:
     """``op_id, backward_category``: for every op in a backward node's range, the forward-context
     category of the forward op with the node's sequence number (null: unmatched; ops outside every
     backward range may be left out, as for :func:`~nongemm_trace.core.frames.add_columns`)."""
-    none = ops.select("op_id", pl.lit(None, pl.Utf8).alias("backward_category"))
+    def none() -> pl.DataFrame:
+        return ops.select("op_id", pl.lit(None, pl.Utf8).alias("backward_category")).head(0)
+
     # which categories are generic is the taxonomy's [semantics] word: without it (the paper's
     # taxonomy) there is no rule
     if (not tax.semantics.generic_categories or "seq" not in ops.columns or ops.height == 0
             or ops["seq"].null_count() == ops.height):
-        return none
+        return none()
     wrapper = starts_with(ops, "name", BACKWARD_NODE) & pl.col("seq").is_not_null()
     marked = ops.select("op_id", "parent_id", "depth", pl.when(wrapper).then(pl.col("seq")).alias("_bseq"))
     inside = nearest_down(marked, "_bseq")["_bseq"]  # nearest_down keeps the rows' order
+    del marked
     if inside.null_count() == inside.len():
-        return none
+        return none()
+    # the process and thread as categorical codes, taken once for both sides (equal texts, equal
+    # codes while both are held): the group-by and the join run on integers, not on texts
+    threads = ops.select(pl.col("pid").cast(pl.Categorical).to_physical().alias("_pid"),
+                         pl.col("tid").cast(pl.Categorical).to_physical().alias("_tid"))
     # the forward ops: numbered, outside every backward range; the outermost one of each number
     # speaks for it (aten::linear, not the aten::t it runs under the same number). Their context is
     # worked out on them alone, and the answer joined to the ops inside backward ranges alone
-    fwd = (ops.lazy().filter(pl.col("seq").is_not_null() & pl.lit(inside).is_null())  # lazily: the columns read only
-           .select("pid", "tid", "depth", "ts_ns", "seq", forward_context(tax).alias("_fwd")).collect()
+    fwd = (ops.lazy().with_columns(threads).filter(pl.col("seq").is_not_null() & pl.lit(inside).is_null())
+           .select("_pid", "_tid", "depth", "ts_ns", "seq", forward_context(tax).alias("_fwd")).collect()
            .sort("depth", "ts_ns")
-           .group_by("pid", "seq", maintain_order=True)
-           .agg(pl.col("_fwd").first(), pl.col("tid").n_unique().alias("_threads"))
+           .group_by("_pid", "seq", maintain_order=True)
+           .agg(pl.col("_fwd").first(), pl.col("_tid").n_unique().alias("_threads"))
            .filter((pl.col("_threads") == 1) & pl.col("_fwd").is_not_null()
                    & ~pl.col("_fwd").is_in(list(tax.semantics.generic_categories)))
-           .select("pid", pl.col("seq").alias("_bseq"), pl.col("_fwd").alias("backward_category")))
-    got = ops.select("op_id", "pid", inside.alias("_bseq")).filter(pl.col("_bseq").is_not_null()) \
-        .join(fwd, on=["pid", "_bseq"], how="left", maintain_order="left")
-    return got.select("op_id", "backward_category")  # the ops inside backward ranges (the rest: null)
+           .select("_pid", pl.col("seq").alias("_bseq"), pl.col("_fwd").alias("backward_category")))
+    # (in any order: the caller adds the column by op id; joined by the streaming engine, whose
+    # scratch memory is a fraction of the in-memory join's)
+    got = ops.select("op_id").with_columns(threads["_pid"], inside.alias("_bseq")).lazy() \
+        .filter(pl.col("_bseq").is_not_null()).join(fwd.lazy(), on=["_pid", "_bseq"], how="inner") \
+        .select("op_id", "backward_category").collect(engine="streaming")
+    return got  # the ops inside backward ranges whose number a forward op speaks for (the rest: null)
