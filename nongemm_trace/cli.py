@@ -14,11 +14,12 @@ import sys
 
 # polars' allocator (jemalloc) keeps several arenas per core, and pages freed in one are not
 # reused by another; and it returns freed pages to the system only after 10 s, longer than most
-# runs. One arena, and a background thread returning pages after 100 ms, cost no measurable time
-# here and lower the peak memory of a 200 MB trace by about 8 % (324-331 -> 299-305 MB). jemalloc
-# reads this once, when polars is first imported, so it is set before anything imports polars;
-# a value already set wins.
-ALLOCATOR = "narenas:1,background_thread:true,dirty_decay_ms:100,muzzy_decay_ms:0"
+# runs. One arena, and freed pages returned at once: the peaks come within a step, faster than any
+# decay of 10 or 100 ms, so only a decay of 0 lowers them. It costs CPU time (pages faulted in
+# again), and memory is what the budget counts (the figures: docs/benchmarks.md, "Memory as a
+# budget"). jemalloc reads this once, when polars is first imported, so it is set before anything
+# imports polars; a value already set wins.
+ALLOCATOR = "narenas:1,dirty_decay_ms:0,muzzy_decay_ms:0"
 os.environ.setdefault("_RJEM_MALLOC_CONF", ALLOCATOR)
 
 from .commands import BY_NAME  # noqa: E402
