@@ -22,11 +22,14 @@ if TYPE_CHECKING:  # pragma: no cover
 #: a column type as polars' signatures take it: a class (``pl.Int64``) or an instance (``pl.List(pl.String)``)
 DType: TypeAlias = "DataTypeClass | pl.DataType"
 
-#: a text column: plain, or categorical where values repeat (shapes, dtypes)
+#: a text column: plain, or categorical where values repeat (the Kineto loader gives every text
+#: column of its tables so; other loaders give text). Code over them reads both: ``.cast(pl.String)``
+#: before ``.str`` on a few rows, ``frames.starts_with`` / ``frames.per_value`` on a whole column,
+#: ``frames.as_text`` before a join with or a concatenation to a text column of elsewhere
 TEXT = (pl.String, pl.Categorical)
 
-_EVENT = {
-    "name": pl.String, "cat": pl.String, "pid": pl.String, "tid": pl.String,
+_EVENT: dict[str, DType | tuple[DType, ...]] = {
+    "name": TEXT, "cat": TEXT, "pid": TEXT, "tid": TEXT,
     "ts_ns": pl.Int64, "dur_ns": pl.Int64, "end_ns": pl.Int64, "external_id": pl.Int64,
     "ev_idx": pl.Int64,  # the event's index in the file (null where the format has none)
 }
@@ -35,13 +38,12 @@ _EVENT = {
 TABLES: dict[str, dict[str, DType | tuple[DType, ...]]] = {
     # host ranges that can launch work (cpu_op, user_annotation, NVTX ranges)
     # seq: autograd's ``Sequence number`` (a forward op and its backward node share it; null: none)
-    # name, cat: text or categorical (Kineto's loader: categorical; use .cast(pl.String) before .str)
-    "ops": {"op_id": pl.UInt32, **_EVENT, "name": TEXT, "cat": TEXT, "input_dims": TEXT, "input_type": TEXT,
+    "ops": {"op_id": pl.UInt32, **_EVENT, "input_dims": TEXT, "input_type": TEXT,
             "concrete_inputs": TEXT, "seq": pl.Int64},
     # host launch calls; graph_launch: the call replays a CUDA/HIP graph (one call, many activities)
     "launches": {"launch_id": pl.UInt32, **_EVENT, "correlation": pl.Int64, "graph_launch": pl.Boolean},
     # device activities: kernels, memcpys, memsets
-    "activities": {"activity_id": pl.UInt32, **_EVENT, "kind": pl.String, "correlation": pl.Int64,
+    "activities": {"activity_id": pl.UInt32, **_EVENT, "kind": TEXT, "correlation": pl.Int64,
                    "device": pl.Int64, "stream": pl.Int64, "bytes": pl.Int64},
     # python_function events, when the loader was asked to keep them (else empty)
     "python": {"op_id": pl.UInt32, **_EVENT},
@@ -49,7 +51,7 @@ TABLES: dict[str, dict[str, DType | tuple[DType, ...]]] = {
     # (correlation), kind ("Stream Wait Event", "Event Sync", "Stream Sync", "Context Sync"), the
     # stream it synchronizes (-1: none), and for the event kinds the stream the awaited event was
     # recorded on and that cudaEventRecord call's correlation
-    "cuda_syncs": {"sync_id": pl.UInt32, **_EVENT, "kind": pl.String, "correlation": pl.Int64,
+    "cuda_syncs": {"sync_id": pl.UInt32, **_EVENT, "kind": TEXT, "correlation": pl.Int64,
                    "device": pl.Int64, "stream": pl.Int64, "wait_on_stream": pl.Int64,
                    "wait_on_cuda_event_record_corr_id": pl.Int64},
 }

@@ -12,7 +12,7 @@ from typing import Any
 
 import polars as pl
 
-from ..core.frames import int_scalar, number
+from ..core.frames import as_text, int_scalar, number
 from ..errors import TraceError
 from ..metrics.launch import (
     BUSY_CLASS_ORDER,
@@ -181,11 +181,11 @@ def _per_activity(acts: pl.DataFrame) -> pl.DataFrame:
                                                  pl.col("host_gap_ns").alias("host_bound_gap_ns"))
     stream = activity_gaps(acts, ["device", "stream"]).select("activity_id",
                                                               pl.col("gap_ns").alias("gap_stream_ns"))
-    return acts.select(
+    return as_text(acts.select(  # the model holds text (the activities' names may be categorical)
         "activity_id", "name", "kind", "category", "device", "stream", "ts_ns", "dur_ns", "launch_name",
         "launch_ts_ns", "launch_dur_ns", (pl.col("ts_ns") - pl.col("launch_ts_ns")).alias("launch_delay_ns"),
         "attribution", "step",
-    ).join(stream, on="activity_id", how="left").join(dev, on="activity_id", how="left").sort("activity_id")
+    )).join(stream, on="activity_id", how="left").join(dev, on="activity_id", how="left").sort("activity_id")
 
 
 def _graphs(acts: pl.DataFrame) -> dict[str, Any]:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from ..core.frames import add_columns, lookup_columns, outermost_up
+from ..core.frames import add_columns, lookup_columns, outermost_up, per_value
 from ..core.trace import Trace
 from ..link import Linked, link
 from .backward import backward_category
@@ -61,7 +61,8 @@ def kernel_name_table(tax: Taxonomy, acts: pl.DataFrame) -> pl.DataFrame:
         fused = inductor_fused_ops(tax, name)
         rows.append((name, kc, auth, evidence, ",".join(fused) if fused else None))
     return pl.DataFrame(rows, schema={"name": pl.Utf8, "kernel_category": pl.Utf8, "kernel_authoritative": pl.Boolean,
-                                      "kernel_evidence": pl.Utf8, "fused_ops": pl.Utf8}, orient="row")
+                                      "kernel_evidence": pl.Utf8, "fused_ops": pl.Utf8}, orient="row") \
+        .with_columns(pl.col("name").cast(acts.schema["name"]))  # as ``acts`` holds them (the join key)
 
 
 def _with_name_columns(ops: pl.DataFrame, tax: Taxonomy) -> pl.DataFrame:
@@ -140,8 +141,8 @@ def classify(linked: Linked, tax: Taxonomy, level: str = "launch") -> pl.DataFra
                       pl.col("is_composite").alias("_top_comp")))
     # the op names as text once gathered (the op table holds them as categorical codes, schema.py)
     acts = acts.with_columns(pl.col("launch_op", "top_op").cast(pl.String))
-    transfer = (pl.col("kind") == "memcpy") & pl.col("name").str.contains(tax.transfers[0]) if tax.transfers \
-        else pl.lit(False)
+    transfer = (pl.col("kind") == "memcpy") & per_value(acts, "name", lambda e: e.str.contains(tax.transfers[0]),
+                                                        pl.Boolean) if tax.transfers else pl.lit(False)
     acts = acts.with_columns(transfer.fill_null(False).alias("_transfer"))
     launch_cat, launch_rule = launch_fold(ctx, engine)
     acts = acts.with_columns(launch_cat.alias("launch_category"), launch_rule.alias("rule"))

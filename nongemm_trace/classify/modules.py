@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from ..core.frames import starts_with
 from ..link.nesting import innermost_containing
 from .rules import module_category, module_class
 from .taxonomy import Taxonomy
@@ -23,13 +24,14 @@ def module_table(python: pl.DataFrame, tax: Taxonomy) -> pl.DataFrame:
         return pl.DataFrame(schema={"op_id": pl.UInt32, "pid": pl.Utf8, "tid": pl.Utf8, "ts_ns": pl.Int64,
                                     "dur_ns": pl.Int64, "end_ns": pl.Int64, "module": pl.Utf8,
                                     "module_category": pl.Utf8})
-    mods = python.filter(pl.col("name").str.starts_with("nn.Module: "))
+    mods = python.filter(starts_with(python, "name", "nn.Module: "))
     rows = []
     for (name,) in mods.select("name").unique().iter_rows():
         cls = module_class(name)
         cat, _ = module_category(tax, cls) if cls else (None, "")
         rows.append((name, cls, cat))
-    names = pl.DataFrame(rows, schema={"name": pl.Utf8, "module": pl.Utf8, "module_category": pl.Utf8}, orient="row")
+    names = pl.DataFrame(rows, schema={"name": pl.Utf8, "module": pl.Utf8, "module_category": pl.Utf8}, orient="row") \
+        .with_columns(pl.col("name").cast(mods.schema["name"]))  # as the python table holds them (the join key)
     mods = mods.join(names, on="name", how="left").filter(pl.col("module_category").is_not_null())
     return mods.select("op_id", "pid", "tid", "ts_ns", "dur_ns", "end_ns", "module", "module_category")
 

@@ -50,6 +50,32 @@ def per_value(df: pl.DataFrame, col: str, fn: Any, dtype: Any) -> pl.Expr:
     return pl.col(col).replace_strict(uniq, got, default=None, return_dtype=dtype)
 
 
+def int_of_text(df: pl.DataFrame, col: str) -> pl.Expr:
+    """``col`` (text or categorical: a thread or process id) as Int64, null where it is no integer;
+    once per distinct value (polars casts no categorical to a number, and a text copy of a whole
+    column is what the categorical saves)."""
+    return per_value(df, col, lambda e: e.cast(pl.Int64, strict=False), pl.Int64)
+
+
+def appearance_codes(*columns: pl.Series) -> list[pl.Series]:
+    """Each value of ``columns`` (text or categorical) as a small integer (UInt32), one numbering for
+    all of them, in the order values first appear (the first column's rows, then the next one's):
+    sorting and joining on integers is several times faster than on text, and the numbers depend
+    on the rows alone, not on the categorical codes polars gave the values (those depend on what
+    else the process holds as categorical; thread numbers order ties downstream)."""
+    codes = [c.cast(pl.Categorical).to_physical() for c in columns]
+    seen = pl.concat(codes).unique(maintain_order=True)
+    numbers = pl.int_range(seen.len(), dtype=pl.UInt32, eager=True)
+    return [c.replace_strict(seen, numbers, return_dtype=pl.UInt32).alias(col.name) for c, col in zip(codes, columns)]
+
+
+def as_text(df: pl.DataFrame) -> pl.DataFrame:
+    """``df`` with its categorical columns as text: a table joined with, or concatenated to, text
+    columns from elsewhere (another loader's table, a result model) must match their type."""
+    cats = [c for c, t in df.schema.items() if t == pl.Categorical]
+    return df.with_columns(pl.col(cats).cast(pl.String)) if cats else df
+
+
 def add_columns(df: pl.DataFrame, right: pl.DataFrame, on: str | list[str], *,
                 nulls_equal: bool = False) -> pl.DataFrame:
     """``df`` with the non-key columns of ``right`` added by a left join on ``on``, rows kept in

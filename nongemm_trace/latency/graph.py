@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
-from ..core.frames import add_columns, int_scalar, lookup_columns
+from ..core.frames import add_columns, int_scalar, lookup_columns, per_value
 from ..schema import empty
 from .pieces import host_pieces, thread_codes
 from .runtime import EVENT_RECORDS, SYNC_KINDS
@@ -109,8 +109,12 @@ def sync_table(pieces: pl.DataFrame, first: pl.DataFrame, calls: pl.DataFrame,
     """The synchronizing calls (one per call, at its first piece: ``first`` = ``launch_id, lp, thr``)
     and what each waited for; ``targets`` (:func:`.waits.recorded_sync_targets`): the stream (and
     event record) a call's ``cuda_sync`` record names, in place of the inferred one."""
-    base = pl.col("name").str.replace(_VERSION_SUFFIX, "")
-    kinds = calls.with_columns(base.replace_strict(SYNC_KINDS, default=None, return_dtype=pl.Utf8).alias("kind"))
+    # once per distinct call name (text or categorical)
+    kind = per_value(calls, "name", lambda e: e.str.replace(_VERSION_SUFFIX, "").replace_strict(
+        SYNC_KINDS, default=None, return_dtype=pl.Utf8), pl.Utf8)
+    is_record = per_value(calls, "name", lambda e: e.str.replace(_VERSION_SUFFIX, "").is_in(list(EVENT_RECORDS)),
+                          pl.Boolean)
+    kinds = calls.with_columns(kind.alias("kind"), is_record.alias("_record"))
     sy = kinds.filter(pl.col("kind").is_not_null()).select("launch_id", "kind", "ts_ns", "end_ns", "dur_ns")
     sy = sy.join(first.rename({"lp": "piece"}), on="launch_id").sort(["ts_ns", "thr"]).with_row_index("sync")
     sy = sy.with_columns(pl.col("sync").cast(pl.Int64))
@@ -118,7 +122,7 @@ def sync_table(pieces: pl.DataFrame, first: pl.DataFrame, calls: pl.DataFrame,
     t_key = pl.coalesce("launch_ts", "ts")
     # the stream each thread launched to last, at each sync (and at its last event record before it)
     by_thr = launched.select("thr", pl.col("launch_ts").alias("t"), pl.col("skey").alias("cur_skey")).sort("t")
-    records = kinds.filter(base.is_in(list(EVENT_RECORDS))).join(
+    records = kinds.filter(pl.col("_record")).join(
         first.select("launch_id", "thr"), on="launch_id").select(
         "thr", pl.col("ts_ns").alias("t"), pl.col("ts_ns").alias("rec_t")).sort("t")
     q = sy.select("sync", "thr", "kind", "launch_id", pl.col("ts_ns").alias("t")).sort("t")
@@ -276,7 +280,8 @@ def build(ops: pl.DataFrame, calls: pl.DataFrame, activities: pl.DataFrame, step
     # the pieces at the steps' bounds: those few picked by time first (a join of millions of rows costs seconds)
     at = pieces.select("thr", "ts", "row").filter(pl.col("ts").is_in(pl.concat([step_ranges["ts"], step_ranges["end"]])
                                                                     .implode()))
-    steps = step_ranges.join(threads, on=["pid", "tid"]).join(
+    steps = step_ranges.with_columns(pl.col(c).cast(threads.schema[c]) for c in ("pid", "tid")).join(
+        threads, on=["pid", "tid"]).join(
         at.select("thr", "ts", pl.col("row").alias("first")), on=["thr", "ts"]).join(
         at.select("thr", pl.col("ts").alias("end"), pl.col("row").alias("last")), on=["thr", "end"]).sort("step")
     return Graph(pieces, acts, syncs, awaits, steps, lat0, gap0, deps)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from ..core.frames import int_scalar
+from ..core.frames import appearance_codes, int_scalar
 from ..link import fast_sweep
 from ..link.nesting import innermost_containing
 
@@ -24,11 +24,13 @@ _INT64_MAX = (1 << 63) - 1
 
 def thread_codes(ops: pl.DataFrame, calls: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series, pl.Series]:
     """One small integer per (pid, tid) holding ops or runtime calls: the table ``pid, tid, thr`` and
-    the ``thr`` of every op and every call (from one categorical cast of both tables' threads:
-    joining millions of rows on text would cost seconds on a large trace)."""
-    both = pl.concat([ops.select("pid", "tid"), calls.select("pid", "tid")])
-    codes = both.select(pl.col("pid").cast(pl.Categorical).to_physical().cast(pl.Int64).alias("p"),
-                        pl.col("tid").cast(pl.Categorical).to_physical().cast(pl.Int64).alias("t"))
+    the ``thr`` of every op and every call (from one numbering of both tables' threads,
+    :func:`..core.frames.appearance_codes`: joining millions of rows on text would cost seconds on
+    a large trace)."""
+    both = pl.concat([ops.select(pl.col("pid", "tid").cast(pl.Categorical)),
+                      calls.select(pl.col("pid", "tid").cast(pl.Categorical))])  # text or categorical
+    p, t = appearance_codes(both["pid"], both["tid"])
+    codes = pl.DataFrame([p.cast(pl.Int64).alias("p"), t.cast(pl.Int64).alias("t")])
     width = int_scalar(codes["t"].max() or 0) + 1 if codes.height else 1
     raw = (codes["p"] * width + codes["t"]).rename("raw")
     table = both.with_columns(raw).unique("raw").sort("raw").with_row_index("thr").with_columns(

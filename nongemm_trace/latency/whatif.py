@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from ..core.frames import int_scalar
+from ..core.frames import int_scalar, per_value
 from ..core.trace import Anomaly
 from ..devices import match_device
 from ..errors import OptionError
@@ -84,7 +84,7 @@ def activity_factors(acts: pl.DataFrame, parsed: list[tuple[str, str, str, float
     for _, kind, value, f in parsed:
         hit = {"class": pl.col("class") == value, "category": pl.col("category") == value,
                "op": (pl.col("launch_op") == value) | (pl.col("top_op") == value),
-               "kernel": pl.col("name").str.contains(value)}[kind]
+               "kernel": per_value(acts, "name", lambda e, v=value: e.str.contains(v), pl.Boolean)}[kind]
         factor = pl.when(hit.fill_null(False)).then(pl.lit(f)).otherwise(factor)
     return acts.select(factor.alias("f"))["f"]
 
@@ -196,7 +196,7 @@ def unmatched_selectors(acts: pl.DataFrame, parsed: list[tuple[str, str, str, fl
             names = pl.concat([acts["launch_op"], acts["top_op"]]).drop_nulls().unique()
             hit = bool(names.is_in([value]).any())
         elif kind == "kernel":
-            names = acts["name"].drop_nulls().unique()
+            names = acts["name"].drop_nulls().unique().cast(pl.String)  # text or categorical
             hit = bool(names.str.contains(value).any())
         else:
             names = acts[kind].drop_nulls().unique()

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from ..core.frames import add_columns
+from ..core.frames import add_columns, int_of_text
 from ..core.trace import Anomaly, Trace
 from ..vocabulary import ATTRIBUTIONS  # noqa: F401  (re-exported)
 from .nesting import op_tree
@@ -74,9 +74,10 @@ def _note(found: list[Anomaly], code: str, count: int, message: str) -> None:
 
 
 def _attach_launches(trace: Trace, found: list[Anomaly]) -> pl.DataFrame:
-    acts = trace.activities.with_columns(
-        pl.coalesce(pl.col("device"), pl.col("pid").cast(pl.Int64, strict=False)).alias("device"),
-        pl.coalesce(pl.col("stream"), pl.col("tid").cast(pl.Int64, strict=False)).alias("stream"),
+    acts = trace.activities
+    acts = acts.with_columns(
+        pl.coalesce(pl.col("device"), int_of_text(acts, "pid")).alias("device"),
+        pl.coalesce(pl.col("stream"), int_of_text(acts, "tid")).alias("stream"),
     )
     la = trace.launches.filter(pl.col("correlation").is_not_null())
     wanted = acts.select(pl.col("correlation").drop_nulls().unique())

@@ -24,26 +24,20 @@ from __future__ import annotations
 
 import polars as pl
 
-from ..core.frames import add_columns, int_scalar, is_row_index
+from ..core.frames import add_columns, appearance_codes, int_scalar, is_row_index
 from . import fast_sweep
 
 _END, _START, _QUERY = 0, 1, 2
 
 
-def _ids(col: str) -> pl.Expr:
-    """A thread's pid/tid text as a small integer (its categorical code): sorting and
-    joining on integers is several times faster than on strings. Codes are only compared
-    within one cast of one column (polars may give a value another code in a later cast,
-    once nothing holds the first one), so ops and queries are cast together."""
-    return pl.col(col).cast(pl.Categorical).to_physical().alias(col)
-
-
 def _thread_codes(ops: pl.DataFrame, queries: pl.DataFrame | None) -> tuple[pl.DataFrame, pl.DataFrame | None]:
-    """(ops' pid/tid codes, queries' pid/tid codes), from one cast over both tables' rows."""
-    both = ops.select("pid", "tid")
-    if queries is not None:
-        both = pl.concat([both, queries.select("pid", "tid")], how="vertical")
-    codes = both.select(_ids("pid"), _ids("tid"))
+    """(ops' pid/tid codes, queries' pid/tid codes), from one numbering over both tables' rows
+    (:func:`..core.frames.appearance_codes`: integers sort and join several times faster than text)."""
+    both = ops.select(pl.col("pid", "tid").cast(pl.Categorical))
+    if queries is not None:  # each side cast first: one may hold text, the other categorical codes
+        both = pl.concat([both, queries.select(pl.col("pid", "tid").cast(pl.Categorical))], how="vertical")
+    # numbered over both tables at once: a value's number is the same in each
+    codes = pl.DataFrame(appearance_codes(both["pid"], both["tid"]))
     if queries is None:
         return codes, None
     return codes.slice(0, ops.height), codes.slice(ops.height)

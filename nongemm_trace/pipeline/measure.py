@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 import polars as pl
 
 from ..classify.taxonomy import Taxonomy
+from ..core.frames import as_text
 from ..metrics.breakdown import (
     category_table,
     class_table,
@@ -60,8 +61,9 @@ def measure(sel: Selection, metric: str) -> Report:
         classes=class_table(cats),
         ops=op_table(linked.ops, acts, None if sel.engine else _call_cpu(linked, sel.window),
                      "cpu" if effective_metric == "cpu" else "gpu"),
-        kernels=acts.select([c for c in KERNEL_COLUMNS if c in acts.columns]),
-        kernel_summary=kernel_summary(acts),
+        # the models hold text (the loader's categorical codes stay in the pipeline: schema.TEXT)
+        kernels=as_text(acts.select([c for c in KERNEL_COLUMNS if c in acts.columns])),
+        kernel_summary=as_text(kernel_summary(acts)),
         steps=step_table(acts, sel.kept_steps),  # the kept steps only
         gpu_time_ns=int(acts["dur_ns"].sum() or 0),
         gpu_activities=acts.height,

@@ -22,15 +22,9 @@ from ...core.frames import ArrowCapsules
 from .events import TIME_LIMIT_US, decode_events
 from .scanner import ROUTES, available
 from .scanner import SCANNER as _SCANNER
-from .tables import TABLES, Tally, chunk_tables, count_other
+from .tables import CATEGORICAL, TABLES, Tally, chunk_tables, count_other
 
 __all__ = ["available", "scan", "tables_of", "trim", "decode_chunk"]
-
-#: shapes, dtypes and scalar arguments repeat every step: categorical, as the Python path makes them
-_OP_TEXTS = ("input_dims", "input_type", "concrete_inputs")
-#: so do op names and categories (the op table holds most of a trace's rows): 4 bytes a row as
-#: categorical codes, where a text column held 32 (its view, the scanner's offsets and text)
-_OP_NAMES = ("name", "cat")
 
 
 def _frame(columns: tuple) -> pl.DataFrame:
@@ -53,8 +47,9 @@ def tables_of(res: tuple, keep_python: bool, tally: Tally) -> tuple[int, dict[st
     routes = ROUTES[keep_python]
     n, parts, no_cat, bad_phase, bad_time = res
     frames = [_frame(columns) for columns in parts]
-    out = dict(zip(TABLES, frames))
-    out["ops"] = out["ops"].with_columns(pl.col(c).cast(pl.Categorical) for c in (*_OP_NAMES, *_OP_TEXTS))
+    # the text columns as categorical codes, as the Python path makes them (schema.py, tables.CATEGORICAL)
+    out = {key: df.with_columns(pl.col(c).cast(pl.Categorical) for c in CATEGORICAL[key])
+           for key, df in zip(TABLES, frames)}
     tally.no_cat += no_cat
     for counts, into in ((bad_phase, tally.bad_phase), (bad_time, tally.bad_time)):
         for (cat, _, _), k in zip(routes, counts):

@@ -26,6 +26,19 @@ from .events import EMPTY_ARGS, TIME_LIMIT_US, Event
 #: separates raw JSON texts joined into one string; a control byte never appears unescaped in JSON
 _SEP = "\x1f"
 
+#: each partial table's text columns, given as categorical codes by both paths (schema.py): their
+#: values repeat (kernel and op names, threads, shapes), and a text column costs a 16-byte view a
+#: row plus the text (the C scanner's offsets and bytes: 32 bytes a row and more for long kernel
+#: names), a categorical one a 4-byte code a row and each distinct text once
+_EVENT_TEXTS = ("name", "cat", "pid", "tid")
+CATEGORICAL = {
+    "ops": (*_EVENT_TEXTS, "input_dims", "input_type", "concrete_inputs"),
+    "launches": _EVENT_TEXTS,
+    "acts": (*_EVENT_TEXTS, "kind"),
+    "py": _EVENT_TEXTS,
+    "syncs": (*_EVENT_TEXTS, "kind"),
+}
+
 
 @dataclass
 class Tally:
@@ -77,7 +90,8 @@ def chunk_tables(events: Sequence[Event], first: int, keep_python: bool, tally: 
     for key in TABLES:
         where = (routes == key).arg_true()
         idx = where.to_list()
-        out[key] = _valid(_BUILDERS[key](_pick(events, idx), cats.gather(where), where.cast(pl.Int64) + first), tally)
+        df = _valid(_BUILDERS[key](_pick(events, idx), cats.gather(where), where.cast(pl.Int64) + first), tally)
+        out[key] = df.with_columns(pl.col(c).cast(pl.Categorical) for c in CATEGORICAL[key])
     other = (routes == "other").arg_true()
     if other.len():
         _other(_pick(events, other.to_list()), cats.gather(other), tally)
@@ -214,14 +228,12 @@ def op_table(evs: list[Event], cat: pl.Series, ev_idx: pl.Series) -> pl.DataFram
     cols = _common(evs, cat, ev_idx)
     args = _args(evs)
     cols["external_id"] = _ext_ids(args)
-    # shapes, dtypes and scalar arguments repeat every step: categorical (one small code per
-    # op) instead of a text copy per op, about a tenth of the memory
+    # shapes, dtypes and scalar arguments: categorical, as every text column (chunk_tables)
     cols["input_dims"] = _raw_texts([a.input_dims for a in args]).cast(pl.Categorical)
     cols["input_type"] = _raw_texts([a.input_type for a in args]).cast(pl.Categorical)
     cols["concrete_inputs"] = _raw_texts([a.concrete_inputs for a in args]).cast(pl.Categorical)
     cols["seq"] = _int([a.seq for a in args])
-    # op names and categories too, as the C scanner's tables hold them (schema.py)
-    return pl.DataFrame(cols).with_columns(pl.col("name", "cat").cast(pl.Categorical))
+    return pl.DataFrame(cols)
 
 
 def python_table(evs: list[Event], cat: pl.Series, ev_idx: pl.Series) -> pl.DataFrame:
