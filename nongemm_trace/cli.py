@@ -22,6 +22,25 @@ import sys
 ALLOCATOR = "narenas:1,dirty_decay_ms:0,muzzy_decay_ms:0"
 os.environ.setdefault("_RJEM_MALLOC_CONF", ALLOCATOR)
 
+#: glibc maps an allocation this large (or larger) on its own and unmaps it when freed. Its default
+#: threshold moves up to the size of each mapped block freed (the file is read in blocks of MBs),
+#: after which such blocks come from heaps that keep the freed memory: fixed, the reads' memory goes
+#: back to the system (docs/benchmarks.md). Batch workers read it from the environment when they start.
+MMAP_THRESHOLD = 128 << 10
+
+
+def _fix_mmap_threshold() -> None:
+    os.environ.setdefault("MALLOC_MMAP_THRESHOLD_", str(MMAP_THRESHOLD))
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).mallopt(-3, int(os.environ["MALLOC_MMAP_THRESHOLD_"]))  # -3: M_MMAP_THRESHOLD
+    except (OSError, AttributeError, ValueError):  # not glibc (musl, macOS): its own allocator's rules
+        pass
+
+
+_fix_mmap_threshold()
+
 from .commands import BY_NAME  # noqa: E402
 from .commands.args import parser  # noqa: E402  (no polars: the allocator is set above)
 from .commands.common import EXIT_BAD_INPUT, finished  # noqa: E402

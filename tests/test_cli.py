@@ -206,6 +206,11 @@ def test_cli_sets_the_allocator_before_polars_loads():
             "print('polars' in sys.modules, os.environ['_RJEM_MALLOC_CONF'])")
     run = subprocess.run([sys.executable, "-c", code + "; import polars"], capture_output=True, text=True, check=True)
     assert run.stdout.split() == ["False", "narenas:1,dirty_decay_ms:0,muzzy_decay_ms:0"]
+    # glibc's mmap threshold: fixed in this process (mallopt) and, through the environment, in workers
+    code = ("import os; os.environ.pop('MALLOC_MMAP_THRESHOLD_', None); import nongemm_trace.cli as c; "
+            "print(os.environ['MALLOC_MMAP_THRESHOLD_'] == str(c.MMAP_THRESHOLD))")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert run.stdout.split() == ["True"]
     assert "jemalloc" not in run.stderr  # every option is one this polars' jemalloc accepts
     code = ("import os; os.environ['_RJEM_MALLOC_CONF'] = 'x:1'; import nongemm_trace.cli; "
             "print(os.environ['_RJEM_MALLOC_CONF'])")

@@ -26,7 +26,7 @@ import polars as pl
 
 from ..classify import EVIDENCE
 from ..classify.taxonomy import Taxonomy
-from ..core.frames import add_columns, int_scalar, is_row_index, lookup_columns, walk_up
+from ..core.frames import add_columns, as_text, int_scalar, is_row_index, lookup_columns, walk_up
 from .op_cpu import CPU_COLUMNS
 
 
@@ -148,11 +148,14 @@ def _streamed(plan: pl.LazyFrame) -> pl.DataFrame:
 
 def kernel_summary(acts: pl.DataFrame) -> pl.DataFrame:
     """Per (kernel name, kind, category): activities, total/mean/min/max duration."""
-    return _streamed(acts.lazy().group_by(["name", "kind", "category", "class"]).agg(
+    # keyed on codes (the category and class texts of every activity as categorical: a hash of
+    # integers, not of texts), the result's rows as text
+    keys = [pl.col(c).cast(pl.Categorical) for c in ("name", "kind", "category", "class")]
+    return as_text(_streamed(acts.lazy().group_by(keys).agg(
         pl.len().cast(pl.Int64).alias("activities"), pl.col("dur_ns").sum().cast(pl.Int64).alias("gpu_time_ns"),
         pl.col("dur_ns").mean().alias("mean_ns"), pl.col("dur_ns").min().alias("min_ns"),
         pl.col("dur_ns").max().alias("max_ns"),
-    )).sort(["gpu_time_ns", "name", "kind", "category"], descending=[True, False, False, False])
+    ))).sort(["gpu_time_ns", "name", "kind", "category"], descending=[True, False, False, False])
 
 
 def step_table(acts: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:

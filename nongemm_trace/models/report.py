@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 import polars as pl
 
 from .._version import __version__
+from ..core.frames import as_text
 from ..core.trace import Anomaly
 from ..errors import TraceError
 from ..vocabulary import CLASSES, MODEL_TABLES, SCHEMA_VERSION, TIME_BASES, ns
@@ -58,7 +59,9 @@ class Report:
     categories: pl.DataFrame
     classes: pl.DataFrame
     ops: pl.DataFrame
-    kernels: pl.DataFrame
+    #: one row per activity counted, as the pipeline holds it (text columns may be categorical
+    #: codes, schema.TEXT); read it as :attr:`kernels`
+    kernel_rows: pl.DataFrame
     kernel_summary: pl.DataFrame
     steps: pl.DataFrame
     gpu_time_ns: int
@@ -85,6 +88,15 @@ class Report:
     #: how many kernel rows the measured report had, when ``kernel_summary`` holds only the first
     #: ones (a report read back from its JSON); None: ``kernel_summary`` is whole
     kernel_summary_total: int | None = None
+
+    @property
+    def kernels(self) -> pl.DataFrame:
+        """One row per activity counted (``KERNEL_COLUMNS`` of the selection), as text. Cast when first
+        read, not when measured: a JSON or terminal report never reads it, and every activity's kernel
+        name as text was the peak memory of a trace with many activities."""
+        if any(t == pl.Categorical for t in self.kernel_rows.schema.values()):
+            self.kernel_rows = as_text(self.kernel_rows)
+        return self.kernel_rows
 
     # -- derived numbers -------------------------------------------------
     def share(self, name: str) -> float:
@@ -213,7 +225,7 @@ class Report:
         return cls(
             trace=d["trace"], metric=metric, level=d["level"], taxonomy=d["taxonomy"],
             taxonomy_version=d["taxonomy_version"], categories=categories, classes=frame(d["classes"], _CLASSES),
-            ops=frame(d["ops"], _OPS), kernels=pl.DataFrame(), kernel_summary=kernel_summary,
+            ops=frame(d["ops"], _OPS), kernel_rows=pl.DataFrame(), kernel_summary=kernel_summary,
             steps=frame(d["steps"], _STEPS), gpu_time_ns=ns(d["gpu_time_us"]), gpu_activities=d["gpu_activities"],
             cpu_time_ns=ns(d["cpu_time_us"]) if "cpu_time_us" in d else None,
             total_gpu_time_in_file_ns=ns(d["file_gpu_time_us"]), total_activities_in_file=d["file_gpu_activities"],

@@ -61,8 +61,9 @@ def measure(sel: Selection, metric: str) -> Report:
         classes=class_table(cats),
         ops=op_table(linked.ops, acts, None if sel.engine else _call_cpu(linked, sel.window),
                      "cpu" if effective_metric == "cpu" else "gpu"),
-        # the models hold text (the loader's categorical codes stay in the pipeline: schema.TEXT)
-        kernels=as_text(acts.select([c for c in KERNEL_COLUMNS if c in acts.columns])),
+        # the models hold text (the loader's categorical codes stay in the pipeline: schema.TEXT); the
+        # per-activity rows are cast when read (Report.kernels)
+        kernel_rows=acts.select([c for c in KERNEL_COLUMNS if c in acts.columns]),
         kernel_summary=as_text(kernel_summary(acts)),
         steps=step_table(acts, sel.kept_steps),  # the kept steps only
         gpu_time_ns=int(acts["dur_ns"].sum() or 0),
