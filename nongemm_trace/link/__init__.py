@@ -92,7 +92,9 @@ def _attach_launches(trace: Trace, found: list[Anomaly]) -> pl.DataFrame:
         pl.col("end_ns").alias("launch_end_ns"), pl.col("dur_ns").alias("launch_dur_ns"),
         pl.col("external_id").alias("launch_external_id"), pl.col("graph_launch").alias("_graph_launch"),
     )
-    return acts.join(la, on="correlation", how="left")
+    # only the key column goes through the join (a left join gathers every column of the left table
+    # anew: a copy of all activities, most of a GPU-only trace's memory); at most one call per key
+    return add_columns(acts, la, "correlation", nulls_equal=False)
 
 
 def _attach_ops(ops: pl.DataFrame, acts: pl.DataFrame, launch_ops: pl.DataFrame, found: list[Anomaly]) -> pl.DataFrame:
