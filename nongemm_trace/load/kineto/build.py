@@ -10,7 +10,7 @@ import polars as pl
 
 from ...core.trace import Trace
 from .. import roles
-from .tables import TABLES, Tally
+from .tables import MAX_NAME_CHARS, TABLES, Tally
 
 
 def in_file_order(chunks: dict[int, tuple[int, dict[str, pl.DataFrame]]]) -> dict[str, list[pl.DataFrame]]:
@@ -56,7 +56,7 @@ def build(path: str, meta: dict[str, Any], parts: dict[str, list[pl.DataFrame]],
                    f"{n} '{cat}' events are not complete ('X') events (e.g. B/E pairs); skipped")
     trace.note("missing_category", tally.no_cat, f"{tally.no_cat} complete events had no 'cat'; ignored")
     _dedupe(trace, tally.repeats)
-    _cut_long_names(trace)
+    _cut_long_names(trace, tally.long_names)
     trace.launches = roles.mark_graph_launches(trace.launches)
     if tally.other_n:
         trace.note(
@@ -68,14 +68,9 @@ def build(path: str, meta: dict[str, Any], parts: dict[str, list[pl.DataFrame]],
     return trace
 
 
-#: a name longer than this many characters is cut to it, with a warning: no kernel or op name comes
-#: near it (the longest in the shared traces has 3,000), and a hostile one of hundreds of MB would be
-#: copied by every join and search of the analysis (a 200 MB kernel name cost 35 s)
-MAX_NAME_CHARS = 1 << 16
-
-
-def _cut_long_names(trace: Trace) -> None:
-    cut = 0
+def _cut_long_names(trace: Trace, cut: int = 0) -> None:
+    """Names over :data:`.tables.MAX_NAME_CHARS` cut (the loader's chunks cut theirs before their
+    texts become codes: ``cut`` of them), all counted in one warning."""
     for table in ("ops", "launches", "activities", "python", "cuda_syncs"):
         df = getattr(trace, table)
         if df.height == 0 or "name" not in df.columns:

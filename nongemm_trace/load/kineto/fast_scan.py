@@ -22,7 +22,7 @@ from ...core.frames import ArrowCapsules
 from .events import TIME_LIMIT_US, decode_events
 from .scanner import ROUTES, available
 from .scanner import SCANNER as _SCANNER
-from .tables import CATEGORICAL, TABLES, Tally, chunk_tables, count_other
+from .tables import TABLES, Tally, as_codes, chunk_tables, count_other
 
 __all__ = ["available", "scan", "tables_of", "trim", "decode_chunk"]
 
@@ -48,8 +48,7 @@ def tables_of(res: tuple, keep_python: bool, tally: Tally) -> tuple[int, dict[st
     n, parts, no_cat, bad_phase, bad_time = res
     frames = [_frame(columns) for columns in parts]
     # the text columns as categorical codes, as the Python path makes them (schema.py, tables.CATEGORICAL)
-    out = {key: df.with_columns(pl.col(c).cast(pl.Categorical) for c in CATEGORICAL[key])
-           for key, df in zip(TABLES, frames)}
+    out = {key: as_codes(key, df, tally) for key, df in zip(TABLES, frames)}
     tally.no_cat += no_cat
     for counts, into in ((bad_phase, tally.bad_phase), (bad_time, tally.bad_time)):
         for (cat, _, _), k in zip(routes, counts):

@@ -52,11 +52,13 @@ class Tally:
     other_cats: set[str] = field(default_factory=set)
     #: exact repeats dropped inside chunks, by table (:func:`.build.drop_chunk_repeats`)
     repeats: dict[str, int] = field(default_factory=dict)
+    #: names cut to :data:`MAX_NAME_CHARS` (:func:`as_codes`)
+    long_names: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return {"bad_time": self.bad_time, "bad_phase": self.bad_phase, "no_cat": self.no_cat,
                 "other_n": self.other_n, "other_ns": self.other_ns, "other_cats": sorted(self.other_cats),
-                "repeats": self.repeats}
+                "repeats": self.repeats, "long_names": self.long_names}
 
     def add(self, other: dict[str, Any]) -> None:
         """Add another chunk's tally (as :meth:`to_dict` gives it)."""
@@ -68,6 +70,28 @@ class Tally:
         self.other_n += other["other_n"]
         self.other_ns += other["other_ns"]
         self.other_cats |= set(other["other_cats"])
+        self.long_names += other.get("long_names", 0)
+
+
+#: a name longer than this many characters is cut to it, with a warning: no kernel or op name comes
+#: near it (the longest in the shared traces has 3,000), and a hostile one of hundreds of MB would be
+#: copied by every join and search of the analysis (a 200 MB kernel name cost 35 s)
+MAX_NAME_CHARS = 1 << 16
+
+
+def as_codes(key: str, df: pl.DataFrame, tally: Tally) -> pl.DataFrame:
+    """One chunk's table ``key`` with its text columns as categorical codes (:data:`CATEGORICAL`), a name
+    longer than :data:`MAX_NAME_CHARS` cut first and counted: a categorical text is kept for the
+    life of the process, so a hostile 200 MB name would outlive its cut (both paths call this)."""
+    # no name has more characters than bytes: the characters are counted only where a name is long
+    if df.height and "name" in df.columns and df.select((pl.col("name").str.len_bytes() > MAX_NAME_CHARS).any()).item():
+        long = pl.col("name").str.len_chars() > MAX_NAME_CHARS
+        n = df.select(long.sum()).item()
+        if n:
+            df = df.with_columns(pl.when(long).then(pl.col("name").str.head(MAX_NAME_CHARS))
+                                 .otherwise(pl.col("name")).alias("name"))
+            tally.long_names += n
+    return df.with_columns(pl.col(c).cast(pl.Categorical) for c in CATEGORICAL[key])
 
 
 def _pick(events: Sequence[Event], idx: list[int]) -> list[Event]:
@@ -91,7 +115,7 @@ def chunk_tables(events: Sequence[Event], first: int, keep_python: bool, tally: 
         where = (routes == key).arg_true()
         idx = where.to_list()
         df = _valid(_BUILDERS[key](_pick(events, idx), cats.gather(where), where.cast(pl.Int64) + first), tally)
-        out[key] = df.with_columns(pl.col(c).cast(pl.Categorical) for c in CATEGORICAL[key])
+        out[key] = as_codes(key, df, tally)
     other = (routes == "other").arg_true()
     if other.len():
         _other(_pick(events, other.to_list()), cats.gather(other), tally)
