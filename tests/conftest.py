@@ -96,6 +96,27 @@ def raw_events(path: str) -> tuple:
     return events
 
 
+#: the test files that read the shared traces' raw events: one worker takes them all, as one unit of
+#: ``--dist loadfile``, so that each worker does not read (and keep) the events of every trace again
+RAW_EVENT_READERS = {"test_references.py", "test_taxonomy.py", "test_launch.py", "test_compare.py",
+                     "test_linking.py", "test_cuda_sync.py"}
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """pytest-xdist's ``--dist loadfile``, with the files of RAW_EVENT_READERS as one unit."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class SharedRawEvents(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            file = super()._split_scope(nodeid)
+            return "the raw-event readers" if Path(file).name in RAW_EVENT_READERS else file
+
+    return SharedRawEvents(config, log)
+
+
 def ns(x) -> int:
     """Kineto microseconds -> integer nanoseconds, via the decimal text (exact)."""
     from decimal import Decimal
