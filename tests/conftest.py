@@ -7,6 +7,7 @@ folder is absent (and fail under ``CI=true``); tests on ``sample_traces/`` alway
 
 from __future__ import annotations
 
+import gc
 import gzip
 import json
 import os
@@ -75,11 +76,45 @@ def _no_terminal_size_from_the_runner(monkeypatch):
 
 @lru_cache(maxsize=64)
 def raw_events(path: str) -> tuple:
-    """The file's events, read with the standard library only (independent of the library)."""
-    with gzip.open(path, "rt", encoding="utf-8") as fh:
-        doc = json.load(fh)
-    ev = doc["traceEvents"] if isinstance(doc, dict) else doc
-    return tuple(ev)
+    """The file's events, read with the standard library only (independent of the library).
+
+    Kept for the session: millions of dicts and lists, which the cyclic garbage collector would
+    otherwise walk in every full collection (seconds each, five at pytest's exit). It is paused while
+    they are read, and then they are moved out of its sight (``gc.freeze``); JSON holds no cycles, so
+    reference counting alone frees them if the cache drops them."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        with gzip.open(path, "rt", encoding="utf-8") as fh:
+            doc = json.load(fh)
+        ev = doc["traceEvents"] if isinstance(doc, dict) else doc
+        events = tuple(ev)
+    finally:
+        if enabled:
+            gc.enable()
+    gc.freeze()
+    return events
+
+
+#: the test files that read the shared traces' raw events: one worker takes them all, as one unit of
+#: ``--dist loadfile``, so that each worker does not read (and keep) the events of every trace again
+RAW_EVENT_READERS = {"test_references.py", "test_taxonomy.py", "test_launch.py", "test_compare.py",
+                     "test_linking.py", "test_cuda_sync.py"}
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """pytest-xdist's ``--dist loadfile``, with the files of RAW_EVENT_READERS as one unit."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class SharedRawEvents(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            file = super()._split_scope(nodeid)
+            return "the raw-event readers" if Path(file).name in RAW_EVENT_READERS else file
+
+    return SharedRawEvents(config, log)
 
 
 def ns(x) -> int:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import re
+from functools import cache
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -114,9 +115,16 @@ def _imports(mod: str, display_hooks: bool = True) -> set[str]:
     return {m for m in found if m in MODULES}
 
 
-GRAPH = {m: _imports(m) for m in MODULES}
-#: the graph without the display hooks' imports of the HTML renderer
-STAGED = {m: _imports(m) - (DISPLAY_RENDERERS - _imports(m, display_hooks=False)) for m in MODULES}
+@cache
+def graph() -> dict[str, set[str]]:
+    """What each module imports (read on first use, not while every worker collects the tests)."""
+    return {m: _imports(m) for m in MODULES}
+
+
+@cache
+def staged() -> dict[str, set[str]]:
+    """The graph without the display hooks' imports of the HTML renderer."""
+    return {m: _imports(m) - (DISPLAY_RENDERERS - _imports(m, display_hooks=False)) for m in MODULES}
 
 
 def test_no_import_cycles():
@@ -126,7 +134,7 @@ def test_no_import_cycles():
     def walk(m: str, path: list[str]) -> None:
         state[m] = 1
         path.append(m)
-        for n in sorted(GRAPH[m]):
+        for n in sorted(graph()[m]):
             if state.get(n) == 1:
                 cycles.append(" -> ".join(path[path.index(n):] + [n]))
             elif n not in state:
@@ -134,7 +142,7 @@ def test_no_import_cycles():
         path.pop()
         state[m] = 2
 
-    for m in sorted(GRAPH):
+    for m in sorted(graph()):
         if m not in state:
             walk(m, [])
     assert cycles == []
@@ -142,12 +150,12 @@ def test_no_import_cycles():
 
 def test_no_import_from_a_lower_stage_to_a_higher_one():
     upward = [f"{m} ({STAGES[_stage(m)][0]}) imports {n} ({STAGES[_stage(n)][0]})"
-              for m, deps in STAGED.items() for n in deps if _stage(n) > _stage(m)]
+              for m, deps in staged().items() for n in deps if _stage(n) > _stage(m)]
     assert upward == []
 
 
 def test_link_reads_only_the_contract():
-    for m, deps in GRAPH.items():
+    for m, deps in graph().items():
         if m == "link" or m.startswith("link."):
             assert not [d for d in deps if d.split(".")[0] in ("load", "classify")], m
 
@@ -156,7 +164,7 @@ def test_renderers_read_only_models():
     """``report/`` renders result models: it imports the models and the base modules, never the code
     that measures (so a renderer cannot recompute what the model holds)."""
     allowed = {name for name, _ in STAGES[:2]}
-    for m, deps in GRAPH.items():
+    for m, deps in graph().items():
         if m == "report" or m.startswith("report."):
             wrong = [d for d in deps if not (d == "report" or d.startswith("report."))
                      and STAGES[_stage(d)][0] not in allowed]

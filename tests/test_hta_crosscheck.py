@@ -17,7 +17,12 @@ from conftest import shared
 
 import nongemm_trace
 
-hta = pytest.importorskip("hta.trace_analysis", reason="Holistic Trace Analysis not installed ([hta] extra)")
+
+@pytest.fixture(scope="module")
+def hta():
+    """HTA (and pandas under it), imported where these tests run, not while every worker collects."""
+    return pytest.importorskip("hta.trace_analysis", reason="Holistic Trace Analysis not installed ([hta] extra)")
+
 
 CASES = [("h200", "bert_base_fp32_bs8_s128__eager.json.gz"), ("h200x2", "bert_ddp_train_rank0.json.gz"),
          ("external/tracelens", "h100__gaunernst_bert-small-uncased__1016001.json.gz")]
@@ -25,7 +30,7 @@ CASES = [("h200", "bert_base_fp32_bs8_s128__eager.json.gz"), ("h200x2", "bert_dd
 
 @pytest.mark.hta
 @pytest.mark.parametrize("sub,name", CASES, ids=[c[1][:40] for c in CASES])
-def test_matches_hta(tmp_path, sub, name):
+def test_matches_hta(tmp_path, sub, name, hta):
     src = shared(*sub.split("/"), name)
     d = tmp_path / "trace"
     d.mkdir()

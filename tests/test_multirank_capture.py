@@ -22,7 +22,6 @@ import nongemm_trace
 from nongemm_trace.cli import main
 
 torch = pytest.importorskip("torch", reason="torch not installed")
-pytest.importorskip("transformers", reason="transformers not installed (the capture builds LlamaForCausalLM)")
 if not (torch.distributed.is_available() and torch.distributed.is_gloo_available()):
     pytest.skip("torch.distributed with gloo not available", allow_module_level=True)
 
@@ -34,6 +33,8 @@ TOL_US = 0.001
 
 @pytest.fixture(scope="module")
 def captured(tmp_path_factory) -> dict[str, Path]:
+    # imported here, where the capture runs, not while every worker collects the tests
+    pytest.importorskip("transformers", reason="transformers not installed (the capture builds LlamaForCausalLM)")
     root = tmp_path_factory.mktemp("multirank")
     procs = {}
     for key, args in RUNS.items():  # both runs at once: most of each is starting Python and importing torch

@@ -28,6 +28,7 @@ from conftest import (
 )
 
 import nongemm_trace
+from nongemm_trace.pipeline.analysis import Analysis
 
 H200 = sorted((SHARED / "h200").glob("*.json.gz")) if (SHARED / "h200").is_dir() else []
 #: the project's own H200 captures with their key_averages (sample_traces/collected/*.meta.json): an
@@ -41,9 +42,15 @@ OP_CATS = {"cpu_op", "user_annotation"}
 
 
 @cache
+def opened(path: Path) -> Analysis:
+    """One analysis per file for this module's tests (``analyze(path, **options)`` is
+    ``Analysis(path).report(**options)``): loaded and linked once for every report asked of it."""
+    return Analysis(path)
+
+
 def default_report(path: Path):
     """``analyze(path)`` with the default options, once per file for this module's tests."""
-    return nongemm_trace.analyze(path)
+    return opened(path).report()
 
 
 @pytest.mark.parametrize("path", H200 + CAPTURED, ids=trace_ids(H200 + CAPTURED))
@@ -175,7 +182,7 @@ def test_drop_unlinked_removes_exactly_the_activities_without_launch_call(path):
             if e.get("args", {}).get("correlation") not in launch_corr:
                 orphans += 1
                 orphan_ns += ns(e["dur"])
-    rep = nongemm_trace.analyze(path, drop_unlinked=True)
+    rep = opened(path).report(drop_unlinked=True)
     assert rep.gpu_time_ns == total - orphan_ns
     if rep.metric == "gpu" and rep.gpu_activities:
         assert int(rep.categories["time_ns"].sum()) == total - orphan_ns
