@@ -30,6 +30,21 @@ def call_cpu_times(ops: pl.DataFrame, launches: pl.DataFrame | None = None,
     ``parent_id``); ``launches`` (``launch_id, dur_ns``) and ``launch_ops`` (``launch_id,
     op_id``: each launch call's innermost op) make the runtime calls children too."""
     id_type = ops.schema["op_id"]
+    # the outermost call of its name on its thread: no earlier-starting call of that name still open
+    # at its end (starts ascending, longer first at equal starts, so a parent precedes its children)
+    # (thread, name) as one int64: the thread's dense rank in the high half, the name's categorical
+    # code in the low one (a struct of three strings ranked cost 100 MB at 200 MB of JSON, the
+    # measure stage's peak); only the four columns needed are taken before the sort, and each working
+    # table is let go as soon as the next is made (they were the measure stage's peak, all held at once)
+    thread = (_code("pid").cast(pl.Int64) * (1 << 32) + _code("tid").cast(pl.Int64)).rank("dense").cast(pl.Int64)
+    group = (thread * (1 << 32) + _code("name").cast(pl.Int64)).alias("_g")
+    order = ops.select("op_id", group, "ts_ns", "end_ns").sort(["_g", "ts_ns", "end_ns"],
+                                                               descending=[False, False, True], maintain_order=True)
+    inside = order.select(
+        "op_id", (pl.col("end_ns").cum_max().shift(1).over("_g") >= pl.col("end_ns")).fill_null(False).alias("_nested"))
+    del order
+    out = add_columns(ops.select("op_id", "dur_ns"), inside, "op_id")
+    del inside
     # the columns first, then the rows: a filter of the whole op table copies every column of it
     # (340 MB at 1 GB of JSON, the measure stage's peak); the sums by the streaming engine, whose
     # scratch memory is a third of the in-memory group-by's
@@ -40,18 +55,7 @@ def call_cpu_times(ops: pl.DataFrame, launches: pl.DataFrame | None = None,
             launches.lazy().select("launch_id", "dur_ns"), on="launch_id")
         kids.append(calls.select(pl.col("op_id").cast(id_type), "dur_ns"))
     children = pl.concat(kids).group_by("op_id").agg(pl.col("dur_ns").sum().alias("_kids")).collect(engine="streaming")
-    # the outermost call of its name on its thread: no earlier-starting call of that name still open
-    # at its end (starts ascending, longer first at equal starts, so a parent precedes its children)
-    # (thread, name) as one int64: the thread's dense rank in the high half, the name's categorical
-    # code in the low one (a struct of three strings ranked cost 100 MB at 200 MB of JSON, the
-    # measure stage's peak); only the four columns needed are taken before the sort
-    thread = (_code("pid").cast(pl.Int64) * (1 << 32) + _code("tid").cast(pl.Int64)).rank("dense").cast(pl.Int64)
-    group = (thread * (1 << 32) + _code("name").cast(pl.Int64)).alias("_g")
-    order = ops.select("op_id", group, "ts_ns", "end_ns").sort(["_g", "ts_ns", "end_ns"],
-                                                               descending=[False, False, True], maintain_order=True)
-    inside = order.select(
-        "op_id", (pl.col("end_ns").cum_max().shift(1).over("_g") >= pl.col("end_ns")).fill_null(False).alias("_nested"))
-    out = add_columns(add_columns(ops.select("op_id", "dur_ns"), inside, "op_id"), children, "op_id")
+    out = add_columns(out, children, "op_id")
     return out.select(
         "op_id",
         pl.when(pl.col("_nested")).then(0).otherwise(pl.col("dur_ns")).cast(pl.Int64).alias("cpu_ns"),
