@@ -23,7 +23,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-from ..core.frames import number
+from ..core.frames import as_text, number
 from ..core.trace import Anomaly
 from ..errors import TraceError
 from ..models.comparison import TRACE_COLUMNS, Comparison
@@ -51,9 +51,9 @@ class _Side:
         """``category, class, time_ns, activities, launches`` of the categories with activities
         (``unclassified`` always); ``launches`` is null where only the document is read."""
         if self.acts is not None:
-            g = self.acts.group_by("category").agg(
+            g = as_text(self.acts.group_by("category").agg(  # keyed on codes, as text (a report's table is)
                 pl.col("class").first(), pl.col("dur_ns").sum().alias("time_ns"), pl.len().alias("activities"),
-                pl.col("launch_id").drop_nulls().n_unique().alias("launches"))
+                pl.col("launch_id").drop_nulls().n_unique().alias("launches")))
         else:
             r = self.report
             if r.metric == "cpu":

@@ -168,5 +168,13 @@ def classify(linked: Linked, tax: Taxonomy, level: str = "launch") -> pl.DataFra
     if engine:
         acts = acts.with_columns(pl.coalesce("engine_fused", "fused_ops").alias("fused_ops")).drop(
             "engine_category", "engine_rule", "engine_fused")
-    return acts.drop("_lop_cat", "_lop_rule", "_lop_wrap", "_lop_qdq", "_top_cat", "_top_comp", "_transfer")
+    acts = acts.drop("_lop_cat", "_lop_rule", "_lop_wrap", "_lop_qdq", "_top_cat", "_top_comp", "_transfer")
+    return acts.with_columns(pl.col(c).cast(pl.Categorical) for c in _ACTIVITY_TEXT
+                             if c in acts.columns and acts.schema[c] == pl.String)
+
+
+#: the text columns link and classify add to every activity, held as categorical codes: 4 bytes a
+#: row where a text column holds a 16-byte view each (most of a GPU-only trace's peak memory)
+_ACTIVITY_TEXT = ("launch_op", "top_op", "op", "module", "launch_category", "category", "rule", "class",
+                  "evidence", "kernel_category", "kernel_evidence", "fused_ops", "attribution")
 

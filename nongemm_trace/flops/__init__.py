@@ -27,7 +27,7 @@ from typing import Any
 import polars as pl
 
 from ..classify.ladder import call_category
-from ..core.frames import nearest_down, strict_ancestors
+from ..core.frames import as_text, nearest_down, strict_ancestors
 from ..core.trace import Anomaly
 from ..devices import match_device
 from ..models.flops import FlopsReport
@@ -142,7 +142,7 @@ def flops_analysis(source: str | Path | Analysis, *, device_spec: str | None = N
     ops = _rates(ops).sort(["time_ns", "op"], descending=[True, False])
     cats = have.group_by("category").agg(pl.col("flops").sum(), pl.col("bytes").sum())
     # time per category: every GPU activity (not only those an estimate covers)
-    cat_time = acts.group_by("category").agg(pl.col("dur_ns").sum().alias("time_ns"))
+    cat_time = as_text(acts.group_by("category").agg(pl.col("dur_ns").sum().alias("time_ns")))  # codes, as text
     cats = cat_time.join(cats, on="category", how="full", coalesce=True).with_columns(
         pl.col("flops").fill_null(0), pl.col("bytes").fill_null(0), pl.col("time_ns").fill_null(0))
     cats = cats.with_columns(pl.col("category").replace_strict(tax_class, default="unclassified").alias("class"))

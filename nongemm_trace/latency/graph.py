@@ -206,7 +206,8 @@ def label_pieces(pieces: pl.DataFrame, op_cats: pl.DataFrame, launch_cats: pl.Da
     out on small integer codes, the text gathered once at the end: string conditions over millions
     of pieces cost seconds on a large trace."""
     per_call = launch_cats.join(syncs.select("launch_id", "sync"), on="launch_id", how="full", coalesce=True)
-    names = pl.concat([op_cats["category"].unique(), per_call["launch_category"], pl.Series(["unclassified"])])
+    names = pl.concat([s.unique().cast(pl.String) for s in (op_cats["category"], per_call["launch_category"],
+                                                            pl.Series(["unclassified"]))])  # text or categorical
     names = names.drop_nulls().unique().sort()
     code = {c: pl.col(c).cast(pl.Enum(names)).to_physical().cast(pl.Int64) for c in ("category", "launch_category")}
     p = lookup_columns(pieces, "op_id", op_cats.select("op_id", code["category"], "is_wrapper"), "op_id")
@@ -253,10 +254,12 @@ def build(ops: pl.DataFrame, calls: pl.DataFrame, activities: pl.DataFrame, step
     starts_call = pl.col("launch_id").is_not_null() & pl.col("launch_id").ne_missing(pl.col("launch_id").shift(1))
     first_piece = pieces.filter(starts_call).group_by("launch_id").agg(pl.col("row").min().alias("lp"),
                                                                        pl.col("thr").first())
+    # the classify stage's columns as text: the graph's tables meet text from its host pieces
+    text = [pl.col(c).cast(pl.String) for c in ("category", "class", "launch_op", "top_op")]
     acts = activities.select(
-        "activity_id", "name", "category", "class", pl.col("ts_ns").alias("ts"),
+        "activity_id", "name", text[0], text[1], pl.col("ts_ns").alias("ts"),
         (pl.col("ts_ns") + pl.col("dur_ns")).alias("end"), pl.col("dur_ns").alias("dur"), "device", "stream",
-        "launch_id", pl.col("launch_ts_ns").alias("launch_ts"), "launch_op", "top_op")
+        "launch_id", pl.col("launch_ts_ns").alias("launch_ts"), *text[2:])
     acts = acts.join(first_piece, on="launch_id", how="left")
     # a launch call of no length has no piece: its activities start as measured (no launch edge), but still
     # belong to the step their call started in

@@ -133,6 +133,6 @@ def _attach_ops(ops: pl.DataFrame, acts: pl.DataFrame, launch_ops: pl.DataFrame,
         .when(is_graph).then(pl.lit("graph_launch"))
         .when(pl.col("_ext_op").is_not_null()).then(pl.lit("external_id"))
         .when(pl.col("_nest_op").is_not_null()).then(pl.lit("nesting"))
-        .otherwise(pl.lit("launch_only")).alias("attribution"),
+        .otherwise(pl.lit("launch_only")).cast(pl.Categorical).alias("attribution"),
     ).drop("_ext_op", "_nest_op", "_graph_launch")
     return acts.sort("activity_id")

@@ -32,7 +32,8 @@ from .op_cpu import CPU_COLUMNS
 
 def category_table(acts: pl.DataFrame, tax: Taxonomy, value: str = "dur_ns") -> pl.DataFrame:
     """``category, class, time_ns, activities, share`` sorted by time; ``unclassified`` always present."""
-    g = acts.group_by("category").agg(pl.col(value).sum().alias("time_ns"), pl.len().alias("activities"))
+    # keyed on the activities' categorical codes, the result's rows as text (the models hold text)
+    g = as_text(acts.group_by("category").agg(pl.col(value).sum().alias("time_ns"), pl.len().alias("activities")))
     if "unclassified" not in g["category"].to_list():
         g = pl.concat([g, pl.DataFrame({"category": ["unclassified"], "time_ns": [0], "activities": [0]},
                                        schema=g.schema)])
