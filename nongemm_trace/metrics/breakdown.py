@@ -80,6 +80,9 @@ def op_table(ops: pl.DataFrame, acts: pl.DataFrame, cpu: pl.DataFrame | None = N
         pl.col("dur_ns").sum().alias("self_gpu_time_ns"), pl.len().alias("activities")).with_columns(text)
     # inclusive: each activity again for every op above its launching op
     incl = named(pl.concat([base, *walk_up(ops, base)]))
+    # the calls' CPU rows first, so that their per-call CPU times are let go before the group-bys below
+    cpu_rows = _cpu_rows(ops, incl, named(cpu)) if cpu is not None and cpu.height else None
+    del cpu
     calls = _streamed(incl.lazy().group_by(["op", "category"]).agg(pl.col("op_id").n_unique().alias("calls"))) \
         .with_columns(text)
     # each activity once per op name above it (a name can recur on the way up)
@@ -90,15 +93,13 @@ def op_table(ops: pl.DataFrame, acts: pl.DataFrame, cpu: pl.DataFrame | None = N
     busy = calls.join(incl_t, on=["op", "category"], how="left").join(self_rows, on=["op", "category"], how="left")
     # calls that launched nothing, anywhere below them
     if by_row:  # ids are rows: the touched ones marked by position
-        touched = pl.repeat(False, ops.height, eager=True).scatter(incl["op_id"].unique(), True)
+        touched = pl.repeat(False, ops.height, eager=True).scatter(incl["op_id"], True)  # (repeats: the same)
         idle = names.with_columns(ops["op_category"]).filter(~touched)
     else:
         idle = names.with_columns(ops["op_category"]).join(incl.select("op_id").unique(), on="op_id", how="anti")
     idle = idle.select("op", pl.col("op_category").fill_null("unclassified").alias("category")) \
         .group_by(["op", "category"]).agg(pl.len().alias("calls")).with_columns(pl.col("category").cast(pl.String))
-    parts = [busy, idle]
-    if cpu is not None and cpu.height:
-        parts.append(_cpu_rows(ops, incl, named(cpu)))
+    parts = [busy, idle] + ([cpu_rows] if cpu_rows is not None else [])
     out = pl.concat(parts, how="diagonal_relaxed")
     out = out.with_columns([pl.lit(0, pl.Int64).alias(c) for c in CPU_COLUMNS if c not in out.columns]
                            + ([] if "wrapper" in out.columns else [pl.lit(False).alias("wrapper")]))
