@@ -23,9 +23,9 @@ from ..source import too_long_stretch
 
 #: events are decoded and turned into columns this many bytes of JSON at a time. With two threads
 #: scanning, three chunks are in flight, each with its text, its columns and the scanning thread's
-#: buffers: the load's working memory is several times this (4 MB instead of 8 lowered the peak of
-#: a 200 MB trace of short events by a quarter for the same time: docs/benchmarks.md)
-CHUNK_BYTES = 4 << 20
+#: buffers: the load's working memory is several times this, and smaller chunks cost time and leave
+#: more of them in every table (the sizes compared: docs/benchmarks.md, "Memory as a budget")
+CHUNK_BYTES = 6 << 20
 #: ``NONGEMM_CHUNK_BYTES=N`` sets the chunk size (bytes, at least this), so that chunk boundaries
 #: can be made to fall inside small files: the answer must not depend on where they fall
 MIN_CHUNK_BYTES = 256
