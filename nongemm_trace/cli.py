@@ -14,13 +14,33 @@ import sys
 
 # polars' allocator (jemalloc) keeps several arenas per core, and pages freed in one are not
 # reused by another; and it returns freed pages to the system only after 10 s, longer than most
-# runs. One arena, and freed pages returned at once: the peaks come within a step, faster than any
-# decay of 10 or 100 ms, so only a decay of 0 lowers them. It costs CPU time (pages faulted in
-# again), and memory is what the budget counts (the figures: docs/benchmarks.md, "Memory as a
-# budget"). jemalloc reads this once, when polars is first imported, so it is set before anything
-# imports polars; a value already set wins.
+# runs: one arena. Freed pages returned at once lower the peaks, which come within a step (a decay
+# of 10 or 100 ms lowers none), at a system-time cost in proportion to the memory freed and used
+# again (pages faulted in anew). Below LARGE_TRACE_BYTES of JSON the fixed floor (interpreter,
+# polars' code) is a large part of the peak and that cost small; above it the tables are, the peak
+# stays far under the JSON's size with a 100 ms decay, and returning pages at once cost a fifth
+# more time (the figures: docs/benchmarks.md, "Memory as a budget"). jemalloc reads this once, when
+# polars is first imported, so it is set before anything imports polars; a value already set wins.
 ALLOCATOR = "narenas:1,dirty_decay_ms:0,muzzy_decay_ms:0"
-os.environ.setdefault("_RJEM_MALLOC_CONF", ALLOCATOR)
+ALLOCATOR_LARGE = "narenas:1,background_thread:true,dirty_decay_ms:100,muzzy_decay_ms:0"
+LARGE_TRACE_BYTES = 512 << 20
+
+
+def _json_bytes(arg: str) -> int:
+    """About how many bytes of JSON a command-line argument names (0: not a file; a ``.gz`` inflates
+    about 8 times)."""
+    try:
+        size = os.stat(arg).st_size if not arg.startswith("-") and os.path.isfile(arg) else 0
+    except (OSError, ValueError):
+        return 0
+    return size * 8 if arg.endswith(".gz") else size
+
+
+def _allocator(argv: list[str]) -> str:
+    return ALLOCATOR_LARGE if any(_json_bytes(a) >= LARGE_TRACE_BYTES for a in argv) else ALLOCATOR
+
+
+os.environ.setdefault("_RJEM_MALLOC_CONF", _allocator(sys.argv[1:]))
 
 #: glibc maps an allocation this large (or larger) on its own and unmaps it when freed. Its default
 #: threshold moves up to the size of each mapped block freed (the file is read in blocks of MBs),

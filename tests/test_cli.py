@@ -199,13 +199,22 @@ def test_report_to_pandas_on_a_real_trace():
     assert int(frames["categories"]["time_ns"].sum()) == rep.gpu_time_ns
 
 
-def test_cli_sets_the_allocator_before_polars_loads():
+def test_cli_sets_the_allocator_before_polars_loads(tmp_path):
     """jemalloc reads its configuration once, when polars is first imported: the command line
     must set it before that, so importing it must not import polars; a user's value wins."""
     code = ("import os, sys; os.environ.pop('_RJEM_MALLOC_CONF', None); import nongemm_trace.cli; "
             "print('polars' in sys.modules, os.environ['_RJEM_MALLOC_CONF'])")
     run = subprocess.run([sys.executable, "-c", code + "; import polars"], capture_output=True, text=True, check=True)
     assert run.stdout.split() == ["False", "narenas:1,dirty_decay_ms:0,muzzy_decay_ms:0"]
+    # a trace past LARGE_TRACE_BYTES: freed pages returned after 100 ms (the peak is the tables', and at once
+    # cost a fifth more time); a sparse file of that size stands for one
+    big = tmp_path / "big.json"
+    with open(big, "wb") as f:
+        f.truncate(1 << 30)
+    code = (f"import os, sys; os.environ.pop('_RJEM_MALLOC_CONF', None); sys.argv[1:] = ['analyze', {str(big)!r}]; "
+            "import nongemm_trace.cli as c; print(os.environ['_RJEM_MALLOC_CONF'] == c.ALLOCATOR_LARGE)")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert run.stdout.split() == ["True"]
     # glibc's mmap threshold: fixed in this process (mallopt) and, through the environment, in workers
     code = ("import os; os.environ.pop('MALLOC_MMAP_THRESHOLD_', None); import nongemm_trace.cli as c; "
             "print(os.environ['MALLOC_MMAP_THRESHOLD_'] == str(c.MMAP_THRESHOLD))")
