@@ -136,6 +136,15 @@ def test_row_index():
     assert not is_row_index(pl.Series([1, 2, 3]))
     assert not is_row_index(pl.Series([0, None, 2]))
     assert not is_row_index(pl.Series([], dtype=pl.UInt32))
+    # checked block by block: a disorder inside a block, and one straddling two blocks, are both seen
+    from nongemm_trace.core.frames import _ROW_BLOCK
+
+    n = 3 * _ROW_BLOCK + 5
+    assert is_row_index(pl.Series(range(n), dtype=pl.UInt32))
+    for at in (_ROW_BLOCK // 2, _ROW_BLOCK - 1, 2 * _ROW_BLOCK - 1):
+        rows = list(range(n))
+        rows[at], rows[at + 1] = rows[at + 1], rows[at]
+        assert not is_row_index(pl.Series(rows, dtype=pl.UInt32)), at
 
 
 def test_columns_by_position_equal_a_join(monkeypatch):
