@@ -145,6 +145,10 @@ def test_row_index():
         rows = list(range(n))
         rows[at], rows[at + 1] = rows[at + 1], rows[at]
         assert not is_row_index(pl.Series(rows, dtype=pl.UInt32)), at
+    # each block consecutive in itself, the jumps only where one block meets the next
+    b = _ROW_BLOCK
+    rows = [*range(b), *range(b + 1, 2 * b + 1), *range(2 * b, n)]
+    assert len(rows) == n and rows[-1] == n - 1 and not is_row_index(pl.Series(rows, dtype=pl.UInt32))
 
 
 def test_columns_by_position_equal_a_join(monkeypatch):
