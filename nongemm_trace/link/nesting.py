@@ -210,12 +210,14 @@ def op_tree(ops: pl.DataFrame, points: pl.DataFrame | None = None) -> tuple[pl.D
     nestable = _nestable(ops)
     if nestable.height == 0:
         hits = None if points is None else points.select("qid").with_columns(pl.lit(None, pl.UInt32).alias("op_id"))
-        return ops.with_columns(pl.lit(None, pl.Int64).alias("depth"),
+        return ops.with_columns(pl.lit(None, pl.Int32).alias("depth"),
                                 pl.lit(None, pl.UInt32).alias("parent_id")), 0, hits
     tree, hit = _tree_and_hits(nestable, points)
     assert tree is not None  # asked for
     hits = None if points is None else _verified(hit, ops, points)
-    tree = tree.select(pl.col("op_id").cast(ops.schema["op_id"]), "depth", pl.col("parent_id").cast(pl.UInt32))
+    # depth as Int32 (a tree is never 2^31 deep): 4 bytes a row of the op table
+    tree = tree.select(pl.col("op_id").cast(ops.schema["op_id"]), pl.col("depth").cast(pl.Int32),
+                       pl.col("parent_id").cast(pl.UInt32))
     # aligned to the op table's rows and added as columns: joining the whole table would copy it
     out = add_columns(ops, tree, "op_id")
     # overlap without nesting: a child that ends after its parent
