@@ -19,9 +19,10 @@ import sys
 # again (pages faulted in anew). Below LARGE_TRACE_BYTES of JSON the fixed floor (interpreter,
 # polars' code) is a large part of the peak and that cost small; above it the tables are, the peak
 # stays far under the JSON's size with a 100 ms decay, and returning pages at once cost a fifth
-# more time (the figures: docs/benchmarks.md, "Memory as a budget"). jemalloc reads this once, when
+# more time; each thread's cache of freed blocks holds small ones only (4 KiB), which cost no time
+# measured here (the figures: docs/benchmarks.md, "Memory as a budget"). jemalloc reads this once, when
 # polars is first imported, so it is set before anything imports polars; a value already set wins.
-ALLOCATOR = "narenas:1,dirty_decay_ms:0,muzzy_decay_ms:0"
+ALLOCATOR = "narenas:1,dirty_decay_ms:0,muzzy_decay_ms:0,tcache_max:4096"
 ALLOCATOR_LARGE = "narenas:1,background_thread:true,dirty_decay_ms:100,muzzy_decay_ms:0"
 LARGE_TRACE_BYTES = 512 << 20
 

@@ -205,7 +205,7 @@ def test_cli_sets_the_allocator_before_polars_loads(tmp_path):
     code = ("import os, sys; os.environ.pop('_RJEM_MALLOC_CONF', None); import nongemm_trace.cli; "
             "print('polars' in sys.modules, os.environ['_RJEM_MALLOC_CONF'])")
     run = subprocess.run([sys.executable, "-c", code + "; import polars"], capture_output=True, text=True, check=True)
-    assert run.stdout.split() == ["False", "narenas:1,dirty_decay_ms:0,muzzy_decay_ms:0"]
+    assert run.stdout.split() == ["False", "narenas:1,dirty_decay_ms:0,muzzy_decay_ms:0,tcache_max:4096"]
     # a trace past LARGE_TRACE_BYTES: freed pages returned after 100 ms (the peak is the tables', and at once
     # cost a fifth more time); a sparse file of that size stands for one
     big = tmp_path / "big.json"
