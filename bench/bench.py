@@ -182,7 +182,10 @@ def main() -> int:
             json_mb = variants[0].stat().st_size / 1e6
             for f in variants:
                 res = {}
-                ours = [py, "-m", "nongemm_trace", "analyze", str(f), "--format", "json", "-o", os.devnull, "--quiet"]
+                # the report to a regular file of the work folder, never a device path (a writer
+                # replaces its output file: an older tree's would replace the node itself)
+                ours = [py, "-m", "nongemm_trace", "analyze", str(f), "--format", "json", "-o",
+                        str(work / "report.json"), "--quiet"]
                 runs: dict[str, list] = {"nongemm": [], "floor": []}
                 for _ in range(max(1, args.repeat)):
                     runs["nongemm"].append(run(ours, tree_env))

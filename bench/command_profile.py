@@ -3,7 +3,8 @@
 
     python3 bench/command_profile.py TRACE [--top N] [more analyze options]
 
-Runs ``nongemm-trace analyze TRACE --format json -o /dev/null --quiet`` in this process
+Runs ``nongemm-trace analyze TRACE --format json -o OUT --quiet`` (OUT a file in a private
+temporary folder, removed after) in this process
 under cProfile, from before the command's first import (so the read-ahead starts
 where the command starts it, and polars' import is in the profile), and prints where
 the main thread's time went: the imports, each step of the analysis, the report, and
@@ -20,6 +21,7 @@ import cProfile
 import io
 import pstats
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -55,7 +57,8 @@ def main() -> int:
     prof.enable()
     from nongemm_trace import cli  # the command's own first import, under the profile
 
-    code = cli.main(["analyze", *args, "--format", "json", "-o", "/dev/null", "--quiet"])
+    with tempfile.TemporaryDirectory(prefix="command_profile_") as folder:
+        code = cli.main(["analyze", *args, "--format", "json", "-o", str(Path(folder) / "report.json"), "--quiet"])
     prof.disable()
     wall = time.perf_counter() - t
     stats = pstats.Stats(prof).stats  # type: ignore[attr-defined]

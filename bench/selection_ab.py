@@ -7,7 +7,8 @@
 with its C extension built in place: ``python3 setup.py build_ext --inplace``). The trace is made
 with ../shared/tools/scale_trace.py from a real shared trace (``--source``) into the temporary
 folder and deleted at the end (unless ``--keep``). Each round runs every command once per tree, in
-a fresh process (``python3 -m nongemm_trace CMD TRACE --format json -o /dev/null`` with the tree
+a fresh process (``python3 -m nongemm_trace CMD TRACE --format json -o OUT``, OUT a file in a private temporary folder
+(never a device path: an older tree's writer would replace it), with the tree
 first on ``sys.path``, its bytecode compiled first), the trees' order alternating between rounds,
 so a drift of the shared machine's speed falls on both alike. Prints the median wall time per
 command and tree, the after/before ratio, and every run's time.
@@ -32,12 +33,13 @@ from bench import SHARED, make  # noqa: E402  (bench/bench.py: the scaled trace,
 COMMANDS = ("analyze", "launch", "latency")
 
 
-def run(tree: Path, command: str, trace: Path) -> float:
-    """Wall seconds of one command, run from ``tree`` in a fresh process; a failure stops the bench."""
+def run(tree: Path, command: str, trace: Path, out: Path) -> float:
+    """Wall seconds of one command, run from ``tree`` in a fresh process, its report written to ``out``
+    (a regular file); a failure stops the bench."""
     env = {**os.environ, "PYTHONPATH": str(tree)}
     t0 = time.perf_counter()
     p = subprocess.run([sys.executable, "-m", "nongemm_trace", command, str(trace), "--format", "json", "-o",
-                        os.devnull], cwd=tree, env=env, capture_output=True, text=True)
+                        str(out)], cwd=tree, env=env, capture_output=True, text=True)
     wall = time.perf_counter() - t0
     if p.returncode != 0:
         sys.exit(f"{tree}: {command} failed (exit {p.returncode}): {p.stderr.strip()[-400:]}")
@@ -59,15 +61,18 @@ def main() -> int:
     trace = Path(tempfile.gettempdir()) / f"selection_ab_{int(args.size_mb)}mb.json"
     make(Path(args.source), args.size_mb, trace)
     times: dict[tuple[str, str], list[float]] = {}
+    outputs = tempfile.TemporaryDirectory(prefix="selection_ab_out_")
+    out = Path(outputs.name) / "report.json"
     try:
         for r in range(args.rounds):
             order = list(trees) if r % 2 == 0 else list(reversed(trees))
             for command in COMMANDS:
                 for name in order:
-                    times.setdefault((command, name), []).append(run(trees[name], command, trace))
+                    times.setdefault((command, name), []).append(run(trees[name], command, trace, out))
             print(f"round {r + 1}: " + ", ".join(f"{c} {n} {times[c, n][-1]:.2f}s" for c in COMMANDS for n in trees),
                   file=sys.stderr)
     finally:
+        outputs.cleanup()
         if not args.keep:
             trace.unlink(missing_ok=True)
     mb = args.size_mb
