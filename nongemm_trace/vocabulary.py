@@ -35,6 +35,12 @@ LEVELS = {
     "module": "the innermost named nn.Module around it",
 }
 
+#: what every command's step figure is (``step_us``, ``wall_us``, ``mean_step_us``: nongemm_trace/metrics/period.py),
+#: and the queueing figure kept beside it under its own name (``latency_us``)
+STEP_TIME = ("period: one step's cost in steady state, from the later of its CPU start and the previous "
+             "step's end to its own end (the later of its CPU range's end and its last kernel's end)")
+STEP_LATENCY = "queueing latency: the step's CPU start to its end, waits behind earlier steps' queued work included"
+
 #: the classes of the paper's taxonomy, in report order
 CLASSES = ("GEMM", "non-GEMM", "communication", "transfer", "unclassified")
 

@@ -37,21 +37,38 @@ if os.environ.get("NONGEMM_LATENCY_ALL"):  # every shared trace (minutes): NONGE
         for p in (SHARED / sub).glob("*") if p.suffix == ".gz" and not p.name.endswith(".golden.json.gz")})
 
 
-def wall_by_definition(a: Analysis, marker: str) -> dict[int, int]:
-    """Each step's wall time from the loaded tables alone: its CPU range's start to the later of the
-    range's end and the end of the last activity whose launch call (by correlation) starts inside it."""
+def latency_by_definition(a: Analysis, marker: str) -> tuple[dict[int, int], dict[int, int]]:
+    """Each step's queueing latency and period from the loaded tables alone (docs/latency.md). The
+    latency: its CPU range's start to its boundary, the later of the range's end and the end of the
+    last activity whose launch call (by correlation) starts inside it. The period: from the later of
+    the range's start and the previous boundary (for the first step, the end of the activities
+    launched before it or with no launch call in the file) to its boundary."""
     t = a.trace()
     ops = t.ops.filter((pl.col("name") == marker) | pl.col("name").cast(pl.String).str.starts_with(marker + "#"))
     ops = ops.sort("ts_ns")
     ops = ops.filter(pl.col("ts_ns") >= pl.col("end_ns").cum_max().shift(1).fill_null(ops["ts_ns"].min()))
     la = t.launches.filter(pl.col("correlation").is_not_null()).sort("ts_ns").unique("correlation", keep="first")
-    acts = t.activities.join(la.select("correlation", pl.col("ts_ns").alias("launch_ts")), on="correlation")
-    out = {}
-    for i, (s, e) in enumerate(ops.select("ts_ns", "end_ns").iter_rows()):
+    acts = t.activities.join(la.select("correlation", pl.col("ts_ns").alias("launch_ts")), on="correlation",
+                             how="left").with_columns((pl.col("ts_ns") + pl.col("dur_ns")).alias("end"))
+    ranges = list(ops.select("ts_ns", "end_ns").iter_rows())
+    in_step = pl.lit(False)
+    for s, e in ranges:
+        in_step = in_step | ((pl.col("launch_ts") >= s) & (pl.col("launch_ts") <= e)).fill_null(False)
+    ends = []
+    for s, e in ranges:
         inside = acts.filter((pl.col("launch_ts") >= s) & (pl.col("launch_ts") <= e))
-        last = int((inside["ts_ns"] + inside["dur_ns"]).max()) if inside.height else e
-        out[i] = max(e, last) - s
-    return out
+        ends.append(max(e, int(inside["end"].max())) if inside.height else e)
+    first = ranges[0][0] if ranges else 0
+    early = acts.filter(~in_step & (pl.col("launch_ts").is_null() | (pl.col("launch_ts") < first))
+                        & (pl.col("ts_ns") < (ends[0] if ends else 0)))["end"].max()
+    latency, period = {}, {}
+    boundary = None if early is None else min(early, ends[0])
+    for i, ((s, e), end) in enumerate(zip(ranges, ends)):
+        latency[i] = end - s
+        start = min(max(s, boundary), end) if boundary is not None else s
+        period[i] = end - start
+        boundary = end if boundary is None else max(boundary, end)
+    return latency, period
 
 
 @pytest.mark.parametrize("rel", STEPPED, ids=[p.split("/")[-1][:40] for p in STEPPED])
@@ -63,7 +80,8 @@ def test_attribution_tiles_the_wall_time_and_nothing_changed_reproduces(rel):
             pytest.fail("the cheap set holds only traces with steps")
         pytest.skip("no steps in this trace")
     wall = dict(zip(rep.steps["step"].to_list(), rep.steps["wall"].to_list()))
-    assert wall == wall_by_definition(a, rep.step_marker)
+    queueing = dict(zip(rep.steps["step"].to_list(), rep.steps["latency"].to_list()))
+    assert (queueing, wall) == latency_by_definition(a, rep.step_marker)
     sums = dict(rep.attribution.group_by("step").agg(pl.col("ns").sum()).iter_rows())
     assert sums == wall  # to the nanosecond
     d = rep.to_dict()
@@ -75,7 +93,7 @@ def test_attribution_tiles_the_wall_time_and_nothing_changed_reproduces(rel):
         assert s["predicted_us"] == pytest.approx(s["measured_us"], rel=0.01)
     if "ddp_train" in rel:  # rank 0 waits for rank 1 (the straggler: tests/test_batch.py) in its all-reduces
         comm = d["total"]["by_bound_us"].get("communication", 0.0) / d["total"]["wall_us"]
-        assert (comm > 0.2) if "rank0" in rel else (comm < 0.01)
+        assert (comm > 0.15) if "rank0" in rel else (comm < 0.01)
         if "rank0" in rel:
             half = whatif_analysis(a, ["communication=0.5"]).to_dict()
             assert half["predicted_us"] < 0.95 * half["measured_us"]
@@ -261,16 +279,20 @@ def test_steps_left_out_are_not_counted_as_overlapping():
         assert list(by_timeline.values()) == latency * 2, (skip, by_timeline, latency)
 
 
-def test_the_span_is_the_throughput_answer_where_steps_queue():
-    """On a trace whose host and device each take about a step's time and never synchronize, halving
-    GEMM time shortens each step's wall time (less queueing) far more than the steps' span, which the
-    host now sets; the span is the kept steps' first start to last end, also through JSON."""
+def test_the_step_is_the_loops_period_where_steps_queue():
+    """On a trace whose host and device each take about a step's time and never synchronize, the
+    step is the loop's period: the periods tile the kept steps' span from the first step's start,
+    so halving GEMM time changes the mean step as it changes the span (the host now sets the pace),
+    while the queueing latency, kept beside it, is longer than the period where steps queue."""
     a = Analysis(shared("external", "hta", "ns_resolution_trace__rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"))
     w = whatif_analysis(a, {"GEMM": 0.5})
     d = w.to_dict()
     tl = latency_analysis(a).steps
     assert d["measured_span_us"] * 1000 == int(tl["end"].max() - tl["ts"].min())
+    assert int(tl["wall"].sum()) == int(tl["end"].max() - tl["start"].min())  # the periods tile
+    assert (tl["latency"] >= tl["wall"]).all() and (tl["latency"] > tl["wall"]).sum() >= tl.height // 2
     host_bound = (int(tl["cpu_end"].max()) - int(tl["ts"].min())) / 1000
     assert host_bound <= d["predicted_span_us"] < d["measured_span_us"]
-    assert d["predicted_us"] / d["measured_us"] < d["predicted_span_us"] / d["measured_span_us"] - 0.1
+    step_ratio, span_ratio = d["predicted_us"] / d["measured_us"], d["predicted_span_us"] / d["measured_span_us"]
+    assert step_ratio == pytest.approx(span_ratio, abs=0.02)
     assert type(w).from_dict(d).to_dict() == d

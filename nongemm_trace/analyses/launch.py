@@ -27,6 +27,7 @@ from ..metrics.launch import (
 from ..models.launch import FIELDS, LaunchReport
 from ..models.launch import whole_us as _us
 from ..pipeline.analysis import Analysis, open_analysis
+from ..vocabulary import STEP_TIME
 
 
 def launch_analysis(source: str | Path | Analysis, *, short_us: float = 10.0, unprofiled_step_us: float | None = None,
@@ -49,7 +50,7 @@ def launch_analysis(source: str | Path | Analysis, *, short_us: float = 10.0, un
             "activities_per_s": None, "idle_share": None, "host_bound_share_of_idle": None,
             "launch_overhead_per_activity_us": None, "launch_call_us": 0.0,
             "busy_by_class_us": dict.fromkeys((c for c in BUSY_CLASS_ORDER if c not in OPTIONAL_BUSY_CLASSES), 0.0),
-            "unprofiled": None}
+            "unprofiled": None, "bound": profiled_bound(analysis, options)} | _step_summary(sel)
         return LaunchReport(str(path), sel.taxonomy, sel.level, short_ns, summary, empty, empty, empty, empty, empty,
                             {}, "no GPU activities: nothing ran on the device", sel.metadata.get("device"), warnings)
 
@@ -63,20 +64,40 @@ def launch_analysis(source: str | Path | Analysis, *, short_us: float = 10.0, un
     streams = _grouped(acts, ["device", "stream"], short_ns)
     if steps.height:
         spans = steps["span_ns"]
-        summary["step_span_us"] = {"min": _us(spans.min()), "median": _us(spans.median()), "max": _us(spans.max()),
-                                   "spread": round(float((number(spans.max()) - number(spans.min()))
-                                                         / number(spans.mean())), 4)
-                                   if spans.mean() else None}
+        summary["step_span_us"] = _spread(spans)
+        if sel.step_times is not None:
+            steps = steps.join(sel.step_times.select("step", pl.col("wall").alias("step_ns"),
+                                                     pl.col("latency").alias("latency_ns")), on="step", how="left")
+    summary |= _step_summary(sel)
     cats = category_overhead(acts.with_columns(pl.col("device").fill_null(-1)))
     per_act = _per_activity(acts)
     graphs = _graphs(acts)
-    verdict = _verdict(summary, acts, short_ns)
     summary["unprofiled"] = without_profiler_view(analysis, options, unprofiled_step_us)
     un = summary["unprofiled"]
+    summary["bound"] = None if un is None else un.get("profiled_bound")
+    verdict = _verdict(summary, acts, short_ns)
     if un is not None and un["kind"] != verdict.split(":")[0]:
         verdict += f"; {verdict.split(':')[0]} under the profiler, {un['kind']} without it"
     return LaunchReport(str(path), sel.taxonomy, sel.level, short_ns, summary, steps, devices, streams, cats, per_act,
                         graphs, verdict, sel.metadata.get("device"), warnings)
+
+
+def profiled_bound(analysis: Analysis, options: dict[str, Any]) -> str | None:
+    """The measured run's bound on the critical path over the kept steps, as latency reports it
+    (``unprofiled.profiled_bound``); None for a format with no host timeline or no steps."""
+    from ..latency import graph_of
+    from ..latency.path import attribute
+    from ..latency.replay import measured_timeline
+    from ..models.latency import bound_of
+
+    opts = {k: v for k, v in options.items() if k in ("taxonomy", "level", "step_marker", "skip_steps")}
+    try:
+        analysis, g, sel, _ = graph_of(analysis, **opts)
+    except TraceError:
+        return None
+    measured = measured_timeline(g)
+    measured.steps = measured.steps.filter(pl.col("step") >= sel.steps_skipped)
+    return bound_of(attribute(measured, analysis.taxonomy.classes, g.queue_gap_ns))
 
 
 def without_profiler_view(analysis: Analysis, options: dict[str, Any], step_us: float | None) -> dict[str, Any] | None:
@@ -101,11 +122,34 @@ def without_profiler_view(analysis: Analysis, options: dict[str, Any], step_us: 
     if busy is None:
         return None
     un.timeline.steps = un.timeline.steps.filter(pl.col("step").is_in(kept["step"].implode()))
-    host_bound = bound_of(attribute(un.timeline, analysis.taxonomy.classes, g.queue_gap_ns)) == "host-bound"
-    kind = "GPU-bound" if busy >= 0.7 else "launch-bound" if host_bound else "idle (not launch-bound)"
+    classes = analysis.taxonomy.classes
+    bound = bound_of(attribute(un.timeline, classes, g.queue_gap_ns))
+    measured.steps = kept
+    profiled_bound = bound_of(attribute(measured, classes, g.queue_gap_ns))
+    # the kind follows the critical path's bound, the one latency reports (busy share where it has none)
+    kind = ("launch-bound" if bound == "host-bound" else "GPU-bound" if bound == "device-bound"
+            else "GPU-bound" if busy >= 0.7 else "idle (not launch-bound)")
     return unprofiled_summary(un) | {
         "busy_share": round(busy, 6), "profiled_busy_share": busy_share(measured.acts), "kind": kind,
-        "verdict": f"{kind} without the profiler ({un.source}): GPU busy {100 * busy:.0f} % of the span"}
+        "bound": bound, "profiled_bound": profiled_bound,
+        "verdict": f"{kind} without the profiler ({un.source}): GPU busy {100 * busy:.0f} % of the span"
+                   + (f"; {bound} on the critical path" if bound else "")}
+
+
+def _step_summary(sel: Any) -> dict[str, Any]:
+    """The step figure every command shares, the loop's period (metrics/period.py), over the kept steps."""
+    times = sel.step_times
+    kept = times.filter(pl.col("step") >= sel.steps_skipped) if times is not None else None
+    if kept is None or kept.height == 0:
+        return {}
+    return {"step_us": _spread(kept["wall"]), "mean_step_us": _us(kept["wall"].mean()), "step_time": STEP_TIME}
+
+
+def _spread(values: pl.Series) -> dict[str, Any]:
+    """min, median, max (us) and spread ((max - min) / mean) of per-step figures in ns."""
+    mean = number(values.mean())
+    return {"min": _us(values.min()), "median": _us(values.median()), "max": _us(values.max()),
+            "spread": round(float((number(values.max()) - number(values.min())) / mean), 4) if mean else None}
 
 
 def busy_share(acts: pl.DataFrame) -> float | None:
@@ -218,9 +262,18 @@ def _verdict(s: dict[str, Any], acts: pl.DataFrame, short_ns: int) -> str:
     shorts = f"{short.height:,} of {acts.height:,} activities are under {short_ns / 1000:g} us{mix}"
     span = s["span_us"] or 0.0
     exposed = s["exposed_communication_us"] or 0.0
+    bound = s.get("bound")  # the critical path's, as latency reports it; None: no host timeline or steps
+    why = f" ({bound} on the critical path)" if bound else ""
     if span and exposed / span > 0.2:
         kind = "communication-bound"
         head = f"exposed communication is {100 * exposed / span:.0f} % of the span"
+    elif bound == "device-bound":
+        kind = "GPU-bound"
+        head = f"GPU busy {100 * (1 - idle_share):.0f} % of the span{why}"
+    elif bound == "host-bound":
+        kind = "launch-bound" if host_share > 0.5 else "idle (not launch-bound)"
+        head = (f"GPU idle {100 * idle_share:.0f} % of the span, {100 * host_share:.0f} % of it waiting for the "
+                f"CPU{why}")
     elif idle_share > 0.3 and host_share > 0.5:
         kind = "launch-bound"
         head = f"GPU idle {100 * idle_share:.0f} % of the span, {100 * host_share:.0f} % of it waiting for the CPU"

@@ -1,11 +1,10 @@
 """Steps whose device work runs into the next step.
 
 Without a synchronize per step the host runs ahead of a busy device: step N+1 starts on the host
-while step N's kernels still run. A step's wall time (its CPU range's start to its last
-activity's end) then includes the wait behind the earlier steps' queued work, so it is a
-*latency* longer than the step's share of the throughput, and a what-if that speeds the host up
-lengthens it (the steps start earlier behind the same queue). Users should know when their
-numbers mean that.
+while step N's kernels still run. The step figure is then the loop's period, paced by the device
+(:mod:`nongemm_trace.metrics.period`), and the queueing latency from a step's host start to its
+end (``latency_us``) is longer than it: it includes the wait behind the earlier steps' queued work,
+and a faster host lengthens it. Users should know which of the two their numbers differ by.
 """
 
 from __future__ import annotations
@@ -30,5 +29,6 @@ def overlapping_steps(steps: pl.DataFrame, what: str) -> Anomaly | None:
     most = int((late["gpu_end"] - late["next_ts"]).max())
     return Anomaly("steps_overlap", late.height,
                    f"in the {what} timeline {late.height} step(s) still run on the device when the next step "
-                   f"starts on the host (up to {most / 1000:,.1f} us later; no synchronize per step): their wall time "
-                   f"includes waiting behind earlier steps' queued work, and a faster host lengthens it")
+                   f"starts on the host (up to {most / 1000:,.1f} us later; no synchronize per step): the device paces "
+                   f"the loop; each step is its period, and its queueing latency (latency_us) includes waiting "
+                   f"behind earlier steps' queued work")

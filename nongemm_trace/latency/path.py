@@ -64,7 +64,7 @@ def walk(tl: Timeline) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     n_jumps = int((jump >= 0).sum())
     host, chains, single = [], [], []
     for st in tl.steps.iter_rows(named=True):
-        step, lo, t = st["step"], st["ts"], st["end"]
+        step, lo, t = st["step"], st["start"], st["end"]  # the step's period (metrics/period.py)
         k = last_of.get(step)
         on_gpu = k is not None and st["gpu_end"] is not None and st["gpu_end"] > st["cpu_end"]
         thr = st["thr"]

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
+from ..metrics.period import step_periods
 from .graph import Graph
 
 _NEG = np.iinfo(np.int64).min // 4
@@ -43,7 +44,7 @@ class Timeline:
     pieces: pl.DataFrame  # row, thr, ts, end, kind, bound, category, sync
     acts: pl.DataFrame    # row, skey, pos, ts, end, dur, head, head_row, launch_t, thr, category, class, step, ...
     syncs: pl.DataFrame   # sync, piece, thr, ts, end, G, k (awaited act row ending last), waited
-    steps: pl.DataFrame   # step, name, thr, first, last, ts, cpu_end, gpu_end, end, wall
+    steps: pl.DataFrame   # step, name, thr, first, last, ts, cpu_end, gpu_end, end, start, wall (the period), latency
 
 
 def replay(g: Graph, act_dur: np.ndarray, piece_dur: np.ndarray, lat: np.ndarray | None = None,
@@ -258,13 +259,14 @@ def _sync_times(g: Graph, pieces: pl.DataFrame, acts: pl.DataFrame) -> pl.DataFr
 
 
 def _step_times(g: Graph, pieces: pl.DataFrame, acts: pl.DataFrame) -> pl.DataFrame:
+    """Each step's host start, CPU end, last activity's end and its period (``wall``; the queueing
+    ``latency`` beside it): :mod:`nongemm_trace.metrics.period`, on this timeline's times."""
     gpu = acts.filter(pl.col("step").is_not_null()).group_by("step").agg(pl.col("end").max().alias("gpu_end"))
     st = g.steps.select("step", "name", "thr", "first", "last").join(
         pieces.select(pl.col("row").alias("first"), "ts"), on="first").join(
         pieces.select(pl.col("row").alias("last"), pl.col("ts").alias("cpu_end")), on="last").join(gpu, on="step",
                                                                                                    how="left")
-    st = st.with_columns(pl.max_horizontal("cpu_end", "gpu_end").alias("end"))
-    return st.with_columns((pl.col("end") - pl.col("ts")).alias("wall")).sort("step")
+    return step_periods(st, acts)
 
 
 def measured_timeline(g: Graph) -> Timeline:

@@ -160,15 +160,23 @@ def kernel_summary(acts: pl.DataFrame) -> pl.DataFrame:
     ))).sort(["gpu_time_ns", "name", "kind", "category"], descending=[True, False, False, False])
 
 
-def step_table(acts: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
-    """Per step: CPU span, GPU time and activities of the activities assigned to it."""
+def step_table(acts: pl.DataFrame, steps: pl.DataFrame, times: pl.DataFrame | None = None) -> pl.DataFrame:
+    """Per step: CPU span, GPU time and activities of the activities assigned to it, and, where the
+    trace has a host timeline, the step's period (``step_ns``) and queueing latency (``latency_ns``)
+    from ``times`` (:func:`nongemm_trace.metrics.period.step_times`; null without one)."""
     if steps.height == 0:
         return pl.DataFrame(schema={"step": pl.Int64, "name": pl.Utf8, "cpu_time_ns": pl.Int64,
-                                    "gpu_time_ns": pl.Int64, "activities": pl.Int64})
+                                    "gpu_time_ns": pl.Int64, "activities": pl.Int64, "step_ns": pl.Int64,
+                                    "latency_ns": pl.Int64})
     g = acts.filter(pl.col("step").is_not_null()).group_by("step").agg(
         pl.col("dur_ns").sum().alias("gpu_time_ns"), pl.len().alias("activities"))
     out = steps.select("step", "name", (pl.col("end_ns") - pl.col("ts_ns")).alias("cpu_time_ns")).join(
         g, on="step", how="left")
+    if times is not None and times.height:
+        out = out.join(times.select("step", pl.col("wall").alias("step_ns"), pl.col("latency").alias("latency_ns")),
+                       on="step", how="left")
+    else:
+        out = out.with_columns(pl.lit(None, pl.Int64).alias("step_ns"), pl.lit(None, pl.Int64).alias("latency_ns"))
     return out.with_columns(pl.col("gpu_time_ns").fill_null(0).cast(pl.Int64),
                             pl.col("activities").fill_null(0).cast(pl.Int64)).sort("step")
 

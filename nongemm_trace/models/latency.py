@@ -16,7 +16,7 @@ import polars as pl
 
 from .._version import __version__
 from ..core.trace import Anomaly
-from ..vocabulary import SCHEMA_VERSION, ns, us
+from ..vocabulary import SCHEMA_VERSION, STEP_LATENCY, STEP_TIME, ns, us
 from .rows import warnings_of
 
 #: where the critical path can be, in report order (docs/latency.md)
@@ -72,7 +72,8 @@ def _steps(steps: pl.DataFrame, attribution: pl.DataFrame) -> list[dict[str, Any
     per_step = attribution.partition_by("step", as_dict=True, maintain_order=True)
     for r in steps.iter_rows(named=True):
         mine = per_step.get((r["step"],), empty)
-        out.append({"step": r["step"], "name": r["name"], "wall_us": us(r["wall"]),
+        out.append({"step": r["step"], "name": r["name"], "wall_us": us(r["wall"]), "step_us": us(r["wall"]),
+                    "latency_us": us(r["latency"]) if r.get("latency") is not None else None,
                     "attribution": attribution_rows(mine), "by_bound_us": by(mine, "bound"),
                     "by_class_us": by(mine, "class")})
     return out
@@ -86,7 +87,7 @@ class LatencyReport:
     taxonomy: str
     level: str
     step_marker: str | None
-    steps: pl.DataFrame          # step, name, ts, end, cpu_end, gpu_end, wall (ns)
+    steps: pl.DataFrame          # step, name, ts, end, cpu_end, gpu_end, start, wall (the period), latency (ns)
     attribution: pl.DataFrame    # step, category, class, bound, ns
     launch_latency_ns: int
     queue_gap_ns: int
@@ -108,6 +109,7 @@ class LatencyReport:
 
     def to_dict(self) -> dict[str, Any]:
         wall = int(self.steps["wall"].sum() or 0)
+        queued = self.steps["latency"].drop_nulls() if "latency" in self.steps.columns else pl.Series([], dtype=pl.Int64)
         total = self.total
         un = self.unprofiled or {}
         per_step = {r["step"]: {k: r[k] for k in UNPROFILED_STEP} for r in un.get("steps", [])}
@@ -118,9 +120,11 @@ class LatencyReport:
             "schema_version": SCHEMA_VERSION, "tool_version": __version__, "trace": self.trace,
             "taxonomy": self.taxonomy, "level": self.level, "step_marker": self.step_marker,
             "typical_launch_latency_us": us(self.launch_latency_ns), "typical_queue_gap_us": us(self.queue_gap_ns),
+            "step_time": STEP_TIME, "step_latency": STEP_LATENCY,
             "steps": steps,
             "total": {"steps": self.steps.height, "wall_us": us(wall),
                       "mean_step_us": us(wall / self.steps.height) if self.steps.height else None,
+                      "mean_latency_us": us(int(queued.sum()) / queued.len()) if queued.len() else None,
                       "attribution": attribution_rows(total), "by_bound_us": by(total, "bound"),
                       "by_class_us": by(total, "class"),
                       "unprofiled": {k: un[k] for k in UNPROFILED_STEP if k != "step"} if un else None},
@@ -133,10 +137,13 @@ class LatencyReport:
         """A latency report from its JSON document (the steps' start and end times are not in it)."""
         rows = d["steps"]
         steps = pl.DataFrame({"step": [r["step"] for r in rows], "name": [r["name"] for r in rows],
-                              **{c: [None] * len(rows) for c in ("ts", "end", "cpu_end", "gpu_end")},
-                              "wall": [ns(r["wall_us"]) for r in rows]},
+                              **{c: [None] * len(rows) for c in ("ts", "end", "cpu_end", "gpu_end", "start")},
+                              "wall": [ns(r["wall_us"]) for r in rows],
+                              "latency": [ns(r["latency_us"]) if r.get("latency_us") is not None else None
+                                          for r in rows]},
                              schema={"step": pl.Int64, "name": pl.Utf8, "ts": pl.Int64, "end": pl.Int64,
-                                     "cpu_end": pl.Int64, "gpu_end": pl.Int64, "wall": pl.Int64})
+                                     "cpu_end": pl.Int64, "gpu_end": pl.Int64, "start": pl.Int64, "wall": pl.Int64,
+                                     "latency": pl.Int64})
         att = pl.concat([attribution_frame(r["attribution"], r["step"]) for r in rows]) if rows else \
             pl.DataFrame(schema=_ATTRIBUTION)
         return cls(d["trace"], d["taxonomy"], d["level"], d["step_marker"], steps, att,
@@ -148,7 +155,7 @@ class LatencyReport:
 UNPROFILED_STEP = ("step", "step_us", "profiler_overhead_us", "bound")
 
 #: the what-if document's keys that are not its settings
-_NOT_SETTINGS = ("unprofiled_step_us", "predicted_unprofiled_step_us", "unprofiled_source", "unprofiled",
+_NOT_SETTINGS = ("step_time", "unprofiled_step_us", "predicted_unprofiled_step_us", "unprofiled_source", "unprofiled",
                  "schema_version", "tool_version", "trace", "taxonomy", "level", "scales", "measured_us",
                  "predicted_us", "speedup", "amdahl_us", "measured_span_us", "predicted_span_us", "steps", "gpu_shares",
                  "attribution", "by_bound_us",
@@ -195,7 +202,7 @@ class WhatIfReport:
         return {
             "schema_version": SCHEMA_VERSION, "tool_version": __version__, "trace": self.trace,
             "taxonomy": self.taxonomy, "level": self.level, "scales": self.scales, **self.settings,
-            "measured_us": measured, "predicted_us": predicted,
+            "step_time": STEP_TIME, "measured_us": measured, "predicted_us": predicted,
             "speedup": round(measured / predicted, 4) if measured and predicted else None,
             "amdahl_us": self.mean("amdahl"),
             "unprofiled_step_us": self.mean("unprofiled"),

@@ -17,7 +17,7 @@ from .._version import __version__
 from ..core.frames import as_text
 from ..core.trace import Anomaly
 from ..errors import TraceError
-from ..vocabulary import CLASSES, MODEL_TABLES, SCHEMA_VERSION, TIME_BASES, ns
+from ..vocabulary import CLASSES, MODEL_TABLES, SCHEMA_VERSION, STEP_TIME, TIME_BASES, ns
 from ..vocabulary import us as _us
 from .rows import frame, warnings_of
 
@@ -29,10 +29,15 @@ _OPS = {"op": ("op", _S), "category": ("category", _S), "calls": ("calls", _I),
 _KERNELS = {"name": ("name", _S), "kind": ("kind", _S), "category": ("category", _S), "class": ("class", _S),
             "activities": ("activities", _I), "gpu_time_ns": ("gpu_time_us", _I)}
 _STEPS = {"step": ("step", _I), "name": ("name", _S), "cpu_time_ns": ("cpu_time_us", _I),
-          "gpu_time_ns": ("gpu_time_us", _I), "activities": ("activities", _I)}
+          "gpu_time_ns": ("gpu_time_us", _I), "activities": ("activities", _I), "step_ns": ("step_us", _I),
+          "latency_ns": ("latency_us", _I)}
 _CLASSES = {"class": ("class", _S), "time_ns": ("time_us", _I), "share": ("share", _F),
             "activities": ("activities", _I)}
 
+
+
+def _us_or_none(v: Any) -> float | None:
+    return None if v is None else _us(v)
 
 
 def _share(x: Any) -> float:
@@ -164,8 +169,10 @@ class Report:
                     "activities": int(r["activities"]), "gpu_time_us": _us(r["gpu_time_ns"])}
                    for r in ks.iter_rows(named=True)]
         steps = [{"step": int(r["step"]), "name": r["name"], "cpu_time_us": _us(r["cpu_time_ns"]),
-                  "gpu_time_us": _us(r["gpu_time_ns"]), "activities": int(r["activities"])}
+                  "gpu_time_us": _us(r["gpu_time_ns"]), "activities": int(r["activities"]),
+                  "step_us": _us_or_none(r.get("step_ns")), "latency_us": _us_or_none(r.get("latency_ns"))}
                  for r in self.steps.iter_rows(named=True)]
+        periods = [r["step_us"] for r in steps if r["step_us"] is not None]
         out: dict[str, Any] = {
             "schema_version": SCHEMA_VERSION,
             "tool_version": __version__,
@@ -200,6 +207,8 @@ class Report:
             "kernels_total": self.kernel_summary.height if self.kernel_summary_total is None
             else self.kernel_summary_total,
             "steps": steps,
+            "mean_step_us": round(sum(periods) / len(periods), 3) if periods else None,
+            "step_time": STEP_TIME if periods else None,
             "device": self.metadata.get("device"),
             "trace_metadata": self.metadata.get("trace"),
             "warnings": [w.as_dict() for w in self.warnings],

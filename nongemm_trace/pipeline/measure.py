@@ -65,7 +65,7 @@ def measure(sel: Selection, metric: str) -> Report:
         # per-activity rows are cast when read (Report.kernels)
         kernel_rows=acts.select([c for c in KERNEL_COLUMNS if c in acts.columns]),
         kernel_summary=as_text(kernel_summary(acts)),
-        steps=step_table(acts, sel.kept_steps),  # the kept steps only
+        steps=step_table(acts, sel.kept_steps, sel.step_times),  # the kept steps only
         gpu_time_ns=int(acts["dur_ns"].sum() or 0),
         gpu_activities=acts.height,
         cpu_time_ns=cpu_total,

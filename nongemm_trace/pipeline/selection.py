@@ -21,6 +21,7 @@ from ..core.trace import Anomaly
 from ..errors import OptionError
 from ..load.formats import format_of
 from ..metrics.breakdown import evidence_time
+from ..metrics.period import step_times
 from ..metrics.steps import assign_steps, find_steps, guessed_steps_hold_work
 from ..vocabulary import METRICS
 
@@ -82,6 +83,9 @@ class Selection:
     metadata: dict[str, Any]
     linked: Linked = field(repr=False)
     tax: Taxonomy = field(repr=False)
+    #: every step's period and queueing latency (``step, start, end, wall, latency``, ns:
+    #: :mod:`nongemm_trace.metrics.period`); None for a profile with no host timeline
+    step_times: pl.DataFrame | None = field(default=None, repr=False)
 
     @property
     def kept_steps(self) -> pl.DataFrame:
@@ -132,6 +136,8 @@ def select(analysis: Analysis, opts: Options) -> Selection:
         acts = acts.with_columns(pl.lit(None, pl.Int64).alias("step"))
 
     file_total, file_count = int(acts["dur_ns"].sum() or 0), acts.height
+    # every step's period, from every activity (those skipped or dropped below set the boundaries too)
+    periods = step_times(acts, steps) if not engine else None
     warnings = list(trace.anomalies) + list(linked.anomalies) + warnings_extra
     unlinked = acts.filter(pl.col("attribution") == "none")
     if unlinked.height and not engine:
@@ -155,7 +161,7 @@ def select(analysis: Analysis, opts: Options) -> Selection:
                      warnings, file_total, file_count, engine, fmt.name,
                      str(trace.metadata.get("time_basis") or fmt.time_basis),
                      _metadata(trace.metadata),
-                     linked, tax)
+                     linked, tax, periods)
 
 
 def _skip(acts: pl.DataFrame, steps: pl.DataFrame, skip_steps: int, path: Any,

@@ -87,7 +87,9 @@ def report_section(rep, top: int = 15, full: bool = True) -> str:
            f'<span class="total" data-value="{total!r}">{total:,.1f} us</span>'
            + (f' over {d["gpu_activities"]:,} {_UNITS.get(d["metric"], "GPU activities")}' if d["gpu_activities"]
               else "")
-           + (f" · {steps} step{'s' if steps != 1 else ''}" if steps else "") + "</p>"]
+           + (f" · {steps} step{'s' if steps != 1 else ''}" if steps else "")
+           + (f' · mean step <span class="step" data-value="{d["mean_step_us"]!r}">{d["mean_step_us"]:,.1f} us</span>'
+              f' ({escape(d["step_time"])})' if d.get("mean_step_us") is not None else "") + "</p>"]
     counted = "op calls" if d["metric"] == "cpu" else "activities"
     out.append(svg.stacked_bar([(c["class"], c["share"]) for c in d["classes"]], label=f"share of {metric} by class"))
     out.append(svg.legend(c["class"] for c in d["classes"] if c["share"] > 0))
@@ -120,9 +122,11 @@ def report_section(rep, top: int = 15, full: bool = True) -> str:
                            + _num(k["gpu_time_us"]) for k in d["kernels"]], numeric_from=3))
     if full and d["steps"]:
         out.append("<h3>Steps</h3>")
-        out.append(_table("steps", ["step", "name", "CPU span (us)", "GPU time (us)", "activities"],
-                          [_num(s["step"]) + _text(s["name"], "name") + _num(s["cpu_time_us"]) + _num(s["gpu_time_us"])
-                           + _num(s["activities"]) for s in d["steps"]], numeric_from=2))
+        out.append(_table("steps", ["step", "name", "step time (us)", "queueing latency (us)", "CPU span (us)",
+                                    "GPU time (us)", "activities"],
+                          [_num(s["step"]) + _text(s["name"], "name") + _num(s.get("step_us")) + _num(s.get("latency_us"))
+                           + _num(s["cpu_time_us"]) + _num(s["gpu_time_us"]) + _num(s["activities"])
+                           for s in d["steps"]], numeric_from=2))
     if full and any(v["share"] for v in d["evidence"].values()):
         out.append('<p class="meta">categories rest on: ' + " · ".join(
             f"{escape(k)} {100 * v['share']:.1f} %" for k, v in d["evidence"].items() if v["share"]) + "</p>")

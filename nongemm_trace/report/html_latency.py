@@ -28,8 +28,11 @@ def latency_section(d: dict[str, Any]) -> str:
     out = [f'<p class="meta">{t["steps"]} step{"s" if t["steps"] != 1 else ""}'
            f' ({escape(str(d["step_marker"]))}) · mean step {_plain(t["mean_step_us"])} us · typical launch latency '
            f'{_plain(d["typical_launch_latency_us"])} us</p>']
-    rows = [_text(s["step"]) + _text(s["name"], "name") + _num(s["wall_us"]) for s in d["steps"]]
-    out.append(_table("latency-steps", ["step", "name", "wall (us)"], rows, numeric_from=2))
+    rows = [_text(s["step"]) + _text(s["name"], "name") + _num(s["step_us"]) + _num(s.get("latency_us"))
+            for s in d["steps"]]
+    out.append(_table("latency-steps", ["step", "name", "step time (us)", "queueing latency (us)"], rows,
+                      numeric_from=2))
+    out.append(f'<p class="meta">step time: {escape(d["step_time"])}</p>')
     out.append(_by("Critical path by class", t["by_class_us"]))
     out.append(_by("Critical path by bound", t["by_bound_us"], BOUND_TEXT))
     out.append(_warnings(d["warnings"]))

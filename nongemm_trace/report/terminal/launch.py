@@ -68,10 +68,15 @@ def render_launch(rep: LaunchReport, console: Console) -> None:
                       _us(r["idle_ns"] / 1000), _us(r["host_bound_idle_ns"] / 1000), f"{r['activities']:,}",
                       _us((r["exposed_communication_ns"] or 0) / 1000))
         console.print(t)
+    if "step_us" in s:
+        sp = s["step_us"]
+        console.print(f"step time (the loop's period): mean {s['mean_step_us']:,.1f} us, min {sp['min']:,.1f} us, "
+                      f"median {sp['median']:,.1f} us, max {sp['max']:,.1f} us "
+                      f"(spread {100 * (sp['spread'] or 0):.1f} % of the mean)", highlight=False)
     if "step_span_us" in s:
         sp = s["step_span_us"]
-        console.print(f"step spans: min {sp['min']:,.1f} us, median {sp['median']:,.1f} us, max {sp['max']:,.1f} us "
-                      f"(spread {100 * (sp['spread'] or 0):.1f} % of the mean)")
+        console.print(f"device span per step (its first activity's start to its last one's end): min "
+                      f"{sp['min']:,.1f} us, median {sp['median']:,.1f} us, max {sp['max']:,.1f} us", highlight=False)
     t = Table(title="Per category", title_justify="left")
     for c in ("category", "activities", "GPU time (us)", "short", "launch overhead (us)"):
         t.add_column(c, justify="left" if c == "category" else "right")

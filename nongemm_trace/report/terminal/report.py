@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ...models.report import Report
-from ...vocabulary import METRIC_TEXT
+from ...vocabulary import METRIC_TEXT, STEP_TIME
 from ..names import shorten
 from ..palette import TITLE, WARNINGS_HEADING
 from . import escape, warning_line
@@ -80,13 +80,18 @@ def render_report(report: Report, console: Console, top: int = 15) -> None:
     if report.steps.height:
         t = Table(title="Steps", title_justify="left")
         stack = report.metric in _UNITS  # a deployment stack's steps hold its layers or nodes
-        for c in ("step", "name", "CPU span (us)", f"{report.metric} time (us)" if stack else "GPU time (us)",
-                  kernels if stack else "activities"):
+        periods = "step_ns" in report.steps.columns and report.steps["step_ns"].null_count() < report.steps.height
+        heads = ["step", "name", *(("step time (us)", "queueing latency (us)") if periods else ()), "CPU span (us)",
+                 f"{report.metric} time (us)" if stack else "GPU time (us)", kernels if stack else "activities"]
+        for c in heads:
             t.add_column(c, justify="left" if c == "name" else "right")
         for r in report.steps.iter_rows(named=True):
-            t.add_row(str(r["step"]), escape(r["name"]), _us(r["cpu_time_ns"]), _us(r["gpu_time_ns"]),
+            times = (_us(r["step_ns"]), _us(r["latency_ns"])) if periods else ()
+            t.add_row(str(r["step"]), escape(r["name"]), *times, _us(r["cpu_time_ns"]), _us(r["gpu_time_ns"]),
                       f"{r['activities']:,}")
         console.print(t)
+        if periods:
+            console.print(f"step time: the loop's {STEP_TIME}", highlight=False)
 
     if report.warnings:
         console.print(f"[{WARNINGS_HEADING}]warnings[/{WARNINGS_HEADING}]")

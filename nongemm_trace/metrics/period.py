@@ -1,0 +1,78 @@
+"""The step time users mean: the loop's period, one definition for every command.
+
+A training or inference loop profiled the way PyTorch teaches (``schedule()`` and ``prof.step()``,
+no synchronize per step) lets the host run ahead of the device: a step's kernels queue behind the
+previous step's. From a step's host start to its last kernel's end is then *queueing latency*,
+which grows with the queue (three identical steps measure 46, 57 and 69 ms), not what one more step
+costs. The period is:
+
+* each step's **boundary** is the later of its CPU range's end and the end of the last GPU
+  activity launched in that range (the running maximum over the steps, so that boundaries never
+  go back when streams overlap);
+* each step **starts** at the later of its own CPU start and the previous step's boundary: where
+  the host runs ahead, the device paces the loop and the step starts where the device finished the
+  previous one; where the host waits for the device (a synchronize per step), the host paces it and
+  the step starts with its CPU range, so host time between two marked steps is not charged to
+  either;
+* the first step of the trace starts no earlier than the end of the device work that was launched
+  before it (before the profiler's window opened: activities with no launch call in the trace, or
+  launched before the first step); that work is set apart, not charged to a step.
+
+The period tiles the time between the first step's start and the last step's boundary, so the
+mean period times the number of steps is the loop's wall time. ``latency`` keeps the queueing
+figure (host start to boundary) under its own name.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+#: what each step table gains: where the step starts (ns), its period and its queueing latency
+PERIOD_COLUMNS = ("start", "wall", "latency")
+
+
+def step_periods(steps: pl.DataFrame, acts: pl.DataFrame) -> pl.DataFrame:
+    """``steps`` (``step, ts, cpu_end, gpu_end``; ns, ``gpu_end`` null for a step that launched
+    nothing) with ``end`` (the boundary), ``start``, ``wall`` (the period) and ``latency`` (host start
+    to the boundary), in step order. ``acts`` (``step, ts, end, launched, launch_t``: every activity,
+    ``step`` null outside every step) gives the device work launched before the first step."""
+    st = steps.sort("step").with_columns(pl.max_horizontal("cpu_end", "gpu_end").alias("end"))
+    before = _launched_before(acts, st)
+    boundary = pl.col("end").cum_max()
+    prev = boundary.shift(1).fill_null(pl.lit(before, pl.Int64))
+    start = pl.min_horizontal(pl.max_horizontal("ts", prev), "end")
+    return st.with_columns(start.alias("start")).with_columns(
+        (pl.col("end") - pl.col("start")).alias("wall"), (pl.col("end") - pl.col("ts")).alias("latency"))
+
+
+def _launched_before(acts: pl.DataFrame, steps: pl.DataFrame) -> int | None:
+    """The end of the device work launched before the first step, within that step: activities
+    outside every step, with no launch call in the trace or one before the first step's start, that
+    started before the first step's end (clipped to it)."""
+    if acts.height == 0 or steps.height == 0:
+        return None
+    first_ts, first_end = int(steps["ts"][0]), int(steps["end"][0])
+    early = acts.filter(pl.col("step").is_null() & (~pl.col("launched") | (pl.col("launch_t") < first_ts))
+                        & (pl.col("ts") < first_end))
+    value = early["end"].max() if early.height else None
+    return min(int(value), first_end) if value is not None else None  # type: ignore[arg-type]
+
+
+def step_times(acts: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
+    """``step, start, end, wall, latency`` (ns) of every step of a selection, from its activities
+    (``step``, ``ts_ns``, ``dur_ns``, ``launch_ts_ns``: every activity, before any is left out) and
+    its steps (``step, ts_ns, end_ns``): the same figures the latency graph gives on the measured
+    timeline (tests/test_step_time.py checks both agree on every shared trace with steps). An
+    activity belongs to the step its launch call started in; one with no launch call in the trace
+    to none (the selection places it by its start, for its tables)."""
+    if steps.height == 0:
+        return pl.DataFrame(schema={"step": pl.Int64, "start": pl.Int64, "end": pl.Int64, "wall": pl.Int64,
+                                    "latency": pl.Int64})
+    launched = pl.col("launch_ts_ns").is_not_null()
+    a = acts.select(pl.when(launched).then(pl.col("step")).alias("step"), pl.col("ts_ns").alias("ts"),
+                    (pl.col("ts_ns") + pl.col("dur_ns")).alias("end"), pl.col("launch_ts_ns").alias("launch_t"),
+                    launched.alias("launched"))
+    gpu = a.filter(pl.col("step").is_not_null()).group_by("step").agg(pl.col("end").max().alias("gpu_end"))
+    st = steps.select("step", pl.col("ts_ns").alias("ts"), pl.col("end_ns").alias("cpu_end")).join(
+        gpu, on="step", how="left")
+    return step_periods(st, a).select("step", "start", "end", "wall", "latency")
