@@ -276,14 +276,7 @@ def without_profiler(analysis, g: Graph, kept_steps: pl.DataFrame, *, step_us: f
         note = (f"the measured {what} is shorter than the replay reaches with {K_MAX:g}x the model's profiler time "
                 f"taken out ({lo:,.1f} us): the rest is not host time the trace shows")
     else:
-        a, b = 0.0, K_MAX
-        for _ in range(_BISECTIONS):
-            mid = (a + b) / 2
-            if wall_at(mid) > goal:
-                a = mid
-            else:
-                b = mid
-        k = (a + b) / 2
+        k = _bisect(lambda x: wall_at(x) <= goal, 0.0, K_MAX)  # less removed, a longer step
     return result(k, "measured", target if issue is None else meta_step, note,
                   "step" if issue is None else "host_issue")
 
@@ -302,14 +295,19 @@ def _anchor(wall_at: Any, goal: float) -> tuple[float, float, str | None]:
     if (wall_at(b) < goal) if wall < goal else (wall_at(a) > goal):
         scale = b if wall < goal else a  # the range's end: the anchor closes the rest
     else:
-        for _ in range(_BISECTIONS):
-            mid = (a + b) / 2
-            if wall_at(mid) > goal:
-                b = mid
-            else:
-                a = mid
-        scale = (a + b) / 2
+        scale = _bisect(lambda x: wall_at(x) > goal, a, b)  # longer durations, a longer step
     reached = wall_at(scale)
     anchor = goal / reached if reached > 0 else 1.0
     return scale, anchor, (f"the replay reaches the measured step {goal:,.1f} us only with the device durations "
                            f"scaled by {scale:.3g} (anchor {anchor:.4g})")
+
+
+def _bisect(past: Any, a: float, b: float) -> float:
+    """The point in [a, b] where the monotone predicate ``past`` turns from False to True."""
+    for _ in range(_BISECTIONS):
+        mid = (a + b) / 2
+        if past(mid):
+            b = mid
+        else:
+            a = mid
+    return (a + b) / 2
