@@ -40,8 +40,9 @@ Beside those, a few configurations are captured again under other profiler setti
 OUTDIR/WORKLOAD__VARIANT__SETTING.json.gz (the main captures: WORKLOAD__VARIANT.json.gz).
 
 The host's speed is probed at the start, after the captures and at the end (1e6 empty Python loop
-iterations; 10,000 tiny ``torch.add`` on the CPU; 2,000 tiny CUDA launches, host time per launch):
-its speed drifts, and a trace shows only its own window's.
+iterations; 10,000 tiny ``torch.add`` on the CPU; 2,000 tiny CUDA launches, host time per launch), and a
+tenth of that right before each capture (``probe_before_capture``): its speed drifts (2x within a minute
+on the H100 machine), and a trace shows only its own window's.
 
 OUTDIR gets truth.json ({trace file -> {workload, variant, kind, role, setting, truth_step_us, rounds,
 steps_per_round, gpu, torch, transformers, host, ...}}), capture.log, and the traces packed into
@@ -455,25 +456,29 @@ def host_info(torch, dev):
     return info
 
 
-def probe(torch, dev):
-    """The host's speed now: 1e6 empty Python loop iterations (s), a tiny CPU torch op (µs), a tiny launch (µs)."""
+def probe(torch, dev, scale=1.0):
+    """The host's speed now: 1e6 empty Python loop iterations (s), a tiny CPU torch op (µs), a tiny launch (µs).
+    ``scale`` < 1: fewer iterations of each (the quick probe before each capture, a few ms)."""
     out = {"at_s": round(time.time() - T0, 1)}
+    n = max(1, int(1_000_000 * scale))
     t = time.perf_counter()
-    for _ in range(1_000_000):
+    for _ in range(n):
         pass
-    out["py_loop_1e6_s"] = time.perf_counter() - t
+    out["py_loop_1e6_s"] = (time.perf_counter() - t) * 1_000_000 / n
     a = torch.zeros(4)
+    n = max(1, int(10_000 * scale))
     t = time.perf_counter()
-    for _ in range(10_000):
+    for _ in range(n):
         torch.add(a, 1)
-    out["torch_cpu_add_us"] = (time.perf_counter() - t) / 10_000 * 1e6
+    out["torch_cpu_add_us"] = (time.perf_counter() - t) / n * 1e6
     if dev == "cuda":
         x = torch.zeros(4, device=dev)
+        n = max(1, int(2_000 * scale))
         torch.cuda.synchronize()
         t = time.perf_counter()
-        for _ in range(2_000):
+        for _ in range(n):
             x.add_(1)
-        out["cuda_launch_host_us"] = (time.perf_counter() - t) / 2_000 * 1e6
+        out["cuda_launch_host_us"] = (time.perf_counter() - t) / n * 1e6
         torch.cuda.synchronize()
     return out
 
@@ -539,6 +544,7 @@ def capture(torch, c, timer, path, opts):
         os.remove(raw)
         written["export_s"] = time.time() - t
 
+    quick = probe(torch, "cuda" if timer.cuda else "cpu", scale=0.1)
     c.setup()
     host_steps = []
     with c.ctx():
@@ -552,6 +558,7 @@ def capture(torch, c, timer, path, opts):
                 host_steps.append((time.perf_counter() - t) * 1e6)
         timer.sync()
     written["host_loop_step_us"] = [round(x, 1) for x in host_steps]
+    written["probe_before"] = quick
     written["gz_bytes"] = os.path.getsize(path)
     return written
 
@@ -697,6 +704,7 @@ def main(argv=None):
             "steps_per_round": c.n,
             "truth_spread_pct": (max(c.rounds) - min(c.rounds)) / statistics.median(c.rounds) * 100,
             "captured_at_s": round(at, 1), "host_loop_step_us": info["host_loop_step_us"],
+            "probe_before_capture": info["probe_before"],
             "trace_bytes": info["raw_bytes"], "gpu": gpu, "torch": torch.__version__, "transformers": tver,
             "host": host,
         }
