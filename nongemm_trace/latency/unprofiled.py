@@ -268,6 +268,12 @@ def without_profiler(analysis, g: Graph, kept_steps: pl.DataFrame, *, step_us: f
         k = 1.0
         note = (f"the measured {what} cannot calibrate the host's cost: the step is device-bound whatever the host "
                 f"costs (the model's estimate is kept)")
+    elif goal >= hi and issue is None:
+        # a step no shorter than the profiled one says nothing of the host's cost (the device paced it,
+        # or ran slower): the model's estimate is kept, and the anchor matches the step
+        k = 1.0
+        note = (f"the measured {what} is no shorter than the profiled run's: it cannot calibrate the host's cost "
+                f"(the model's estimate is kept)")
     elif goal >= hi:
         k = 0.0
         note = f"the measured {what} is no shorter than the profiled run's: no profiler time is taken out"
