@@ -66,6 +66,7 @@ class OverheadModel:
     activity_ns: float  # device time the profiler's activity tracing adds to each GPU activity
     torch: str
     fit: str  # where the numbers come from (captures, error)
+    side_thread: float = 1.0  # the factor on the profiler's time in the pieces of threads other than the steps'
 
 
 @functools.cache
@@ -102,7 +103,18 @@ def model_for(settings: dict[str, bool]) -> OverheadModel:
     row = data["settings"][name]
     return OverheadModel(name, {k: float(row["remains"][k]) for k in PIECE_KINDS},
                          float(data.get("device", {}).get("activity_ns", 0.0)), str(data.get("torch", "")),
-                         str(row.get("fit", "")))
+                         str(row.get("fit", "")), float(row.get("side_thread", 1.0)))
+
+
+def on_side_threads(g: Graph, cut: np.ndarray, model: OverheadModel) -> np.ndarray:
+    """The profiler's time per piece with the model's factor for the threads that do not run the steps
+    (autograd's backward thread in training): their ops are the engine's per-node wrappers and the
+    backward kernels' launches, whose recorded time holds a larger share of the profiler's own than the
+    main thread's ops do (the fit in docs/latency.md)."""
+    if model.side_thread == 1.0 or g.steps.height == 0:
+        return cut
+    main = g.steps["thr"].mode()[0]
+    return np.where(g.pieces["thr"].to_numpy() != main, cut * model.side_thread, cut)
 
 
 def piece_kinds(g: Graph, graph_launch_ids: pl.Series) -> np.ndarray:
@@ -209,6 +221,7 @@ def without_profiler(analysis, g: Graph, kept_steps: pl.DataFrame, *, step_us: f
     kinds = piece_kinds(g, launches.filter(pl.col("graph_launch"))["launch_id"] if "graph_launch" in launches.columns
                         else pl.Series([], dtype=pl.Int64))
     cut = removable(g, kinds, lengths.astype(np.float64), model)
+    cut = on_side_threads(g, cut, model)
     meta_step, meta_issue = measured_unprofiled(trace.metadata)
     target = float(step_us) if step_us is not None else meta_step
     issue = meta_issue if step_us is None else None  # a step time given by hand wins over the metadata
