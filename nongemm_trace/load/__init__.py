@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import TraceError
+from .bom import without_bom
 from .bounds import sums_checked
 from .formats import by_name, exported_by_name, sniff
 from .kineto import read_ahead
@@ -59,6 +60,7 @@ def load_trace(path: str | Path, *, keep_python: bool = False, progress: Progres
         first = next(blocks)
     except StopIteration:  # pragma: no cover - iter_blocks raises on an empty file
         raise TraceError(path, "empty file") from None
+    first = without_bom(first)
     fmt = by_name(sniff(first, str(path)))
     assert fmt.open is not None  # sniff refuses a format it cannot read
     return fmt.open(str(path), _chain(first, blocks), {"keep_python": keep_python, "layer_info": layer_info})
