@@ -137,3 +137,88 @@ def test_each_peak_of_a_device_spec_is_checked(capsys, tmp_path):
     spec.write_text('[devices.X]\nbf16 = 1000\nmemory_tbps = 3.5\n')
     code, out, _ = _run(capsys, "flops", BERT, "--device-spec", spec)
     assert code == 0 and "device peaks: X — bf16 1000 TFLOP/s, memory 3.5 TB/s" in out
+
+
+# -- keys written twice inside an event ------------------------------------------------------------------
+
+def _warning(got, code: str):
+    found = [(n, msg) for c, n, msg in got[3] if c == code]
+    assert len(found) == 1, got[3]
+    return found[0]
+
+
+def test_a_duplicate_key_hiding_a_kernel_is_read_last_wins_and_warned_on_every_path(generated, tmp_path,
+                                                                                     monkeypatch):
+    """K14: a kernel event with a second ``"cat": "cpu_op"``, a second ``dur`` (5 us -> 5 s) and a second
+    ``correlation``: read as JSON parsers read it (an op of 5 s), the same on every load path, and said."""
+    got = _one_answer("K14-duplicate-keys.json", tmp_path, monkeypatch, folder=generated)
+    assert got[0] == "ok" and got[1]["activities"]["name"] == [] and got[1]["ops"]["dur_ns"] == [5_000_000_000]
+    n, msg = _warning(got, "duplicate_keys")
+    assert n == 1 and "(args.correlation, cat, dur)" in msg and "last value, as JSON parsers do" in msg
+    assert "5,000,000.0 us of event time" in msg
+
+
+def _doc(events: list[str]) -> str:
+    return '{"traceEvents": [' + ",\n".join(events) + "]}"
+
+
+KERNEL = ('{"ph": "X", "cat": "kernel", "name": "k%d", "pid": 0, "tid": 7, "ts": %d, "dur": 5, '
+          '"args": {"correlation": %d, "stream": 7, "device": 0}}')
+
+
+@pytest.mark.parametrize("dup, keys", [
+    ('"c\\u0061t": "cpu_op"', "cat"),  # an escaped spelling of the same key
+    ('"dur" : 7', "dur"),  # a space before the colon
+    ('"args": {"stream": 9, "stream": 3}', "args, args.stream"),
+])
+def test_other_spellings_of_a_repeated_key_are_found_on_every_path(tmp_path, monkeypatch, dup, keys):
+    events = [KERNEL % (i, 100 + 10 * i, i) for i in range(60)]
+    events[30] = events[30][:-1] + ", " + dup + "}"
+    (tmp_path / "dup.json").write_text(_doc(events))
+    got = _one_answer("dup.json", tmp_path, monkeypatch, folder=tmp_path)
+    n, msg = _warning(got, "duplicate_keys")
+    assert n == 1 and f"({keys})" in msg
+
+
+def test_metadata_names_and_real_traces_are_no_duplicate_keys(tmp_path, monkeypatch):
+    events = [KERNEL % (i, 100 + 10 * i, i) for i in range(40)]
+    events += ['{"name": "process_name", "ph": "M", "pid": %d, "tid": 0, "args": {"name": "python3"}}' % i  # noqa: UP031
+               for i in range(40)]
+    (tmp_path / "meta.json").write_text(_doc(events))
+    got = _one_answer("meta.json", tmp_path, monkeypatch, folder=tmp_path)
+    assert got[0] == "ok" and not [c for c, _, _ in got[3] if c == "duplicate_keys"]
+    from nongemm_trace.load import load_trace
+
+    for native in ("on", "off"):
+        monkeypatch.setenv("NONGEMM_NATIVE", native)
+        assert not [a for a in load_trace(BERT).anomalies if a.code in ("duplicate_keys", "stream_overlap")]
+
+
+# -- activities overlapping on one stream -----------------------------------------------------------------
+
+@pytest.mark.parametrize("native", ["on", "off"])
+def test_kernels_overlapping_on_one_stream_are_warned_with_the_time(capsys, generated, monkeypatch, native):
+    """K7: 1,000 kernels of 1 s each, 1 ns apart on one stream (and 1,000 of 0 s): 1,000 s of GPU time in
+    a trace of about 1 s. The sum stays what the file says; the warning says how much of it overlaps."""
+    monkeypatch.setenv("NONGEMM_NATIVE", native)
+    code, out, _ = _run(capsys, "analyze", generated / "K7-overlapping-kernels-dur0.json.gz", "--format", "json")
+    d = json.loads(out)
+    warned = [w for w in d["warnings"] if w["code"] == "stream_overlap"]
+    assert code == 0 and d["gpu_time_us"] == 1_000_000_000.0 and len(warned) == 1
+    assert warned[0]["count"] == 999
+    assert "999.0 s of 1,000.0 s of their time overlaps" in warned[0]["message"]
+    assert "device 0 stream 7: 999.0 s of its 1,000.0 s" in warned[0]["message"]
+
+
+def test_an_overlap_of_a_few_percent_is_not_warned_and_one_above_is():
+    import polars as pl
+
+    from nongemm_trace.load.stream_overlap import OVERLAP_SHARE, stream_overlaps
+
+    # ten 1 us kernels per stream; stream 1's second starts 0.4 us early, stream 2's 0.6 us (4 % and 6 %)
+    rows = [(s, i * 1000 - (early if i == 1 else 0)) for s, early in ((1, 400), (2, 600)) for i in range(10)]
+    acts = pl.DataFrame({"device": [0] * 20, "stream": [s for s, _ in rows], "ts_ns": [t for _, t in rows],
+                         "dur_ns": [1000] * 20}).with_columns(end_ns=pl.col("ts_ns") + pl.col("dur_ns"))
+    per = stream_overlaps(acts)
+    assert per.select("stream", "overlap_ns", "activities").rows() == [(1, 400, 1), (2, 600, 1)]
+    assert per.filter(pl.col("overlap_ns") > OVERLAP_SHARE * pl.col("dur_ns"))["stream"].to_list() == [2]

@@ -12,6 +12,7 @@ from .formats import by_name, exported_by_name, sniff
 from .kineto import read_ahead
 from .kineto.cutting import read_block
 from .source import Progress, iter_blocks, read_bytes
+from .stream_overlap import overlaps_noted
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..core.trace import Trace
@@ -38,6 +39,7 @@ def stop_read_ahead() -> None:
 
 
 @sums_checked
+@overlaps_noted
 def load_trace(path: str | Path, *, keep_python: bool = False, progress: Progress | None = None,
                layer_info: str | Path | None = None) -> Trace:
     """Load ``path``: a Kineto ``.json``/``.json.gz`` trace, an Nsight Systems SQLite export
