@@ -129,8 +129,9 @@ class NonGemm:
             for key in ("max_share", "max_category_share", "max_category_regression"):
                 if limits.get(key):
                     limits[key] = {k: parse_fraction(v, k) for k, v in limits[key].items()}
-            if isinstance(limits.get("max_regression"), str):
-                limits["max_regression"] = parse_fraction(limits["max_regression"], "max_regression")
+            for key in ("max_regression", "min_activities"):
+                if isinstance(limits.get(key), str):
+                    limits[key] = parse_fraction(limits[key], key)
             if limits.get("baseline") is not None and not isinstance(limits["baseline"], Path):
                 limits["baseline"] = self.path(limits["baseline"])
             return assert_checks(self.analysis(trace), **limits)

@@ -39,15 +39,18 @@ def shared(*parts: str) -> Path:
 
 #: the reproducers of inputs that ended badly (../shared/fuzz/hostile and its README)
 HOSTILE = SHARED.parent / "fuzz" / "hostile"
+#: those of the fourth audit (../shared/fuzz/hostile-t4 and its README)
+HOSTILE_T4 = SHARED.parent / "fuzz" / "hostile-t4"
 
 
-def hostile(name: str) -> Path:
-    """One reproducer of ../shared/fuzz/hostile (skipped when absent, failed under CI=true)."""
-    p = HOSTILE / name
+def hostile(name: str, folder: Path = HOSTILE) -> Path:
+    """One reproducer of ../shared/fuzz/hostile, or of another ``folder`` of them (skipped when
+    absent, failed under CI=true)."""
+    p = folder / name
     if not p.exists():
         if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
-            pytest.fail(f"hostile reproducers not found at {HOSTILE} (CI=true)")
-        pytest.skip(f"hostile reproducers not found at {HOSTILE}")
+            pytest.fail(f"hostile reproducers not found at {folder} (CI=true)")
+        pytest.skip(f"hostile reproducers not found at {folder}")
     return p
 
 

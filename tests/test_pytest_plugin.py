@@ -154,6 +154,38 @@ def test_a_baseline_with_negative_times_fails_the_fixture_and_the_marker_in_one_
     assert "Traceback" not in out and "nongemm_trace/analyses/check.py" not in out and "During handling" not in out
 
 
+def test_a_trace_that_lost_its_gpu_work_fails_the_fixture_and_the_marker(pytester, run):
+    """E2 (../shared/fuzz/hostile-t4): ``{"traceEvents":[]}`` against a baseline with GPU time passed
+    as a fall of 100 %; now the fixture and the marker fail it with the floor's line (issue #42 item 5)."""
+    from conftest import HOSTILE_T4
+
+    shutil.copy(hostile("E2-empty-events.json", HOSTILE_T4), pytester.path / "traces" / "empty.json")
+    pytester.makepyfile(test_gate="""
+        import pytest
+
+        def test_fixture(nongemm):
+            nongemm.assert_no_regression("traces/empty.json", baseline="traces/bert.json.gz", max_regression="5%")
+
+        def test_fixture_lower_floor_still_fails(nongemm):
+            nongemm.assert_no_regression("traces/empty.json", baseline="traces/bert.json.gz", max_regression="5%",
+                                         min_activities="1%")
+
+        @pytest.mark.nongemm("traces/empty.json", baseline="traces/bert.json.gz", max_regression=0.05)
+        def test_marker():
+            pass
+
+        def test_fixture_floor_refused(nongemm):
+            nongemm.assert_no_regression("traces/bert.json.gz", baseline="traces/bert.json.gz", min_activities="120%")
+    """)
+    result = run("-v", "-rN")
+    result.assert_outcomes(failed=4)
+    out = result.stdout.str()
+    failed = [line for line in out.splitlines() if line.startswith("E ")]
+    assert sum("the trace holds no GPU activity (its baseline has 154.0 per step)" in line for line in failed) == 3
+    assert "bert.json.gz: min_activities is 1.2, not a share between 0 and 1" in out
+    assert "Traceback" not in out and "During handling" not in out
+
+
 def test_the_entry_point_names_the_plugin():
     if sys.version_info >= (3, 11):
         import tomllib

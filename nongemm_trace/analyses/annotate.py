@@ -17,6 +17,7 @@ from ..classify.ladder import call_category
 from ..classify.taxonomy import Taxonomy
 from ..core.safe_write import refuse_input, write_file
 from ..errors import TraceError
+from ..load.bom import without_bom
 from ..load.formats import FORMATS, Format, format_of
 from ..load.source import read_bytes
 from ..pipeline.analysis import Analysis, needs_python
@@ -36,7 +37,7 @@ def annotate(source: str | Path | Analysis, output: str | Path, *, taxonomy: str
         raise TraceError(path, _cannot_annotate(fmt))
     linked = analysis.linked()
     acts = analysis.activities(level)
-    data = read_bytes(path)
+    data = without_bom(read_bytes(path))
     try:
         doc = msgspec.json.decode(data)
     except (msgspec.DecodeError, RecursionError):

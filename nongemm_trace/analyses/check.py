@@ -4,6 +4,12 @@
 a non-empty list into exit code 1, and :mod:`nongemm_trace.testing` into an
 ``AssertionError``. Shares are of GPU time; regressions compare GPU time per step
 (each trace divided by its own step count; whole traces when there are no steps).
+
+A baseline gate fails closed: a trace that lost its GPU work (a capture that missed the
+device, a profile cut short, a file read as something it is not) would otherwise pass every
+regression limit, its time having fallen. So a trace with no GPU activity, or with fewer GPU
+activities per step than :data:`MIN_ACTIVITIES` of its baseline's, breaks the gate's
+``min-activities`` limit whatever else holds.
 """
 
 from __future__ import annotations
@@ -23,6 +29,11 @@ from ..vocabulary import CLASSES
 if TYPE_CHECKING:  # pragma: no cover
     from ..classify.taxonomy import Taxonomy
     from ..pipeline.selection import Selection
+
+
+#: the default floor of a baseline gate: a trace with fewer GPU activities per step than this share of
+#: its baseline's fails it (a fused or quantized build launches fewer kernels, rarely a quarter as many)
+MIN_ACTIVITIES = 0.25
 
 
 @dataclass(frozen=True)
@@ -69,7 +80,7 @@ def _percent(limit: float) -> str:
 def validate_limits(taxonomy: Taxonomy, *, max_share: dict[str, float] | None = None,
                     max_category_share: dict[str, float] | None = None, max_regression: float | None = None,
                     max_category_regression: dict[str, float] | None = None, baseline: Any = None,
-                    path: str | Path | None = None) -> None:
+                    path: str | Path | None = None, min_activities: float = MIN_ACTIVITIES) -> None:
     """Refuse limits that could never fire: a name the taxonomy does not declare, a share outside
     0..1, no limit at all, a regression limit without a baseline. :func:`check` calls it; the
     integrations call it before training starts, so a typo fails at once, not after the run."""
@@ -82,6 +93,10 @@ def validate_limits(taxonomy: Taxonomy, *, max_share: dict[str, float] | None = 
         if value is not None and not math.isfinite(value):  # NaN never compares above: the gate would be off
             raise OptionError(path, f"the regression limit {name} is {value}, not a finite fraction",
                               "max_regression", "max_category_regression")
+    if isinstance(min_activities, bool) or not isinstance(min_activities, (int, float)) \
+            or not 0.0 <= min_activities <= 1.0:  # (NaN too) a floor above the baseline, or none, is no floor
+        raise OptionError(path, f"min_activities is {min_activities!r}, not a share between 0 and 1 of the "
+                                "baseline's GPU activities per step", "min_activities")
     if not (max_share or max_category_share or max_regression is not None or max_category_regression):
         raise OptionError(path, "no limit to check (give max_share, max_category_share, max_regression or "
                                 "max_category_regression)",
@@ -92,7 +107,7 @@ def validate_limits(taxonomy: Taxonomy, *, max_share: dict[str, float] | None = 
 
 @dataclass(frozen=True)
 class Baseline:
-    """What a regression gate reads of a trace: GPU time, step count and GPU time per category.
+    """What a regression gate reads of a trace: GPU time, GPU activities, step count and GPU time per category.
     Made from a selection (a trace measured here) or from a report, live or stored (read back from
     ``analyze --format json`` by :func:`~nongemm_trace.models.stored.read_stored_report`): both
     give the same numbers, from the report's category table, never its per-activity tables."""
@@ -100,13 +115,14 @@ class Baseline:
     gpu_time_ns: int
     steps: int
     category_ns: dict[str, int]
+    activities: int
 
     @classmethod
     def of_selection(cls, sel: Selection) -> Baseline:
         acts = sel.activities
         got = acts.group_by("category").agg(pl.col("dur_ns").sum()) if acts.height else None
         return cls(int(acts["dur_ns"].sum() or 0), sel.kept_steps.height,
-                   {c: int(t) for c, t in got.iter_rows()} if got is not None else {})
+                   {c: int(t) for c, t in got.iter_rows()} if got is not None else {}, acts.height)
 
     @classmethod
     def of_report(cls, rep: Report) -> Baseline:
@@ -117,10 +133,30 @@ class Baseline:
         if abs(sum(got.values()) - rep.gpu_time_ns) > len(got):
             raise TraceError(rep.trace, f"the {rep.metric}-metric report does not hold the GPU time of every "
                                         "category: measure the baseline with metric gpu")
-        return cls(int(rep.gpu_time_ns), rep.steps.height, got)
+        count = rep.gpu_activities
+        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+            raise TraceError(rep.trace, f"the report's gpu_activities is {count!r}, not a count")
+        return cls(int(rep.gpu_time_ns), rep.steps.height, got, count)
 
     def per_step(self, ns: float) -> float:
         return ns / self.steps if self.steps else ns
+
+
+def activity_floor(base: Baseline, mine: Baseline, fraction: float) -> Violation | None:
+    """The ``min-activities`` limit of a baseline gate: broken by a trace with no GPU activity, or with
+    fewer GPU activities per step than ``fraction`` of the baseline's (GPU time that fell because the
+    work is gone is no improvement)."""
+    b, n = base.per_step(base.activities), mine.per_step(mine.activities)
+    if mine.activities == 0:
+        has = f"its baseline has {b:,.1f} per step" if base.activities else "nor does its baseline"
+        return Violation("min-activities", 0.0, fraction, f"the trace holds no GPU activity ({has}): a gate on GPU "
+                                                          "time cannot pass a trace that lost its GPU work")
+    if n < fraction * b:
+        return Violation("min-activities", n / b, fraction,
+                         f"GPU activities per step fell to {n:,.1f} from the baseline's {b:,.1f} "
+                         f"({_percent(n / b)} %), below the floor of {_percent(fraction)} % of the baseline's: "
+                         "the trace lost most of its GPU work")
+    return None
 
 
 def _baseline(source: str | Path | Analysis | Report, options: dict[str, Any]) -> Baseline:
@@ -140,17 +176,19 @@ def check(
     max_category_share: dict[str, float] | None = None,
     max_regression: float | None = None,
     max_category_regression: dict[str, float] | None = None,
+    min_activities: float = MIN_ACTIVITIES,
     **options: Any,
 ) -> tuple[list[Violation], Report]:
     """Check ``trace`` against the limits; ``options`` go to :func:`nongemm_trace.analyze`. ``baseline``:
     a trace (path or :class:`Analysis`), a report (live, or :meth:`Report.from_dict` of its document)
     or a stored report's JSON file; each gives the same numbers for the same trace. A limit
     that names no class or category, a share limit outside 0..1, or no limit at all is refused:
-    a typo must never turn a gate off."""
+    a typo must never turn a gate off. With a baseline, ``min_activities`` is the floor of GPU
+    activities per step, a share of the baseline's (:func:`activity_floor`)."""
     analysis, report_opts = open_analysis(trace, options, metric="gpu")
     validate_limits(analysis.taxonomy, max_share=max_share, max_category_share=max_category_share,
                     max_regression=max_regression, max_category_regression=max_category_regression,
-                    baseline=baseline, path=analysis.path)
+                    baseline=baseline, path=analysis.path, min_activities=min_activities)
     rep = analysis.report(**report_opts)
     of = {"gpu": "GPU time", "cpu": "CPU time", "paper": "CPU + GPU time"}.get(rep.metric, rep.metric)
     out: list[Violation] = []
@@ -168,6 +206,9 @@ def check(
     if baseline is not None:
         base = _baseline(baseline, {"taxonomy": analysis.taxonomy, **report_opts})
         mine = Baseline.of_selection(analysis.selection(**report_opts))
+        floor = activity_floor(base, mine, min_activities)
+        if floor is not None:
+            out.append(floor)
         if max_regression is not None:
             b, n = base.per_step(base.gpu_time_ns), mine.per_step(mine.gpu_time_ns)
             change = (n - b) / b if b else (float("inf") if n > 0 else 0.0)  # from none: a rise

@@ -22,7 +22,9 @@ def arguments(a: argparse.ArgumentParser) -> None:
                    help="analyze the example trace shipped with the package (BERT-base on an H200)")
     a.add_argument("--engine", choices=("process", "ray"), default="process",
                    help="several traces: worker processes on this machine (default) or Ray tasks")
-    a.add_argument("--workers", type=int, default=None, help="parallel workers (default: the CPU count)")
+    a.add_argument("--workers", type=int, default=None,
+                   help="parallel workers, 1 to twice the CPU count (default: the CPU count; never more than the "
+                        "traces)")
     a.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
                    help="per trace: a trace not analysed within SECONDS is failed with one line (its worker "
                         "ended) while the others report; exit 2. Default: no limit")
@@ -46,6 +48,9 @@ def run(args: argparse.Namespace) -> int:
         args.traces = [*args.traces, str(example_trace())]
     if not args.traces:
         raise TraceError(None, "analyze needs a TRACE (or --example for the trace shipped with the package)")
+    if args.workers is not None:  # refused with one trace too: the same command line with two would fail
+        from ..runs.batch_workers import bounded_workers
+        bounded_workers(args.workers, len(args.traces))
     batch = len(args.traces) > 1 or any(Path(t).is_dir() or (any(ch in t for ch in "*?[") and not Path(t).exists())
                                         for t in args.traces)
     if batch:

@@ -22,17 +22,21 @@ def arguments(ck: argparse.ArgumentParser) -> None:
     ck.add_argument("--max-regression", metavar="PCT", help="GPU time per step against --baseline, e.g. 10%%")
     ck.add_argument("--max-category-regression", action="append", metavar="CATEGORY=PCT",
                     help="a category's GPU time per step against --baseline, e.g. memory=5%% (repeatable)")
+    ck.add_argument("--min-activities", metavar="PCT",
+                    help="with --baseline: fail a trace with fewer GPU activities per step than this share of the "
+                         "baseline's (default 25%%); a trace with no GPU activity always fails")
     options.add_format(ck, "check")
     options.add(ck, *options.ANALYSIS)
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..analyses.check import check, parse_fraction, parse_named
+    from ..analyses.check import MIN_ACTIVITIES, check, parse_fraction, parse_named
+    floor = MIN_ACTIVITIES if args.min_activities is None else parse_fraction(args.min_activities, "--min-activities")
     violations, rep = check(
         args.trace, baseline=args.baseline, max_share=parse_named(args.max_share, "--max-share"),
         max_category_share=parse_named(args.max_category_share, "--max-category-share"),
         max_regression=parse_fraction(args.max_regression, "--max-regression") if args.max_regression else None,
         max_category_regression=parse_named(args.max_category_regression, "--max-category-regression"),
-        **analysis_options(args))
+        min_activities=floor, **analysis_options(args))
     render("check", (args.trace, violations, rep), args)
     return 1 if violations else 0

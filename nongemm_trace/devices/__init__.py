@@ -1,7 +1,14 @@
-"""Device peak specs (data: ``peaks.toml``), matched on a trace's ``deviceProperties``."""
+"""Device peak specs (data: ``peaks.toml``), matched on a trace's ``deviceProperties``.
+
+Every figure is checked when the table is read, the package's and a ``--device-spec`` file alike:
+a peak of 0, -1, NaN, infinity, text, a boolean or a list would divide by zero or give negative or
+meaningless roofline percentages, so a table holding one is refused in one line that names the TOML
+file, the device and the field.
+"""
 
 from __future__ import annotations
 
+import math
 import re
 import sys
 from dataclasses import dataclass
@@ -18,6 +25,9 @@ else:  # pragma: no cover
 from ..errors import TraceError
 
 PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4")
+#: the largest peak accepted, in TFLOP/s or TB/s: a million times today's largest (a figure beyond it is a
+#: typo, and 1e308 TFLOP/s would overflow to infinity once in FLOP/s)
+MAX_PEAK = 1e9
 
 
 @dataclass(frozen=True)
@@ -42,15 +52,42 @@ class DeviceSpec:
 
 @lru_cache(maxsize=4)
 def _table(path: str | None = None) -> dict[str, dict[str, Any]]:
-    text = Path(path).read_text() if path else (resources.files("nongemm_trace.devices") / "peaks.toml").read_text()
+    try:
+        text = Path(path).read_text(encoding="utf-8") if path else \
+            (resources.files("nongemm_trace.devices") / "peaks.toml").read_text(encoding="utf-8")
+    except OSError as exc:
+        raise TraceError(path, f"cannot read the device spec: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise TraceError(path, "invalid device spec TOML: not UTF-8 text") from None
     try:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise TraceError(path or "peaks.toml", f"invalid device spec TOML: {exc}") from None
-    devs = raw.get("devices", {})
+    return _checked(raw.get("devices", {}), path or "peaks.toml")
+
+
+def _checked(devs: Any, where: str) -> dict[str, dict[str, Any]]:
+    """The ``[devices]`` tables of the file ``where``, each figure a finite number above 0 (up to
+    :data:`MAX_PEAK`), ``match`` a list of patterns and ``where`` a table; else one refusal naming the file."""
+    if not isinstance(devs, dict):
+        raise TraceError(where, f"'devices' is {devs!r:.40}, not a table of [devices.NAME] tables")
     for name, d in devs.items():
+        if not isinstance(d, dict):
+            raise TraceError(where, f"device {name} is {d!r:.40}, not a table ([devices.{name}] with its figures)")
         if "memory_tbps" not in d or not any(p in d for p in PRECISIONS):
-            raise TraceError(path or "peaks.toml", f"device {name} needs memory_tbps and at least one TFLOP/s figure")
+            raise TraceError(where, f"device {name} needs memory_tbps and at least one TFLOP/s figure")
+        for key in ("memory_tbps", *(p for p in PRECISIONS if p in d)):
+            value = d[key]
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+                    or not 0 < value <= MAX_PEAK:
+                unit = "TB/s" if key == "memory_tbps" else "TFLOP/s"
+                raise TraceError(where, f"device {name}: {key} is {value!r:.40}, not a finite number of {unit} "
+                                        f"above 0 (at most {MAX_PEAK:g})")
+        match, within = d.get("match", []), d.get("where", {})
+        if not isinstance(match, list) or not all(isinstance(p, str) for p in match):
+            raise TraceError(where, f"device {name}: match is {match!r:.40}, not a list of name patterns")
+        if not isinstance(within, dict):
+            raise TraceError(where, f"device {name}: where is {within!r:.40}, not a table of deviceProperties")
     return devs
 
 

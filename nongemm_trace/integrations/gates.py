@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..analyses.check import Violation, check, parse_fraction, validate_limits
+from ..analyses.check import MIN_ACTIVITIES, Violation, check, parse_fraction, validate_limits
 from ..errors import OptionError
 from ..pipeline.analysis import Analysis
 
@@ -42,7 +42,9 @@ def _fractions(limits: dict[str, Any] | None) -> dict[str, float] | None:
 @dataclass
 class Gates:
     """Limits on the profiled steps (as ``nongemm-trace check``): shares of the run's time per class
-    or category, and GPU time per step against a ``baseline`` (a trace, or a stored report JSON)."""
+    or category, and GPU time per step against a ``baseline`` (a trace, or a stored report JSON);
+    with a baseline, ``min_activities`` is the floor of GPU activities per step (a share of the
+    baseline's, default 25 %: :func:`~nongemm_trace.analyses.check.activity_floor`)."""
 
     max_share: dict[str, float | str] | None = None
     max_category_share: dict[str, float | str] | None = None
@@ -50,7 +52,9 @@ class Gates:
     max_category_regression: dict[str, float | str] | None = None
     baseline: str | Path | None = None
     on_violation: str = "raise"
+    min_activities: float | str | None = None
     limits: dict[str, Any] = field(init=False, repr=False)
+    floor: float = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.on_violation not in ON_VIOLATION:
@@ -63,14 +67,17 @@ class Gates:
                                                                                        "max_regression"),
             "max_category_regression": _fractions(self.max_category_regression),
         }
+        self.floor = MIN_ACTIVITIES if self.min_activities is None else parse_fraction(self.min_activities,
+                                                                                        "min_activities")
 
     @property
     def any(self) -> bool:
+        """Whether any limit is given (the floor of activities is part of a baseline gate, not a limit)."""
         return any(v is not None and v != {} for v in self.limits.values())
 
     def validate(self, taxonomy: Any) -> None:
         """Check the names against ``taxonomy`` (a :class:`Taxonomy`) and that the baseline exists."""
-        validate_limits(taxonomy, baseline=self.baseline, **self.limits)
+        validate_limits(taxonomy, baseline=self.baseline, min_activities=self.floor, **self.limits)
         if self.baseline is not None and not Path(self.baseline).exists():
             raise OptionError(self.baseline, "the baseline does not exist", "baseline")
 
@@ -80,7 +87,7 @@ class Gates:
         from ..core.safe_write import write_file
         from ..report.json_out import check_json
 
-        violations, _ = check(analysis, baseline=self.baseline, **self.limits, **options)
+        violations, _ = check(analysis, baseline=self.baseline, min_activities=self.floor, **self.limits, **options)
         out = Path(str(analysis.path))
         write_file(out.with_name(out.name.split(".json")[0] + ".check.json"), check_json(str(out), violations),
                    inputs=[out, self.baseline])

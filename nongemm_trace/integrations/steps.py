@@ -38,8 +38,8 @@ class StepProfiler:
     after ``warmup`` traced-but-discarded steps.
 
     ``max_share`` / ``max_category_share`` / ``max_regression`` / ``max_category_regression`` /
-    ``baseline``: the limits of ``nongemm-trace check`` (fractions or ``"45%"``), checked on the
-    profiled steps; ``on_violation``: ``"raise"`` (fail the run) or ``"warn"``. ``taxonomy``,
+    ``baseline`` / ``min_activities``: the limits of ``nongemm-trace check`` (fractions or ``"45%"``),
+    checked on the profiled steps; ``on_violation``: ``"raise"`` (fail the run) or ``"warn"``. ``taxonomy``,
     ``level``, ``metric``: the analysis' options. ``html``: also write the HTML page.
     ``with_stack``, ``with_modules``: the profiler's. ``metadata``: added to the trace's run metadata.
     """
@@ -49,7 +49,8 @@ class StepProfiler:
                  max_regression: float | str | None = None, max_category_regression: dict[str, Any] | None = None,
                  baseline: str | Path | None = None, on_violation: str = "raise", taxonomy: str | Path | None = None,
                  level: str | None = None, metric: str | None = None, html: bool = False, with_stack: bool = False,
-                 with_modules: bool = False, metadata: dict[str, Any] | None = None):
+                 with_modules: bool = False, metadata: dict[str, Any] | None = None,
+                 min_activities: float | str | None = None):
         for what, value, low in (("start", start, 0), ("steps", steps, 1), ("warmup", warmup, 0)):
             if not isinstance(value, int) or value < low:
                 raise OptionError(None, f"{what} must be an integer >= {low}, not {value!r}", what)
@@ -62,7 +63,7 @@ class StepProfiler:
         self.taxonomy = load_taxonomy(taxonomy or "default")
         self.report_options = {k: v for k, v in (("level", level), ("metric", metric)) if v is not None}
         self.gates = Gates(max_share, max_category_share, max_regression, max_category_regression, baseline,
-                           on_violation)
+                           on_violation, min_activities)
         if self.gates.any or baseline is not None:
             self.gates.validate(self.taxonomy)  # a typo fails now, not after the run
         self.html, self.with_stack, self.with_modules = html, with_stack, with_modules

@@ -6,11 +6,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import TraceError
+from .bom import without_bom
 from .bounds import sums_checked
 from .formats import by_name, exported_by_name, sniff
 from .kineto import read_ahead
 from .kineto.cutting import read_block
 from .source import Progress, iter_blocks, read_bytes
+from .stream_overlap import overlaps_noted
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..core.trace import Trace
@@ -37,6 +39,7 @@ def stop_read_ahead() -> None:
 
 
 @sums_checked
+@overlaps_noted
 def load_trace(path: str | Path, *, keep_python: bool = False, progress: Progress | None = None,
                layer_info: str | Path | None = None) -> Trace:
     """Load ``path``: a Kineto ``.json``/``.json.gz`` trace, an Nsight Systems SQLite export
@@ -59,6 +62,7 @@ def load_trace(path: str | Path, *, keep_python: bool = False, progress: Progres
         first = next(blocks)
     except StopIteration:  # pragma: no cover - iter_blocks raises on an empty file
         raise TraceError(path, "empty file") from None
+    first = without_bom(first)
     fmt = by_name(sniff(first, str(path)))
     assert fmt.open is not None  # sniff refuses a format it cannot read
     return fmt.open(str(path), _chain(first, blocks), {"keep_python": keep_python, "layer_info": layer_info})

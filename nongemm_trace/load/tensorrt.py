@@ -55,12 +55,21 @@ def find_layer_info(profile: str | Path) -> Path | None:
 
 
 def _read_json(path: str | Path, what: str) -> Any:
+    from .bom import without_bom
     from .source import read_bytes
 
     try:
-        return json.loads(read_bytes(path))
+        return json.loads(without_bom(read_bytes(path)))
     except (ValueError, RecursionError) as exc:
         raise TraceError(path, f"invalid {what} JSON ({exc})") from None
+
+
+def _inferences(count: Any) -> int | None:
+    """The profile's count of inferences: a whole number above 0 (``50`` or ``50.0``), else None (a
+    fraction, text, a boolean, NaN: a ``timeMs`` total cannot be divided by it)."""
+    if isinstance(count, bool) or not isinstance(count, (int, float)):
+        return None
+    return int(count) if count == count and 1 <= count < 1 << 62 and count == int(count) else None
 
 
 def _layer_table(info: Any, path: str | Path) -> dict[str, dict[str, Any]]:
@@ -89,12 +98,20 @@ def load_tensorrt(path: str | Path, doc: list, layer_info: str | Path | None = N
     layers = _layer_table(_read_json(info_path, "TensorRT layer-information"), info_path) if info_path else {}
     detailed = any(v for v in layers.values())
     count = doc[0].get("count")
+    inferences = _inferences(count)
+    if inferences is None:
+        notes.append(("bad_inference_count", 1, f"the profile's count {count!r:.40} is not a whole number of "
+                                                "inferences: layers without averageMs cannot be averaged and are "
+                                                "skipped"))
     rows: list[dict[str, Any]] = []
     ts = 0
     bad = 0
     for i, rec in enumerate(doc[1:], start=1):
+        if "averageMs" not in rec and inferences is None:  # a total over runs that were not counted
+            bad += 1
+            continue
         try:  # averageMs is per inference; a profile without it has only the total over `count` runs
-            mean_ms = float(rec["averageMs"]) if "averageMs" in rec else float(rec["timeMs"]) / max(int(count or 1), 1)
+            mean_ms = float(rec["averageMs"]) if "averageMs" in rec else float(rec["timeMs"]) / (inferences or 1)
             mean_ns = int(round(mean_ms * 1e6))
             median_ns = int(round(float(rec.get("medianMs", mean_ms)) * 1e6))
         except (TypeError, ValueError, OverflowError):
@@ -133,7 +150,7 @@ def load_tensorrt(path: str | Path, doc: list, layer_info: str | Path | None = N
                                                         "(another engine's file?): classified from their names"))
     acts = activities(rows, EXTRA_COLUMNS["tensorrt"]["activities"])
     meta = {"time_basis": "layer", "tensorrt": {
-        "inferences": count, "layers": len(rows), "layer_info": str(info_path) if info_path else None,
+        "inferences": inferences, "layers": len(rows), "layer_info": str(info_path) if info_path else None,
         "detailed_layer_info": detailed,
         "mean_time_per_inference_ms": round(sum(r["dur_ns"] for r in rows) / 1e6, 6),
         "median_time_per_inference_ms": round(sum(r["median_ns"] for r in rows) / 1e6, 6)}}

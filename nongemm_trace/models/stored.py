@@ -42,7 +42,7 @@ def read_stored_report(path: str | Path, role: str = "stored report") -> Report:
     """The report stored at ``path``, its times checked; bad input raises one :class:`TraceError`
     whose message names the report by its ``role`` (``baseline`` for a gate's)."""
     try:
-        d = json.loads(Path(path).read_text(encoding="utf-8"))
+        d = json.loads(Path(path).read_text(encoding="utf-8-sig"))  # (a byte order mark is dropped)
     except OSError as exc:
         raise TraceError(path, f"cannot read the {role}: {exc.strerror or exc}") from None
     except (ValueError, RecursionError) as exc:
@@ -60,7 +60,8 @@ def read_stored_report(path: str | Path, role: str = "stored report") -> Report:
 
 def check_times(path: str | Path, d: dict[str, Any], role: str) -> None:
     """The document's total and per-category times: numbers of microseconds in range, each category
-    named once, and the categories adding up to the total (each rounded to the nanosecond)."""
+    named once, and the categories adding up to the total (each rounded to the nanosecond); and its
+    count of GPU activities, a whole number."""
     metric = d.get("metric")
     field = f"{metric}_time_us" if metric in TIME_BASES else "gpu_time_us"
     total = _time_ns(path, d.get("gpu_time_us"), f"{role} gpu_time_us")
@@ -73,6 +74,9 @@ def check_times(path: str | Path, d: dict[str, Any], role: str) -> None:
     if abs(sum(cats.values()) - total) > len(cats):
         raise TraceError(path, f"{role} categories sum to {sum(cats.values()) / 1000:,.3f} us, not its "
                                f"gpu_time_us {total / 1000:,.3f} us: not a report as analyze writes it")
+    count = d.get("gpu_activities")  # a gate's floor of activities is a share of it
+    if isinstance(count, bool) or not isinstance(count, int) or not 0 <= count <= _MAX_NS:
+        raise TraceError(path, f"{role} gpu_activities is {count!r:.40}, not a count of GPU activities")
 
 
 def _time_ns(path: str | Path, value: Any, what: str) -> int:

@@ -208,8 +208,9 @@ def run_batch(paths: list[str], options: dict[str, Any], *, engine: str = "proce
     """Analyse ``paths`` (already expanded) in parallel; results keep the input order. Each trace
     is isolated (:mod:`.batch_workers`): one whose worker dies, or that takes longer than
     ``timeout`` seconds, is failed with its one-line error and the others still report."""
-    from .batch_workers import Failure, run_processes, run_ray
+    from .batch_workers import Failure, bounded_workers, run_processes, run_ray
 
+    workers = bounded_workers(workers, len(paths))
     if timeout is not None and not timeout > 0:  # NaN, 0 and negative limits could never be met
         raise OptionError(None, f"timeout must be a number of seconds above 0, not {timeout!r}", "timeout")
     jobs = [(p, options, parquet_dir, i) for i, p in enumerate(paths)]
@@ -226,7 +227,7 @@ def run_batch(paths: list[str], options: dict[str, Any], *, engine: str = "proce
             raise TraceError(None, "--engine ray needs Ray: pip install 'nongemm-trace[ray]'") from None
         results = run_ray(jobs, _work, workers=workers, timeout=timeout, prepare=_prepare_worker, done=done)
     elif engine == "process":
-        results = run_processes(jobs, _work, workers=max(1, workers or os.cpu_count() or 1), timeout=timeout,
+        results = run_processes(jobs, _work, workers=workers, timeout=timeout,
                                 prepare=_prepare_worker, done=done)
     else:
         raise TraceError(None, f"unknown engine '{engine}' (process or ray)")

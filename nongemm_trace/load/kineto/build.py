@@ -55,6 +55,9 @@ def build(path: str, meta: dict[str, Any], parts: dict[str, list[pl.DataFrame]],
         trace.note("unsupported_phase", n,
                    f"{n} '{cat}' events are not complete ('X') events (e.g. B/E pairs); skipped")
     trace.note("missing_category", tally.no_cat, f"{tally.no_cat} complete events had no 'cat'; ignored")
+    repeated = tally.duplicate_keys.note()
+    if repeated:
+        trace.note(*repeated)
     _dedupe(trace, tally.repeats)
     _cut_long_names(trace, tally.long_names)
     trace.launches = roles.mark_graph_launches(trace.launches)

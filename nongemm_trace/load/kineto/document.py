@@ -11,6 +11,7 @@ from typing import Any
 import msgspec
 
 from ...errors import TraceError
+from ..bom import without_bom
 from ..source import SQLITE_MAGIC
 from .events import ANY_DECODER, ENCODER, TOP_DECODER, MalformedJSON, short_error
 
@@ -64,8 +65,9 @@ def decode_document(path: str | Path, data: bytes) -> tuple[dict[str, Any], msgs
     """Split the document into metadata and the raw ``traceEvents`` array.
 
     Returns (metadata, raw events, is_bare_array). A bare JSON array of events
-    (the Chrome trace "array format") is accepted too.
+    (the Chrome trace "array format") is accepted too, and so is a UTF-8 byte order mark before either.
     """
+    data = without_bom(data)
     head = data[:64].lstrip()
     if data.startswith(SQLITE_MAGIC):
         raise TraceError(path, "is an SQLite database, not a Kineto JSON trace")

@@ -45,6 +45,10 @@ class Args(msgspec.Struct, gc=False, rename={
     cuda_sync_kind: str | None = None
     wait_on_stream: NumOrText = None
     wait_record_corr: NumOrText = None
+    # metadata events' names (process_name, thread_name): kept as written (not decoded: any value, at any
+    # depth) only so that the search for keys written twice (.duplicate_keys) knows this "name" is not an
+    # event's
+    name: msgspec.Raw = msgspec.Raw()
     # kept as raw JSON text (msgspec.Raw cannot sit in a Union; empty Raw = absent)
     input_dims: msgspec.Raw = msgspec.Raw()
     input_type: msgspec.Raw = msgspec.Raw()

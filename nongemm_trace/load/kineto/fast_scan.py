@@ -19,6 +19,7 @@ from typing import Any
 import polars as pl
 
 from ...core.frames import ArrowCapsules
+from . import duplicate_keys
 from .events import TIME_LIMIT_US, decode_events
 from .scanner import ROUTES, available
 from .scanner import SCANNER as _SCANNER
@@ -70,10 +71,12 @@ def trim() -> None:
 def decode_chunk(path: str | Path, raw: Any, keep_python: bool, tally: Tally,
                  malformed: dict[str, int]) -> tuple[int, dict[str, pl.DataFrame]]:
     """(number of events, partial tables with chunk-relative ``ev_idx``) of one JSON array of events.
-    Raises what :func:`.events.decode_events` raises for input neither path accepts."""
+    Raises what :func:`.events.decode_events` raises for input neither path accepts. Events that write
+    a read key twice are counted in ``tally`` (the scanner leaves such a chunk to this decode)."""
     if available():
         scanned = scan(raw, keep_python, tally)
         if not isinstance(scanned, str):
             return scanned
     events = decode_events(path, raw, malformed)
+    duplicate_keys.find(raw, events, tally.duplicate_keys)
     return len(events), chunk_tables(events, 0, keep_python, tally)

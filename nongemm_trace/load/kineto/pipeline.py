@@ -20,6 +20,7 @@ import polars as pl
 
 from ...core.trace import Trace
 from ...errors import TraceError
+from ..bom import without_bom
 from ..budget import TableBudget
 from . import fast_scan
 from .build import build, drop_chunk_repeats, in_file_order
@@ -147,7 +148,7 @@ def stream(path: str, held: list[bytearray], blocks: Iterator[bytes], keep_pytho
     blocks then starting at the byte before the next chunk's first event."""
     buf = held.pop()
     prefix = buf if ahead is None else ahead.prefix
-    if prefix[:64].lstrip()[:1] != b"{":
+    if without_bom(bytes(prefix[:64])).lstrip()[:1] != b"{":
         raise SplitFailed
     if ahead is None:
         key = EVENTS_KEY.search(buf)
@@ -156,7 +157,7 @@ def stream(path: str, held: list[bytearray], blocks: Iterator[bytes], keep_pytho
         key_start, key_end = key.start(), key.end()
     else:
         key_start, key_end = ahead.key_start, 1
-    head = bytes(prefix[:key_start])
+    head = without_bom(bytes(prefix[:key_start]))
     try:  # the text before the key, closed, must be an object: then the key is at the top level
         meta = meta_of(TOP_DECODER.decode(head + b'"traceEvents":[]}'))
     except (msgspec.DecodeError, RecursionError):

@@ -21,6 +21,7 @@ import polars as pl
 
 from .. import roles
 from ..roles import PY_ROUTES, ROUTES, TABLES  # the routing, as data
+from .duplicate_keys import Repeats
 from .events import EMPTY_ARGS, TIME_LIMIT_US, Event
 
 #: separates raw JSON texts joined into one string; a control byte never appears unescaped in JSON
@@ -54,11 +55,13 @@ class Tally:
     repeats: dict[str, int] = field(default_factory=dict)
     #: names cut to :data:`MAX_NAME_CHARS` (:func:`as_codes`)
     long_names: int = 0
+    #: events that write a read key twice (:mod:`.duplicate_keys`)
+    duplicate_keys: Repeats = field(default_factory=Repeats)
 
     def to_dict(self) -> dict[str, Any]:
         return {"bad_time": self.bad_time, "bad_phase": self.bad_phase, "no_cat": self.no_cat,
                 "other_n": self.other_n, "other_ns": self.other_ns, "other_cats": sorted(self.other_cats),
-                "repeats": self.repeats, "long_names": self.long_names}
+                "repeats": self.repeats, "long_names": self.long_names, "duplicate_keys": self.duplicate_keys}
 
     def add(self, other: dict[str, Any]) -> None:
         """Add another chunk's tally (as :meth:`to_dict` gives it)."""
@@ -71,6 +74,7 @@ class Tally:
         self.other_ns += other["other_ns"]
         self.other_cats |= set(other["other_cats"])
         self.long_names += other.get("long_names", 0)
+        self.duplicate_keys.add(other.get("duplicate_keys") or Repeats())
 
 
 #: a name longer than this many characters is cut to it, with a warning: no kernel or op name comes
