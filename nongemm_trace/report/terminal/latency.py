@@ -45,8 +45,8 @@ def _verdict(att: pl.DataFrame, wall_ns: int) -> str:
     pct = lambda v: f"{100 * v / wall_ns:.0f} %"  # noqa: E731
     if bb.get("capture", 0) > max(host, dev):  # models.latency.bound_of's capture-bound
         return (f"graph capture: {pct(bb['capture'])} of the latency is the host recording CUDA/HIP graphs (launches "
-                f"captured, not run); of what ran, {pct(host)} is the host, {pct(dev)} the device, "
-                f"{pct(bb.get('sync', 0))} sync")
+                f"captured, not run); the rest: the host {pct(host)}, the device {pct(dev)}, "
+                f"sync {pct(bb.get('sync', 0))}")
     kind = "host-bound" if host > dev else "device-bound"
     non = att.filter(pl.col("class") == "non-GEMM")
     non_launch = int(non.filter(pl.col("bound").is_in(list(_HOST)))["ns"].sum() or 0)
