@@ -88,7 +88,7 @@ def rank_calls(records: pl.DataFrame, steps: pl.DataFrame, launches: pl.DataFram
     ``records``: :func:`nongemm_trace.load.kineto.collectives.read_collective_records`; ``steps``: the
     steps found (``name, ts_ns, end_ns``, the trace's times); ``launches``: ``correlation, ts_ns`` (a
     kernel's step is that of its launch call); ``activities``: ``device, category, ts_ns, end_ns``
-    (the computation that hides a kernel); ``default_pg`` / ``default_group``: the process group and its
+    (the computation that hides a kernel; ``overlap_ns`` is null for host records); ``default_pg`` / ``default_group``: the process group and its
     size where a record names none (gloo's; a run with one group: ``distributedInfo``)."""
     rec = _chosen(records)
     if rec.height == 0:
@@ -111,7 +111,9 @@ def rank_calls(records: pl.DataFrame, steps: pl.DataFrame, launches: pl.DataFram
     rec = rec.join(calls, on="correlation", how="left").with_columns(
         pl.coalesce("_launch_ts", "ts_ns").alias("_t"))
     rec = rec.join(_step_names(rec.select("_r", "_t"), steps), on="_r", how="left")
-    rec = rec.join(_hidden(rec, activities), on="_r", how="left").with_columns(pl.col("overlap_ns").fill_null(0))
+    # computation hides a device kernel; a host range (gloo's threads) is not measured against the host's work
+    rec = rec.join(_hidden(rec, activities), on="_r", how="left").with_columns(
+        pl.when(pl.col("source") == "kernel").then(pl.col("overlap_ns").fill_null(0)).alias("overlap_ns"))
     rec = rec.sort("ts_ns", "_r").with_columns(
         pl.int_range(pl.len()).over([pl.col("pg").fill_null(""), pl.col("step_name").fill_null(""), "kind"])
         .alias("k"))
@@ -195,5 +197,7 @@ def match_calls(calls: pl.DataFrame, link_gbps: float | None = None) -> tuple[pl
     per_rank = c.join(last.select(*key, "last_rank"), on=key).group_by("rank").agg(
         pl.len().alias("collectives"), (pl.col("rank") == pl.col("last_rank")).sum().alias("last"),
         pl.col("wait_ns").sum(), pl.col("dur_ns").sum().alias("collective_ns"),
-        (pl.col("dur_ns") - pl.col("wait_ns")).sum().alias("transfer_ns"), pl.col("exposed_ns").sum()).sort("rank")
+        (pl.col("dur_ns") - pl.col("wait_ns")).sum().alias("transfer_ns"),
+        pl.when(pl.col("exposed_ns").is_not_null().any()).then(pl.col("exposed_ns").sum()).alias("exposed_ns")
+    ).sort("rank")
     return one, per_rank

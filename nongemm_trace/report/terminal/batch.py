@@ -79,8 +79,9 @@ def _render_collectives(calls: list[dict[str, Any]], ranks: list[dict[str, Any]]
     for r in ranks:
         c = r.get("collectives")
         if c:
+            exposed = "-" if c["exposed_us"] is None else f"{c['exposed_us']:,.1f}"
             t.add_row(str(r["rank"]), str(c["collectives"]), str(c["last"]), f"{c['wait_us']:,.1f}",
-                      f"{c['collective_us']:,.1f}", f"{c['transfer_us']:,.1f}", f"{c['exposed_us']:,.1f}")
+                      f"{c['collective_us']:,.1f}", f"{c['transfer_us']:,.1f}", exposed)
     console.print(t)
     top = sorted(calls, key=lambda c: -(c["skew_us"] or 0))[:TOP_COLLECTIVES]
     t = Table(title=f"The {len(top)} collectives with the largest arrival skew", title_justify="left")
