@@ -88,8 +88,9 @@ def rank_calls(records: pl.DataFrame, steps: pl.DataFrame, launches: pl.DataFram
     ``records``: :func:`nongemm_trace.load.kineto.collectives.read_collective_records`; ``steps``: the
     steps found (``name, ts_ns, end_ns``, the trace's times); ``launches``: ``correlation, ts_ns`` (a
     kernel's step is that of its launch call); ``activities``: ``device, category, ts_ns, end_ns``
-    (the computation that hides a kernel; ``overlap_ns`` is null for host records); ``default_pg`` / ``default_group``: the process group and its
-    size where a record names none (gloo's; a run with one group: ``distributedInfo``)."""
+    (the computation that hides a kernel; ``overlap_ns`` is null for host records); ``default_pg`` /
+    ``default_group``: the process group and its size where a record names none (gloo's; a run with
+    one group: ``distributedInfo``)."""
     rec = _chosen(records)
     if rec.height == 0:
         return pl.DataFrame(schema={**CALL_SCHEMA})
