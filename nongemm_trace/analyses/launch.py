@@ -319,4 +319,8 @@ def _verdict(s: dict[str, Any], acts: pl.DataFrame, short_ns: int) -> str:
     else:
         kind = "GPU-bound"
         head = f"GPU busy {100 * (1 - idle_share):.0f} % of the span"
-    return f"{kind}: {head}; {shorts}"
+    captured = ""
+    if s.get("captured_launches") and s.get("capture_idle_us") and span:
+        captured = (f"; {100 * s['capture_idle_us'] / span:.0f} % of the span the GPU idled while the host captured "
+                    f"a graph ({s['captured_launches']:,} launches recorded, not run)")
+    return f"{kind}: {head}; {shorts}{captured}"
