@@ -159,8 +159,8 @@ def match_calls(calls: pl.DataFrame, link_gbps: float | None = None) -> tuple[pl
     """``(collectives, per_rank)`` from every rank's calls (:func:`rank_calls` plus ``rank``).
 
     ``collectives``: one row per call matched on two ranks or more, in the order of its first arrival:
-    ``kind, pg, step_name, k, seq, ranks, bytes, group_size, first_ns, skew_ns, last_rank, wait_ns`` (per
-    rank, in ``ranks`` order), ``transfer_ns, algbw_gbps, busbw_gbps, link_gbps, busbw_share, overlap_ns``
+    ``kind, pg, step_name, k, seq, ranks, bytes, group_size, first_ns, skew_ns, last_rank``, ``start_ns``
+    and ``wait_ns`` (per rank, in ``ranks`` order), ``transfer_ns, algbw_gbps, busbw_gbps, link_gbps, busbw_share, overlap_ns``
     (per rank) and ``exposed_ns`` (per rank). ``per_rank``: ``rank, collectives, last, wait_ns,
     collective_ns, transfer_ns, exposed_ns``."""
     if calls.height == 0:
@@ -185,7 +185,8 @@ def match_calls(calls: pl.DataFrame, link_gbps: float | None = None) -> tuple[pl
     one = c.sort("rank").group_by(key).agg(
         *described, pl.col("rank"), pl.col("bytes").max(), pl.col("group_size").max(),
         pl.col("start_ns").min().alias("first_ns"),
-        (pl.col("start_ns").max() - pl.col("start_ns").min()).alias("skew_ns"), pl.col("wait_ns"),
+        (pl.col("start_ns").max() - pl.col("start_ns").min()).alias("skew_ns"), pl.col("start_ns"),
+        pl.col("wait_ns"),
         pl.col("overlap_ns"), pl.col("exposed_ns"))
     one = one.join(last, on=key)
     n = pl.coalesce(pl.col("group_size"), pl.col("rank").list.len())

@@ -46,6 +46,7 @@ def collectives_view(reports: list[dict[str, Any]]) -> tuple[list[dict[str, Any]
             "name": r["kind"], "process_group": r["pg"] or None, "step": r["step_name"] or None, "index": r["k"],
             "seq": r["seq"], "ranks": r["ranks"], "bytes": r["bytes"], "group_size": r["group_size"],
             "skew_us": _us(r["skew_ns"]), "last_rank": r["last_rank"], "wait_us": [_us(w) for w in r["wait_ns"]],
+            "start_ns": r["start_ns"],
             "transfer_us": _us(r["transfer_ns"]),
             "algbw_gbps": None if r["algbw_gbps"] is None else round(r["algbw_gbps"], 3),
             "busbw_gbps": None if r["busbw_gbps"] is None else round(r["busbw_gbps"], 3),
