@@ -161,8 +161,8 @@ def match_calls(calls: pl.DataFrame, link_gbps: float | None = None) -> tuple[pl
     ``collectives``: one row per call matched on two ranks or more, in the order of its first arrival:
     ``kind, pg, step_name, k, seq, ranks, bytes, group_size, first_ns, skew_ns, last_rank``, ``start_ns``
     and ``wait_ns`` (per rank, in ``ranks`` order), ``transfer_ns, algbw_gbps, busbw_gbps, link_gbps,
-    busbw_share``, ``overlap_ns`` (per rank) and ``exposed_ns`` (per rank). ``per_rank``: ``rank, collectives, last, wait_ns,
-    collective_ns, transfer_ns, exposed_ns``."""
+    busbw_share``, ``overlap_ns`` (per rank) and ``exposed_ns`` (per rank). ``per_rank``: ``rank,
+    collectives, last, wait_ns, collective_ns, transfer_ns, exposed_ns``."""
     if calls.height == 0:
         return pl.DataFrame(), pl.DataFrame()
     by_seq = calls["seq"].null_count() == 0
