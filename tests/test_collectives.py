@@ -231,3 +231,17 @@ def test_gloo_slowed_rank_is_last_on_every_collective_it_delays(gloo_runs, capsy
     rows = {r["rank"]: r["collectives"] for r in d["ranks"]["ranks"]}
     assert rows[0]["wait_us"] - rows[SLOW_RANK]["wait_us"] > sum(c["skew_us"] for c in delayed) / 2
     assert d["ranks"]["straggler_rank"] == SLOW_RANK
+
+
+def test_parquet_dataset_has_the_collectives(ddp, tmp_path, capsys):
+    """``-o DIR --format parquet``: ``table=collectives``, one row per call and rank, as the JSON says."""
+    calls = _batch(capsys, ddp)["collectives"]
+    assert main(["analyze", str(ddp), "--format", "parquet", "-o", str(tmp_path / "ds"), "--quiet",
+                 "--workers", "1"]) == 0
+    df = pl.read_parquet(tmp_path / "ds" / "table=collectives" / "*.parquet").sort("call", "rank")
+    assert df.height == sum(len(c["ranks"]) for c in calls)
+    for (i, rank), rows in df.group_by(["call", "rank"], maintain_order=True):
+        c = calls[i]
+        j = c["ranks"].index(rank)
+        assert rows["wait_us"][0] == c["wait_us"][j] and rows["start_ns"][0] == c["start_ns"][j]
+        assert (rows["name"][0], rows["skew_us"][0], rows["last_rank"][0]) == (c["name"], c["skew_us"], c["last_rank"])

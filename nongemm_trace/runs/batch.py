@@ -20,7 +20,7 @@ from typing import Any
 from ..errors import OptionError, TraceError
 from ..load.formats import suffix_text, trace_suffixes
 from ..models.batch import BatchResult
-from .collectives import CALLS_KEY, collectives_view, worker_calls
+from .collectives import CALLS_KEY, collectives_view, worker_calls, write_collectives
 
 #: the file names of every input format (their registry entries)
 TRACE_SUFFIXES = trace_suffixes()
@@ -246,6 +246,8 @@ def run_batch(paths: list[str], options: dict[str, Any], *, engine: str = "proce
     ok = [r for r in results if r and "error" not in r]
     failed = [{"trace": r["trace"], "error": r["error"]} for r in results if r and "error" in r]
     calls, per_rank = collectives_view(ok)
+    if parquet_dir and calls:
+        write_collectives(calls, Path(parquet_dir))
     view = ranks(ok)
     if view is not None and per_rank:
         for row in view["ranks"]:

@@ -4,6 +4,7 @@ and a per-rank summary added to the ranks view."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import polars as pl
@@ -57,3 +58,20 @@ def collectives_view(reports: list[dict[str, Any]]) -> tuple[list[dict[str, Any]
                               "collective_us": _us(r["collective_ns"]), "transfer_us": _us(r["transfer_ns"]),
                               "exposed_us": _us(r["exposed_ns"])} for r in per_rank.iter_rows(named=True)}
     return out, ranks
+
+
+def collectives_frame(calls: list[dict[str, Any]]) -> pl.DataFrame:
+    """The collectives as a table, one row per call and rank (the per-rank lists exploded), for the
+    Parquet dataset (``table=collectives``)."""
+    per_rank = ("ranks", "start_ns", "wait_us", "overlap_us", "exposed_us")
+    rows = pl.DataFrame(calls, infer_schema_length=None).with_row_index("call")
+    return rows.explode(list(per_rank)).rename({"ranks": "rank"})
+
+
+def write_collectives(calls: list[dict[str, Any]], root: Path) -> None:
+    """``root/table=collectives/part-00000.parquet`` beside the per-trace tables of the dataset."""
+    from ..core.safe_write import write_file
+
+    d = root / "table=collectives"
+    d.mkdir(parents=True, exist_ok=True)
+    write_file(d / "part-00000.parquet", collectives_frame(calls).write_parquet)
