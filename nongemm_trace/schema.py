@@ -40,8 +40,10 @@ TABLES: dict[str, dict[str, DType | tuple[DType, ...]]] = {
     # seq: autograd's ``Sequence number`` (a forward op and its backward node share it; null: none)
     "ops": {"op_id": pl.UInt32, **_EVENT, "input_dims": TEXT, "input_type": TEXT,
             "concrete_inputs": TEXT, "seq": pl.Int64},
-    # host launch calls; graph_launch: the call replays a CUDA/HIP graph (one call, many activities)
-    "launches": {"launch_id": pl.UInt32, **_EVENT, "correlation": pl.Int64, "graph_launch": pl.Boolean},
+    # host launch calls; graph_launch: the call replays a CUDA/HIP graph (one call, many activities);
+    # captured: a launch recorded into a graph while its thread was capturing, not run (load/graph_capture.py)
+    "launches": {"launch_id": pl.UInt32, **_EVENT, "correlation": pl.Int64, "graph_launch": pl.Boolean,
+                 "captured": pl.Boolean},
     # device activities: kernels, memcpys, memsets
     "activities": {"activity_id": pl.UInt32, **_EVENT, "kind": TEXT, "correlation": pl.Int64,
                    "device": pl.Int64, "stream": pl.Int64, "bytes": pl.Int64},

@@ -17,8 +17,8 @@ ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = sorted((ROOT / "sample_traces").glob("*.json.gz"))
 #: the C scanner's format letters as polars types
 C_TYPES = {"U": schema.TEXT, "l": (pl.Int64,)}
-#: columns the Python side adds to the scanner's tables: the row id, and the graph-launch mark
-ADDED = {"ops": {"op_id"}, "launches": {"launch_id", "graph_launch"}, "activities": {"activity_id"},
+#: columns the Python side adds to the scanner's tables: the row id, and the graph-call marks
+ADDED = {"ops": {"op_id"}, "launches": {"launch_id", "graph_launch", "captured"}, "activities": {"activity_id"},
          "python": {"op_id"}}
 
 

@@ -14,6 +14,8 @@ import polars as pl
 
 from ..core.frames import as_text, int_scalar, number
 from ..errors import TraceError
+from ..load.graph_capture import capture_windows
+from ..metrics.intervals import interval_cover
 from ..metrics.launch import (
     BUSY_CLASS_ORDER,
     OPTIONAL_BUSY_CLASSES,
@@ -24,10 +26,14 @@ from ..metrics.launch import (
     exposed_communication,
     timeline_stats,
 )
+from ..models.latency import CAPTURE_BOUND
 from ..models.launch import FIELDS, LaunchReport
 from ..models.launch import whole_us as _us
 from ..pipeline.analysis import Analysis, open_analysis
 from ..vocabulary import STEP_TIME
+
+#: the verdict's kind for a trace that records graphs rather than runs them
+CAPTURE_KIND = "graph capture"
 
 
 def launch_analysis(source: str | Path | Analysis, *, short_us: float = 10.0, unprofiled_step_us: float | None = None,
@@ -42,6 +48,12 @@ def launch_analysis(source: str | Path | Analysis, *, short_us: float = 10.0, un
     short_ns = int(round(short_us * 1000))
     acts = sel.activities.with_columns((pl.col("ts_ns") + pl.col("dur_ns")).alias("end_ns"))
     warnings = sel.warnings_as(report_opts.get("metric") or "gpu")
+    launches = analysis.trace().launches
+    windows = capture_windows(launches)
+    cover = interval_cover(windows)
+    capture = {"captured_launches": int(launches["captured"].sum() or 0) if "captured" in launches.columns else 0,
+               "capture_us": _us(cover.select((pl.col("e") - pl.col("s")).sum()).item() if cover.height else 0),
+               "capture_windows": windows.height}
     if acts.height == 0:
         empty = pl.DataFrame()
         summary: dict[str, Any] = {f"{f}_us": 0.0 for f in FIELDS} | {
@@ -50,18 +62,23 @@ def launch_analysis(source: str | Path | Analysis, *, short_us: float = 10.0, un
             "activities_per_s": None, "idle_share": None, "host_bound_share_of_idle": None,
             "launch_overhead_per_activity_us": None, "launch_call_us": 0.0,
             "busy_by_class_us": dict.fromkeys((c for c in BUSY_CLASS_ORDER if c not in OPTIONAL_BUSY_CLASSES), 0.0),
-            "unprofiled": None, "bound": profiled_bound(analysis, options)} | _step_summary(sel)
+            "unprofiled": None, "bound": profiled_bound(analysis, options), "capture_idle_us": 0.0,
+            **capture} | _step_summary(sel)
+        verdict = "no GPU activities: nothing ran on the device"
+        if capture["captured_launches"]:
+            verdict = f"{CAPTURE_KIND}: {_captured_words(capture)}; nothing ran on the device"
         return LaunchReport(str(path), sel.taxonomy, sel.level, short_ns, summary, empty, empty, empty, empty, empty,
-                            {}, "no GPU activities: nothing ran on the device", sel.metadata.get("device"), warnings)
+                            {}, verdict, sel.metadata.get("device"), warnings)
 
-    trace_stats = timeline_stats(acts, [], short_ns)
+    trace_stats = timeline_stats(acts, [], short_ns, cover)
     comm_dev = exposed_communication(acts, ["device"])
     summary = _summary(trace_stats.row(0, named=True), comm_dev)
     summary["busy_by_class_us"] = {k: _us(v) for k, v in busy_by_class(acts).items()}
+    summary |= capture
 
-    steps = _grouped(acts.filter(pl.col("step").is_not_null()), ["step"], short_ns)
-    devices = _grouped(acts, ["device"], short_ns)
-    streams = _grouped(acts, ["device", "stream"], short_ns)
+    steps = _grouped(acts.filter(pl.col("step").is_not_null()), ["step"], short_ns, cover)
+    devices = _grouped(acts, ["device"], short_ns, cover)
+    streams = _grouped(acts, ["device", "stream"], short_ns, cover)
     if steps.height:
         spans = steps["span_ns"]
         summary["step_span_us"] = _spread(spans)
@@ -69,8 +86,8 @@ def launch_analysis(source: str | Path | Analysis, *, short_us: float = 10.0, un
             steps = steps.join(sel.step_times.select("step", pl.col("wall").alias("step_ns"),
                                                      pl.col("latency").alias("latency_ns")), on="step", how="left")
     summary |= _step_summary(sel)
-    cats = category_overhead(acts.with_columns(pl.col("device").fill_null(-1)))
-    per_act = _per_activity(acts)
+    cats = category_overhead(acts.with_columns(pl.col("device").fill_null(-1)), cover)
+    per_act = _per_activity(acts, cover)
     graphs = _graphs(acts)
     summary["unprofiled"] = without_profiler_view(analysis, options, unprofiled_step_us)
     un = summary["unprofiled"]
@@ -134,7 +151,7 @@ def without_profiler_view(analysis: Analysis, options: dict[str, Any], step_us: 
     profiled_bound = bound_of(attribute(measured, classes, g.queue_gap_ns))
     # the kind follows the critical path's bound, the one latency reports (busy share where it has none)
     kind = ("launch-bound" if bound == "host-bound" else "GPU-bound" if bound == "device-bound"
-            else "GPU-bound" if busy >= 0.7 else "idle (not launch-bound)")
+            else CAPTURE_KIND if bound == CAPTURE_BOUND else "GPU-bound" if busy >= 0.7 else "idle (not launch-bound)")
     return unprofiled_summary(un) | {
         "busy_share": round(busy, 6), "profiled_busy_share": busy_share(measured.acts), "kind": kind,
         "bound": bound, "profiled_bound": profiled_bound,
@@ -169,6 +186,7 @@ def _summary(t: dict[str, Any], comm: pl.DataFrame) -> dict[str, Any]:
     span, idle, host = t["span_ns"], t["idle_ns"], t["host_bound_idle_ns"]
     return {
         "span_us": _us(span), "busy_us": _us(t["busy_ns"]), "idle_us": _us(idle), "host_bound_idle_us": _us(host),
+        "capture_idle_us": _us(t["capture_idle_ns"]),
         "activities": int(t["activities"]), "launches": int(t["launches"]),
         "short_activities": int(t["short_activities"]),
         "mean_launch_delay_us": None if t["mean_launch_delay_ns"] is None
@@ -184,11 +202,11 @@ def _summary(t: dict[str, Any], comm: pl.DataFrame) -> dict[str, Any]:
     }
 
 
-def _grouped(acts: pl.DataFrame, by: list[str], short_ns: int) -> pl.DataFrame:
+def _grouped(acts: pl.DataFrame, by: list[str], short_ns: int, cover: pl.DataFrame) -> pl.DataFrame:
     if acts.height == 0:
         return pl.DataFrame()
     acts = acts.with_columns(pl.col(c).fill_null(-1) for c in by if c != "step")
-    st = timeline_stats(acts, by, short_ns)
+    st = timeline_stats(acts, by, short_ns, cover)
     if "stream" in by:
         comm = _stream_exposure(acts)
     elif "device" in by:
@@ -224,11 +242,11 @@ def _stream_exposure(acts: pl.DataFrame) -> pl.DataFrame:
                         orient="row")
 
 
-def _per_activity(acts: pl.DataFrame) -> pl.DataFrame:
+def _per_activity(acts: pl.DataFrame, cover: pl.DataFrame) -> pl.DataFrame:
     """Launch call duration, launch delay, gap since the previous activity on its stream and device."""
     acts = acts.with_columns(pl.col("device").fill_null(-1), pl.col("stream").fill_null(-1))
-    dev = activity_gaps(acts, ["device"]).select("activity_id", pl.col("gap_ns").alias("gap_device_ns"),
-                                                 pl.col("host_gap_ns").alias("host_bound_gap_ns"))
+    dev = activity_gaps(acts, ["device"], cover).select("activity_id", pl.col("gap_ns").alias("gap_device_ns"),
+                                                        pl.col("host_gap_ns").alias("host_bound_gap_ns"))
     stream = activity_gaps(acts, ["device", "stream"]).select("activity_id",
                                                               pl.col("gap_ns").alias("gap_stream_ns"))
     return as_text(acts.select(  # the model holds text (the activities' names may be categorical)
@@ -257,7 +275,18 @@ def _graphs(acts: pl.DataFrame) -> dict[str, Any]:
     }
 
 
+def _captured_words(s: dict[str, Any]) -> str:
+    return (f"{s['captured_launches']:,} launches were recorded into CUDA/HIP graphs and not run "
+            f"({s['capture_us']:,.1f} us of capture on the host)")
+
+
 def _verdict(s: dict[str, Any], acts: pl.DataFrame, short_ns: int) -> str:
+    replayed = acts.filter(pl.col("attribution") == "graph_launch").height
+    only_capture = not replayed and s["captured_launches"] > s["launches"]
+    if s.get("captured_launches") and (s.get("bound") == CAPTURE_BOUND or only_capture):
+        # a capture, not a run: what ran is told, never as the run's bound
+        return (f"{CAPTURE_KIND}: {_captured_words(s)}; what ran: {s['activities']:,} activities, GPU busy "
+                f"{100 * (1 - (s['idle_share'] or 0.0)):.0f} % of a {s['span_us']:,.1f} us span")
     idle_share = s["idle_share"] or 0.0
     host_share = s["host_bound_share_of_idle"] or 0.0
     short = acts.filter(pl.col("dur_ns") < short_ns)
@@ -290,4 +319,8 @@ def _verdict(s: dict[str, Any], acts: pl.DataFrame, short_ns: int) -> str:
     else:
         kind = "GPU-bound"
         head = f"GPU busy {100 * (1 - idle_share):.0f} % of the span"
-    return f"{kind}: {head}; {shorts}"
+    captured = ""
+    if s.get("captured_launches") and s.get("capture_idle_us") and span:
+        captured = (f"; {100 * s['capture_idle_us'] / span:.0f} % of the span the GPU idled while the host captured "
+                    f"a graph ({s['captured_launches']:,} launches recorded, not run)")
+    return f"{kind}: {head}; {shorts}{captured}"

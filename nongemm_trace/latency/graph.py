@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from ..core.frames import add_columns, int_scalar, lookup_columns, per_value
+from ..load.graph_capture import capture_windows
 from ..schema import empty
 from .pieces import host_pieces, thread_codes
 from .runtime import EVENT_RECORDS, SYNC_KINDS
@@ -227,6 +228,27 @@ def label_pieces(pieces: pl.DataFrame, op_cats: pl.DataFrame, launch_cats: pl.Da
         names.rename("category").gather(codes["c"]), p["op_id"], p["launch_id"], p["sync"])
 
 
+def capture_bound(pieces: pl.DataFrame, windows: pl.DataFrame, threads: pl.DataFrame) -> pl.DataFrame:
+    """The pieces with bound ``capture`` where their thread was capturing a CUDA/HIP graph (``windows``:
+    :func:`~nongemm_trace.load.graph_capture.capture_windows`; ``threads``: ``pid, tid, thr``). The host
+    time of a capture records work into a graph and runs none: it is neither launch overhead nor op
+    CPU work of the run (the pieces keep their kind: the profiler's cost in them is unchanged)."""
+    if windows.height == 0 or pieces.height == 0:
+        return pieces
+    codes = threads.select(pl.col("pid", "tid").cast(pl.String), "thr")
+    w = windows.join(codes, on=["pid", "tid"]).select("thr", pl.col("ts_ns").alias("ts"),
+                                                      pl.col("end_ns").alias("w_end")).sort("ts")
+    if w.height == 0:
+        return pieces
+    hit = pieces.select("row", "thr", "ts", "end").sort("ts").join_asof(
+        w, on="ts", by="thr", strategy="backward", check_sortedness=False)
+    inside = hit.filter(pl.col("w_end").is_not_null() & (pl.col("end") <= pl.col("w_end")))["row"]
+    if inside.len() == 0:
+        return pieces
+    # pieces are numbered by position (``row`` = index): the bound is written to their rows
+    return pieces.with_columns(pieces["bound"].scatter(inside, "capture"))
+
+
 def _dense(per_call: pl.DataFrame, ids: pl.Series) -> pl.DataFrame:
     """``per_call`` (unique ``launch_id``) as a table indexed by the launch id when the ids are small
     non-negative integers (the loader's row numbers), so :func:`lookup_columns` gathers instead of
@@ -280,6 +302,7 @@ def build(ops: pl.DataFrame, calls: pl.DataFrame, activities: pl.DataFrame, step
         "launch_id", keep="first").select("launch_id", pl.col("category").alias("launch_category"))
     pieces = label_pieces(pieces, host_category(ops, generic, level), launch_cats, syncs)
     pieces, syncs, awaits = with_thread_waits(pieces, syncs, awaits, threads)
+    pieces = capture_bound(pieces, capture_windows(calls), threads)
     # the pieces at the steps' bounds: those few picked by time first (a join of millions of rows costs seconds)
     at = pieces.select("thr", "ts", "row").filter(pl.col("ts").is_in(pl.concat([step_ranges["ts"], step_ranges["end"]])
                                                                     .implode()))

@@ -30,6 +30,7 @@ from ..core.trace import Trace
 from ..errors import TraceError
 from ..schema import EXTRA_COLUMNS
 from . import roles
+from .graph_capture import capture_note
 from .sqlite_safe import ident, integer, interrupted, open_untrusted, text
 from .sqlite_safe import tables as safe_tables
 
@@ -118,7 +119,10 @@ def _load(path: str | Path, con: sqlite3.Connection) -> Trace:
         return strings.get(i) if i is not None else None
 
     acts = _activities(path, con, tables, s, notes)
-    launches = roles.mark_graph_launches(_launches(path, con, tables, s, notes))
+    launches = roles.mark_graph_launches(_launches(path, con, tables, s, notes), acts)
+    captured = capture_note(launches, acts)
+    if captured:
+        notes.append(captured)
     ops = _ops(path, con, tables, s, notes)
     meta = _metadata(con, tables)
     trace = Trace(path=str(path), source_format="nsys", metadata=meta, ops=ops, launches=launches,

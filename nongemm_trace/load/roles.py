@@ -50,9 +50,6 @@ OTHER_DEVICE_NOTES = {
 }
 OTHER_DEVICE_CATEGORIES = frozenset(OTHER_DEVICE_NOTES)
 
-#: Launch-call names that replay a whole CUDA/HIP graph: one call, many activities.
-GRAPH_LAUNCH_NAMES = frozenset({"cudaGraphLaunch", "cudaGraphLaunch_v10000", "cuGraphLaunch", "hipGraphLaunch"})
-
 #: the tables an event can go to, by category (the loader's routing)
 ROUTES: dict[str, str] = {
     **{c: "acts" for c in ACTIVITY_KIND},
@@ -62,12 +59,14 @@ ROUTES: dict[str, str] = {
     **{c: "other" for c in OTHER_DEVICE_CATEGORIES},
 }
 #: the same with Python stack events kept
-def mark_graph_launches(launches: Any) -> Any:
-    """The launch table with ``graph_launch``: the call replays a CUDA/HIP graph (the contract's
-    column, so the linker needs no runtime API names)."""
-    import polars as pl
+def mark_graph_launches(launches: Any, activities: Any = None) -> Any:
+    """The launch table with the contract's CUDA/HIP graph columns, so the linker and the analyses
+    need no runtime API names: ``graph_launch`` (the call replays a graph) and ``captured`` (a launch
+    recorded into a graph, not run; ``activities``: the trace's, whose correlations ran). The call
+    names are data (``facts/cuda_graphs.toml``, :mod:`.graph_capture`)."""
+    from .graph_capture import mark_graph_calls
 
-    return launches.with_columns(pl.col("name").is_in(list(GRAPH_LAUNCH_NAMES)).alias("graph_launch"))
+    return mark_graph_calls(launches, activities)
 
 
 PY_ROUTES = {**ROUTES, **{c: "py" for c in PYTHON_CATEGORIES}}

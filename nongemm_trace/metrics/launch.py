@@ -13,6 +13,9 @@ trace, step, device, stream — with the same columnar code):
   started after the gap began: the GPU was waiting for the CPU to launch work.
   A category's ``launch_overhead`` is the host-bound idle that ended with its
   activities;
+* capture idle: the part of the idle gaps that a CUDA/HIP graph capture covered
+  (:mod:`.intervals`): the host was recording work into a graph, not launching it,
+  so that part is never host-bound idle;
 * exposed communication: communication-activity time not overlapped by any
   other (compute or copy) activity on the same device:
   ``busy(all) - busy(all but communication)``; overlapped = communication busy - exposed.
@@ -27,15 +30,17 @@ from __future__ import annotations
 import polars as pl
 
 from ..vocabulary import BUSY_CLASS_ORDER, OPTIONAL_BUSY_CLASSES
+from .intervals import overlap
 
 SHORT_NS = 10_000
 
 _GAP = "gap_ns"
 
 
-def activity_gaps(acts: pl.DataFrame, by: list[str]) -> pl.DataFrame:
-    """Per activity: the idle gap before it on the timeline of its ``by`` group, and
-    whether that gap was host-bound. Needs ``activity_id, ts_ns, end_ns, launch_ts_ns``."""
+def activity_gaps(acts: pl.DataFrame, by: list[str], cover: pl.DataFrame | None = None) -> pl.DataFrame:
+    """Per activity: the idle gap before it on the timeline of its ``by`` group, the part of it a
+    graph capture covered (``cover``: :func:`.intervals.interval_cover` of the capture windows) and
+    the rest's host-bound part. Needs ``activity_id, ts_ns, end_ns, launch_ts_ns``."""
     keys = by or []
     df = acts.select(*keys, "activity_id", "ts_ns", "end_ns", "launch_ts_ns").sort([*keys, "ts_ns", "end_ns"])
     prev_end = pl.col("end_ns").cum_max().shift(1)
@@ -43,21 +48,30 @@ def activity_gaps(acts: pl.DataFrame, by: list[str]) -> pl.DataFrame:
         prev_end = prev_end.over(keys)
     df = df.with_columns(prev_end.alias("_prev_end"))
     gap = (pl.col("ts_ns") - pl.col("_prev_end")).clip(lower_bound=0).fill_null(0)
+    captured = pl.lit(0, pl.Int64)
+    if cover is not None and cover.height:
+        df = df.with_columns(overlap(df["_prev_end"], df["ts_ns"], cover).alias("_cap"))
+        captured = pl.min_horizontal(pl.col("_cap"), gap)
     host = (gap > 0) & pl.col("launch_ts_ns").is_not_null() & (pl.col("launch_ts_ns") > pl.col("_prev_end"))
-    return df.select("activity_id", gap.alias(_GAP), pl.when(host).then(gap).otherwise(0).alias("host_gap_ns"),
+    return df.select("activity_id", gap.alias(_GAP),
+                     pl.when(host).then(gap - captured).otherwise(0).alias("host_gap_ns"),
+                     captured.alias("capture_gap_ns"),
                      (pl.col("ts_ns") - pl.col("_prev_end")).alias("since_prev_end_ns"))
 
 
-def timeline_stats(acts: pl.DataFrame, by: list[str], short_ns: int = SHORT_NS) -> pl.DataFrame:
-    """span, busy, idle, host-bound idle, activities, launches, short activities,
-    activities per second, mean launch delay and launch-call time per ``by`` group."""
-    gaps = activity_gaps(acts, by)
+def timeline_stats(acts: pl.DataFrame, by: list[str], short_ns: int = SHORT_NS,
+                   cover: pl.DataFrame | None = None) -> pl.DataFrame:
+    """span, busy, idle, host-bound idle, capture idle (``cover``: :func:`.intervals.interval_cover` of
+    the capture windows), activities, launches, short activities, activities per second, mean launch
+    delay and launch-call time per ``by`` group."""
+    gaps = activity_gaps(acts, by, cover)
     df = acts.join(gaps, on="activity_id", how="left")
     aggs = [
         pl.col("ts_ns").min().alias("start_ns"),
         pl.col("end_ns").max().alias("end_ns"),
         pl.col(_GAP).sum().alias("idle_ns"),
         pl.col("host_gap_ns").sum().alias("host_bound_idle_ns"),
+        pl.col("capture_gap_ns").sum().alias("capture_idle_ns"),
         pl.len().alias("activities"),
         pl.col("launch_id").drop_nulls().n_unique().alias("launches"),
         (pl.col("dur_ns") < short_ns).sum().alias("short_activities"),
@@ -124,10 +138,11 @@ def busy_by_class(acts: pl.DataFrame) -> dict[str, int]:
     return out
 
 
-def category_overhead(acts: pl.DataFrame) -> pl.DataFrame:
+def category_overhead(acts: pl.DataFrame, cover: pl.DataFrame | None = None) -> pl.DataFrame:
     """Per category: activities, GPU time, short activities, and the host-bound idle that
-    ended with its activities (gaps measured on each device's timeline)."""
-    gaps = activity_gaps(acts, ["device"])
+    ended with its activities (gaps measured on each device's timeline, less what a graph
+    capture covered: ``cover``)."""
+    gaps = activity_gaps(acts, ["device"], cover)
     df = acts.join(gaps, on="activity_id", how="left")
     return df.group_by("category").agg(
         pl.len().alias("activities"), pl.col("dur_ns").sum().alias("gpu_time_ns"),

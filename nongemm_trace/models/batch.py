@@ -20,15 +20,20 @@ class BatchResult:
     combined: dict[str, Any] = field(default_factory=dict)
     #: per distributed rank, with the straggler; None with fewer than two ranks
     ranks: dict[str, Any] | None = None
+    #: every collective call matched across ranks (runs/collectives.py): ``{name, ranks, bytes, skew_us,
+    #: last_rank, wait_us (per rank), busbw_gbps, …}``; empty without two ranks that record collectives
+    collectives: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         out = {"schema_version": SCHEMA_VERSION, "tool_version": __version__, "traces": self.reports,
                "combined": self.combined, "failed": self.failed}
         if self.ranks:
             out["ranks"] = self.ranks
+        if self.collectives:
+            out["collectives"] = self.collectives
         return out
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> BatchResult:
         """A batch result from its JSON document (``analyze`` of several traces, ``--format json``)."""
-        return cls(d["traces"], d["failed"], d["combined"], d.get("ranks"))
+        return cls(d["traces"], d["failed"], d["combined"], d.get("ranks"), d.get("collectives") or [])

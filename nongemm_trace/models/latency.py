@@ -19,19 +19,25 @@ from ..core.trace import Anomaly
 from ..vocabulary import SCHEMA_VERSION, STEP_LATENCY, STEP_TIME, ns, us
 from .rows import warnings_of
 
-#: where the critical path can be, in report order (docs/latency.md)
-BOUNDS = ("gpu", "communication", "launch", "cpu", "sync", "other")
-#: the bounds that are the host's, and the device's
+#: where the critical path can be, in report order (docs/latency.md); ``capture``: host time recording a
+#: CUDA/HIP graph (launches captured, not run: load/graph_capture.py)
+BOUNDS = ("gpu", "communication", "launch", "cpu", "sync", "other", "capture")
+#: the bounds that are the host's, and the device's (a capture is neither: nothing of the run ran in it)
 HOST_BOUNDS, DEVICE_BOUNDS = ("launch", "cpu", "other"), ("gpu", "communication")
+#: the bound of a critical path mostly spent capturing graphs
+CAPTURE_BOUND = "capture-bound"
 
 
 def bound_of(attribution: pl.DataFrame) -> str | None:
-    """``host-bound`` or ``device-bound``: which side holds more of the critical path (None: no time)."""
+    """``host-bound`` or ``device-bound``: which side holds more of the critical path; ``capture-bound``
+    where recording CUDA/HIP graphs holds more than either (a capture, not a run); None: no time."""
     if attribution.height == 0:
         return None
     side = attribution.group_by("bound").agg(pl.col("ns").sum())
     bb = dict(zip(side["bound"].to_list(), side["ns"].to_list()))
     host, dev = sum(bb.get(b, 0) for b in HOST_BOUNDS), sum(bb.get(b, 0) for b in DEVICE_BOUNDS)
+    if bb.get("capture", 0) > max(host, dev):
+        return CAPTURE_BOUND
     if host == dev == 0:
         return None
     return "host-bound" if host > dev else "device-bound"

@@ -20,6 +20,7 @@ from typing import Any
 from ..errors import OptionError, TraceError
 from ..load.formats import suffix_text, trace_suffixes
 from ..models.batch import BatchResult
+from .collectives import CALLS_KEY, collectives_view, worker_calls, write_collectives
 
 #: the file names of every input format (their registry entries)
 TRACE_SUFFIXES = trace_suffixes()
@@ -80,6 +81,7 @@ def _work(path: str, options: dict[str, Any], parquet_dir: str | None, index: in
             s = launch_analysis(analysis, **{k: v for k, v in report_opts.items() if k != "metric"}).summary
             timeline = {k: s.get(k) for k in TIMELINE_FIELDS}
             timeline["host_communication_us"] = _host_communication_us(rep)
+            calls = _collective_calls(analysis, report_opts, rep)
     except TraceError as exc:
         return {"trace": path, "error": exc.one_line()}
     except MemoryError:
@@ -90,11 +92,21 @@ def _work(path: str, options: dict[str, Any], parquet_dir: str | None, index: in
     d["rank"] = di.get("rank") if isinstance(di, dict) else None
     if timeline is not None:
         d["timeline"] = timeline
+        d[CALLS_KEY] = calls
     d["step_cpu_times_us"] = ([round(t / 1000, 3) for t in rep.steps["cpu_time_ns"].to_list()]
                               if rep.steps.height else [])
     if parquet_dir:
         _write_parts(rep, Path(parquet_dir), index, d["rank"])
     return d
+
+
+def _collective_calls(analysis, report_opts: dict[str, Any], rep) -> dict[str, Any]:
+    """A rank's collective calls and its device's link, for the collectives view (:mod:`.collectives`)."""
+    from ..analyses.collectives import collective_calls
+    from ..devices.links import link_of
+
+    calls = collective_calls(analysis, **{k: v for k, v in report_opts.items() if k != "metric"})
+    return worker_calls(calls, link_of(rep.metadata.get("device")))
 
 
 def _host_communication_us(rep) -> float:
@@ -234,7 +246,14 @@ def run_batch(paths: list[str], options: dict[str, Any], *, engine: str = "proce
     results = [_failed(paths[i], r) if isinstance(r, Failure) else r for i, r in enumerate(results)]
     ok = [r for r in results if r and "error" not in r]
     failed = [{"trace": r["trace"], "error": r["error"]} for r in results if r and "error" in r]
-    return BatchResult(ok, failed, combined(ok, failed), ranks(ok))
+    calls, per_rank = collectives_view(ok)
+    if parquet_dir and calls:
+        write_collectives(calls, Path(parquet_dir))
+    view = ranks(ok)
+    if view is not None and per_rank:
+        for row in view["ranks"]:
+            row["collectives"] = per_rank.get(row["rank"])
+    return BatchResult(ok, failed, combined(ok, failed), view, calls)
 
 
 def _failed(path: str, f) -> dict[str, str]:

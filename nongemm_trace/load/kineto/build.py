@@ -10,6 +10,7 @@ import polars as pl
 
 from ...core.trace import Trace
 from .. import roles
+from ..graph_capture import capture_note
 from .tables import MAX_NAME_CHARS, TABLES, Tally
 
 
@@ -60,7 +61,10 @@ def build(path: str, meta: dict[str, Any], parts: dict[str, list[pl.DataFrame]],
         trace.note(*repeated)
     _dedupe(trace, tally.repeats)
     _cut_long_names(trace, tally.long_names)
-    trace.launches = roles.mark_graph_launches(trace.launches)
+    trace.launches = roles.mark_graph_launches(trace.launches, trace.activities)
+    note = capture_note(trace.launches, trace.activities)
+    if note:
+        trace.note(*note)
     if tally.other_n:
         trace.note(
             "other_device_events", tally.other_n,

@@ -60,8 +60,39 @@ def render_batch(result: BatchResult, console: Console) -> None:
         console.print(f"straggler: {escape(ranks['straggler_evidence'])}")
         if ranks.get("note"):
             console.print(f"note: {escape(ranks['note'])}")
+    if d.get("collectives"):
+        _render_collectives(d["collectives"], (ranks or {}).get("ranks") or [], console)
     for f in d["failed"]:
         console.print(f"[{FAILED}]failed[/{FAILED}] {escape(f['error'])}", highlight=False)
+
+
+#: the collectives listed in the terminal (the JSON has every one)
+TOP_COLLECTIVES = 10
+
+
+def _render_collectives(calls: list[dict[str, Any]], ranks: list[dict[str, Any]], console: Console) -> None:
+    """Per rank how often it arrived last and how long it waited; the collectives with the largest skew."""
+    t = Table(title=f"Collectives: {len(calls)} calls matched across ranks (wait: from a rank's arrival to the "
+                    "last one's)", title_justify="left")
+    for col in ("rank", "calls", "last", "wait (us)", "in collectives (us)", "transfer (us)", "exposed (us)"):
+        t.add_column(col, justify="right")
+    for r in ranks:
+        c = r.get("collectives")
+        if c:
+            exposed = "-" if c["exposed_us"] is None else f"{c['exposed_us']:,.1f}"
+            t.add_row(str(r["rank"]), str(c["collectives"]), str(c["last"]), f"{c['wait_us']:,.1f}",
+                      f"{c['collective_us']:,.1f}", f"{c['transfer_us']:,.1f}", exposed)
+    console.print(t)
+    top = sorted(calls, key=lambda c: -(c["skew_us"] or 0))[:TOP_COLLECTIVES]
+    t = Table(title=f"The {len(top)} collectives with the largest arrival skew", title_justify="left")
+    for col in ("collective", "group", "step", "#", "bytes", "skew (us)", "last rank", "busbw (GB/s)", "of link"):
+        t.add_column(col, justify="left" if col in ("collective", "group", "step") else "right")
+    dash = lambda v, f: "-" if v is None else f.format(v)  # noqa: E731
+    for c in top:
+        t.add_row(escape(c["name"]), escape(str(c["process_group"] or "-")), escape(str(c["step"] or "-")),
+                  str(c["index"]), dash(c["bytes"], "{:,}"), f"{c['skew_us']:,.1f}", str(c["last_rank"]),
+                  dash(c["busbw_gbps"], "{:,.1f}"), dash(c["busbw_share"] and 100 * c["busbw_share"], "{:.1f} %"))
+    console.print(t)
 
 
 def _busy_classes(rows: list[dict[str, Any]]) -> list[str]:

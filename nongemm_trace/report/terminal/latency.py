@@ -43,6 +43,10 @@ def _verdict(att: pl.DataFrame, wall_ns: int) -> str:
     host = sum(bb.get(b, 0) for b in _HOST)
     dev = bb.get("gpu", 0) + bb.get("communication", 0)
     pct = lambda v: f"{100 * v / wall_ns:.0f} %"  # noqa: E731
+    if bb.get("capture", 0) > max(host, dev):  # models.latency.bound_of's capture-bound
+        return (f"graph capture: {pct(bb['capture'])} of the latency is the host recording CUDA/HIP graphs (launches "
+                f"captured, not run); the rest: the host {pct(host)}, the device {pct(dev)}, "
+                f"sync {pct(bb.get('sync', 0))}")
     kind = "host-bound" if host > dev else "device-bound"
     non = att.filter(pl.col("class") == "non-GEMM")
     non_launch = int(non.filter(pl.col("bound").is_in(list(_HOST)))["ns"].sum() or 0)
@@ -81,18 +85,20 @@ def render_latency(rep: LatencyReport, console: Console) -> None:
                                n, wall))
     t = Table(title="Steps", title_justify="left")
     un_steps = {r["step"]: r for r in (un or {}).get("steps", [])}
-    cols = ("step", "name", "wall (us)", "host (us)", "device (us)", "sync (us)") + (
+    sides = ("host", "device", "sync") + (("capture",) if "capture" in set(rep.attribution["bound"].to_list()) else ())
+    cols = ("step", "name", "wall (us)", *(f"{s} (us)" for s in sides)) + (
         ("without profiler (us)",) if un_steps else ())
     for col in cols:
         t.add_column(col, justify="right" if col != "name" else "left")
     bb = rep.attribution.with_columns(pl.when(pl.col("bound").is_in(list(_HOST))).then(pl.lit("host"))
-                                      .when(pl.col("bound") == "sync").then(pl.lit("sync")).otherwise(pl.lit("device"))
+                                      .when(pl.col("bound").is_in(["sync", "capture"])).then(pl.col("bound"))
+                                      .otherwise(pl.lit("device"))
                                       .alias("side")).group_by(["step", "side"]).agg(pl.col("ns").sum())
     cell = {(r["step"], r["side"]): r["ns"] for r in bb.iter_rows(named=True)}
     for r in rep.steps.iter_rows(named=True):
         extra = [f"{un_steps[r['step']]['step_us']:,.1f}" if r["step"] in un_steps else "-"] if un_steps else []
         t.add_row(str(r["step"]), escape(r["name"]), f"{r['wall'] / 1000:,.1f}",
-                  *[f"{cell.get((r['step'], s), 0) / 1000:,.1f}" for s in ("host", "device", "sync")], *extra)
+                  *[f"{cell.get((r['step'], s), 0) / 1000:,.1f}" for s in sides], *extra)
     console.print(t)
     if rep.warnings:
         console.print("warnings:")

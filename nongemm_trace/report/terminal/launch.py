@@ -47,6 +47,11 @@ def render_launch(rep: LaunchReport, console: Console) -> None:
         ("exposed / overlapped communication",
          f"{_us(s['exposed_communication_us'])} / {_us(s['overlapped_communication_us'])} us"),
     ]
+    if s.get("captured_launches"):
+        at = next(i for i, (k, _) in enumerate(rows) if k.startswith("host-bound idle")) + 1
+        rows[at:at] = [("capture idle (recording a graph, not launching)",
+                        f"{_us(s['capture_idle_us'])} us{pct(s['capture_idle_us'])}"),
+                       ("launches captured into graphs (not run)", f"{s['captured_launches']:,}")]
     for k, v in rows:
         t.add_row(k, v)
     console.print(t)

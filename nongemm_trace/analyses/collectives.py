@@ -1,0 +1,39 @@
+"""One rank trace's collective calls (:func:`nongemm_trace.metrics.collectives.rank_calls`), from the
+same analysis as its report: the selection's steps and activities, the trace's launch calls, and
+the collective records of the file (:mod:`nongemm_trace.load.kineto.collectives`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import polars as pl
+
+from ..load.kineto.collectives import read_collective_records
+from ..metrics.collectives import CALL_SCHEMA, rank_calls
+from ..pipeline.analysis import Analysis
+
+
+def collective_calls(analysis: Analysis, **options: Any) -> pl.DataFrame:
+    """The rank's calls (:data:`~nongemm_trace.metrics.collectives.CALL_COLUMNS`); none for a format
+    other than Kineto JSON (no collective parameters are recorded there)."""
+    trace = analysis.trace()
+    if trace.source_format != "kineto":
+        return pl.DataFrame(schema=CALL_SCHEMA)
+    sel = analysis.selection(**options)
+    records = read_collective_records(analysis.path)
+    acts = sel.activities.select("device", pl.col("category").cast(pl.Utf8), "ts_ns",
+                                 (pl.col("ts_ns") + pl.col("dur_ns")).alias("end_ns"))
+    pg, size = _only_group(trace.metadata.get("distributedInfo"))
+    return rank_calls(records, sel.steps, trace.launches.select("correlation", "ts_ns"), acts, pg, size)
+
+
+def _only_group(info: Any) -> tuple[str | None, int | None]:
+    """The process group and its size of a run with one group (``distributedInfo``), else the world size."""
+    if not isinstance(info, dict):
+        return None, None
+    groups = info.get("pg_config")
+    if isinstance(groups, list) and len(groups) == 1 and isinstance(groups[0], dict):
+        size = groups[0].get("pg_size")
+        return str(groups[0].get("pg_name")), size if isinstance(size, int) else None
+    world = info.get("world_size")
+    return None, world if isinstance(world, int) else None

@@ -1,0 +1,247 @@
+"""Every collective across ranks (issue #45 item 3): the same call matched on every rank, its arrival
+skew, the rank that arrived last, each rank's wait, bus bandwidth and the computation that hid it.
+
+On real runs: the two-H200 DDP pair (NCCL kernels carry the collective's parameters), HTA's NCCL test
+rank, a copy of the DDP pair with one rank's work shifted late (the synthetic slow rank), and two gloo
+ranks on this CPU (bench/capture_multirank.py, both modes, one rank slowed on purpose)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import polars as pl
+import pytest
+from conftest import REPO, interval_union_ns, raw_events, shared
+
+import nongemm_trace
+from nongemm_trace.cli import main
+from nongemm_trace.load.kineto.collectives import read_collective_records
+from nongemm_trace.metrics.collectives import busbw_factor, kind_of
+
+#: µs: each figure is rounded to the nanosecond once
+TOL_US = 0.002
+
+
+def _batch(capsys, *args) -> dict:
+    code = main(["analyze", *map(str, args), "--format", "json", "--quiet", "--workers", "1"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    return json.loads(out)
+
+
+def _args_kernels(path: Path) -> list[dict]:
+    """The kernels whose args name a collective, read from the raw JSON (independent of the library)."""
+    return [e for e in raw_events(str(path)) if e.get("ph") == "X" and e.get("cat") == "kernel"
+            and "Collective name" in (e.get("args") or {})]
+
+
+@pytest.fixture
+def ddp() -> Path:
+    return shared("h200x2")
+
+
+def test_every_nccl_collective_is_matched_on_both_ranks(ddp, capsys):
+    d = _batch(capsys, ddp)
+    calls = d["collectives"]
+    per_rank = {r: _args_kernels(ddp / f"bert_ddp_train_rank{r}.json.gz") for r in (0, 1)}
+    assert len(per_rank[0]) == len(per_rank[1]) == len(calls) > 0
+    assert Counter(c["name"] for c in calls) == Counter(e["args"]["Collective name"] for e in per_rank[0])
+    for c in calls:
+        assert c["ranks"] == [0, 1] and c["process_group"] == "0" and c["group_size"] == 2
+        assert c["skew_us"] == pytest.approx(max(c["wait_us"]), abs=TOL_US) or c["name"] == "broadcast"
+        assert c["wait_us"][c["ranks"].index(c["last_rank"])] == 0
+        assert c["link_gbps"] == 450.0  # H200 NVLink, one direction (devices/links.toml)
+    # bytes: elements x dtype size, from the kernels' own args
+    sizes = {"Float": 4, "Long": 8}
+    want = Counter((e["args"]["Collective name"], e["args"]["In msg nelems"] * sizes[e["args"]["dtype"]])
+                   for e in per_rank[0])
+    assert Counter((c["name"], c["bytes"]) for c in calls) == want
+    # the straggler (rank 1, docs/commands.md) is the rank that arrives last, call after call
+    assert d["ranks"]["straggler_rank"] == 1
+    last = Counter(c["last_rank"] for c in calls)
+    assert last[1] > 0.9 * len(calls)
+    rows = {r["rank"]: r["collectives"] for r in d["ranks"]["ranks"]}
+    assert rows[1]["last"] == last[1] and rows[0]["last"] == last[0]
+
+
+def test_waits_and_exposure_add_up_to_each_ranks_communication(ddp, capsys):
+    """Per rank: each call's duration is its wait plus its transfer; the matched calls' exposed parts and
+    those of the communication kernels no call was matched to (launched before the window: no args) add
+    up to the rank's exposed communication, measured independently (interval unions)."""
+    d = _batch(capsys, ddp)
+    calls = d["collectives"]
+    for tr in d["traces"]:
+        rank, path = tr["rank"], Path(tr["trace"])
+        i = [c["ranks"].index(rank) for c in calls]
+        waits = [c["wait_us"][j] for c, j in zip(calls, i)]
+        exposed = [c["exposed_us"][j] for c, j in zip(calls, i)]
+        durs = [c["exposed_us"][j] + c["overlap_us"][j] for c, j in zip(calls, i)]
+        assert all(0 <= w <= x + TOL_US for w, x in zip(waits, durs))
+        mine = next(r["collectives"] for r in d["ranks"]["ranks"] if r["rank"] == rank)
+        assert mine["collective_us"] == pytest.approx(mine["wait_us"] + mine["transfer_us"], abs=TOL_US * len(calls))
+        assert mine["wait_us"] == pytest.approx(sum(waits), abs=TOL_US * len(calls))
+        k = nongemm_trace.analyze(path).kernels
+        compute = k.filter(pl.col("category") != "communication")
+        comm = k.filter(pl.col("category") == "communication")
+        named = {e["args"]["correlation"] for e in _args_kernels(path)}
+        unmatched = comm.filter(~pl.col("correlation").is_in(list(named)))
+        busy_compute = interval_union_ns(compute)
+        rest_ns = sum(interval_union_ns(pl.concat([compute, unmatched[j:j + 1]])) - busy_compute
+                      for j in range(unmatched.height))
+        total = (interval_union_ns(k) - busy_compute) / 1000
+        assert tr["timeline"]["exposed_communication_us"] == pytest.approx(total, abs=1e-3)
+        assert sum(exposed) + rest_ns / 1000 == pytest.approx(total, abs=TOL_US * len(calls))
+
+
+#: device events: they follow their launch call (``args.correlation``), not the host's clock
+DEVICE_CATS = {"kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation", "cuda_sync"}
+
+
+def _shift_rank(src: Path, dst: Path, from_step: str, shift_us: float) -> None:
+    """A copy of a rank trace whose host stalled ``shift_us`` at the start of step ``from_step``: every
+    host event from then on happens that much later, and so does the device work those launched
+    (work launched before the stall runs when it ran)."""
+    doc = json.loads(gzip.decompress(src.read_bytes()))
+    events = doc["traceEvents"]
+    t0 = min(e["ts"] for e in events if e.get("name") == from_step)
+    host = [e for e in events if isinstance(e.get("ts"), (int, float)) and e.get("cat") not in DEVICE_CATS]
+    late = {(e.get("args") or {}).get("correlation") for e in host
+            if e["ts"] >= t0 and e.get("cat") in ("cuda_runtime", "cuda_driver")} - {None}
+    for e in host:
+        if e["ts"] >= t0:
+            e["ts"] += shift_us
+    for e in events:
+        if e.get("cat") in DEVICE_CATS and (e.get("args") or {}).get("correlation") in late:
+            e["ts"] += shift_us
+    dst.write_bytes(gzip.compress(json.dumps(doc).encode()))
+
+
+def test_a_synthetic_slow_rank_is_last_on_every_collective_it_delays(ddp, tmp_path, capsys):
+    before = {(c["step"], c["name"], c["index"]): c for c in _batch(capsys, ddp)["collectives"]}
+    shift_ms = 100.0
+    shutil.copy(ddp / "bert_ddp_train_rank1.json.gz", tmp_path / "bert_ddp_train_rank1.json.gz")
+    _shift_rank(ddp / "bert_ddp_train_rank0.json.gz", tmp_path / "bert_ddp_train_rank0.json.gz", "ProfilerStep#4",
+                shift_ms * 1000)
+    d = _batch(capsys, tmp_path)
+    calls = d["collectives"]
+    assert {(c["step"], c["name"], c["index"]) for c in calls} == set(before)
+    delayed = [c for c in calls if c["step"] in ("ProfilerStep#4", "ProfilerStep#5")]
+    kept = [c for c in calls if c["step"] == "ProfilerStep#3"]
+    assert delayed and kept
+    for c in delayed:  # rank 0 now arrives last on every call after its stall, by about the stall
+        assert c["last_rank"] == 0, c
+        assert c["skew_us"] > shift_ms * 1000 - before[(c["step"], c["name"], c["index"])]["skew_us"] - 1
+        # (rank 1's waits stay bounded by its recorded kernels, which ended as they did in the real run)
+    for c in kept:  # the calls before it are as they were
+        b = before[(c["step"], c["name"], c["index"])]
+        assert (c["last_rank"], c["skew_us"], c["wait_us"]) == (b["last_rank"], b["skew_us"], b["wait_us"])
+    rows = {r["rank"]: r["collectives"] for r in d["ranks"]["ranks"]}
+    assert rows[0]["last"] >= len(delayed)
+
+
+def test_hta_nccl_rank_records_and_bus_bandwidth():
+    """HTA's NCCL test trace is one rank of two: its records read whole, and the bus-bandwidth factors
+    of nccl-tests."""
+    path = shared("external", "hta", "nccl_parser_config__nccl_data.json.gz")
+    rec = read_collective_records(path)
+    raw = _args_kernels(path)
+    kernels = rec.filter(pl.col("source") == "kernel")
+    assert kernels.height == len(raw) > 0
+    assert sorted(kernels["correlation"].to_list()) == sorted(e["args"]["correlation"] for e in raw)
+    assert Counter(kernels["name"]) == Counter(e["args"]["Collective name"] for e in raw)
+    assert set(kernels["pg"]) == {"0"} and set(kernels["group_size"]) == {2}
+    # a one-rank batch has no collectives view (nothing to match)
+    d = nongemm_trace.analyze(path)
+    assert d.gpu_time_ns > 0
+    f = pl.select(busbw_factor(pl.lit(k), pl.lit(8)).alias(k) for k in
+                  ("allreduce", "allgather", "reducescatter", "broadcast", "reduce", "alltoall")).row(0, named=True)
+    assert f == {"allreduce": 2 * 7 / 8, "allgather": 7 / 8, "reducescatter": 7 / 8, "broadcast": 1.0,
+                 "reduce": 1.0, "alltoall": 7 / 8}
+    names = pl.Series(["all_gather", "_allgather_base", "reduce_scatter_tensor_coalesced", "ALLREDUCE"])
+    assert pl.select(kind_of(pl.lit(names))).to_series().to_list() == [
+        "allgather", "allgather", "reducescatter", "allreduce"]
+
+
+torch = pytest.importorskip("torch", reason="torch not installed")
+SLOW_RANK, SLOW_MS, STEPS = 1, 100, 3
+RUNS = {"fsdp": ["fsdp2-train", "--slow-rank", str(SLOW_RANK), "--slow-ms", str(SLOW_MS)], "tp": ["tp-infer"]}
+
+
+@pytest.fixture(scope="module")
+def gloo_runs(tmp_path_factory) -> dict[str, Path]:
+    if not (torch.distributed.is_available() and torch.distributed.is_gloo_available()):
+        pytest.skip("torch.distributed with gloo not available")
+    pytest.importorskip("transformers", reason="transformers not installed (the capture builds LlamaForCausalLM)")
+    root = tmp_path_factory.mktemp("gloo")
+    procs = {}
+    for key, args in RUNS.items():
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+               str(REPO / "bench" / "capture_multirank.py"), *args, "-o", str(root / key), "--tiny", "--device",
+               "cpu", "--backend", "gloo", "--timed", "0", "--wait", "0", "--warmup", "1", "--steps", str(STEPS)]
+        procs[key] = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    for p in procs.values():
+        _, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err[-3000:]
+    return {key: root / key for key in RUNS}
+
+
+@pytest.mark.parametrize("run", list(RUNS))
+def test_gloo_collectives_are_matched_on_both_ranks(gloo_runs, run, capsys):
+    d = _batch(capsys, gloo_runs[run])
+    calls = d["collectives"]
+    per_rank = {}
+    for tr in d["traces"]:
+        per_rank[tr["rank"]] = [e for e in raw_events(tr["trace"])
+                                if e.get("ph") == "X" and str(e.get("name", "")).startswith("gloo:")]
+    assert len(per_rank[0]) == len(per_rank[1]) == len(calls) > 0
+    assert all(c["ranks"] == [0, 1] and c["process_group"] == "0" and c["group_size"] == 2 for c in calls)
+    assert {c["step"] for c in calls} == {f"ProfilerStep#{i}" for i in range(1, STEPS + 1)}
+    for c in calls:
+        assert c["wait_us"][c["ranks"].index(c["last_rank"])] == 0
+        assert c["busbw_gbps"] is not None and c["busbw_gbps"] > 0 and c["link_gbps"] is None
+
+
+def test_gloo_slowed_rank_is_last_on_every_collective_it_delays(gloo_runs, capsys):
+    """Rank 1 spins its host for 100 ms at the start of each step (``## slow_rank_host_work ##``): a
+    collective that rank 0 entered before the spin ended and rank 1 after it was delayed by the spin,
+    and rank 1 is the one that arrived last there, by at least what was left of the spin when rank 0
+    arrived (which rank 0 waited); over the run rank 0 waits more. (On a loaded machine other calls can
+    be late on either side: only the calls the spin delays are told apart.)"""
+    d = _batch(capsys, gloo_runs["fsdp"])
+    calls = d["collectives"]
+    slow = next(tr for tr in d["traces"] if tr["rank"] == SLOW_RANK)
+    doc = json.loads(gzip.decompress(Path(slow["trace"]).read_bytes()))
+    base = doc["baseTimeNanoseconds"]
+    spins = [base + round((e["ts"] + e["dur"]) * 1000) for e in doc["traceEvents"]
+             if e.get("name") == "## slow_rank_host_work ##" and e.get("ph") == "X"]
+    assert len(spins) >= STEPS
+    delayed = [c for c in calls if any(c["start_ns"][0] < end <= c["start_ns"][1] for end in spins)]
+    assert len(delayed) >= STEPS - 1
+    for c in delayed:
+        end = next(e for e in spins if c["start_ns"][0] < e <= c["start_ns"][1])
+        assert c["last_rank"] == SLOW_RANK, c
+        assert c["skew_us"] * 1000 >= end - c["start_ns"][0] - 1
+        assert c["wait_us"][0] == pytest.approx(c["skew_us"], abs=TOL_US)
+    rows = {r["rank"]: r["collectives"] for r in d["ranks"]["ranks"]}
+    assert rows[0]["wait_us"] - rows[SLOW_RANK]["wait_us"] > sum(c["skew_us"] for c in delayed) / 2
+    assert d["ranks"]["straggler_rank"] == SLOW_RANK
+
+
+def test_parquet_dataset_has_the_collectives(ddp, tmp_path, capsys):
+    """``-o DIR --format parquet``: ``table=collectives``, one row per call and rank, as the JSON says."""
+    calls = _batch(capsys, ddp)["collectives"]
+    assert main(["analyze", str(ddp), "--format", "parquet", "-o", str(tmp_path / "ds"), "--quiet",
+                 "--workers", "1"]) == 0
+    df = pl.read_parquet(tmp_path / "ds" / "table=collectives" / "*.parquet").sort("call", "rank")
+    assert df.height == sum(len(c["ranks"]) for c in calls)
+    for (i, rank), rows in df.group_by(["call", "rank"], maintain_order=True):
+        c = calls[i]
+        j = c["ranks"].index(rank)
+        assert rows["wait_us"][0] == c["wait_us"][j] and rows["start_ns"][0] == c["start_ns"][j]
+        assert (rows["name"][0], rows["skew_us"][0], rows["last_rank"][0]) == (c["name"], c["skew_us"], c["last_rank"])
