@@ -150,7 +150,7 @@ def dataset_folder(model_name: str, args: argparse.Namespace, first: str) -> str
 def render(model_name: str, model: Any, args: argparse.Namespace) -> int:
     """``model`` in the format ``args`` asks for, written to ``-o`` (when the command has one) or
     standard output. Every command's output goes through here."""
-    from ..report.output import draw, emit
+    from ..report.output import draw, emit, emit_streamed
 
     row = output(model_name, args.format)
     args.format = row.format
@@ -158,6 +158,8 @@ def render(model_name: str, model: Any, args: argparse.Namespace) -> int:
     got = row.render(model, args)
     if isinstance(got, str):
         emit(got, dest)
+    elif hasattr(got, "to_file"):  # a document written in batches (report.json_out.Streamed)
+        emit_streamed(got, dest)
     elif got is not None:
         draw(dest, got)
     return 0

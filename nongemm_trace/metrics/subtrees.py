@@ -133,10 +133,16 @@ def inclusive_times(ranges: pl.DataFrame, acts: pl.DataFrame) -> pl.DataFrame:
 def outermost_of_name(ranges: pl.DataFrame, names: pl.Series) -> pl.Series:
     """Per op row: no op above it has its name (``names``, one per row), so an activity below
     several ops of one name is counted once for that name, at the outermost."""
+    n = ranges.height
     df = pl.DataFrame({"n": names, POS: ranges[POS], END: ranges[END]}).with_columns(
         pl.int_range(pl.len(), dtype=pl.Int64).alias("_row")).sort(["n", POS])
     # ranges nest or are apart: an op is inside an earlier one of its name when the furthest end
-    # among the earlier ones of its name lies past its start
-    reach = pl.col(END).cum_max().shift(1).over("n")
-    df = df.with_columns((reach.is_null() | (reach <= pl.col(POS))).alias("_out"))
-    return pl.repeat(False, ranges.height, eager=True).scatter(df["_row"], df["_out"])
+    # among the earlier ones of its name lies past its start. The running maximum per name is one
+    # running maximum over (name's rank, end) packed in an int64 (a window per name: a million
+    # distinct step names made a million groups)
+    rank = (pl.col("n") != pl.col("n").shift()).fill_null(True).cum_sum().cast(pl.Int64)
+    span = n + 1
+    df = df.with_columns((rank * span).alias("_base"))
+    reach = (pl.col("_base") + pl.col(END)).cum_max().shift(1)
+    df = df.select("_row", (reach.is_null() | (reach < pl.col("_base") + pl.col(POS) + 1)).alias("_out"))
+    return pl.repeat(False, n, eager=True).scatter(df["_row"], df["_out"])
