@@ -56,11 +56,13 @@ def line(limit: int, used: int) -> str:
 
 
 def start(limit: int, *, hard: bool = False) -> None:
-    """Watch this process's memory against ``limit`` bytes plus :data:`FLOOR_BYTES` (once per
+    """Watch this process's memory against ``limit`` bytes plus :data:`FLOOR_BYTES` (plus what the
+    process held beyond that floor when the watch started: a Ray worker's own libraries) (once per
     process; a second call sets the new limit). ``hard``: also set the address-space limit (never
     in a process that hosts others: a Ray driver's shared object store reserves address space of
     its own)."""
-    _state["limit"] = limit
+    base = resident_bytes() or 0  # a Ray worker holds 200 MB and more of its own before any trace
+    _state["limit"] = limit + max(0, base + (64 << 20) - FLOOR_BYTES)
     if hard:
         _hard_limit(limit)
     if _state["thread"] is not None or resident_bytes() is None:
