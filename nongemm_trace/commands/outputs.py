@@ -101,7 +101,7 @@ _TABLE_FILE = _text("files", "write_table", "table", "format", "output")
 #: ``check`` renders (trace, violations, report); ``explain`` and ``weak`` their documents (dicts)
 OUTPUTS = (
     Output("report", TERMINAL, _drawn("terminal.report", "render_report", top="top")),
-    Output("report", "json", _text("json_out", "render_json", max_ops="max_ops")),
+    Output("report", "json", _text("json_out", "render_json_batches", max_ops="max_ops")),
     Output("report", "csv", _TABLE_FILE), Output("report", "parquet", _TABLE_FILE),
     Output("report", "markdown", _text("markdown", "analyze_markdown", top="top")),
     Output("batch", TERMINAL, _drawn("terminal.batch", "render_batch")), Output("batch", "json", _JSON),

@@ -80,7 +80,7 @@ class Input:
         return data
 
     def read_all(self, block: int = 1 << 20) -> bytes:
-        parts = []
+        parts: list[bytes] = []
         while True:
             piece = self.read(block)
             if not piece:

@@ -12,18 +12,23 @@ from typing import Any
 STREAM_ROWS = 50_000
 
 
-def render_json(model: Any, **to_dict: Any) -> str | Streamed:
+def render_json(model: Any, **to_dict: Any) -> str:
     """A result model (``Report``, ``LaunchReport``, ``FlopsReport``, ``Comparison``, ``BatchResult``)
-    as its JSON document; ``to_dict`` goes to its ``to_dict`` (``max_ops`` for a report). A report
-    with more than :data:`STREAM_ROWS` op and step rows comes as a :class:`Streamed` document, the
-    same bytes written a batch of rows at a time (a million steps were a list of a million dicts
-    and one string of 400 MB)."""
+    as its JSON document; ``to_dict`` goes to its ``to_dict`` (``max_ops`` for a report)."""
+    return json.dumps(model.to_dict(**to_dict), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+
+
+def render_json_batches(model: Any, **to_dict: Any) -> str | Streamed:
+    """:func:`render_json` for the command line's output: a report with more than
+    :data:`STREAM_ROWS` op and step rows comes as a :class:`Streamed` document, the same bytes
+    written a batch of rows at a time (a million steps were a list of a million dicts and one
+    string of 400 MB)."""
     tables = getattr(model, "json_tables", None)
     if tables is not None:
         got = tables(to_dict.get("max_ops"))
         if sum(df.height for df, _ in got.values()) > STREAM_ROWS:
             return Streamed(model, got, to_dict)
-    return json.dumps(model.to_dict(**to_dict), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+    return render_json(model, **to_dict)
 
 
 def _indented_rows(rows: list[dict[str, Any]]) -> str:
