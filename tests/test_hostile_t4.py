@@ -97,19 +97,20 @@ def test_thirty_thousand_steps(tmp_path, engine):
 
 def test_bytes_after_the_data_are_refused_alike(tmp_path):
     """After a gzip stream or after the JSON value: one line naming the file; zero padding is accepted
-    after gzip (a file system's preallocation)."""
+    after either (a file system's preallocation)."""
     import gzip
 
     doc = b'{"traceEvents":[{"ph":"X","cat":"kernel","name":"k","pid":0,"tid":7,"ts":1,"dur":2,"args":{}}]}'
     cases = {"gz-garbage.json.gz": gzip.compress(doc) + b"GARBAGE" * 20, "json-garbage.json": doc + b"\n\x01garbage",
              "gz-padding.json.gz": gzip.compress(doc) + b"\x00" * 4096,
-             "gz-padding-then-garbage.json.gz": gzip.compress(doc) + b"\x00" * 10 + b"x"}
+             "gz-padding-then-garbage.json.gz": gzip.compress(doc) + b"\x00" * 10 + b"x",
+             "json-padding.json": doc + b"\x00" * 4096, "json-padding-then-garbage.json": doc + b"\x00" * 10 + b"x"}
     for name, data in cases.items():
         (tmp_path / name).write_bytes(data)
     for engine, env in PATHS.items():
         for name in cases:
             d, err, _ = _analyze(tmp_path / name, env)
-            if name == "gz-padding.json.gz":
+            if name in ("gz-padding.json.gz", "json-padding.json"):
                 assert d is not None and d["gpu_activities"] == 1, (engine, err)
             else:
                 assert d is None, (engine, name)

@@ -66,6 +66,8 @@ def decode_document(path: str | Path, data: bytes) -> tuple[dict[str, Any], msgs
     Returns (metadata, raw events, is_bare_array). A bare JSON array of events
     (the Chrome trace "array format") is accepted too.
     """
+    if data[-1:] == b"\x00":  # zero padding after the value (a file system's preallocation), as after gzip
+        data = data.rstrip(b"\x00")
     head = data[:64].lstrip()
     if data.startswith(SQLITE_MAGIC):
         raise TraceError(path, "is an SQLite database, not a Kineto JSON trace")
