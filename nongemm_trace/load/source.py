@@ -246,8 +246,14 @@ def _inflate(p: Path, pieces: Iterator[bytes], limit: int, block: int) -> Iterat
                     feed = min(feed * 2, _MAX_FEED)
         if carry:
             raise _trailing(p)
-        if d is not None:
-            raise TraceError(p, "truncated gzip stream (the file ends before the compressed data does)")
+        while d is not None and not d.eof:  # output the inflater still held when its output block filled
+            piece = d.decompress(b"", block)
+            if not piece:
+                raise TraceError(p, "truncated gzip stream (the file ends before the compressed data does)")
+            total += len(piece)
+            if total > limit:
+                raise too_big(p, total, limit, "decompresses to")
+            yield piece
     except _INFLATE_ERRORS as exc:
         raise TraceError(p, f"corrupt gzip data ({exc})") from None
 
