@@ -257,9 +257,11 @@ def main() -> int:
     ap.add_argument("--paths", type=int, default=0,
                     help="paths per input besides the reference, drawn at random (default: all)")
     ap.add_argument("--out", default="/tmp/nongemm-fuzz")
-    ap.add_argument("--tier", choices=("paths", "scanner"), default="paths",
+    ap.add_argument("--tier", choices=("paths", "scanner", "structure"), default="paths",
                     help="paths: every load path end to end (default); scanner: the C scanner against the "
-                         "reference on each input's events array, whole and in chunks (fast)")
+                         "reference on each input's events array, whole and in chunks (fast); structure: "
+                         "nesting depth, overlapping ranges, gzip members and non-regular inputs at scale, "
+                         "judged on time and memory (bench/fuzz_structure.py)")
     ap.add_argument("--seeds", help="the seed documents as a JSON list (written by --write-seeds), instead of "
                                      "slices of ../shared/traces made at start")
     ap.add_argument("--write-seeds", metavar="FILE", help="write the seed documents to FILE and stop")
@@ -270,6 +272,10 @@ def main() -> int:
         return 0
     if args.inputs >= 10**9 and not args.seconds:
         ap.error("give --inputs or --seconds")
+    if args.tier == "structure":
+        import fuzz_structure
+
+        return fuzz_structure.main(args.seconds or 30, args.out, args.seed)
     return worker(args) if args.worker else driver(args)
 
 

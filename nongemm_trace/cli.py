@@ -150,8 +150,22 @@ def _run(args: argparse.Namespace) -> int:
 
     inputs = [p for name in INPUT_ARGS for p in _paths(getattr(args, name, None))]
     refuse_inputs([getattr(args, name, None) for name in OUTPUT_ARGS], inputs)
+    _guard_memory(args, inputs)
     with reading(inputs):
         return BY_NAME[args.command].run(args)
+
+
+def _guard_memory(args: argparse.Namespace, inputs: list[str]) -> None:
+    """The memory budget as a cap on this process (:mod:`.core.memory_guard`); the address-space
+    limit too where ``NONGEMM_MAX_MEMORY`` is set, unless Ray runs here (its object store reserves
+    address space of its own)."""
+    from .core import memory_guard
+    from .load.budget import max_memory
+
+    if inputs:
+        memory_guard.note_input(inputs[0])
+    explicit = bool(os.environ.get("NONGEMM_MAX_MEMORY", "").strip())
+    memory_guard.start(max_memory(), hard=explicit and getattr(args, "engine", None) != "ray")
 
 
 def _paths(value: object) -> list[str]:

@@ -23,6 +23,7 @@ This module imports nothing heavy until a test uses it: every pytest run loads i
 
 from __future__ import annotations
 
+import os
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -155,6 +156,27 @@ def nongemm(request: pytest.FixtureRequest) -> NonGemm:
     return NonGemm(request.config, Path(request.path).parent)
 
 
+#: the marker's keywords: what each must be (a mapping of names to limits, a path, a limit)
+_MAPPINGS = ("max_share", "max_category_share", "max_category_regression")
+_PATHS = ("baseline",)
+
+
+def _check_marker(nodeid: str, trace: Any, kwargs: dict[str, Any]) -> None:
+    """A marker's arguments of the wrong kind fail its test in one line (a number as the trace, a
+    list where names map to limits), not with a traceback into the library; an unknown keyword is
+    the library's one line (:func:`pytest_runtest_call`)."""
+    def wrong(problem: str) -> None:
+        raise pytest.fail.Exception(f"nongemm: {nodeid}: @pytest.mark.nongemm {problem}", pytrace=False)
+    if not isinstance(trace, (str, os.PathLike)):
+        wrong(f"TRACE must be a path, not {type(trace).__name__}")
+    for key in _MAPPINGS:
+        if kwargs.get(key) is not None and not isinstance(kwargs[key], dict):
+            wrong(f"{key} must map names to limits ({{'non-GEMM': '10%'}}), not {type(kwargs[key]).__name__}")
+    for key in _PATHS:
+        if kwargs.get(key) is not None and not isinstance(kwargs[key], (str, os.PathLike)):
+            wrong(f"{key} must be a path, not {type(kwargs[key]).__name__}")
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item):
     """After a passing test body, the limits of its ``nongemm`` markers."""
@@ -167,10 +189,15 @@ def pytest_runtest_call(item: pytest.Item):
             trace = kwargs.pop("trace", None) or (args.pop(0) if args else None)
             if trace is None or args:
                 raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.nongemm takes one TRACE and limits as keywords")
-            if "baseline" in kwargs:
-                gate.assert_no_regression(trace, baseline=kwargs.pop("baseline"),
-                                          max_regression=kwargs.pop("max_regression", None),
-                                          categories=kwargs.pop("max_category_regression", None), **kwargs)
-            else:
-                gate.assert_checks(trace, **kwargs)
+            _check_marker(item.nodeid, trace, kwargs)
+            try:
+                if "baseline" in kwargs:
+                    gate.assert_no_regression(trace, baseline=kwargs.pop("baseline"),
+                                              max_regression=kwargs.pop("max_regression", None),
+                                              categories=kwargs.pop("max_category_regression", None), **kwargs)
+                else:
+                    gate.assert_checks(trace, **kwargs)
+            except TypeError as exc:  # an unknown keyword: the library names it
+                raise pytest.fail.Exception(f"nongemm: {item.nodeid}: @pytest.mark.nongemm: {exc}",
+                                            pytrace=False) from None
     return result

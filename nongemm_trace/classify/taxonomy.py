@@ -22,6 +22,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
 
+from ..core.reader import read_text
 from ..errors import TraceError
 from ..vocabulary import BUILTIN_CATEGORIES, CLASSES, KERNEL_EVIDENCE, LEVELS, METRICS, either
 from .engine_rules import EngineRules, engine_rules
@@ -167,10 +168,7 @@ def _load(spec: str) -> Taxonomy:
 def _read(spec: str) -> tuple[dict[str, Any], str]:
     p = Path(spec)
     if spec.endswith(".toml") or p.exists():
-        try:
-            text = p.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise TraceError(p, f"cannot read taxonomy: {exc.strerror or exc}") from None
+        text = read_text(p, "taxonomy")  # bounded, whatever the path names (a device, a FIFO)
         where = str(p)
     else:
         res = resources.files("nongemm_trace.taxonomy") / f"{spec}.toml"

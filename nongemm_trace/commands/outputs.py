@@ -101,7 +101,7 @@ _TABLE_FILE = _text("files", "write_table", "table", "format", "output")
 #: ``check`` renders (trace, violations, report); ``explain`` and ``weak`` their documents (dicts)
 OUTPUTS = (
     Output("report", TERMINAL, _drawn("terminal.report", "render_report", top="top")),
-    Output("report", "json", _text("json_out", "render_json", max_ops="max_ops")),
+    Output("report", "json", _text("json_out", "render_json_batches", max_ops="max_ops")),
     Output("report", "csv", _TABLE_FILE), Output("report", "parquet", _TABLE_FILE),
     Output("report", "markdown", _text("markdown", "analyze_markdown", top="top")),
     Output("batch", TERMINAL, _drawn("terminal.batch", "render_batch")), Output("batch", "json", _JSON),
@@ -150,7 +150,7 @@ def dataset_folder(model_name: str, args: argparse.Namespace, first: str) -> str
 def render(model_name: str, model: Any, args: argparse.Namespace) -> int:
     """``model`` in the format ``args`` asks for, written to ``-o`` (when the command has one) or
     standard output. Every command's output goes through here."""
-    from ..report.output import draw, emit
+    from ..report.output import draw, emit, emit_streamed
 
     row = output(model_name, args.format)
     args.format = row.format
@@ -158,6 +158,8 @@ def render(model_name: str, model: Any, args: argparse.Namespace) -> int:
     got = row.render(model, args)
     if isinstance(got, str):
         emit(got, dest)
+    elif hasattr(got, "to_file"):  # a document written in batches (report.json_out.Streamed)
+        emit_streamed(got, dest)
     elif got is not None:
         draw(dest, got)
     return 0

@@ -14,7 +14,6 @@ import sys
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
-from pathlib import Path
 from typing import Any
 
 if sys.version_info >= (3, 11):
@@ -22,6 +21,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
+from ..core.reader import read_text
 from ..errors import TraceError
 
 PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4")
@@ -52,13 +52,9 @@ class DeviceSpec:
 
 @lru_cache(maxsize=4)
 def _table(path: str | None = None) -> dict[str, dict[str, Any]]:
-    try:
-        text = Path(path).read_text(encoding="utf-8") if path else \
-            (resources.files("nongemm_trace.devices") / "peaks.toml").read_text(encoding="utf-8")
-    except OSError as exc:
-        raise TraceError(path, f"cannot read the device spec: {exc.strerror or exc}") from None
-    except UnicodeDecodeError:
-        raise TraceError(path, "invalid device spec TOML: not UTF-8 text") from None
+    # a file given is read bounded, whatever the path names (a device, a FIFO)
+    text = read_text(path, "device spec") if path else \
+        (resources.files("nongemm_trace.devices") / "peaks.toml").read_text()
     try:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

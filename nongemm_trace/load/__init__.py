@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..core import memory_guard
 from ..errors import TraceError
 from .bom import without_bom
 from .bounds import sums_checked
@@ -48,6 +49,7 @@ def load_trace(path: str | Path, *, keep_python: bool = False, progress: Progres
     next to it by name) or an ONNX Runtime profile. Bad input raises :class:`TraceError`, and so
     does a trace whose durations add up beyond int64 nanoseconds (:mod:`.bounds`).
     ``progress(done, total)`` is called with the bytes of the file read so far."""
+    memory_guard.note_input(path)  # the file a process over its memory budget is ended for
     exported = exported_by_name(str(path))
     if exported is not None:  # another tool's report (.nsys-rep): exported first, then opened
         assert exported.open is not None  # a format others export to is one it reads

@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-
-import polars as pl
+from typing import TYPE_CHECKING
 
 from ..errors import TraceError
+
+if TYPE_CHECKING:  # pragma: no cover - the command line reads the budget before polars is imported
+    import polars as pl
 
 #: peak RSS of an analysis over the size of the loaded tables (their estimated size, op names as
 #: categorical codes), with a margin: 3.9x at 1 GB of real JSON, 5.4x at 200 MB where the

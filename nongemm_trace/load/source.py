@@ -7,7 +7,6 @@ JSON at all.
 
 from __future__ import annotations
 
-import os
 import queue
 import threading
 import types
@@ -15,6 +14,7 @@ import zlib
 from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
 
+from ..core.reader import max_trace_bytes, open_input, read_input, too_big
 from ..errors import TraceError
 
 _inflater: types.ModuleType
@@ -29,42 +29,13 @@ except ImportError:  # pragma: no cover - platforms without an isal wheel
 GZIP_MAGIC = b"\x1f\x8b"
 SQLITE_MAGIC = b"SQLite format 3\x00"
 _CHUNK = 16 << 20
-#: a streamed trace peaks at about 1.0-1.5x its JSON size (docs/benchmarks.md); the whole-document
-#: fallback (a chunk cut inside a string) at several times more: a margin on top
-_MEMORY_PER_BYTE = 3
-
-
-def max_trace_bytes() -> int:
-    """The largest JSON held whole: ``NONGEMM_MAX_TRACE_BYTES``, else a third of the
-    memory available now (so a gzip bomb or a huge file is refused, not swapped to death)."""
-    env = os.environ.get("NONGEMM_MAX_TRACE_BYTES")
-    if env:
-        try:
-            return int(float(env))
-        except ValueError:
-            pass
-    try:
-        avail = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError, AttributeError):  # pragma: no cover - non-POSIX
-        avail = 16 << 30
-    return max(256 << 20, avail // _MEMORY_PER_BYTE)
-
-
-def _too_big(p: Path, size: int, limit: int, what: str) -> TraceError:
-    return TraceError(p, f"{what} more than {limit / 1e9:.1f} GB of JSON ({size / 1e9:.1f} GB so far), more than "
-                         f"this machine can analyse in memory (set NONGEMM_MAX_TRACE_BYTES to raise the limit)")
 
 
 def read_bytes(path: str | Path) -> bytes:
-    """Return the decompressed bytes of ``path``."""
+    """Return the decompressed bytes of ``path`` (any kind of file: :mod:`.reader`)."""
     p = Path(path)
     limit = max_trace_bytes()
-    fh, _ = _open(p, limit)
-    try:
-        with fh:
-            raw = fh.read()
-    except OSError as exc:
-        raise TraceError(p, f"cannot read: {exc.strerror or exc}") from None
+    raw = read_input(p, limit)
     if not raw:
         raise TraceError(p, "empty file")
     if raw[:2] == GZIP_MAGIC:
@@ -72,21 +43,6 @@ def read_bytes(path: str | Path) -> bytes:
     if p.suffix == ".gz":
         raise TraceError(p, "named .gz but is not gzip data")
     return raw
-
-
-def _open(p: Path, limit: int):
-    """Open ``p`` for reading; a missing file, a directory or an oversized file is a TraceError."""
-    try:
-        size = p.stat().st_size if p.is_file() else 0
-        if size > limit:
-            raise _too_big(p, size, limit, "is")
-        return open(p, "rb"), size
-    except FileNotFoundError:
-        raise TraceError(p, "no such file") from None
-    except IsADirectoryError:
-        raise TraceError(p, "is a directory, not a trace file") from None
-    except OSError as exc:
-        raise TraceError(p, f"cannot read: {exc.strerror or exc}") from None
 
 
 Progress = Callable[[int, int], None]
@@ -107,13 +63,19 @@ def iter_blocks(path: str | Path, block: int = _CHUNK, progress: Progress | None
     blocks uses :func:`join_capped`).
     """
     p = Path(path)
-    limit = max_trace_bytes() if capped else 1 << 62
-    fh, size = _open(p, limit)
+    # a regular file streamed is bounded by its size; a stream (a device, a FIFO) by the cap, as read
+    cap = max_trace_bytes()
+    fh = open_input(p, cap if capped else 1 << 62, stream_limit=cap)
+    limit = cap if capped or not fh.regular else 1 << 62
+    size = fh.size
     with fh:
         try:
             if offset:  # a plain file is read from there, a gzip file inflated from its start
                 gz = fh.read(2) == GZIP_MAGIC
-                fh.seek(0 if gz else offset)
+                if fh.regular:
+                    fh.seek(0 if gz else offset)
+                else:  # pragma: no cover - a read-ahead reads regular files only
+                    raise TraceError(p, "changed while it was read")
             head = fh.read(block)
             if not offset:
                 gz = head[:2] == GZIP_MAGIC
@@ -152,7 +114,7 @@ def join_capped(path: str | Path, blocks: Iterator[bytes]) -> bytes:
     for piece in blocks:
         total += len(piece)
         if total > limit:
-            raise _too_big(Path(path), total, limit, "holds")
+            raise too_big(Path(path), total, limit, "holds")
         out.append(piece)
     return b"".join(out)
 
@@ -162,7 +124,7 @@ def too_long_stretch(path: str | Path, size: int) -> TraceError | None:
     cutter, when it exceeds :func:`max_trace_bytes` (the whole-document path would refuse the
     file too); else None."""
     limit = max_trace_bytes()
-    return _too_big(Path(path), size, limit, "holds") if size > limit else None
+    return too_big(Path(path), size, limit, "holds") if size > limit else None
 
 
 def _skip(blocks: Iterator[bytes], n: int) -> Iterator[bytes]:
@@ -223,43 +185,88 @@ def _in_background(p: Path, source: Iterator[bytes], consumed: list[int], size: 
         worker.join()
 
 
+#: the first input a gzip member is given, doubled while it asks for more (:func:`_inflate`)
+_FIRST_FEED = 256
+_MAX_FEED = 1 << 20
+
+
 def _inflate(p: Path, pieces: Iterator[bytes], limit: int, block: int) -> Iterator[bytes]:
     """Decompress every gzip member of a stream of compressed pieces, ``block`` bytes of
-    output at a time; a stream cut short is an error, and output beyond ``limit`` too."""
+    output at a time; a stream cut short is an error, and output beyond ``limit`` too.
+
+    Linear in the input however many members it holds: the inflater copies the input it did
+    not use when a member ends (``unused_data``), so each member is fed windows of input that
+    start small and double while it asks for more, never the rest of the file (40,000 empty
+    members took 54 s when each one's end copied what followed it). After the last member only
+    zero padding may follow; other bytes are refused in one line, as bytes after the JSON value are.
+    """
     total = 0
-    d = _inflater.decompressobj(16 + zlib.MAX_WBITS)
-    started = False  # the current member has consumed input
-    carry = b""  # the first byte of the next member's magic, when a piece ends between its two bytes
+    d = None  # the current member's inflater; None between members
+    feed = _FIRST_FEED
+    carry = b""  # a member's first magic byte, when a piece ends between its two bytes
+    padding = False  # zero bytes followed the last member: only zeros may follow
+    started = False
     try:
         for data in pieces:
-            if carry:
-                data, carry = carry + bytes(data), b""
-            while data:
-                if d.eof:  # a member ended: what follows is another member or padding
-                    data = bytes(data)
-                    if data.strip(b"\x00") == b"":
-                        data = b""
+            view = memoryview(carry + bytes(data)) if carry else memoryview(data)
+            carry = b""
+            pos, size = 0, len(view)
+            while pos < size:
+                if padding:
+                    _zeros_only(p, view[pos:])
+                    break
+                if d is None:  # between members: another one, zero padding, or bytes that are neither
+                    if view[pos] == 0 and started:
+                        padding = True
+                        continue
+                    if size - pos < 2:
+                        carry = bytes(view[pos:])
                         break
-                    if len(data) < 2:
-                        carry, data = data, b""
+                    if bytes(view[pos:pos + 2]) != GZIP_MAGIC:
+                        if not started:
+                            raise TraceError(p, "not gzip data")
+                        raise _trailing(p)
+                    d, feed, started = _inflater.decompressobj(16 + zlib.MAX_WBITS), _FIRST_FEED, True
+                window = view[pos:pos + feed]
+                piece = d.decompress(window, block)
+                while True:
+                    if piece:
+                        total += len(piece)
+                        if total > limit:
+                            raise too_big(p, total, limit, "decompresses to")
+                        yield piece
+                    if d.eof or not d.unconsumed_tail:
                         break
-                    if data[:2] != GZIP_MAGIC:
-                        return
-                    d = _inflater.decompressobj(16 + zlib.MAX_WBITS)
-                piece = d.decompress(data, block)
-                started = True
-                data = d.unconsumed_tail
+                    piece = d.decompress(d.unconsumed_tail, block)
                 if d.eof:
-                    data = d.unused_data
-                if piece:
-                    total += len(piece)
-                    if total > limit:
-                        raise _too_big(p, total, limit, "decompresses to")
-                    yield piece
-        if started and not d.eof:
-            raise TraceError(p, "truncated gzip stream (the file ends before the compressed data does)")
+                    pos += len(window) - len(d.unused_data)
+                    d = None
+                else:
+                    pos += len(window)
+                    feed = min(feed * 2, _MAX_FEED)
+        if carry:
+            raise _trailing(p)
+        while d is not None and not d.eof:  # output the inflater still held when its output block filled
+            piece = d.decompress(b"", block)
+            if not piece:
+                raise TraceError(p, "truncated gzip stream (the file ends before the compressed data does)")
+            total += len(piece)
+            if total > limit:
+                raise too_big(p, total, limit, "decompresses to")
+            yield piece
     except _INFLATE_ERRORS as exc:
         raise TraceError(p, f"corrupt gzip data ({exc})") from None
+
+
+def _trailing(p: Path) -> TraceError:
+    return TraceError(p, "bytes after the end of the gzip data that are neither another gzip member nor zero "
+                         "padding (a file written over, or two files joined)")
+
+
+def _zeros_only(p: Path, view: memoryview) -> None:
+    """Zero padding after the data (a file system's preallocation) is accepted; anything else there is refused."""
+    if bytes(view).count(0) != len(view):
+        raise _trailing(p)
 
 
 def _gunzip(p: Path, raw: bytes, limit: int) -> bytes:

@@ -28,6 +28,7 @@ from ..classify import EVIDENCE
 from ..classify.taxonomy import Taxonomy
 from ..core.frames import add_columns, as_text, int_scalar, is_row_index, lookup_columns, walk_up
 from .op_cpu import CPU_COLUMNS
+from .subtrees import inclusive_times, outermost_of_name, subtree_ranges
 
 
 def category_table(acts: pl.DataFrame, tax: Taxonomy, value: str = "dur_ns") -> pl.DataFrame:
@@ -78,25 +79,19 @@ def op_table(ops: pl.DataFrame, acts: pl.DataFrame, cpu: pl.DataFrame | None = N
     text = pl.col("category").cast(pl.String)
     self_rows = named(base).group_by(["op", "category"]).agg(
         pl.col("dur_ns").sum().alias("self_gpu_time_ns"), pl.len().alias("activities")).with_columns(text)
-    # inclusive: each activity again for every op above its launching op
-    incl = named(pl.concat([base, *walk_up(ops, base)]))
+    per_call, incl_t = _inclusive(ops, base, named, code, by_row)
     # the calls' CPU rows first, so that their per-call CPU times are let go before the group-bys below
-    cpu_rows = _cpu_rows(ops, incl, named(cpu)) if cpu is not None and cpu.height else None
+    cpu_rows = _cpu_rows(ops, per_call, named(cpu)) if cpu is not None and cpu.height else None
     del cpu
-    calls = _streamed(incl.lazy().group_by(["op", "category"]).agg(pl.col("op_id").n_unique().alias("calls"))) \
-        .with_columns(text)
-    # each activity once per op name above it (a name can recur on the way up)
-    once = ((pl.col("activity_id").cast(pl.Int64) * (int_scalar(code.max() or 0) + 1) + pl.col("op").cast(pl.Int64))
-            if code is not None else pl.struct("activity_id", "op")).is_first_distinct()
-    incl_t = _streamed(incl.lazy().filter(once).group_by(["op", "category"])
-                       .agg(pl.col("dur_ns").sum().alias("gpu_time_ns"))).with_columns(text)
+    calls = per_call.group_by(["op", "category"]).agg(pl.len().alias("calls")).with_columns(text)
+    incl_t = incl_t.with_columns(text)
     busy = calls.join(incl_t, on=["op", "category"], how="left").join(self_rows, on=["op", "category"], how="left")
     # calls that launched nothing, anywhere below them
     if by_row:  # ids are rows: the touched ones marked by position
-        touched = pl.repeat(False, ops.height, eager=True).scatter(incl["op_id"], True)  # (repeats: the same)
+        touched = pl.repeat(False, ops.height, eager=True).scatter(per_call["op_id"], True)
         idle = names.with_columns(ops["op_category"]).filter(~touched)
     else:
-        idle = names.with_columns(ops["op_category"]).join(incl.select("op_id").unique(), on="op_id", how="anti")
+        idle = names.with_columns(ops["op_category"]).join(per_call.select("op_id"), on="op_id", how="anti")
     idle = idle.select("op", pl.col("op_category").fill_null("unclassified").alias("category")) \
         .group_by(["op", "category"]).agg(pl.len().alias("calls")).with_columns(pl.col("category").cast(pl.String))
     parts = [busy, idle] + ([cpu_rows] if cpu_rows is not None else [])
@@ -119,7 +114,46 @@ def op_table(ops: pl.DataFrame, acts: pl.DataFrame, cpu: pl.DataFrame | None = N
         .sort([*keys, "op", "category"], descending=[True, True, False, False])
 
 
-def _cpu_rows(ops: pl.DataFrame, incl: pl.DataFrame, calls: pl.DataFrame) -> pl.DataFrame:
+def _inclusive(ops: pl.DataFrame, base: pl.DataFrame, named, code: pl.Series | None,
+               by_row: bool) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(``op_id, op, category, dur_ns``: per call and category, the time of the activities
+    launched by the call or below it, pairs with none left out; ``op, category, gpu_time_ns``: per
+    op name and category, each activity counted once however many calls of the name lie above
+    it). By the calls' subtree ranges (:mod:`.subtrees`: linear whatever the depth); by walking up
+    the tree where the ranges do not describe it."""
+    ranges = subtree_ranges(ops)
+    if ranges is None:
+        return _inclusive_walked(ops, base, named, code)
+    if by_row:
+        rows = base["op_id"].cast(pl.Int64)
+    else:
+        rows = base.select("op_id").join(ops.select("op_id", pl.int_range(pl.len(), dtype=pl.Int64).alias("_row")),
+                                         on="op_id", how="left", maintain_order="left")["_row"]
+    got = inclusive_times(ranges, base.select("category", "dur_ns", rows.alias("_row")).filter(
+        pl.col("_row").is_not_null()))
+    op_of_row = code if code is not None else ops["name"].cast(pl.String)
+    per_call = got.select(ops["op_id"].gather(got["_row"]).alias("op_id"), op_of_row.gather(got["_row"]).alias("op"),
+                          "category", "dur_ns")
+    outermost = outermost_of_name(ranges, op_of_row).gather(got["_row"])
+    incl_t = per_call.filter(outermost).group_by(["op", "category"]).agg(pl.col("dur_ns").sum().alias("gpu_time_ns"))
+    return per_call, incl_t
+
+
+def _inclusive_walked(ops: pl.DataFrame, base: pl.DataFrame, named,
+                      code: pl.Series | None) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """:func:`_inclusive` by repeating each activity for every op above its launching op (rows x
+    depth: only for a tree the ranges do not describe)."""
+    incl = named(pl.concat([base, *walk_up(ops, base)]))
+    per_call = _streamed(incl.lazy().group_by(["op_id", "op", "category"]).agg(pl.col("dur_ns").sum()))
+    # each activity once per op name above it (a name can recur on the way up)
+    once = ((pl.col("activity_id").cast(pl.Int64) * (int_scalar(code.max() or 0) + 1) + pl.col("op").cast(pl.Int64))
+            if code is not None else pl.struct("activity_id", "op")).is_first_distinct()
+    incl_t = _streamed(incl.lazy().filter(once).group_by(["op", "category"])
+                       .agg(pl.col("dur_ns").sum().alias("gpu_time_ns")))
+    return per_call, incl_t
+
+
+def _cpu_rows(ops: pl.DataFrame, per_call: pl.DataFrame, calls: pl.DataFrame) -> pl.DataFrame:
     """CPU time per (op, category): each call counted once, in one row of its name: the category
     holding most of the GPU time it launched (itself or below; ties: the first name), or, for a
     call that launched nothing, its name's category (``unclassified`` when no rule names it)."""
@@ -127,12 +161,11 @@ def _cpu_rows(ops: pl.DataFrame, incl: pl.DataFrame, calls: pl.DataFrame) -> pl.
     # text (a text key over every call was this report's peak: +250 MB at 1 GB of JSON), the tie on the
     # name is a sort on the code, and the texts come back once per result row
     names = {"unclassified"}
-    for col in (incl["category"], ops["op_category"]):
+    for col in (per_call["category"], ops["op_category"]):
         names.update(col.unique().drop_nulls().cast(pl.String).to_list())
     codes = pl.Enum(sorted(names))
-    per_call = _streamed(incl.lazy().select("op_id", pl.col("category").cast(codes), "dur_ns")
-                         .group_by(["op_id", "category"]).agg(pl.col("dur_ns").sum().alias("_t")))
-    main = per_call.sort(["op_id", "_t", "category"], descending=[False, True, False]).unique("op_id", keep="first")
+    times = per_call.select("op_id", pl.col("category").cast(codes), pl.col("dur_ns").alias("_t"))
+    main = times.sort(["op_id", "_t", "category"], descending=[False, True, False]).unique("op_id", keep="first")
     own = ops.select("op_id", pl.col("op_category").cast(codes).fill_null("unclassified").alias("_own"), "is_wrapper")
     # by row number where the ids are rows (no hash join over every call), else joined
     rows = lookup_columns(add_columns(calls, main.select("op_id", "category"), "op_id"), "op_id", own, "op_id")

@@ -40,6 +40,36 @@ def _us_or_none(v: Any) -> float | None:
     return None if v is None else _us(v)
 
 
+def _op_rows(df: pl.DataFrame) -> list[dict[str, Any]]:
+    return [{"op": r["op"], "category": r["category"], "calls": int(r["calls"]),
+             "gpu_time_us": _us(r["gpu_time_ns"]), "self_gpu_time_us": _us(r["self_gpu_time_ns"]),
+             "activities": int(r["activities"]), "cpu_time_us": _us(r["cpu_time_ns"]),
+             "self_cpu_time_us": _us(r["self_cpu_time_ns"])} for r in df.iter_rows(named=True)]
+
+
+def _step_rows(df: pl.DataFrame) -> list[dict[str, Any]]:
+    return [{"step": int(r["step"]), "name": r["name"], "cpu_time_us": _us(r["cpu_time_ns"]),
+             "gpu_time_us": _us(r["gpu_time_ns"]), "activities": int(r["activities"]),
+             "step_us": _us_or_none(r.get("step_ns")), "latency_us": _us_or_none(r.get("latency_ns"))}
+            for r in df.iter_rows(named=True)]
+
+
+#: rows of a table made into the document's rows at once (:func:`_mean_step_us`, the JSON writer)
+ROW_BATCH = 20_000
+
+
+def _mean_step_us(steps: pl.DataFrame) -> float | None:
+    """The mean of the steps' periods as the document's rows give them (each rounded to ns in us,
+    summed in order: the figure a reader of the rows gets), a batch of rows at a time."""
+    if "step_ns" not in steps.columns:
+        return None
+    total, n = 0.0, 0
+    for lo in range(0, steps.height, ROW_BATCH):
+        periods = [_us(v) for v in steps["step_ns"].slice(lo, ROW_BATCH).drop_nulls().to_list()]
+        total, n = sum(periods, total), n + len(periods)
+    return round(total / n, 3) if n else None
+
+
 def _share(x: Any) -> float:
     return round(float(x or 0.0), 6)
 
@@ -141,7 +171,17 @@ class Report:
         return report_fragment(self)
 
     # -- JSON contract -----------------------------------------------------
-    def to_dict(self, max_ops: int | None = None, max_kernels: int | None = 50) -> dict[str, Any]:
+    def json_tables(self, max_ops: int | None = None) -> dict[str, tuple[pl.DataFrame, Any]]:
+        """The document's lists that grow with the trace (a row per op name, a row per step), each
+        as its table and the function that makes a slice of it into the document's rows: a writer
+        may write them in batches (:func:`nongemm_trace.report.json_out.render_json`)."""
+        return {"ops": (self.ops if max_ops is None else self.ops.head(max_ops), _op_rows),
+                "steps": (self.steps, _step_rows)}
+
+    def to_dict(self, max_ops: int | None = None, max_kernels: int | None = 50,
+                deferred: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The JSON document; ``deferred``: stand-ins for the lists of :meth:`json_tables`, put in
+        their place (a writer that writes those lists in batches)."""
         cats = []
         for r in self.categories.iter_rows(named=True):
             row = {"category": r["category"], "class": r["class"]}
@@ -159,20 +199,14 @@ class Report:
             cats.append(row)
         classes = [{"class": r["class"], "time_us": _us(r["time_ns"]), "share": _share(r["share"]),
                     "activities": int(r["activities"])} for r in self.classes.iter_rows(named=True)]
-        ops_df = self.ops if max_ops is None else self.ops.head(max_ops)
-        ops = [{"op": r["op"], "category": r["category"], "calls": int(r["calls"]),
-                "gpu_time_us": _us(r["gpu_time_ns"]), "self_gpu_time_us": _us(r["self_gpu_time_ns"]),
-                "activities": int(r["activities"]), "cpu_time_us": _us(r["cpu_time_ns"]),
-                "self_cpu_time_us": _us(r["self_cpu_time_ns"])} for r in ops_df.iter_rows(named=True)]
+        tables = self.json_tables(max_ops)
+        ops: Any = deferred["ops"] if deferred else _op_rows(tables["ops"][0])
         ks = self.kernel_summary if max_kernels is None else self.kernel_summary.head(max_kernels)
         kernels = [{"name": r["name"], "kind": r["kind"], "category": r["category"], "class": r["class"],
                     "activities": int(r["activities"]), "gpu_time_us": _us(r["gpu_time_ns"])}
                    for r in ks.iter_rows(named=True)]
-        steps = [{"step": int(r["step"]), "name": r["name"], "cpu_time_us": _us(r["cpu_time_ns"]),
-                  "gpu_time_us": _us(r["gpu_time_ns"]), "activities": int(r["activities"]),
-                  "step_us": _us_or_none(r.get("step_ns")), "latency_us": _us_or_none(r.get("latency_ns"))}
-                 for r in self.steps.iter_rows(named=True)]
-        periods = [r["step_us"] for r in steps if r["step_us"] is not None]
+        steps: Any = deferred["steps"] if deferred else _step_rows(self.steps)
+        mean_step = _mean_step_us(self.steps)
         out: dict[str, Any] = {
             "schema_version": SCHEMA_VERSION,
             "tool_version": __version__,
@@ -207,8 +241,8 @@ class Report:
             "kernels_total": self.kernel_summary.height if self.kernel_summary_total is None
             else self.kernel_summary_total,
             "steps": steps,
-            "mean_step_us": round(sum(periods) / len(periods), 3) if periods else None,
-            "step_time": STEP_TIME if periods else None,
+            "mean_step_us": mean_step,
+            "step_time": STEP_TIME if mean_step is not None else None,
             "device": self.metadata.get("device"),
             "trace_metadata": self.metadata.get("trace"),
             "warnings": [w.as_dict() for w in self.warnings],

@@ -17,6 +17,7 @@ from typing import Any
 
 import polars as pl
 
+from ..core.reader import open_input, read_input
 from ..errors import TraceError
 from ..vocabulary import TIME_BASES
 from .report import Report
@@ -31,9 +32,11 @@ def is_stored_report(path: Any) -> bool:
     if not str(path).endswith(".json"):
         return False
     try:
-        with open(path, "rb") as f:
+        with open_input(path) as f:
+            if not f.regular:  # a stream cannot be peeked at and read again: read as a trace
+                return False
             head = f.read(4096)
-    except OSError:
+    except TraceError:
         return False
     return b'"schema_version"' in head and b'"tool_version"' in head and b'"traceEvents"' not in head
 
@@ -42,9 +45,7 @@ def read_stored_report(path: str | Path, role: str = "stored report") -> Report:
     """The report stored at ``path``, its times checked; bad input raises one :class:`TraceError`
     whose message names the report by its ``role`` (``baseline`` for a gate's)."""
     try:
-        d = json.loads(Path(path).read_text(encoding="utf-8-sig"))  # (a byte order mark is dropped)
-    except OSError as exc:
-        raise TraceError(path, f"cannot read the {role}: {exc.strerror or exc}") from None
+        d = json.loads(read_input(path, what=role))  # bounded, whatever the path names; json drops a BOM
     except (ValueError, RecursionError) as exc:
         raise TraceError(path, f"{_NOT_A_REPORT} ({type(exc).__name__}: {exc})") from None
     if not isinstance(d, dict) or not isinstance(d.get("categories"), list) or not isinstance(d.get("steps"), list):

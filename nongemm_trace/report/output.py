@@ -39,6 +39,15 @@ def draw(output: str | None, render: Callable[[Any], None], width: int | None = 
         sys.stdout.write(text)
 
 
+def emit_streamed(doc: Any, output: str | None) -> None:
+    """A document written a batch at a time (``doc.to_file(path)``, ``doc.write(text stream)``) to
+    ``output`` by the same writer as :func:`emit`, or to standard output."""
+    if output:
+        write_file(output, doc.to_file)
+    else:
+        doc.write(sys.stdout)
+
+
 def emit(text: str, output: str | None) -> None:
     """Text to ``output`` (written whole or not at all, never over an input), or to standard output."""
     if output:

@@ -256,10 +256,19 @@ def run_batch(paths: list[str], options: dict[str, Any], *, engine: str = "proce
     return BatchResult(ok, failed, combined(ok, failed), view, calls)
 
 
+#: the exit status of a worker its memory guard ended (``core.memory_guard``; the worker reports
+#: every other failure as a result)
+MEMORY_EXIT = 2
+
+
 def _failed(path: str, f) -> dict[str, str]:
     """A trace whose worker gave no result: its one-line error."""
-    problem = (f"timed out (no result within the time limit of {f.how} per trace)" if f.kind == "timeout"
-               else f"the worker analysing it died ({f.how})")
+    if f.kind == "timeout":
+        problem = f"timed out (no result within the time limit of {f.how} per trace)"
+    elif f.how == f"exit status {MEMORY_EXIT}":  # the worker's memory guard ended it
+        problem = "needs more memory than the budget to analyse (NONGEMM_MAX_MEMORY, per worker)"
+    else:
+        problem = f"the worker analysing it died ({f.how})"
     return {"trace": path, "error": TraceError(path, problem).one_line()}
 
 
@@ -267,5 +276,9 @@ def _prepare_worker() -> None:
     """A worker process or Ray task, before its (first) trace: one core each, and the analysis imported
     (so that a trace's time limit never counts the interpreter's start-up)."""
     _one_core_each()
+    from ..core import memory_guard
+    from ..load.budget import max_memory
     from ..pipeline import analysis  # noqa: F401
+
+    memory_guard.start(max_memory())  # each worker its own budget: over it, it ends (and only its trace fails)
 

@@ -68,6 +68,8 @@ def decode_document(path: str | Path, data: bytes) -> tuple[dict[str, Any], msgs
     (the Chrome trace "array format") is accepted too, and so is a UTF-8 byte order mark before either.
     """
     data = without_bom(data)
+    if data[-1:] == b"\x00":  # zero padding after the value (a file system's preallocation), as after gzip
+        data = data.rstrip(b"\x00")
     head = data[:64].lstrip()
     if data.startswith(SQLITE_MAGIC):
         raise TraceError(path, "is an SQLite database, not a Kineto JSON trace")

@@ -49,13 +49,23 @@ def load_kineto(path: str | Path, *, keep_python: bool = False, blocks: Iterator
         blocks = iter_blocks(path, block=read_block(), capped=False)
     try:
         buf, eof = fill(blocks, cutting.chunk_bytes())
-        if eof:
+        if eof or _not_json(buf):  # (not JSON: refused at its first bytes, not after the stream's cap of them)
             return load_whole(path, bytes(buf), keep_python)
         held = [buf]
         del buf  # stream() takes the only reference, so it can free the buffer
         return _stream_or_whole(path, held, blocks, keep_python)
     finally:
         fast_scan.trim()
+
+
+#: bytes a JSON document (or a UTF-8 byte order mark) can start with
+_JSON_STARTS = frozenset(b" \t\r\n{[\xef")
+
+
+def _not_json(buf: bytearray) -> bool:
+    """The first byte cannot start a JSON document (``/dev/zero``, a binary file): the whole-document
+    decode of the first chunk gives the refusal every path gives, without reading on."""
+    return bool(buf) and buf[0] not in _JSON_STARTS
 
 
 def load_read_ahead(path: str | Path, keep_python: bool, ahead: ReadAhead,

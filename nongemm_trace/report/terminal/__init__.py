@@ -30,3 +30,18 @@ def unprofiled_source(un: dict) -> str:
         step = f", measured step {un['measured_step_us']:,.1f} us" if un.get("measured_step_us") else ""
         return f"calibrated on the measured {on} without the profiler{step}: model x{un.get('calibration_k', 1):.2f}"
     return f"estimated from the trace alone by the profiler-overhead model [{un.get('setting')}]"
+
+
+#: the most rows of a per-step table a terminal shows: a trace of a million 9 us steps drew a
+#: million rows (and held each as rich's cells); JSON, CSV and Parquet keep every step
+MAX_STEP_ROWS = 500
+
+
+def first_rows(df, limit: int = MAX_STEP_ROWS):
+    """The first ``limit`` rows of a per-step table, and how many more there are."""
+    return df.head(limit), max(0, df.height - limit)
+
+
+def more_rows_line(more: int, what: str = "steps") -> str:
+    """The line under a capped table: how many rows it left out and where they are."""
+    return f"… {more:,} more {what} (every one is in --format json, csv or parquet)"

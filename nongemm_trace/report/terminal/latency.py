@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ...models.latency import BOUNDS, LatencyReport, WhatIfReport
-from . import escape, unprofiled_source, warning_line
+from . import escape, first_rows, more_rows_line, unprofiled_source, warning_line
 
 _HOST = ("launch", "cpu", "other")
 
@@ -95,11 +95,14 @@ def render_latency(rep: LatencyReport, console: Console) -> None:
                                       .otherwise(pl.lit("device"))
                                       .alias("side")).group_by(["step", "side"]).agg(pl.col("ns").sum())
     cell = {(r["step"], r["side"]): r["ns"] for r in bb.iter_rows(named=True)}
-    for r in rep.steps.iter_rows(named=True):
+    shown, more = first_rows(rep.steps)
+    for r in shown.iter_rows(named=True):
         extra = [f"{un_steps[r['step']]['step_us']:,.1f}" if r["step"] in un_steps else "-"] if un_steps else []
         t.add_row(str(r["step"]), escape(r["name"]), f"{r['wall'] / 1000:,.1f}",
                   *[f"{cell.get((r['step'], s), 0) / 1000:,.1f}" for s in sides], *extra)
     console.print(t)
+    if more:
+        console.print(more_rows_line(more), highlight=False)
     if rep.warnings:
         console.print("warnings:")
     for w in rep.warnings:
@@ -143,12 +146,15 @@ def render_whatif(rep: WhatIfReport, console: Console) -> None:
     t = Table(title="Steps", title_justify="left")
     for col in ("step", "name", "measured (us)", "predicted (us)", "change", "naive Amdahl (us)"):
         t.add_column(col, justify="left" if col == "name" else "right")
-    for r in rep.steps.iter_rows(named=True):
+    shown, more = first_rows(rep.steps)
+    for r in shown.iter_rows(named=True):
         ch = f"{100 * (r['predicted'] / r['measured'] - 1):+.1f} %" if r["measured"] else "-"
         t.add_row(str(r["step"]), escape(r["name"]), f"{r['measured'] / 1000:,.1f}", f"{r['predicted'] / 1000:,.1f}",
                   ch,
                   f"{r['amdahl'] / 1000:,.1f}")
     console.print(t)
+    if more:
+        console.print(more_rows_line(more), highlight=False)
     s = Table(title="GPU time shares", title_justify="left")
     for col in ("class", "measured", "predicted"):
         s.add_column(col, justify="left" if col == "class" else "right")

@@ -9,7 +9,7 @@ from rich.table import Table
 
 from ...models.launch import LaunchReport
 from ..palette import TITLE
-from . import escape, unprofiled_source, warning_line
+from . import escape, first_rows, more_rows_line, unprofiled_source, warning_line
 
 
 def _us(v: Any) -> str:
@@ -68,11 +68,14 @@ def render_launch(rep: LaunchReport, console: Console) -> None:
         t = Table(title=f"Per {name[:-1]} (us)", title_justify="left")
         for c in by + ["span", "busy", "idle", "host idle", "activities", "exp. comm"]:
             t.add_column(c, justify="right")
-        for r in df.iter_rows(named=True):
+        shown, more = first_rows(df)
+        for r in shown.iter_rows(named=True):
             t.add_row(*[escape(str(r[c])) for c in by], _us(r["span_ns"] / 1000), _us(r["busy_ns"] / 1000),
                       _us(r["idle_ns"] / 1000), _us(r["host_bound_idle_ns"] / 1000), f"{r['activities']:,}",
                       _us((r["exposed_communication_ns"] or 0) / 1000))
         console.print(t)
+        if more:
+            console.print(more_rows_line(more, name), highlight=False)
     if "step_us" in s:
         sp = s["step_us"]
         console.print(f"step time (the loop's period): mean {s['mean_step_us']:,.1f} us, min {sp['min']:,.1f} us, "

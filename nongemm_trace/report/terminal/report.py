@@ -11,7 +11,7 @@ from ...models.report import Report
 from ...vocabulary import METRIC_TEXT, STEP_TIME
 from ..names import shorten
 from ..palette import TITLE, WARNINGS_HEADING
-from . import escape, warning_line
+from . import escape, first_rows, more_rows_line, warning_line
 
 
 def _us(ns: int) -> str:
@@ -85,11 +85,14 @@ def render_report(report: Report, console: Console, top: int = 15) -> None:
                  f"{report.metric} time (us)" if stack else "GPU time (us)", kernels if stack else "activities"]
         for c in heads:
             t.add_column(c, justify="left" if c == "name" else "right")
-        for r in report.steps.iter_rows(named=True):
+        shown, more = first_rows(report.steps)
+        for r in shown.iter_rows(named=True):
             times = (_us(r["step_ns"]), _us(r["latency_ns"])) if periods else ()
             t.add_row(str(r["step"]), escape(r["name"]), *times, _us(r["cpu_time_ns"]), _us(r["gpu_time_ns"]),
                       f"{r['activities']:,}")
         console.print(t)
+        if more:
+            console.print(more_rows_line(more), highlight=False)
         if periods:
             console.print(f"step time: the loop's {STEP_TIME}", highlight=False)
 

@@ -1,0 +1,221 @@
+"""The reproducers of ../shared/fuzz/hostile-t4 that test the bounds of issue #42 (items 2-4): each
+ends in time and memory, with a sane report or one line naming the file, on the C path and the
+Python path (``NONGEMM_NATIVE=off``).
+
+* M1 overlapping steps (rows x depth in the inclusive-time table: 4.2 GB from 323 KB),
+* N1 ops nested deep (1 ms a level), K6 a million tiny steps (here 30,000),
+* G1 a gzip file of many members (quadratic), bytes after a gzip stream, after the JSON value,
+* R1 /dev/zero as a trace (through a link), U2 a taxonomy that extends /dev/zero, a device spec and
+  a FIFO fed forever: non-regular inputs through the byte cap.
+
+Generators run at test time at sizes that keep the suite fast (a few seconds each); the peak RSS
+bounds are far below what the unbounded code reached at the same sizes. Nothing here writes to
+/dev: /dev/zero is only read, through links made in the test's folder.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+from conftest import SHARED
+from test_hostile_inputs import PATHS, judge, run_cli
+
+HOSTILE_T4 = SHARED.parent / "fuzz" / "hostile-t4"
+#: every run here stays far below this (the unbounded code: 4 GB for M1 at 10,000 steps)
+PEAK_BYTES = 700 << 20
+TIMEOUT_S = 120
+
+
+@pytest.fixture(scope="module")
+def t4():
+    if not HOSTILE_T4.is_dir():
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            pytest.fail(f"hostile-t4 reproducers not found at {HOSTILE_T4} (CI=true)")
+        pytest.skip(f"hostile-t4 reproducers not found at {HOSTILE_T4}")
+    return HOSTILE_T4
+
+
+def _make(t4: Path, script: str, n: int, out: Path) -> Path:
+    subprocess.run([sys.executable, str(t4 / script), str(n), str(out)], check=True, timeout=TIMEOUT_S)
+    return out
+
+
+def _analyze(path: Path, env: dict[str, str], *more: str) -> tuple[dict | None, str, int]:
+    code, out, err, peak = run_cli(["analyze", str(path), "--format", "json", *more], env, timeout=TIMEOUT_S)
+    assert peak < PEAK_BYTES, f"{path.name}: peak RSS {peak / 2**20:.0f} MiB"
+    return judge(path, code, out, err, peak), err, peak
+
+
+@pytest.mark.parametrize("engine", list(PATHS))
+def test_overlapping_steps_are_linear_in_memory(t4, tmp_path, engine):
+    """M1: 8,000 steps each spanning the trace over 8,000 kernels, under a 1 GB budget: a report."""
+    path = _make(t4, "M1-make-overlapping-steps.py", 8000, tmp_path / "m1.json.gz")
+    d, _, _ = _analyze(path, {**PATHS[engine], "NONGEMM_MAX_MEMORY": "1e9"})
+    assert d is not None and d["gpu_activities"] == 8000
+    step0 = next(o for o in d["ops"] if o["op"] == "ProfilerStep#0")
+    assert step0["gpu_time_us"] == pytest.approx(8000 * 40)  # the outermost step holds every kernel
+
+
+@pytest.mark.parametrize("engine", list(PATHS))
+def test_nesting_depth_is_linear(t4, tmp_path, engine):
+    """N1: 30,000 ops, each inside the previous one (30 s at 1 ms a level before)."""
+    path = _make(t4, "N1-make-nested-ops.py", 30_000, tmp_path / "n1.json.gz")
+    d, _, _ = _analyze(path, PATHS[engine])
+    assert d is not None and d["gpu_activities"] == 1
+    assert {o["op"] for o in d["ops"] if o["gpu_time_us"] == 5.0} >= {"aten::lin0", "aten::lin1", "aten::lin2"}
+
+
+@pytest.mark.parametrize("engine", list(PATHS))
+def test_many_gzip_members_are_linear(t4, tmp_path, engine):
+    """G1: 100,000 empty members before the trace (each member's end copied the rest of the input)."""
+    path = _make(t4, "G1-make-gzip-members.py", 100_000, tmp_path / "g1.json.gz")
+    d, _, _ = _analyze(path, PATHS[engine])
+    assert d is not None and d["gpu_activities"] == 1
+
+
+@pytest.mark.parametrize("engine", list(PATHS))
+def test_thirty_thousand_steps(tmp_path, engine):
+    """K6 (3 %): 30,000 steps of 9 us, every one in the JSON (written in batches: 60,000 op and step
+    rows), 500 on the terminal."""
+    path = tmp_path / "k6.json"
+    ev = [f'{{"ph":"X","cat":"user_annotation","name":"ProfilerStep#{i}","pid":1,"tid":1,"ts":{1000 + 10 * i},'
+          f'"dur":9,"args":{{}}}}' for i in range(30_000)]
+    ev += [f'{{"ph":"X","cat":"kernel","name":"k","pid":0,"tid":7,"ts":{1002 + 10 * i},"dur":5,'
+           f'"args":{{"stream":7}}}}' for i in range(0, 30_000, 100)]
+    path.write_text('{"traceEvents":[' + ",".join(ev) + "]}")
+    d, _, _ = _analyze(path, PATHS[engine])
+    assert d is not None and len(d["steps"]) == 30_000 and d["gpu_activities"] == 300
+    code, out, err, peak = run_cli(["analyze", str(path)], PATHS[engine], timeout=TIMEOUT_S)
+    assert code == 0 and peak < PEAK_BYTES, err
+    assert "29,500 more steps" in out and out.count("ProfilerStep#") < 600
+
+
+def test_bytes_after_the_data_are_refused_alike(tmp_path):
+    """After a gzip stream or after the JSON value: one line naming the file; zero padding is accepted
+    after either (a file system's preallocation)."""
+    import gzip
+
+    doc = b'{"traceEvents":[{"ph":"X","cat":"kernel","name":"k","pid":0,"tid":7,"ts":1,"dur":2,"args":{}}]}'
+    cases = {"gz-garbage.json.gz": gzip.compress(doc) + b"GARBAGE" * 20, "json-garbage.json": doc + b"\n\x01garbage",
+             "gz-padding.json.gz": gzip.compress(doc) + b"\x00" * 4096,
+             "gz-padding-then-garbage.json.gz": gzip.compress(doc) + b"\x00" * 10 + b"x",
+             "json-padding.json": doc + b"\x00" * 4096, "json-padding-then-garbage.json": doc + b"\x00" * 10 + b"x"}
+    for name, data in cases.items():
+        (tmp_path / name).write_bytes(data)
+    for engine, env in PATHS.items():
+        for name in cases:
+            d, err, _ = _analyze(tmp_path / name, env)
+            if name in ("gz-padding.json.gz", "json-padding.json"):
+                assert d is not None and d["gpu_activities"] == 1, (engine, err)
+            else:
+                assert d is None, (engine, name)
+
+
+@pytest.mark.parametrize("engine", list(PATHS))
+def test_dev_zero_through_a_link_is_read_to_the_cap(tmp_path, engine):
+    """R1: a link to /dev/zero as the trace, a taxonomy that extends /dev/zero (U2), a device spec
+    that is a link to it: each read only as far as the cap, one line naming the file."""
+    if not os.path.exists("/dev/zero"):
+        pytest.skip("no /dev/zero")
+    zero = tmp_path / "zero.json"
+    zero.symlink_to("/dev/zero")
+    env = {**PATHS[engine], "NONGEMM_MAX_TRACE_BYTES": str(64 << 20), "NONGEMM_MAX_MEMORY": str(256 << 20)}
+    d, err, _ = _analyze(zero, env, "--timeout", "60")
+    assert d is None and "not a JSON trace" in err  # at its first bytes (a stream of JSON: at the cap, below)
+    trace = tmp_path / "t.json"
+    trace.write_text('{"traceEvents":[{"ph":"X","cat":"kernel","name":"sgemm","pid":0,"tid":7,"ts":1,"dur":2,'
+                     '"args":{}}]}')
+    tax = tmp_path / "extends-zero.toml"
+    tax.write_text(f'extends = "{zero}"\n')
+    code, _, err, peak = run_cli(["analyze", str(trace), "--taxonomy", str(tax), "--format", "json"], env,
+                                 timeout=TIMEOUT_S)
+    assert code == 2 and peak < PEAK_BYTES and len(err.strip().splitlines()) == 1 and str(zero) in err, err
+    spec = tmp_path / "spec.toml"
+    spec.symlink_to("/dev/zero")
+    code, _, err, peak = run_cli(["flops", str(trace), "--device-spec", str(spec), "--format", "json"], env,
+                                 timeout=TIMEOUT_S)
+    assert code == 2 and peak < PEAK_BYTES and len(err.strip().splitlines()) == 1 and str(spec) in err, err
+
+
+def test_a_fifo_fed_forever_is_read_to_the_cap(tmp_path):
+    """A FIFO whose writer never stops (valid events, forever) is a stream: read to the cap, one line."""
+    fifo = tmp_path / "fed.json"
+    os.mkfifo(fifo)
+    stop = threading.Event()
+
+    def feed() -> None:
+        event = b'{"ph":"X","cat":"kernel","name":"k","pid":0,"tid":7,"ts":1,"dur":1,"args":{}},' * 1000
+        try:
+            with open(fifo, "wb") as fh:
+                fh.write(b'{"traceEvents":[')
+                while not stop.is_set():
+                    fh.write(event)
+        except (BrokenPipeError, OSError):
+            pass
+    writer = threading.Thread(target=feed, daemon=True)
+    writer.start()
+    try:
+        d, err, _ = _analyze(fifo, {"NONGEMM_MAX_TRACE_BYTES": str(48 << 20)}, "--timeout", "90")
+        assert d is None and "more than" in err and str(fifo) in err
+    finally:
+        stop.set()
+        fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # a writer still waiting to open gets a reader
+        writer.join(10)
+        os.close(fd)
+
+
+def test_a_fifo_nobody_writes_ends_at_the_timeout(tmp_path):
+    """--timeout covers the open and the read: a FIFO with no writer, as the trace and as a taxonomy."""
+    fifo = tmp_path / "silent.json"
+    os.mkfifo(fifo)
+    code, _, err, _ = run_cli(["analyze", str(fifo), "--timeout", "2", "--format", "json"], timeout=60)
+    assert code == 2 and "timed out" in err and len(err.strip().splitlines()) == 1
+    trace = tmp_path / "t.json"
+    trace.write_text('{"traceEvents":[]}')
+    toml = tmp_path / "silent.toml"
+    os.mkfifo(toml)
+    code, _, err, _ = run_cli(["analyze", str(trace), "--taxonomy", str(toml), "--timeout", "2", "--format", "json"],
+                              timeout=60)
+    assert code == 2 and "timed out" in err and len(err.strip().splitlines()) == 1
+
+
+def test_the_memory_budget_ends_the_process_in_one_line(t4, tmp_path):
+    """NONGEMM_MAX_MEMORY is a cap on the process: the loader's count of its tables refuses first where
+    it can; any memory past the budget plus the fixed floor, in any stage, ends the process in one
+    line naming the file and the figure, exit 2 (the watchdog, driven here by an allocation)."""
+    path = _make(t4, "M1-make-overlapping-steps.py", 20_000, tmp_path / "m1.json.gz")
+    code, out, err, _ = run_cli(["analyze", str(path), "--format", "json"], {"NONGEMM_MAX_MEMORY": "1"},
+                                timeout=TIMEOUT_S)
+    lines = err.strip().splitlines()
+    assert code == 2 and out == "" and len(lines) == 1 and str(path) in lines[0] and "NONGEMM_MAX_MEMORY" in lines[0]
+    driver = ("import time\nfrom nongemm_trace.core import memory_guard as g\ng.note_input('in.json')\n"
+              "g.start(1)\nheld = bytearray(g.FLOOR_BYTES + (64 << 20))\ntime.sleep(30)\n")
+    code, out, err, peak = run_cli([], driver=driver, timeout=60)
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and lines[0].startswith("nongemm-trace: error: in.json: needs more than")
+
+
+def test_inflate_gives_every_byte_whatever_the_cuts():
+    """The windowed feed of gzip members loses no byte: any input cut, any output block, many members,
+    padding after them; a stream cut short is still refused."""
+    import gzip
+    import random
+
+    from nongemm_trace.errors import TraceError
+    from nongemm_trace.load.source import _inflate
+
+    rng = random.Random(7)
+    raw = bytes(rng.getrandbits(8) for _ in range(6_000)) * 2 + b"x" * 30_000
+    parts = [raw[:20_000], b"", raw[20_000:20_001], raw[20_001:]]
+    data = b"".join(gzip.compress(p, mtime=0) for p in parts) + b"\x00" * 33
+    for block in (1, 7, 4096, 1 << 20):
+        for cut in (1, 13, 1000, 1 << 20):
+            pieces = [data[i:i + cut] for i in range(0, len(data), cut)]
+            assert b"".join(_inflate(Path("x"), iter(pieces), 1 << 40, block)) == raw, (block, cut)
+    with pytest.raises(TraceError, match="truncated gzip"):
+        b"".join(_inflate(Path("x"), iter([gzip.compress(raw)[:-10]]), 1 << 40, 4096))

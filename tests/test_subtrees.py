@@ -1,0 +1,111 @@
+"""The op table's inclusive times by subtree ranges (metrics/subtrees.py) against the walk up the
+tree they replace, on random nestings (ties, recurring names, several threads, zero-length ops),
+and linear on trees that made rows x depth before (issue #42 item 2)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import random
+import time
+
+import polars as pl
+import pytest
+from polars.testing import assert_frame_equal
+
+from nongemm_trace.metrics import breakdown, subtrees
+from nongemm_trace.pipeline.api import analyze
+
+
+def _random_trace(path, seed: int) -> None:
+    """Ops nested by time on three threads (some sharing starts, ends or whole intervals, some of
+    zero length), each launching a kernel or not; names recur along paths."""
+    rng = random.Random(seed)
+    events, corr = [], 0
+
+    def grow(tid, lo, hi, depth):
+        nonlocal corr
+        t = lo
+        while t < hi and rng.random() < 0.8:
+            start = t + rng.choice([0, 0, 1, 3])
+            end = min(hi, start + rng.choice([0, 1, 5, 20, 60]))
+            if rng.random() < 0.1:
+                start, end = lo, hi  # the same interval as its parent
+            if start > end or start >= hi:
+                break
+            name = rng.choice(["aten::f", "aten::g", "aten::mm", "aten::add"])
+            events.append({"ph": "X", "cat": "cpu_op", "name": name, "pid": 1, "tid": tid, "ts": start,
+                           "dur": end - start, "args": {}})
+            if end > start and rng.random() < 0.6:
+                corr += 1
+                events.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": tid,
+                               "ts": start + 0.5 * (end - start), "dur": 0.001, "args": {"correlation": corr}})
+                events.append({"ph": "X", "cat": "kernel", "name": rng.choice(["sgemm_nn", "elementwise_kernel",
+                                                                                "softmax_kernel"]),
+                               "pid": 0, "tid": 7, "ts": 10_000 + corr, "dur": rng.randint(1, 9),
+                               "args": {"correlation": corr, "stream": 7}})
+            if depth < 6 and end - start > 2:
+                grow(tid, start, end, depth + 1)
+            t = end
+    for tid in (1, 2, 3):
+        grow(tid, 0, 400, 0)
+    rng.shuffle(events)
+    with gzip.open(path, "wt") as fh:
+        json.dump({"traceEvents": events}, fh)
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("metric", ["gpu", "cpu"])
+def test_ranges_give_the_walks_table(tmp_path, monkeypatch, seed, metric):
+    path = tmp_path / "t.json.gz"
+    _random_trace(path, seed)
+    seen = []
+    monkeypatch.setattr(breakdown, "subtree_ranges", lambda ops: seen.append(subtrees.subtree_ranges(ops)) or seen[-1])
+    by_ranges = analyze(path, metric=metric).ops
+    assert seen and seen[0] is not None  # the ranges described the tree
+    monkeypatch.setattr(breakdown, "subtree_ranges", lambda ops: None)
+    walked = analyze(path, metric=metric).ops
+    assert by_ranges.height > 0
+    assert_frame_equal(by_ranges, walked, check_exact=True)
+
+
+def test_ranges_are_the_subtrees():
+    """A small tree by hand: positions in preorder, each range one past the last descendant."""
+    ops = pl.DataFrame({"op_id": pl.Series(range(5), dtype=pl.UInt32),
+                        "parent_id": pl.Series([None, 0, 1, 0, None], dtype=pl.UInt32),
+                        "depth": pl.Series([0, 1, 2, 1, 0], dtype=pl.Int32), "pid": ["1"] * 5, "tid": ["1"] * 5,
+                        "ts_ns": [0, 1, 2, 10, 30], "dur_ns": [20, 8, 3, 5, 4]})
+    got = subtrees.subtree_ranges(ops)
+    assert got is not None
+    assert got[subtrees.POS].to_list() == [0, 1, 2, 3, 4]
+    assert got[subtrees.END].to_list() == [4, 3, 3, 4, 5]
+
+
+def test_parents_out_of_time_order_are_walked():
+    """Parents a loader set against the time order are not a preorder of it: no ranges."""
+    ops = pl.DataFrame({"op_id": pl.Series(range(3), dtype=pl.UInt32),
+                        "parent_id": pl.Series([None, 2, None], dtype=pl.UInt32),
+                        "depth": pl.Series([0, 1, 0], dtype=pl.Int32), "pid": ["1"] * 3, "tid": ["1"] * 3,
+                        "ts_ns": [0, 1, 5], "dur_ns": [4, 2, 4]})
+    assert subtrees.subtree_ranges(ops) is None
+    cycle = ops.with_columns(pl.Series("parent_id", [1, 0, None], dtype=pl.UInt32))
+    assert subtrees.subtree_ranges(cycle) is None
+
+
+def test_deep_nesting_and_overlapping_steps_are_linear(tmp_path):
+    """20,000 ops nested in one another over one kernel, and 5,000 overlapping steps over 5,000
+    kernels: seconds, where the walk made rows x depth (1 ms a level before)."""
+    deep = tmp_path / "deep.json"
+    n = 20_000
+    ev = [{"ph": "X", "cat": "cpu_op", "name": f"aten::lin{i % 3}", "pid": 1, "tid": 1, "ts": 1000 + i,
+           "dur": 10 * n - 2 * i, "args": {}} for i in range(n)]
+    ev += [{"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 1000 + n, "dur": 1,
+            "args": {"correlation": 5}},
+           {"ph": "X", "cat": "kernel", "name": "sgemm", "pid": 0, "tid": 7, "ts": 2000 + 10 * n, "dur": 5,
+            "args": {"correlation": 5, "stream": 7}}]
+    deep.write_text(json.dumps({"traceEvents": ev}))
+    t0 = time.perf_counter()
+    ops = analyze(deep).ops
+    assert time.perf_counter() - t0 < 20
+    assert ops.filter(pl.col("op") == "aten::lin0")["gpu_time_ns"].item() == 5000
+    assert ops.filter(pl.col("op") == "aten::lin0")["calls"].item() == len(range(0, n, 3))
