@@ -13,7 +13,8 @@ import sys
 
 import pytest
 from conftest import SAMPLES, shared
-from test_hostile_inputs import judge, run_cli
+from test_hostile_inputs import judge
+from test_hostile_t4 import run_measured as run_cli
 
 from nongemm_trace.core.reader import open_input
 from nongemm_trace.load.source import iter_blocks
