@@ -18,12 +18,14 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
 import threading
+import time
 from pathlib import Path
 
 import pytest
-from conftest import SHARED
-from test_hostile_inputs import PATHS, judge, run_cli
+from conftest import REPO, SHARED
+from test_hostile_inputs import PATHS, judge
 
 HOSTILE_T4 = SHARED.parent / "fuzz" / "hostile-t4"
 #: every run here stays far below this (the unbounded code: 4 GB for M1 at 10,000 steps)
@@ -40,13 +42,42 @@ def t4():
     return HOSTILE_T4
 
 
+def run_measured(args: list[str], env: dict[str, str] | None = None, timeout: float = TIMEOUT_S,
+                 driver: str | None = None) -> tuple[int, str, str, int]:
+    """``nongemm-trace ARGS`` (or ``driver``) in a subprocess: (exit code, stdout, stderr, peak RSS). The
+    peak is the child's own high-water mark (``VmHWM``, read every 10 ms while it runs): ``wait4``'s
+    figure also counts the memory of the process it was forked from (a test worker that once held
+    860 MB gave every child 860 MB)."""
+    with tempfile.TemporaryFile() as fo, tempfile.TemporaryFile() as fe:
+        command = ["-c", driver] if driver else ["-m", "nongemm_trace"]
+        proc = subprocess.Popen([sys.executable, *command, *args], cwd=REPO, stdout=fo, stderr=fe,
+                                env={**os.environ, **(env or {})})
+        status_file, peak, deadline = f"/proc/{proc.pid}/status", 0, time.monotonic() + timeout
+        while proc.poll() is None:
+            try:
+                with open(status_file) as fh:
+                    hwm = next((line for line in fh if line.startswith("VmHWM:")), None)
+                if hwm:
+                    peak = max(peak, int(hwm.split()[1]) * 1024)
+            except (OSError, ValueError):
+                pass
+            if time.monotonic() > deadline:
+                proc.kill()
+                proc.wait()
+                pytest.fail(f"nongemm-trace {' '.join(args)} did not end within {timeout} s")
+            time.sleep(0.01)
+        fo.seek(0)
+        fe.seek(0)
+        return proc.returncode, fo.read().decode("utf-8", "replace"), fe.read().decode("utf-8", "replace"), peak
+
+
 def _make(t4: Path, script: str, n: int, out: Path) -> Path:
     subprocess.run([sys.executable, str(t4 / script), str(n), str(out)], check=True, timeout=TIMEOUT_S)
     return out
 
 
 def _analyze(path: Path, env: dict[str, str], *more: str) -> tuple[dict | None, str, int]:
-    code, out, err, peak = run_cli(["analyze", str(path), "--format", "json", *more], env, timeout=TIMEOUT_S)
+    code, out, err, peak = run_measured(["analyze", str(path), "--format", "json", *more], env)
     assert peak < PEAK_BYTES, f"{path.name}: peak RSS {peak / 2**20:.0f} MiB"
     return judge(path, code, out, err, peak), err, peak
 
@@ -90,7 +121,7 @@ def test_thirty_thousand_steps(tmp_path, engine):
     path.write_text('{"traceEvents":[' + ",".join(ev) + "]}")
     d, _, _ = _analyze(path, PATHS[engine])
     assert d is not None and len(d["steps"]) == 30_000 and d["gpu_activities"] == 300
-    code, out, err, peak = run_cli(["analyze", str(path)], PATHS[engine], timeout=TIMEOUT_S)
+    code, out, err, peak = run_measured(["analyze", str(path)], PATHS[engine], timeout=TIMEOUT_S)
     assert code == 0 and peak < PEAK_BYTES, err
     assert "29,500 more steps" in out and out.count("ProfilerStep#") < 600
 
@@ -132,12 +163,12 @@ def test_dev_zero_through_a_link_is_read_to_the_cap(tmp_path, engine):
                      '"args":{}}]}')
     tax = tmp_path / "extends-zero.toml"
     tax.write_text(f'extends = "{zero}"\n')
-    code, _, err, peak = run_cli(["analyze", str(trace), "--taxonomy", str(tax), "--format", "json"], env,
+    code, _, err, peak = run_measured(["analyze", str(trace), "--taxonomy", str(tax), "--format", "json"], env,
                                  timeout=TIMEOUT_S)
     assert code == 2 and peak < PEAK_BYTES and len(err.strip().splitlines()) == 1 and str(zero) in err, err
     spec = tmp_path / "spec.toml"
     spec.symlink_to("/dev/zero")
-    code, _, err, peak = run_cli(["flops", str(trace), "--device-spec", str(spec), "--format", "json"], env,
+    code, _, err, peak = run_measured(["flops", str(trace), "--device-spec", str(spec), "--format", "json"], env,
                                  timeout=TIMEOUT_S)
     assert code == 2 and peak < PEAK_BYTES and len(err.strip().splitlines()) == 1 and str(spec) in err, err
 
@@ -173,14 +204,14 @@ def test_a_fifo_nobody_writes_ends_at_the_timeout(tmp_path):
     """--timeout covers the open and the read: a FIFO with no writer, as the trace and as a taxonomy."""
     fifo = tmp_path / "silent.json"
     os.mkfifo(fifo)
-    code, _, err, _ = run_cli(["analyze", str(fifo), "--timeout", "2", "--format", "json"], timeout=60)
+    code, _, err, _ = run_measured(["analyze", str(fifo), "--timeout", "2", "--format", "json"], timeout=60)
     assert code == 2 and "timed out" in err and len(err.strip().splitlines()) == 1
     trace = tmp_path / "t.json"
     trace.write_text('{"traceEvents":[]}')
     toml = tmp_path / "silent.toml"
     os.mkfifo(toml)
-    code, _, err, _ = run_cli(["analyze", str(trace), "--taxonomy", str(toml), "--timeout", "2", "--format", "json"],
-                              timeout=60)
+    code, _, err, _ = run_measured(["analyze", str(trace), "--taxonomy", str(toml), "--timeout", "2",
+                                    "--format", "json"], timeout=60)
     assert code == 2 and "timed out" in err and len(err.strip().splitlines()) == 1
 
 
@@ -189,13 +220,13 @@ def test_the_memory_budget_ends_the_process_in_one_line(t4, tmp_path):
     it can; any memory past the budget plus the fixed floor, in any stage, ends the process in one
     line naming the file and the figure, exit 2 (the watchdog, driven here by an allocation)."""
     path = _make(t4, "M1-make-overlapping-steps.py", 20_000, tmp_path / "m1.json.gz")
-    code, out, err, _ = run_cli(["analyze", str(path), "--format", "json"], {"NONGEMM_MAX_MEMORY": "1"},
+    code, out, err, _ = run_measured(["analyze", str(path), "--format", "json"], {"NONGEMM_MAX_MEMORY": "1"},
                                 timeout=TIMEOUT_S)
     lines = err.strip().splitlines()
     assert code == 2 and out == "" and len(lines) == 1 and str(path) in lines[0] and "NONGEMM_MAX_MEMORY" in lines[0]
     driver = ("import time\nfrom nongemm_trace.core import memory_guard as g\ng.note_input('in.json')\n"
               "g.start(1)\nheld = bytearray(g.FLOOR_BYTES + (64 << 20))\ntime.sleep(30)\n")
-    code, out, err, peak = run_cli([], driver=driver, timeout=60)
+    code, out, err, peak = run_measured([], driver=driver, timeout=60)
     lines = err.strip().splitlines()
     assert code == 2 and len(lines) == 1 and lines[0].startswith("nongemm-trace: error: in.json: needs more than")
 

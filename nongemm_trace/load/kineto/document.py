@@ -69,7 +69,7 @@ def decode_document(path: str | Path, data: bytes) -> tuple[dict[str, Any], msgs
     """
     data = without_bom(data)
     if data[-1:] == b"\x00":  # zero padding after the value (a file system's preallocation), as after gzip
-        data = data.rstrip(b"\x00")
+        data = data.rstrip(b"\x00") or data  # (nothing but zeros: not JSON, said so below)
     head = data[:64].lstrip()
     if data.startswith(SQLITE_MAGIC):
         raise TraceError(path, "is an SQLite database, not a Kineto JSON trace")
