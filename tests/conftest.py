@@ -16,6 +16,9 @@ from pathlib import Path
 
 import pytest
 
+# no periodic progress lines in the tests' output (commands/progress.py); a test that wants them sets it
+os.environ.setdefault("NONGEMM_PROGRESS_S", "inf")
+
 REPO = Path(__file__).resolve().parent.parent
 if os.environ.get("NONGEMM_EXT_DIR"):  # a sanitizer build of the C extensions (bench/sanitize.sh)
     import sys

@@ -75,3 +75,41 @@ def test_a_test_file_collects_without_the_shared_traces(tmp_path):
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert "error" not in done.stdout.splitlines()[-1]
+
+
+def test_every_model_has_a_short_repr():
+    """A Report's generated repr printed its tables in full (16,753 characters on the bundled BERT)."""
+    import nongemm_trace
+    from nongemm_trace.latency import latency_analysis, whatif_analysis
+
+    path = str(SAMPLES / "bert_base_fp32_bs8_s128__eager.json.gz")
+    a = nongemm_trace.Analysis(path)
+    models = [a.report(), nongemm_trace.launch_analysis(a), nongemm_trace.flops_analysis(path),
+              latency_analysis(path), whatif_analysis(path, scales={"GEMM": 0.5}),
+              nongemm_trace.compare([path, path])]
+    for m in models:
+        text = repr(m)
+        assert text.startswith(type(m).__name__ + "(") and "\n" not in text and len(text) < 700, text[:200]
+    assert "kernel_rows=<308x" in repr(models[0])
+
+
+def test_dir_lists_the_public_names_only():
+    import nongemm_trace
+
+    names = set(dir(nongemm_trace))
+    assert set(nongemm_trace.__all__) <= names
+    assert not names & {"Any", "sys", "importlib", "types", "TYPE_CHECKING"}
+
+
+def test_old_module_paths_warn_with_the_new_path_and_removal_version():
+    """``from nongemm_trace.check import check`` (the last release's path) works, with a warning; the
+    package's ``check`` stays the function (fresh interpreters: the import happens once a process)."""
+    code = ("import warnings; warnings.simplefilter('error', DeprecationWarning)\n"
+            "try:\n    from nongemm_trace.check import check\nexcept DeprecationWarning as w:\n    print(w)\n"
+            "warnings.simplefilter('ignore')\n"
+            "from nongemm_trace.check import check; import nongemm_trace\n"
+            "assert nongemm_trace.check is check and callable(check)\n")
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "nongemm_trace.check (module) is deprecated: use nongemm_trace.analyses.check" in done.stdout
+    assert "goes away in nongemm-trace 0.3" in done.stdout

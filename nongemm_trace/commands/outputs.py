@@ -151,7 +151,9 @@ def render(model_name: str, model: Any, args: argparse.Namespace) -> int:
     """``model`` in the format ``args`` asks for, written to ``-o`` (when the command has one) or
     standard output. Every command's output goes through here."""
     from ..report.output import draw, emit
+    from .progress import stop_display
 
+    stop_display()  # the bar goes before the report is written
     row = output(model_name, args.format)
     args.format = row.format
     dest = getattr(args, "output", None)

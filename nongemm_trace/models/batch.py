@@ -9,10 +9,13 @@ from typing import Any
 
 from .._version import __version__
 from ..vocabulary import SCHEMA_VERSION
+from .short_repr import short_repr
 
 
-@dataclass
+@dataclass(repr=False)
 class BatchResult:
+    __repr__ = short_repr  # one line, tables as sizes (models/short_repr.py)
+
     #: one report document (``Report.to_dict``, plus ``rank``, ``timeline``, ``step_cpu_times_us``) per trace
     reports: list[dict[str, Any]]
     failed: list[dict[str, str]] = field(default_factory=list)

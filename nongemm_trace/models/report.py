@@ -20,6 +20,7 @@ from ..errors import TraceError
 from ..vocabulary import CLASSES, MODEL_TABLES, SCHEMA_VERSION, STEP_TIME, TIME_BASES, ns
 from ..vocabulary import us as _us
 from .rows import frame, warnings_of
+from .short_repr import short_repr
 
 _S, _I, _F = pl.Utf8, pl.Int64, pl.Float64
 _OPS = {"op": ("op", _S), "category": ("category", _S), "calls": ("calls", _I),
@@ -44,7 +45,7 @@ def _share(x: Any) -> float:
     return round(float(x or 0.0), 6)
 
 
-@dataclass
+@dataclass(repr=False)
 class Report:
     """One trace's breakdown (``analyze``): where its time went, by class and category, per op,
     per kernel and per step, under one metric (``gpu``, ``cpu``, ``paper``; a deployment stack's
@@ -52,6 +53,9 @@ class Report:
     integer nanoseconds; every activity counted is in exactly one category, and the categories sum
     to ``gpu_time_ns`` (checked when measured). ``to_dict()`` is the JSON contract (microseconds),
     ``from_dict()`` reads it back; ``share(name)`` gives a class's or category's share."""
+
+    __repr__ = short_repr  # one line, tables as sizes (models/short_repr.py)
+
     #: the tables ``--table`` picks for csv / parquet (the default first)
     TABLES: ClassVar[tuple[str, ...]] = MODEL_TABLES["report"]
 

@@ -1,0 +1,39 @@
+"""Leftovers of earlier audits, each on a real trace (issue #43 item 9)."""
+
+from __future__ import annotations
+
+import re
+
+import polars as pl
+from conftest import shared
+
+from nongemm_trace.load.template_params import fill_template_params
+
+#: a parameter written as a template placeholder, as Nsight Systems' demangler does
+_PLACEHOLDER = re.compile(r"[(,<] ?(?:const )?T\d+\b")
+
+
+def test_nsight_kernel_names_carry_the_types_not_template_placeholders():
+    """The Nsight export of BERT wrote ``vectorized_elementwise_kernel<4, CUDAFunctor_add<float>,
+    std::array<char *, 3>>(int, T2, T3)``: the kernel table now names the types, as Kineto does."""
+    import nongemm_trace
+
+    acts = nongemm_trace.Analysis(shared("h200_nsys", "bert_nvtx.sqlite.gz")).trace().activities
+    names = acts["name"].cast(pl.String).unique().to_list()
+    assert not [n for n in names if _PLACEHOLDER.search(n)]
+    add = [n for n in names if n.startswith("void at::native::vectorized_elementwise_kernel<4, "
+                                            "at::native::CUDAFunctor_add<float>")]
+    assert add and add[0].endswith("(int, at::native::CUDAFunctor_add<float>, std::array<char *, 3>)")
+
+
+def test_template_placeholders_take_the_nearest_templates_arguments():
+    nested = ("void at::native::elementwise_kernel<128, 2, void at::native::gpu_kernel_impl_nocast<F<float>>"
+              "(at::TensorIteratorBase &, const T1 &)::{lambda(int)#1}>(int, T3)")
+    assert fill_template_params(nested) == (
+        "void at::native::elementwise_kernel<128, 2, void at::native::gpu_kernel_impl_nocast<F<float>>"
+        "(at::TensorIteratorBase &, const F<float> &)::{lambda(int)#1}>(int, void at::native::"
+        "gpu_kernel_impl_nocast<F<float>>(at::TensorIteratorBase &, const F<float> &)::{lambda(int)#1})")
+    # a placeholder beyond the template's arguments, and unbalanced brackets, stay as written
+    assert fill_template_params("k<int>(T2)") == "k<int>(T2)"
+    assert fill_template_params("k<int(T1)") == "k<int(T1)"
+    assert fill_template_params("MyT1Kernel<int>(T1x)") == "MyT1Kernel<int>(T1x)"
