@@ -9,11 +9,11 @@ Pipeline: load -> link -> classify -> measure -> render (see DESIGN in the READM
 
 from __future__ import annotations
 
+import logging as _logging
 from typing import TYPE_CHECKING as _TYPE_CHECKING
 
-import logging as _logging
-
 from ._version import __version__
+from .core import moved as _moved
 
 # the package logs under its name (stages, at INFO); a library user sees nothing unless the
 # application configures logging; the command line shows them with --verbose
@@ -69,8 +69,6 @@ if _TYPE_CHECKING:  # pragma: no cover
     from .pipeline.analysis import Analysis as Analysis
     from .pipeline.api import analyze as analyze
 
-
-from .core import moved as _moved
 
 _moved.install()  # old module paths: the module at its new path, with a DeprecationWarning
 

@@ -255,7 +255,6 @@ def test_moved_modules_import_by_their_old_path_as_the_same_module():
     import importlib
     import subprocess
     import sys
-
     import warnings
 
     import nongemm_trace

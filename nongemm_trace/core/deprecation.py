@@ -10,13 +10,15 @@ from __future__ import annotations
 import sys
 import warnings
 from pathlib import Path
+from types import FrameType
 
 _PACKAGE_DIR = str(Path(__file__).resolve().parent.parent)
 
 
 def _caller_stacklevel() -> int:
     """The stacklevel of the first caller that is neither importlib nor nongemm_trace itself."""
-    frame, level = sys._getframe(1), 1
+    frame: FrameType | None = sys._getframe(1)
+    level = 1
     while frame is not None:
         name = frame.f_code.co_filename
         if not (name.startswith("<frozen importlib") or name.startswith(_PACKAGE_DIR)):

@@ -30,7 +30,9 @@ def _matching(name: str, start: int, open_: str, close: str, step: int) -> int:
 
 def _top_level_args(text: str) -> list[str]:
     """``a, b<c, d>, e`` -> ``[a, b<c, d>, e]`` (commas at depth 0 only)."""
-    out, depth, cur = [], 0, []
+    out: list[str] = []
+    cur: list[str] = []
+    depth = 0
     for ch in text:
         if ch in "<([{":
             depth += 1
