@@ -37,3 +37,28 @@ def test_template_placeholders_take_the_nearest_templates_arguments():
     assert fill_template_params("k<int>(T2)") == "k<int>(T2)"
     assert fill_template_params("k<int(T1)") == "k<int(T1)"
     assert fill_template_params("MyT1Kernel<int>(T1x)") == "MyT1Kernel<int>(T1x)"
+
+
+def test_figures_print_with_separators_and_sensible_decimals(capsys):
+    """``launch`` printed ``27.8983 us`` (the JSON's float as it was); ``--skip-steps 1`` said ``2254 GPU
+    activities … in the first 1 steps``."""
+    from nongemm_trace import cli
+
+    trace = str(shared("h200x2", "bert_ddp_train_rank0.json.gz"))
+    assert cli.main(["launch", trace]) == 0
+    row = next(ln for ln in capsys.readouterr().out.splitlines() if "launch overhead per activity" in ln)
+    assert re.search(r" \d[\d,]*\.\d\d us ", row), row
+    assert cli.main(["analyze", trace, "--skip-steps", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "in the first step or outside every step" in out and "2,254 GPU activities" in out
+    assert "first 1 steps" not in out
+
+
+def test_a_range_of_equal_ends_prints_one_figure():
+    """Two ranks: the 'others' are one rank, and the straggler sentence said ``550.8-550.8 ms``."""
+    from nongemm_trace.runs.batch import _ms_range, _straggler
+
+    assert _ms_range([550_812.0]) == "550.8 ms" and _ms_range([550_812.0, 612_000.0]) == "550.8-612.0 ms"
+    rows = [{"rank": 0, "communication_us": 550_812.0, "host_bound_idle_us": 1.0, "busy_us": 2.0},
+            {"rank": 1, "communication_us": 700_000.0, "host_bound_idle_us": 0.0, "busy_us": 2.0}]
+    assert "the others 700.0 ms (waiting for it)" in _straggler(rows)[1]

@@ -197,7 +197,7 @@ def launch_section(lrep, timeline: bool = True, width: int = 1000, warnings: boo
     out = [f'<p class="verdict">{escape(d["verdict"])}</p>']
     if not d.get("activities"):
         return "".join(out)
-    rows = [_text(label) + _num(d[k], 3 if k == "launch_overhead_per_activity_us" else 1)
+    rows = [_text(label) + _num(d[k], 2 if k == "launch_overhead_per_activity_us" else 1)
             for k, label in _LAUNCH_ROWS if d.get(k) is not None]
     for k, label in (("activities", "activities"), ("launches", "launch calls"), ("short_activities",
                      f"short activities (< {d['short_activity_us']:g} us)")):

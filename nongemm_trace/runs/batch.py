@@ -118,6 +118,12 @@ def _write_parts(rep, root: Path, index: int, rank: Any) -> None:
         write_file(d / f"part-{index:05d}.parquet", df.write_parquet)
 
 
+def _ms_range(values_us: list[float]) -> str:
+    """``12.3-14.5 ms``, or one figure where both ends print the same (a range of one value, two ranks)."""
+    lo, hi = f"{min(values_us) / 1000:,.1f}", f"{max(values_us) / 1000:,.1f}"
+    return f"{lo} ms" if lo == hi else f"{lo}-{hi} ms"
+
+
 def _straggler(rows: list[dict[str, Any]]) -> tuple[Any, str]:
     """The rank the others wait for: in a collective every rank waits until the last one arrives, so the
     straggler is the rank with the least time in communication kernels (its collectives start last and
@@ -130,7 +136,7 @@ def _straggler(rows: list[dict[str, Any]]) -> tuple[Any, str]:
         others = [r["communication_us"] for r in rows if r is not slow]
         return slow["rank"], (
             f"rank {slow['rank']} spends {slow['communication_us'] / 1000:,.1f} ms in collectives, the others "
-            f"{min(others) / 1000:,.1f}-{max(others) / 1000:,.1f} ms (waiting for it); it is "
+            f"{_ms_range(others)} (waiting for it); it is "
             f"{(slow.get('host_bound_idle_us') or 0) / 1000:,.1f} ms idle waiting for its CPU and "
             f"{(slow.get('busy_us') or 0) / 1000:,.1f} ms busy")
     host = [r.get("host_communication_us") for r in rows]
@@ -139,7 +145,7 @@ def _straggler(rows: list[dict[str, Any]]) -> tuple[Any, str]:
         others = [r["host_communication_us"] for r in rows if r is not slow]
         return slow["rank"], (
             f"no communication kernels: rank {slow['rank']} spends {slow['host_communication_us'] / 1000:,.1f} ms of "
-            f"host time in collective ops, the others {min(others) / 1000:,.1f}-{max(others) / 1000:,.1f} ms "
+            f"host time in collective ops, the others {_ms_range(others)} "
             f"(waiting for it)")
     if all(r["mean_step_us"] is not None for r in rows):
         slow = max(rows, key=lambda r: r["mean_step_us"])

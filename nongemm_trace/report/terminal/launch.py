@@ -12,8 +12,8 @@ from ..palette import TITLE
 from . import escape, unprofiled_source, warning_line
 
 
-def _us(v: Any) -> str:
-    return "-" if v is None else f"{v:,.1f}"
+def _us(v: Any, decimals: int = 1) -> str:
+    return "-" if v is None else f"{v:,.{decimals}f}"
 
 
 def render_launch(rep: LaunchReport, console: Console) -> None:
@@ -43,7 +43,7 @@ def render_launch(rep: LaunchReport, console: Console) -> None:
         ("activities / launches", f"{s['activities']:,} / {s['launches']:,}"),
         (f"short activities (< {rep.short_ns / 1000:g} us)", f"{s['short_activities']:,}"),
         ("mean launch delay", f"{_us(s['mean_launch_delay_us'])} us"),
-        ("launch overhead per activity", f"{s['launch_overhead_per_activity_us']} us"),
+        ("launch overhead per activity", f"{_us(s['launch_overhead_per_activity_us'], 2)} us"),
         ("exposed / overlapped communication",
          f"{_us(s['exposed_communication_us'])} / {_us(s['overlapped_communication_us'])} us"),
     ]
