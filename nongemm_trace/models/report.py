@@ -129,11 +129,12 @@ class Report:
         return self.categories.select("category", "class", pl.col(col).alias("gpu_time_ns"), "activities")
 
     def to_pandas(self) -> dict[str, Any]:
-        """The report's tables as pandas DataFrames (needs pandas installed)."""
+        """The report's tables as pandas DataFrames (needs pandas and pyarrow: the ``[pandas]`` extra)."""
         try:
             import pandas  # noqa: F401
+            import pyarrow  # noqa: F401
         except ImportError:
-            raise ImportError("Report.to_pandas() needs pandas: pip install 'nongemm-trace[pandas]' (the tables "
+            raise ImportError("Report.to_pandas() needs pandas and pyarrow: pip install 'nongemm-trace[pandas]' (the tables "
                               "themselves are polars DataFrames: report.categories, report.ops, …)") from None
         return {k: getattr(self, k).to_pandas()
                 for k in ("categories", "classes", "ops", "kernels", "kernel_summary", "steps")}
