@@ -9,11 +9,11 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-import pytest  # noqa: E402
-from conftest import shared  # noqa: E402
+import pytest
+from conftest import shared
 
-from nongemm_trace import cli  # noqa: E402
-from nongemm_trace.report.names import shorten, shorten_apart  # noqa: E402
+from nongemm_trace import cli
+from nongemm_trace.report.names import shorten, shorten_apart
 
 
 @pytest.mark.parametrize("columns", ["80", "160"])
