@@ -16,7 +16,8 @@ from .short_repr import short_repr
 class BatchResult:
     __repr__ = short_repr  # one line, tables as sizes (models/short_repr.py)
 
-    #: one report document (``Report.to_dict``, plus ``rank``, ``timeline``, ``step_cpu_times_us``) per trace
+    #: one report document per trace (``Report.to_dict``, plus ``rank``, ``timeline``, ``step_times_us``:
+    #: each step's period)
     reports: list[dict[str, Any]]
     failed: list[dict[str, str]] = field(default_factory=list)
     #: GPU time and activities per category and class over all traces

@@ -9,7 +9,8 @@ from rich.table import Table
 
 from ...models.launch import LaunchReport
 from ..palette import TITLE
-from . import escape, unprofiled_source, warning_line
+from ..sentences import launch_verdicts
+from . import escape, warning_line
 
 
 def _us(v: Any, decimals: int = 1) -> str:
@@ -22,12 +23,8 @@ def render_launch(rep: LaunchReport, console: Console) -> None:
     console.print(f"[{TITLE}]{escape(rep.trace)}[/{TITLE}]")
     console.print(f"device: {escape(dev)} | taxonomy: {rep.taxonomy} | level: {rep.level} | short activity: "
                   f"< {rep.short_ns / 1000:g} us")
-    console.print(f"[{TITLE}]profiled: {escape(rep.verdict)}[/{TITLE}]")
-    un = rep.summary.get("unprofiled")
-    if un:
-        console.print(f"[{TITLE}]{escape(un['verdict'])}[/{TITLE}] (profiled run: GPU busy "
-                      f"{100 * (un.get('profiled_busy_share') or 0):.0f} %)")
-        console.print(f"  ({escape(unprofiled_source(un))})")
+    for line in launch_verdicts(rep.verdict, rep.summary):  # the HTML page shows the same lines
+        console.print(f"  {escape(line)}" if line.startswith("(") else f"[{TITLE}]{escape(line)}[/{TITLE}]")
     t = Table(title="Timeline, all streams", title_justify="left")
     t.add_column("measure")
     t.add_column("value", justify="right")
