@@ -22,11 +22,11 @@ def unprofiled_source(un: dict) -> str:
 
 def launch_verdicts(verdict: str, summary: dict[str, Any]) -> list[str]:
     """``launch``'s verdict lines: the profiled run, then (when known) the run without the profiler
-    and where that estimate comes from."""
+    and where that estimate comes from. Each run's busy share is said once, in its own line."""
     lines = [f"profiled: {verdict}"]
     un = summary.get("unprofiled")
     if un:
-        lines.append(f"{un['verdict']} (profiled run: GPU busy {100 * (un.get('profiled_busy_share') or 0):.0f} %)")
+        lines.append(un["verdict"])  # the profiled busy share is the line above's: said once
         lines.append(f"({unprofiled_source(un)})")
     return lines
 
