@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 import polars as pl
+import pytest
 from conftest import shared
 
 from nongemm_trace.load.template_params import fill_template_params
@@ -62,3 +63,21 @@ def test_a_range_of_equal_ends_prints_one_figure():
     rows = [{"rank": 0, "communication_us": 550_812.0, "host_bound_idle_us": 1.0, "busy_us": 2.0},
             {"rank": 1, "communication_us": 700_000.0, "host_bound_idle_us": 0.0, "busy_us": 2.0}]
     assert "the others 700.0 ms (waiting for it)" in _straggler(rows)[1]
+
+
+def test_the_profilers_buffer_request_is_not_the_interrupted_ops_self_time():
+    """The FP8 Llama trace: Kineto's ``Activity Buffer Request`` (2.0 ms, pid -1) fell inside an
+    ``aten::gather`` whose self CPU time read 2,093.8 us, 31x torch.profiler's 67.8 us."""
+    import json
+
+    import nongemm_trace
+
+    path = shared("h200", "llama_1b_fp8dyn_bs1_s2048__eager.json.gz")
+    analysis = nongemm_trace.Analysis(path)
+    assert analysis.trace().profiler_overhead.height == 1
+    assert "Activity Buffer Request" not in analysis.trace().ops["name"].cast(pl.String).to_list()
+    ops = analysis.report(metric="cpu").ops
+    ours = ops.filter(pl.col("op") == "aten::gather")["self_cpu_time_ns"].sum() / 1000
+    meta = json.loads(path.with_name(path.name.replace(".json.gz", ".meta.json")).read_text())
+    torch = sum(r["self_cpu_time_total_us"] for r in meta["key_averages"] if r["key"] == "aten::gather")
+    assert ours == pytest.approx(torch, abs=0.001)
