@@ -92,13 +92,12 @@ def entry() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from .commands.progress import configure_logging, displayed
+    from .commands.progress import displayed, logged
 
     args = parse(argv)
-    configure_logging(args)
     _note_missing_build()
     try:
-        with displayed(args):
+        with logged(args), displayed(args):
             return _run(args)
     except OptionError as exc:  # the library names parameters; the user typed flags
         print(f"nongemm-trace: error: {_as_flags(exc)}", file=sys.stderr)

@@ -177,18 +177,21 @@ class _SinceStart(logging.Formatter):
         return f"nongemm-trace: [{time.monotonic() - self._start:6.2f} s] {record.getMessage()}"
 
 
-def configure_logging(args: argparse.Namespace) -> None:
-    """The package's log on stderr for this command: warnings by default, the stages too with
-    ``--verbose``, errors only with ``--quiet``. A library user's own configuration is never touched:
-    this runs for the command line only."""
+@contextmanager
+def logged(args: argparse.Namespace) -> Iterator[None]:
+    """The package's log on stderr while the command runs: warnings by default, the stages too with
+    ``--verbose``, errors only with ``--quiet``. The handler and level are the command's alone: they
+    are taken back when it ends (``cli.main`` called from Python leaves the logger as it found it)."""
     log = logging.getLogger("nongemm_trace")
     level = logging.INFO if getattr(args, "verbose", False) else (
         logging.ERROR if getattr(args, "quiet", False) else logging.WARNING)
-    for h in [h for h in log.handlers if getattr(h, "_nongemm_cli", False)]:
-        log.removeHandler(h)
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(_SinceStart())
-    handler._nongemm_cli = True  # type: ignore[attr-defined]
+    before = log.level
     log.addHandler(handler)
     log.setLevel(level)
-    log.propagate = False
+    try:
+        yield
+    finally:
+        log.removeHandler(handler)
+        log.setLevel(before)
