@@ -135,8 +135,9 @@ class Analysis:
             from ..classify import link_and_classify
             from ..core import progress
 
+            trace = self.trace()  # read first, when not done yet
             progress.stage(f"linking and classifying {Path(self.path).name}")
-            self._linked = link_and_classify(self.trace(), self.taxonomy)
+            self._linked = link_and_classify(trace, self.taxonomy)
         return self._linked
 
     def activities(self, level: str) -> pl.DataFrame:
@@ -167,9 +168,10 @@ class Analysis:
             from ..core import progress
             from .measure import measure
 
+            selection = self.selection(**options)  # reads and links the trace first, when not done yet
             progress.stage(f"measuring {Path(self.path).name}")
             assert opts.metric is not None  # resolved
-            self._reports[opts] = measure(self.selection(**options), opts.metric)
+            self._reports[opts] = measure(selection, opts.metric)
         return self._reports[opts]
 
 
