@@ -3,12 +3,14 @@
 The profiler makes the host slower (an event per op, a callback per launch, shapes and stacks
 recorded), so a trace shows a run nobody ships. What the user's job really does is measured
 here, on the same process, model and inputs, just before and just after the profiled window
-(rounds around it, so both sides see the same host state): each step is timed with CUDA events
-(an event recorded before the step and one after it, then a synchronize, so one step's time is
-from its first launch's start to its last kernel's end), and the host's **issue time** is the
-wall time until the step function returns, before the synchronize (the time to enqueue one
-step, not waiting for the GPU unless the step itself synchronizes). Without CUDA both are the
-wall time of the step.
+(rounds around it, so both sides see the same host state). A round runs its steps back to back,
+as the user's loop does (no synchronize between steps, so the host runs ahead where it can): a
+CUDA event recorded before the first step and after each one, and each step's **time** is the
+interval between consecutive events, the loop's period (docs/latency.md; the first step's from
+the idle device). The host's **issue time** is the wall time until the round's first step
+returns, taken right after the synchronize that opens the round: the time to enqueue one step
+with an empty queue (later steps can block on a full launch queue, which is the device's pace,
+not the host's). Without CUDA both are the wall time of the step.
 
 The result is written into the trace as ``nongemm_unprofiled`` (docs/collectors.md), which
 ``latency``, ``launch`` and ``whatif`` read to answer for the run without the profiler.
@@ -28,30 +30,29 @@ SETTINGS = ("record_shapes", "with_stack", "profile_memory", "with_flops", "with
 
 
 def time_round(step: Callable[[], Any], steps: int) -> tuple[list[float], list[float]]:
-    """``steps`` steps, each timed alone: (step times, host issue times), in microseconds."""
+    """``steps`` steps back to back: (each step's time, the first step's host issue time), in microseconds."""
     import torch
 
     cuda = torch.cuda.is_available() and torch.cuda.is_initialized()
-    gpu, host = [], []
-    if cuda:
-        begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    for _ in range(steps):
-        if cuda:
-            torch.cuda.synchronize()
-            t0 = time.perf_counter()
-            begin.record()
-            step()
-            end.record()
-            t1 = time.perf_counter()
-            end.synchronize()
-            gpu.append(begin.elapsed_time(end) * 1000.0)
-        else:
+    if not cuda:
+        walls = []
+        for _ in range(steps):
             t0 = time.perf_counter()
             step()
-            t1 = time.perf_counter()
-            gpu.append((t1 - t0) * 1e6)
-        host.append((t1 - t0) * 1e6)
-    return gpu, host
+            walls.append((time.perf_counter() - t0) * 1e6)
+        return walls, walls[:1]
+    marks = [torch.cuda.Event(enable_timing=True) for _ in range(steps + 1)]
+    torch.cuda.synchronize()  # the round opens on an idle device: its first step's issue time is the host's own
+    t0 = time.perf_counter()
+    marks[0].record()
+    issue = 0.0
+    for i in range(steps):
+        step()
+        if i == 0:
+            issue = (time.perf_counter() - t0) * 1e6
+        marks[i + 1].record()
+    marks[-1].synchronize()
+    return [a.elapsed_time(b) * 1000.0 for a, b in zip(marks, marks[1:])], [issue]
 
 
 class Rounds:
@@ -86,7 +87,7 @@ class Rounds:
             "rounds": self.rounds,
             "steps_per_round": self.steps_per_round,
             "timing": "cuda_events" if cuda else "wall_clock",
-            "synchronized_steps": True,
+            "synchronized_steps": False,
             "profiler": {k: bool(settings.get(k, False)) for k in SETTINGS},
             "torch": torch.__version__,
         }

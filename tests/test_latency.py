@@ -63,7 +63,7 @@ def latency_by_definition(a: Analysis, marker: str) -> tuple[dict[int, int], dic
                         & (pl.col("ts_ns") < (ends[0] if ends else 0)))["end"].max()
     latency, period = {}, {}
     boundary = None if early is None else min(early, ends[0])
-    for i, ((s, e), end) in enumerate(zip(ranges, ends)):
+    for i, ((s, _e), end) in enumerate(zip(ranges, ends)):
         latency[i] = end - s
         start = min(max(s, boundary), end) if boundary is not None else s
         period[i] = end - start

@@ -39,7 +39,8 @@ def _one_figure(a: Analysis) -> None:
     assert launch["bound"] == (ld["unprofiled"] or {}).get("profiled_bound")
     w = whatif_analysis(a, {"GEMM": 1}).to_dict()
     assert w["measured_us"] == pytest.approx(ld["total"]["mean_step_us"], abs=0.002)
-    assert w["predicted_us"] == pytest.approx(w["measured_us"], rel=1e-4)  # nothing changed: the measured run (a replay rounds to the us)
+    # nothing changed: the measured run (a replay rounds to the us)
+    assert w["predicted_us"] == pytest.approx(w["measured_us"], rel=1e-4)
     assert w["step_time"] == ld["step_time"] == d["step_time"]
 
 

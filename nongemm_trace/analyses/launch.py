@@ -85,37 +85,43 @@ def launch_analysis(source: str | Path | Analysis, *, short_us: float = 10.0, un
 def profiled_bound(analysis: Analysis, options: dict[str, Any]) -> str | None:
     """The measured run's bound on the critical path over the kept steps, as latency reports it
     (``unprofiled.profiled_bound``); None for a format with no host timeline or no steps."""
-    from ..latency import graph_of
     from ..latency.path import attribute
-    from ..latency.replay import measured_timeline
     from ..models.latency import bound_of
+
+    found = _measured(analysis, options)
+    if found is None:
+        return None
+    analysis, g, sel, measured = found
+    measured.steps = measured.steps.filter(pl.col("step") >= sel.steps_skipped)
+    return bound_of(attribute(measured, analysis.taxonomy.classes, g.queue_gap_ns))
+
+
+def _measured(analysis: Analysis, options: dict[str, Any]) -> tuple[Any, Any, Any, Any] | None:
+    """(analysis, dependency graph, selection, measured timeline) as latency builds them, or None for
+    a format with no host timeline."""
+    from ..latency import graph_of
+    from ..latency.replay import measured_timeline
 
     opts = {k: v for k, v in options.items() if k in ("taxonomy", "level", "step_marker", "skip_steps")}
     try:
         analysis, g, sel, _ = graph_of(analysis, **opts)
     except TraceError:
         return None
-    measured = measured_timeline(g)
-    measured.steps = measured.steps.filter(pl.col("step") >= sel.steps_skipped)
-    return bound_of(attribute(measured, analysis.taxonomy.classes, g.queue_gap_ns))
+    return analysis, g, sel, measured_timeline(g)
 
 
 def without_profiler_view(analysis: Analysis, options: dict[str, Any], step_us: float | None) -> dict[str, Any] | None:
     """``busy_share`` and ``verdict`` of the run without the profiler (the replay of
     :mod:`.latency.unprofiled`), beside ``profiled_busy_share`` (the measured replay's, same scope: every
     activity, first start to last end); None for a format with no host timeline."""
-    from ..latency import graph_of
     from ..latency.path import attribute
-    from ..latency.replay import measured_timeline
     from ..latency.unprofiled import unprofiled_summary, without_profiler
     from ..models.latency import bound_of
 
-    opts = {k: v for k, v in options.items() if k in ("taxonomy", "level", "step_marker", "skip_steps")}
-    try:
-        analysis, g, sel, _ = graph_of(analysis, **opts)
-    except TraceError:
+    found = _measured(analysis, options)
+    if found is None:
         return None
-    measured = measured_timeline(g)
+    analysis, g, sel, measured = found
     kept = measured.steps.filter(pl.col("step") >= sel.steps_skipped)
     un = without_profiler(analysis, g, kept, step_us=step_us, path=sel.trace)
     busy = busy_share(un.timeline.acts)

@@ -109,7 +109,8 @@ def latency_analysis(source: str | Path | Analysis, *, unprofiled_step_us: float
     if un.note:
         warnings.append(Anomaly("unprofiled_calibration", 1, un.note))
     return LatencyReport(str(sel.trace), sel.taxonomy, sel.level, sel.marker,
-                         steps.select("step", "name", "ts", "end", "cpu_end", "gpu_end", "start", "wall", "latency"), att,
+                         steps.select("step", "name", "ts", "end", "cpu_end", "gpu_end", "start", "wall", "latency"),
+                         att,
                          g.launch_latency_ns, g.queue_gap_ns, warnings,
                          latency_unprofiled(un, steps, att, analysis.taxonomy.classes, g.queue_gap_ns))
 

@@ -16,6 +16,14 @@ shorter. Waiting (a sync's wait, a thread's wait on another) is never scaled: th
 ``nongemm_unprofiled`` metadata, or ``--unprofiled-step-us``), the model's removed time is scaled by
 the one factor ``k`` that makes the replayed step match it (the replay is monotone in ``k``), and the
 answer is ``measured``; otherwise ``k`` = 1 and it is ``estimated`` from the trace alone.
+
+**Anchoring**: a measured step is a fact, so the unchanged answer equals it. Where the host's
+cost alone cannot reach it (a device-bound loop, or a step longer than the profiled one), the
+device durations are scaled by the one factor ``device_scale`` that matches it (clock and
+contention differ between runs; the replay is monotone in it too), and what the bisections leave
+(at most the search range's end) is an exact ``anchor`` factor on every step figure of the run
+without the profiler, the what-if's prediction included. A change that only speeds work up then
+never predicts a step slower than the measured one (:func:`.whatif.predict`).
 """
 
 from __future__ import annotations
@@ -43,6 +51,10 @@ _MAX_STEP_US = 1e12
 #: the calibration factor's search range and its bisection steps
 K_MAX = 4.0
 _BISECTIONS = 14
+#: the device durations' scale search range (a run's clocks and contention differ, not by more)
+DEVICE_SCALE_RANGE = (0.25, 4.0)
+#: a replay within this share of the measured step needs no device scaling (the anchor closes it)
+_ANCHOR_TOLERANCE = 0.01
 
 
 @dataclass(frozen=True)
@@ -54,6 +66,7 @@ class OverheadModel:
     activity_ns: float  # device time the profiler's activity tracing adds to each GPU activity
     torch: str
     fit: str  # where the numbers come from (captures, error)
+    side_thread: float = 1.0  # the factor on the profiler's time in the pieces of threads other than the steps'
 
 
 @functools.cache
@@ -90,7 +103,18 @@ def model_for(settings: dict[str, bool]) -> OverheadModel:
     row = data["settings"][name]
     return OverheadModel(name, {k: float(row["remains"][k]) for k in PIECE_KINDS},
                          float(data.get("device", {}).get("activity_ns", 0.0)), str(data.get("torch", "")),
-                         str(row.get("fit", "")))
+                         str(row.get("fit", "")), float(row.get("side_thread", 1.0)))
+
+
+def on_side_threads(g: Graph, cut: np.ndarray, model: OverheadModel) -> np.ndarray:
+    """The profiler's time per piece with the model's factor for the threads that do not run the steps
+    (autograd's backward thread in training): their ops are the engine's per-node wrappers and the
+    backward kernels' launches, whose recorded time holds a larger share of the profiler's own than the
+    main thread's ops do (the fit in docs/latency.md)."""
+    if model.side_thread == 1.0 or g.steps.height == 0:
+        return cut
+    main = g.steps["thr"].mode()[0]
+    return np.where(g.pieces["thr"].to_numpy() != main, cut * model.side_thread, cut)
 
 
 def piece_kinds(g: Graph, graph_launch_ids: pl.Series) -> np.ndarray:
@@ -124,11 +148,19 @@ class Unprofiled:
     measured_step_us: float | None
     note: str | None = None     # why a measurement could not be matched, when it could not
     calibrated_on: str | None = None  # "host_issue" or "step": the measurement matched
+    device_scale: float = 1.0   # the factor on the device durations that matched the measured step
+    anchor: float = 1.0         # the exact residual factor on every step figure (measured / replayed)
+
+    def anchored(self, column: str) -> pl.Expr:
+        """A step figure of a replay of this run (ns) as reported: the anchor applied. The replay's own
+        timeline keeps its times (its critical path tiles them); only the figures are anchored."""
+        return pl.col(column) if self.anchor == 1.0 else (pl.col(column) * self.anchor).round().cast(pl.Int64)
 
 
 def unprofiled_summary(un: Unprofiled) -> dict[str, Any]:
     """What a report says of where its unprofiled figures come from."""
     return {"source": un.source, "setting": un.model.setting, "calibration_k": round(un.k, 4),
+            "device_scale": round(un.device_scale, 6), "anchor": round(un.anchor, 6),
             "measured_step_us": un.measured_step_us, "calibrated_on": un.calibrated_on, "note": un.note,
             "model": f"profiler_overhead.toml [{un.model.setting}], torch {un.model.torch}: {un.model.fit}"}
 
@@ -143,7 +175,8 @@ def latency_unprofiled(un: Unprofiled, steps: pl.DataFrame, profiled_att: pl.Dat
     kept = steps["step"].implode()
     un.timeline.steps = un.timeline.steps.filter(pl.col("step").is_in(kept))
     att = attribute(un.timeline, classes, queue_gap_ns)
-    walls = steps.select("step", "wall").join(un.timeline.steps.select("step", pl.col("wall").alias("un")), on="step")
+    walls = steps.select("step", "wall").join(
+        un.timeline.steps.select("step", un.anchored("wall").alias("un")), on="step")
     rows = [{"step": r["step"], "step_us": round(r["un"] / 1000, 3),
              "profiler_overhead_us": round((r["wall"] - r["un"]) / 1000, 3),
              "bound": bound_of(att.filter(pl.col("step") == r["step"]))} for r in walls.iter_rows(named=True)]
@@ -188,6 +221,7 @@ def without_profiler(analysis, g: Graph, kept_steps: pl.DataFrame, *, step_us: f
     kinds = piece_kinds(g, launches.filter(pl.col("graph_launch"))["launch_id"] if "graph_launch" in launches.columns
                         else pl.Series([], dtype=pl.Int64))
     cut = removable(g, kinds, lengths.astype(np.float64), model)
+    cut = on_side_threads(g, cut, model)
     meta_step, meta_issue = measured_unprofiled(trace.metadata)
     target = float(step_us) if step_us is not None else meta_step
     issue = meta_issue if step_us is None else None  # a step time given by hand wins over the metadata
@@ -204,18 +238,25 @@ def without_profiler(analysis, g: Graph, kept_steps: pl.DataFrame, *, step_us: f
         # an activity that waited for its launch call starts as much earlier as the call got shorter
         return np.rint(lengths - taken).astype(np.int64), np.where(waited, np.maximum(lat - taken[lp], 0.0), lat)
 
-    def run(k: float) -> tuple[Timeline, np.ndarray]:
+    def run(k: float, scale: float = 1.0) -> tuple[Timeline, np.ndarray]:
         new, new_lat = terms(k)
-        return replay(g, d, new, new_lat, None), new
+        return replay(g, scaled(scale), new, new_lat, None), new
 
-    def result(k: float, source: str, target: float | None, note: str | None = None,
-               on: str | None = None) -> Unprofiled:
-        new, new_lat = terms(k)
-        return Unprofiled(replay(g, d, new, new_lat, None), new, d, new_lat, source, k, model, settings, target, note,
-                          on)
+    def scaled(scale: float) -> np.ndarray:
+        return d if scale == 1.0 else np.rint(d * scale).astype(np.int64)
 
     def mean_wall(tl: Timeline) -> float:
         return float(number(tl.steps.filter(pl.col("step").is_in(steps.implode()))["wall"].mean()) or 0.0) / 1000.0
+
+    def result(k: float, source: str, measured: float | None, note: str | None = None,
+               on: str | None = None) -> Unprofiled:
+        scale, anchor, why = 1.0, 1.0, None
+        if measured is not None:
+            scale, anchor, why = _anchor(lambda s: mean_wall(run(k, s)[0]), measured)
+        new, new_lat = terms(k)
+        un = Unprofiled(replay(g, scaled(scale), new, new_lat, None), new, scaled(scale), new_lat, source, k, model,
+                        settings, measured, "; ".join(n for n in (note, why) if n) or None, on, scale, anchor)
+        return un
 
     if target is None and issue is None:
         return result(1.0, "estimated", None)
@@ -238,7 +279,13 @@ def without_profiler(analysis, g: Graph, kept_steps: pl.DataFrame, *, step_us: f
     note = None
     if issue is None and hi - lo < 0.02 * hi:
         k = 1.0
-        note = (f"the measured {what} cannot calibrate the model: the step is device-bound whatever the host costs "
+        note = (f"the measured {what} cannot calibrate the host's cost: the step is device-bound whatever the host "
+                f"costs (the model's estimate is kept)")
+    elif goal >= hi and issue is None:
+        # a step no shorter than the profiled one says nothing of the host's cost (the device paced it,
+        # or ran slower): the model's estimate is kept, and the anchor matches the step
+        k = 1.0
+        note = (f"the measured {what} is no shorter than the profiled run's: it cannot calibrate the host's cost "
                 f"(the model's estimate is kept)")
     elif goal >= hi:
         k = 0.0
@@ -248,13 +295,38 @@ def without_profiler(analysis, g: Graph, kept_steps: pl.DataFrame, *, step_us: f
         note = (f"the measured {what} is shorter than the replay reaches with {K_MAX:g}x the model's profiler time "
                 f"taken out ({lo:,.1f} us): the rest is not host time the trace shows")
     else:
-        a, b = 0.0, K_MAX
-        for _ in range(_BISECTIONS):
-            mid = (a + b) / 2
-            if wall_at(mid) > goal:
-                a = mid
-            else:
-                b = mid
-        k = (a + b) / 2
+        k = _bisect(lambda x: wall_at(x) <= goal, 0.0, K_MAX)  # less removed, a longer step
     return result(k, "measured", target if issue is None else meta_step, note,
                   "step" if issue is None else "host_issue")
+
+
+def _anchor(wall_at: Any, goal: float) -> tuple[float, float, str | None]:
+    """(device scale, anchor, why) that make the replayed mean step (``wall_at(scale)``, us) equal the
+    measured ``goal``: the device durations scaled where the replay misses it by more than the
+    tolerance, the exact residual as the anchor; ``why`` says so when the scale was needed."""
+    wall = wall_at(1.0)
+    if wall <= 0:
+        return 1.0, 1.0, None
+    if abs(wall - goal) <= _ANCHOR_TOLERANCE * goal:
+        return 1.0, goal / wall, None
+    lo, hi = DEVICE_SCALE_RANGE
+    a, b = (1.0, hi) if wall < goal else (lo, 1.0)
+    if (wall_at(b) < goal) if wall < goal else (wall_at(a) > goal):
+        scale = b if wall < goal else a  # the range's end: the anchor closes the rest
+    else:
+        scale = _bisect(lambda x: wall_at(x) > goal, a, b)  # longer durations, a longer step
+    reached = wall_at(scale)
+    anchor = goal / reached if reached > 0 else 1.0
+    return scale, anchor, (f"the replay reaches the measured step {goal:,.1f} us only with the device durations "
+                           f"scaled by {scale:.3g} (anchor {anchor:.4g})")
+
+
+def _bisect(past: Any, a: float, b: float) -> float:
+    """The point in [a, b] where the monotone predicate ``past`` turns from False to True."""
+    for _ in range(_BISECTIONS):
+        mid = (a + b) / 2
+        if past(mid):
+            b = mid
+        else:
+            a = mid
+    return (a + b) / 2

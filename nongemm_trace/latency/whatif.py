@@ -269,9 +269,13 @@ def predict(analysis, g, sel, warnings, scales, *, cpu_scale: float = 1.0, launc
         keep.select("step", pl.col("wall").alias("predicted")), on="step").join(saved, on="step", how="left")
     steps = (steps.with_columns((pl.col("measured") - pl.col("saved").fill_null(0)).alias("amdahl"))
              .drop("saved").sort("step"))
-    steps = steps.join(un.timeline.steps.select("step", pl.col("wall").alias("unprofiled")), on="step",
+    steps = steps.join(un.timeline.steps.select("step", un.anchored("wall").alias("unprofiled")), on="step",
                        how="left").join(
-        un_pred.steps.select("step", pl.col("wall").alias("predicted_unprofiled")), on="step", how="left")
+        un_pred.steps.select("step", un.anchored("wall").alias("predicted_unprofiled")), on="step", how="left")
+    if un.source == "measured" and _speeds_up_only(factors, cpu_scale, launch_us, graphs, autocast):
+        # the measured step is a fact: work that only gets faster cannot make a step slower than it
+        steps = steps.with_columns(
+            pl.min_horizontal("predicted_unprofiled", "unprofiled").alias("predicted_unprofiled"))
     in_steps = a.select("class", "step", pl.Series("m", d), pl.Series("p", new_d)).filter(
         pl.col("step").is_in(steps["step"].implode()))
     shares = in_steps.group_by("class").agg(pl.col("m").sum().alias("measured_ns"),
@@ -289,6 +293,13 @@ def predict(analysis, g, sel, warnings, scales, *, cpu_scale: float = 1.0, launc
               "predicted_bound": bound_of(attribute(un_pred, analysis.taxonomy.classes, g.queue_gap_ns))}
     return WhatIfReport(str(path), sel.taxonomy, sel.level, [{"selector": t, "factor": f} for t, _, _, f in parsed],
                         settings, steps, att, shares, warnings, span, unprofiled_summary(un) | bounds)
+
+
+def _speeds_up_only(factors: np.ndarray, cpu_scale: float, launch_us: float | None, graphs: bool,
+                    autocast: str | None) -> bool:
+    """Whether a change only makes work faster: duration factors and the CPU scale at most 1, and
+    nothing that replaces work by other work (a launch cost, graphs, autocast's casts)."""
+    return bool((factors <= 1).all()) and cpu_scale <= 1 and launch_us is None and not graphs and autocast is None
 
 
 def _kept(tl, kept):

@@ -113,7 +113,8 @@ class LatencyReport:
 
     def to_dict(self) -> dict[str, Any]:
         wall = int(self.steps["wall"].sum() or 0)
-        queued = self.steps["latency"].drop_nulls() if "latency" in self.steps.columns else pl.Series([], dtype=pl.Int64)
+        queued = (self.steps["latency"].drop_nulls() if "latency" in self.steps.columns
+                  else pl.Series([], dtype=pl.Int64))
         total = self.total
         un = self.unprofiled or {}
         per_step = {r["step"]: {k: r[k] for k in UNPROFILED_STEP} for r in un.get("steps", [])}

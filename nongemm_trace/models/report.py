@@ -135,7 +135,8 @@ class Report:
             import pyarrow  # noqa: F401
         except ImportError:
             raise ImportError("Report.to_pandas() needs pandas and pyarrow: pip install 'nongemm-trace[pandas]' "
-                              "(the tables themselves are polars DataFrames: report.categories, report.ops, …)") from None
+                              "(the tables themselves are polars DataFrames: report.categories, report.ops, …)"
+                              ) from None
         return {k: getattr(self, k).to_pandas()
                 for k in ("categories", "classes", "ops", "kernels", "kernel_summary", "steps")}
 

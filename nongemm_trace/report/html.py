@@ -125,7 +125,8 @@ def report_section(rep, top: int = 15, full: bool = True) -> str:
         out.append("<h3>Steps</h3>")
         out.append(_table("steps", ["step", "name", "step time (us)", "queueing latency (us)", "CPU span (us)",
                                     "GPU time (us)", "activities"],
-                          [_num(s["step"]) + _text(s["name"], "name") + _num(s.get("step_us")) + _num(s.get("latency_us"))
+                          [_num(s["step"]) + _text(s["name"], "name") + _num(s.get("step_us"))
+                           + _num(s.get("latency_us"))
                            + _num(s["cpu_time_us"]) + _num(s["gpu_time_us"]) + _num(s["activities"])
                            for s in d["steps"]], numeric_from=2))
     if full and any(v["share"] for v in d["evidence"].values()):

@@ -1,0 +1,57 @@
+"""Calibration anchors: told the unchanged run's step without the profiler, every figure of that run
+equals it (whatever part of it the host's cost can explain: host-bound, device-bound, shorter or
+longer than the profiled step), and a change that only speeds work up never predicts a slower step.
+On the bundled samples with unprofiled rounds (device-bound ResNet-50, host-bound BERT bs1)."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import SAMPLES
+
+from nongemm_trace.latency import latency_analysis, whatif_analysis
+from nongemm_trace.pipeline.analysis import Analysis
+
+SAMPLES_WITH_ROUNDS = ["unprofiled/bert_bs1_s32__fp32__plain.json.gz",
+                       "unprofiled/resnet50_bs32__fp32__plain.json.gz"]
+#: the told step as a share of the trace's own estimate: far shorter, a little shorter, longer, far longer
+TOLD = [0.2, 0.9, 1.3, 6.0]
+
+
+def _estimate(a: Analysis) -> float:
+    return whatif_analysis(a, {"GEMM": 1}).to_dict()["unprofiled_step_us"]
+
+
+@pytest.mark.parametrize("name", SAMPLES_WITH_ROUNDS)
+@pytest.mark.parametrize("share", TOLD)
+def test_the_unchanged_prediction_equals_the_told_step(name, share):
+    a = Analysis(SAMPLES / name)
+    told = round(_estimate(a) * share, 1)
+    w = whatif_analysis(a, {"GEMM": 1}, unprofiled_step_us=told).to_dict()
+    assert w["unprofiled"]["source"] == "measured"
+    assert w["unprofiled_step_us"] == pytest.approx(told, rel=1e-3)
+    assert w["predicted_unprofiled_step_us"] == pytest.approx(told, rel=1e-3)
+    lat = latency_analysis(a, unprofiled_step_us=told).to_dict()
+    assert lat["unprofiled"]["step_us"] == pytest.approx(told, rel=1e-3)
+
+
+@pytest.mark.parametrize("name", SAMPLES_WITH_ROUNDS)
+@pytest.mark.parametrize("share", TOLD)
+@pytest.mark.parametrize("scales", [{"GEMM": 0.5}, {"GEMM": 0.9, "activation": 0.2}, {"GEMM": 1e-3}])
+def test_a_speed_up_never_predicts_a_slower_step_than_told(name, share, scales):
+    a = Analysis(SAMPLES / name)
+    told = round(_estimate(a) * share, 1)
+    w = whatif_analysis(a, scales, unprofiled_step_us=told).to_dict()
+    assert w["predicted_unprofiled_step_us"] <= told * (1 + 1e-4)
+    for s in w["steps"]:
+        assert s["predicted_unprofiled_us"] <= s["unprofiled_us"]
+
+
+def test_the_device_scale_is_reported_when_the_host_cannot_reach_the_told_step():
+    a = Analysis(SAMPLES / SAMPLES_WITH_ROUNDS[1])
+    est = _estimate(a)
+    u = whatif_analysis(a, {"GEMM": 1}, unprofiled_step_us=round(est * 0.5, 1)).to_dict()["unprofiled"]
+    assert u["device_scale"] < 1
+    assert "device durations scaled" in (u["note"] or "")
+    plain = whatif_analysis(Analysis(SAMPLES / "bert_base_fp32_bs8_s128__eager.json.gz"), {"GEMM": 1}).to_dict()
+    assert plain["unprofiled"]["source"] == "estimated"  # nothing told, nothing anchored
+    assert plain["unprofiled"]["device_scale"] == 1 and plain["unprofiled"]["anchor"] == 1
