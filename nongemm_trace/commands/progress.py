@@ -96,12 +96,16 @@ class Display:
         with self._lock:
             total = self.files[1] if self.files else self.total or None
             done = self.files[0] if self.files else self.done
-        self._bar.update(self._task, total=total, completed=done, description=escape(self.line()))
+        elapsed = time.monotonic() - self._start
+        self._bar.update(self._task, total=total, completed=done,
+                         description=f"{escape(self.line())} ({elapsed:,.0f} s)")
 
     def _tick(self) -> None:
         if self.tty:
             if not self._stop.wait(BAR_AFTER_S):
                 self._start_bar()
+            while not self._stop.wait(0.5):  # the time since the command began, kept current
+                self._draw()
             return
         while not self._stop.wait(self.period):
             elapsed = time.monotonic() - self._start
@@ -110,9 +114,9 @@ class Display:
 
     def _start_bar(self) -> None:
         from rich.console import Console
-        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+        from rich.progress import BarColumn, Progress, TextColumn
 
-        bar = Progress(TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(), transient=True,
+        bar = Progress(TextColumn("{task.description}"), BarColumn(), transient=True,
                        console=Console(file=self.stream), redirect_stdout=False, redirect_stderr=False)
         with self._lock:
             if self._stop.is_set():
@@ -143,6 +147,13 @@ def stop_display() -> None:
     """The report is about to be written: the bar goes first (commands/outputs.render)."""
     for d in _current:
         d.stop()
+
+
+def wrote(text: str) -> None:
+    """A command's closing line on stderr (``wrote report.html``), after the bar is gone: a line written
+    while the bar is drawn would land on the bar's own line."""
+    stop_display()
+    print(text, file=sys.stderr)
 
 
 def current_display() -> Display | None:
