@@ -9,14 +9,15 @@ Pipeline: load -> link -> classify -> measure -> render (see DESIGN in the READM
 
 from __future__ import annotations
 
-import importlib.abc
-import importlib.machinery
-import importlib.util
-import sys
-import types
-from typing import TYPE_CHECKING, Any
+import logging as _logging
+from typing import TYPE_CHECKING as _TYPE_CHECKING
 
 from ._version import __version__
+from .core import moved as _moved
+
+# the package logs under its name (stages, at INFO); a library user sees nothing unless the
+# application configures logging; the command line shows them with --verbose
+_logging.getLogger(__name__).addHandler(_logging.NullHandler())
 
 # the public names are imported on first use (PEP 562): ``import nongemm_trace.cli`` must not
 # load polars before the command line has set the allocator up (see cli.py)
@@ -47,7 +48,9 @@ _PUBLIC = {
 
 __all__ = [*_PUBLIC, "__version__"]
 
-if TYPE_CHECKING:  # pragma: no cover
+if _TYPE_CHECKING:  # pragma: no cover
+    from typing import Any
+
     from .analyses.annotate import annotate as annotate
     from .analyses.check import check as check
     from .analyses.compare import compare as compare
@@ -67,51 +70,22 @@ if TYPE_CHECKING:  # pragma: no cover
     from .pipeline.api import analyze as analyze
 
 
-#: modules that moved into the floors' folders (docs/architecture.md, "The tree"), importable by
-#: their old path too (``import nongemm_trace.analysis``: scripts and monkeypatches written before
-#: the move); the analyses whose old module name is now a public function (``check``, ``compare``,
-#: ``explain``, ``annotate``) keep only the new path, as an old-path import would shadow the function
-_MOVED = {
-    "trace": "core.trace", "frames": "core.frames", "native": "core.native", "safe_write": "core.safe_write",
-    "analysis": "pipeline.analysis", "selection": "pipeline.selection", "measure": "pipeline.measure",
-    "api": "pipeline.api", "launch": "analyses.launch", "weak": "analyses.weak", "convert": "analyses.convert",
-    "batch": "runs.batch", "batch_workers": "runs.batch_workers", "cli_args": "commands.args",
-}
-
-
-class _MovedModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    """An old path imports the module at its new one: the same module object, its own spec kept."""
-
-    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> importlib.machinery.ModuleSpec | None:
-        head, _, tail = fullname.partition(".")
-        if head != __name__ or tail not in _MOVED:
-            return None
-        return importlib.util.spec_from_loader(fullname, self)
-
-    def __init__(self) -> None:
-        self._specs: dict[str, importlib.machinery.ModuleSpec | None] = {}
-
-    def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType:
-        module = importlib.import_module(f"{__name__}.{_MOVED[spec.name.partition('.')[2]]}")
-        self._specs[module.__name__] = module.__spec__
-        return module
-
-    def exec_module(self, module: types.ModuleType) -> None:
-        module.__spec__ = self._specs.pop(module.__name__, module.__spec__)  # importlib set the alias's
-
-
-if not any(isinstance(f, _MovedModules) for f in sys.meta_path):
-    sys.meta_path.append(_MovedModules())
+_moved.install()  # old module paths: the module at its new path, with a DeprecationWarning
 
 
 def __getattr__(name: str) -> Any:
     module = _PUBLIC.get(name)
     if module is None:
         raise AttributeError(f"module 'nongemm_trace' has no attribute '{name}'")
-    value = getattr(importlib.import_module(module, __name__), name)
+    from importlib import import_module
+
+    value = getattr(import_module(module, __name__), name)
     globals()[name] = value
     return value
 
 
 def __dir__() -> list[str]:
-    return sorted([*globals(), *_PUBLIC])
+    """The public names and the loaded subpackages: no helper the module itself imports."""
+    loaded = [n for n, v in globals().items() if not n.startswith("_") and getattr(v, "__name__", "")
+              .startswith(f"{__name__}.") and type(v).__name__ in ("module", "Package")]
+    return sorted({*__all__, *loaded})

@@ -63,7 +63,7 @@ def _fix_mmap_threshold() -> None:
 _fix_mmap_threshold()
 
 from .commands import BY_NAME  # noqa: E402
-from .commands.args import parser  # noqa: E402  (no polars: the allocator is set above)
+from .commands.args import parse  # noqa: E402  (no polars: the allocator is set above)
 from .commands.common import EXIT_BAD_INPUT, finished  # noqa: E402
 from .errors import OptionError, TraceError  # noqa: E402
 
@@ -92,10 +92,13 @@ def entry() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    from .commands.progress import displayed, logged
+
+    args = parse(argv)
     _note_missing_build()
     try:
-        return _run(args)
+        with logged(args), displayed(args):
+            return _run(args)
     except OptionError as exc:  # the library names parameters; the user typed flags
         print(f"nongemm-trace: error: {_as_flags(exc)}", file=sys.stderr)
         return EXIT_BAD_INPUT

@@ -16,6 +16,7 @@ from .core.safe_write import refuse_input, write_file
 from .errors import OptionError, TraceError
 from .pipeline.analysis import Analysis, split_options
 from .report.html import render_html
+from .runs.batch import rank_entry, rank_of, ranks
 from .vocabulary import TIME_BASES
 
 
@@ -35,10 +36,13 @@ def build_page(traces: list[str | Path | Analysis], *, top: int = 15, short_us: 
     launches = [None if r.metric in TIME_BASES else launch_analysis(a, short_us=short_us, **launch_opts)
                 for a, r in zip(analyses, reports)]
     comparison = compare(analyses, per_step=per_step, **launch_opts) if len(analyses) > 1 else None
+    # distributed ranks: the rank table and the straggler, as ``analyze RANK0 RANK1 …`` prints them
+    entries = [rank_entry(r, lr.summary) for r, lr in zip(reports, launches)
+               if lr is not None and rank_of(r) is not None]
     if title is None:
         title = f"nongemm-trace: {Path(str(reports[0].trace)).name}" if len(reports) == 1 else \
             f"nongemm-trace: {len(reports)} traces"
-    return render_html(reports, launches, comparison, top=top, title=title)
+    return render_html(reports, launches, comparison, top=top, title=title, ranks=ranks(entries))
 
 
 def write_page(traces: list[str | Path | Analysis], output: str | Path, **kwargs: Any) -> Path:

@@ -28,7 +28,9 @@ __all__ = ["assert_share_at_most", "assert_share_at_least", "assert_category_sha
 
 
 def _fail(trace: str | Path | Analysis, msgs: list[str]) -> None:
-    raise AssertionError(f"{getattr(trace, 'path', trace)}: " + "; ".join(msgs))
+    """The verdict first, the trace's file name last: pytest's one-line summary cuts a long line,
+    and an absolute path first left no room for what broke."""
+    raise AssertionError("; ".join(msgs) + f" (in {Path(str(getattr(trace, 'path', trace))).name})")
 
 
 def assert_share_at_most(trace: str | Path, name: str, limit: float, **options: Any) -> Report:

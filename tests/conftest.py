@@ -16,6 +16,9 @@ from pathlib import Path
 
 import pytest
 
+# no periodic progress lines in the tests' output (commands/progress.py); a test that wants them sets it
+os.environ.setdefault("NONGEMM_PROGRESS_S", "inf")
+
 REPO = Path(__file__).resolve().parent.parent
 if os.environ.get("NONGEMM_EXT_DIR"):  # a sanitizer build of the C extensions (bench/sanitize.sh)
     import sys
@@ -28,13 +31,38 @@ ACTIVITY_CATS = {"kernel", "gpu_memcpy", "gpu_memset", "Kernel", "Memcpy", "Mems
 LAUNCH_CATS = {"cuda_runtime", "cuda_driver", "Runtime"}
 
 
+#: shared traces of which the repository ships a byte-identical copy in ``sample_traces/``
+#: (``test_bundled_copies_are_the_shared_traces`` holds them equal): a test that names one runs on
+#: a fresh clone without ../shared too
+BUNDLED = {
+    "h200/bert_base_fp32_bs8_s128__eager.json.gz": "bert_base_fp32_bs8_s128__eager.json.gz",
+    "h200/gpt2_fp32_bs8_s128__compiled.json.gz": "gpt2_fp32_bs8_s128__compiled.json.gz",
+    "h200/llama_1b_bf16_bs1_s2048__compiled_cudagraphs.json.gz": "llama_1b_bf16_bs1_s2048__compiled_cudagraphs.json.gz",
+    "external/hta/trace_file_list__inference_rank_1.json.gz": "legacy_inference_rank_1.json.gz",
+    "external/tracelens/h100__gaunernst_bert-small-uncased__1016001.json.gz":
+        "h100__gaunernst_bert-small-uncased__1016001.json.gz",
+}
+
+
+def _ci() -> bool:
+    return os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
 def shared(*parts: str) -> Path:
+    """A file of the shared traces, or its bundled copy (BUNDLED) when ../shared is absent.
+
+    Called inside a test (never at import: a module-level skip errors the whole file). Without the
+    file the test is skipped with the path as its reason, and fails under ``CI=true`` (CI must not
+    pass by skipping; ``.ci/run``'s newcomer run sets ``CI=false``)."""
     p = SHARED.joinpath(*parts)
-    if not p.exists():
-        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):  # CI must not pass by skipping
-            pytest.fail(f"shared traces not found at {p} (CI=true)")
-        pytest.skip(f"shared traces not found at {p}")
-    return p
+    if p.exists():
+        return p
+    copy = BUNDLED.get("/".join(parts))
+    if copy is not None:
+        return SAMPLES / copy
+    if _ci():
+        pytest.fail(f"shared traces not found at {p} (CI=true)")
+    pytest.skip(f"needs the shared traces: {p} not found (NONGEMM_SHARED_TRACES=DIR)")
 
 
 #: the reproducers of inputs that ended badly (../shared/fuzz/hostile and its README)
@@ -48,7 +76,7 @@ def hostile(name: str, folder: Path = HOSTILE) -> Path:
     absent, failed under CI=true)."""
     p = folder / name
     if not p.exists():
-        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+        if _ci():
             pytest.fail(f"hostile reproducers not found at {folder} (CI=true)")
         pytest.skip(f"hostile reproducers not found at {folder}")
     return p

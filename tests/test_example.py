@@ -47,6 +47,7 @@ def test_sdist_carries_what_its_tests_need(tmp_path):
     need = {"tests/conftest.py", "tests/golden.py", "tests/data/golden.json", "sample_traces/README.md",
             "sample_traces/bert_base_fp32_bs8_s128__eager.json.gz", "nongemm_trace/facts/inductor.toml",
             "nongemm_trace/examples/" + EXAMPLE, "csrc/nongemm_scan.c", "collectors/torch_profiler.py",
-            "README.md", "docs/architecture.md"}
+            "README.md", "docs/architecture.md", "examples/first_analysis.ipynb",
+            "sample_traces/tensorrt/resnet50_fp16.profile.json"}
     assert need <= names, sorted(need - names)
     assert not any(n.endswith((".so", ".pyc")) for n in names)

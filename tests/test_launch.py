@@ -48,8 +48,8 @@ TRACELENS = ["Falconsai_nsfw_image_detection__1016002", "gaunernst_bert-small-un
 @pytest.mark.parametrize("name", TRACELENS)
 def test_busy_time_matches_tracelens(name):
     trace = shared("external", "tracelens", f"h100__{name}.json.gz")
-    ref = {r["type"]: float(r["time ms"]) * 1000 for r in
-           csv.DictReader(open(trace.parent / f"{name}_perf_report_csvs" / "gpu_timeline.csv"))}
+    timeline = shared("external", "tracelens", f"{name}_perf_report_csvs", "gpu_timeline.csv")
+    ref = {r["type"]: float(r["time ms"]) * 1000 for r in csv.DictReader(open(timeline))}
     s = launch_analysis(trace).summary
     assert s["busy_us"] == pytest.approx(ref["busy_time"], abs=0.05)  # TraceLens sums float microseconds
     assert s["span_us"] == pytest.approx(ref["total_time"], abs=0.05)
@@ -60,8 +60,8 @@ def test_tracelens_excludes_kernels_launched_before_profiling():
     """Qwen: 30 % of GPU time has no launch call in the file; TraceLens leaves it out."""
     name = "Qwen_Qwen1.5-0.5B-Chat__1016005"
     trace = shared("external", "tracelens", f"h100__{name}.json.gz")
-    ref = {r["type"]: float(r["time ms"]) * 1000 for r in
-           csv.DictReader(open(trace.parent / f"{name}_perf_report_csvs" / "gpu_timeline.csv"))}
+    timeline = shared("external", "tracelens", f"{name}_perf_report_csvs", "gpu_timeline.csv")
+    ref = {r["type"]: float(r["time ms"]) * 1000 for r in csv.DictReader(open(timeline))}
     assert launch_analysis(trace, drop_unlinked=True).summary["busy_us"] == pytest.approx(ref["busy_time"], abs=0.05)
     assert launch_analysis(trace).summary["busy_us"] > ref["busy_time"] * 1.2
 

@@ -14,7 +14,7 @@ import pytest
 from conftest import shared
 
 from nongemm_trace import cli
-from nongemm_trace.report.names import shorten
+from nongemm_trace.report.names import shorten_apart
 from nongemm_trace.report.output import LOG_WIDTH
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_traces"
@@ -38,12 +38,14 @@ def test_piped_report_fits_a_log_and_json_csv_keep_full_names(capsys, monkeypatc
     text = capsys.readouterr().out
     assert max(len(line) for line in _lines(text)) <= LOG_WIDTH
     assert all(line == line.rstrip() for line in _lines(text))  # no title padded with blanks
-    for row in [r for r in d["ops"] if r["self_gpu_time_us"] > 0][:15]:  # the table lists ops that launched work
-        assert shorten(row["op"]) in text and _us(row["self_gpu_time_us"]) in text
+    ops = [r for r in d["ops"] if r["self_gpu_time_us"] > 0][:15]  # the table lists ops that launched work
+    for row, name in zip(ops, shorten_apart([r["op"] for r in ops])):
+        assert name in text and _us(row["self_gpu_time_us"]) in text
     long = [row["name"] for row in d["kernels"][:15] if len(row["name"]) > 60]
     assert long  # the test needs names to shorten
-    for row in d["kernels"][:15]:
-        assert shorten(row["name"]) in text and _us(row["gpu_time_us"]) in text
+    kernels = d["kernels"][:15]  # names that shorten alike keep where they differ (report/names.py)
+    for row, name in zip(kernels, shorten_apart([r["name"] for r in kernels])):
+        assert name in text and _us(row["gpu_time_us"]) in text
     assert str(TRACE) in text
     assert cli.main(["analyze", str(TRACE), "--format", "csv", "--table", "kernels"]) == 0
     names = {r["name"] for r in csv.DictReader(io.StringIO(capsys.readouterr().out))}
@@ -51,7 +53,7 @@ def test_piped_report_fits_a_log_and_json_csv_keep_full_names(capsys, monkeypatc
     out = tmp_path / "report.txt"
     assert cli.main(["analyze", str(TRACE), "--top", "15", "-o", str(out)]) == 0
     written = out.read_text()
-    assert all(shorten(row["name"]) in written for row in d["kernels"][:15])
+    assert all(name in written for name in shorten_apart([r["name"] for r in kernels]))
     assert max(len(line) for line in _lines(written)) <= LOG_WIDTH
 
 

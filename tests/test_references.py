@@ -73,9 +73,15 @@ def test_self_gpu_time_matches_profiler_key_averages(path):
 def stack_walk_cpu(path: Path) -> tuple[dict[str, int], dict[str, int], set[str]]:
     """Per op name from the raw events, by a plain stack walk per thread: CPU time (calls inside
     a call of the same name not counted again), self CPU time (duration minus direct children:
-    ops and runtime/driver calls), and the names that have a call inside a same-name call."""
+    ops and runtime/driver calls, and the profiler's overhead events, which the innermost op
+    holding one on any thread does not own), and the names that have a call inside a same-name call."""
     by_thread = defaultdict(list)
+    spans, overhead = [], []
     for e in raw_events(str(path)):
+        if e.get("ph") == "X" and e.get("dur") is not None and e.get("cat") == "overhead":
+            overhead.append((ns(e["ts"]), ns(e["ts"]) + ns(e["dur"]), ns(e["dur"])))
+        if e.get("ph") == "X" and e.get("dur") is not None and e.get("cat") in OP_CATS:
+            spans.append((ns(e["ts"]), ns(e["ts"]) + ns(e["dur"]), e["name"]))
         if e.get("ph") == "X" and e.get("dur") is not None and (e.get("cat") in OP_CATS or e.get("cat") in LAUNCH_CATS):
             by_thread[(str(e.get("pid")), str(e.get("tid")))].append(
                 (ns(e["ts"]), -ns(e["dur"]), e["cat"] in OP_CATS, e["name"]))
@@ -99,6 +105,10 @@ def stack_walk_cpu(path: Path) -> tuple[dict[str, int], dict[str, int], set[str]
             open_names[name] += 1
         for _, done, own in stack:
             self_[done] += max(own, 0)
+    for start, end, dur in overhead:  # the innermost op holding it: latest start, then earliest end
+        holding = [(s, -e, n) for s, e, n in spans if s <= start and e >= end]
+        if holding:
+            self_[max(holding)[2]] -= dur
     return dict(cpu), dict(self_), nested
 
 
@@ -114,9 +124,10 @@ KEY_AVERAGES_TOL_US = 0.001
 @pytest.mark.parametrize("path", H200 + CAPTURED, ids=trace_ids(H200 + CAPTURED))
 def test_cpu_times_per_op_match_a_stack_walk_and_key_averages(path):
     """Each op name's CPU and self CPU time equal a plain stack walk over the file to the
-    nanosecond, and torch.profiler's key_averages but for the two differences docs/definitions.md
-    explains: Kineto's overhead events (pid -1 in the file) stay in the op they interrupted, and
-    torch adds a call nested in a same-name call (that has siblings) to the name's time twice."""
+    nanosecond, and torch.profiler's key_averages but for the difference docs/definitions.md explains:
+    torch adds a call nested in a same-name call (that has siblings) to the name's time twice. Kineto's
+    overhead events (pid -1 in the file) are taken out of the op they interrupted, as torch does
+    (``aten::gather`` of the FP8 Llama trace kept 2 ms of one, 31x its self time)."""
     rep = default_report(path)
     cpu, self_ = _cpu_by_name(rep)
     want_cpu, want_self, nested = stack_walk_cpu(path)
@@ -124,7 +135,6 @@ def test_cpu_times_per_op_match_a_stack_walk_and_key_averages(path):
     assert {k: v for k, v in self_.items() if v} == {k: v for k, v in want_self.items() if v}
 
     meta = json.loads(path.with_name(path.name.replace(".json.gz", ".meta.json")).read_text())
-    overhead = [e for e in raw_events(str(path)) if e.get("ph") == "X" and e.get("cat") == "overhead"]
     torch_cpu, torch_self = Counter(), Counter()
     for row in meta["key_averages"]:  # an annotation has a second, GPU-side row with no CPU time
         if row["key"] in cpu:
@@ -139,8 +149,7 @@ def test_cpu_times_per_op_match_a_stack_walk_and_key_averages(path):
         else:
             assert ours == pytest.approx(theirs, abs=tol), name
     off = {n: self_[n] / 1000 - torch_self[n] for n in torch_self if abs(self_[n] / 1000 - torch_self[n]) > tol}
-    assert len(off) <= len(overhead) and all(d > 0 for d in off.values()), off
-    assert sum(off.values()) <= sum(e["dur"] for e in overhead) + tol * len(off)
+    assert off == {}
 
 
 def test_h200_traces_present():

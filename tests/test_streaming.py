@@ -149,15 +149,29 @@ def test_bare_array_and_keys_after_events(big_json, tmp_path, monkeypatch):
     assert load_trace(after).metadata == ref.metadata
 
 
-def test_cli_byte_progress_path_gives_the_same_report():
-    """The single-file progress bar path (used on a terminal for big files) returns analyze()'s report."""
+def test_the_progress_display_path_gives_the_same_report():
+    """With a watcher set (what the command line does around a command, commands/progress.py), the
+    loader reports its bytes read and each stage, and the report is analyze()'s."""
     from nongemm_trace import analyze
-    from nongemm_trace.commands.analyze import analyze_with_progress as _analyze_with_bar
+    from nongemm_trace.core.progress import watching
+
+    class Watcher:
+        def __init__(self):
+            self.reads, self.stages = [], []
+
+        def stage(self, text):
+            self.stages.append(text)
+
+        def read(self, done, total):
+            self.reads.append((done, total))
 
     path = str(SAMPLES / "bert_base_fp32_bs8_s128__eager.json.gz")
-    opts = dict(metric=None, level=None, taxonomy="default", drop_unlinked=False, step_marker=None, skip_steps=0,
-                keep_python=False)
-    assert _analyze_with_bar(path, opts).to_dict() == analyze(path).to_dict()
+    w = Watcher()
+    with watching(w):
+        watched = analyze(path).to_dict()
+    assert watched == analyze(path).to_dict()
+    assert w.reads and all(0 <= d <= t for d, t in w.reads)
+    assert [s.split()[0] for s in w.stages] == ["reading", "linking", "measuring"]
 
 
 def _mutants():

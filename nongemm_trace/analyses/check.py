@@ -38,10 +38,34 @@ MIN_ACTIVITIES = 0.25
 
 @dataclass(frozen=True)
 class Violation:
+    """A broken limit: its name, the measured value, the limit and the sentence that says so."""
+
     limit: str
     value: float
     allowed: float
     message: str
+
+
+@dataclass(frozen=True)
+class Gate:
+    """One limit checked, broken or not: what was measured against what was allowed. ``check``'s
+    text and JSON and the callbacks' ``.check.json`` list every gate, so a green gate shows its
+    margin as well."""
+
+    limit: str
+    value: float
+    allowed: float
+    ok: bool
+    message: str
+
+
+class Violations(list[Violation]):
+    """The broken limits (a list, empty when every limit holds), with ``gates``: every limit checked,
+    each with its measured value and limit."""
+
+    def __init__(self, gates: list[Gate]):
+        super().__init__(Violation(g.limit, g.value, g.allowed, g.message) for g in gates if not g.ok)
+        self.gates = gates
 
 
 def parse_fraction(text: str | float, where: str = "limit") -> float:
@@ -142,21 +166,24 @@ class Baseline:
         return ns / self.steps if self.steps else ns
 
 
-def activity_floor(base: Baseline, mine: Baseline, fraction: float) -> Violation | None:
-    """The ``min-activities`` limit of a baseline gate: broken by a trace with no GPU activity, or with
+def activity_floor(base: Baseline, mine: Baseline, fraction: float) -> Gate:
+    """The ``min-activities`` gate of a baseline check: broken by a trace with no GPU activity, or with
     fewer GPU activities per step than ``fraction`` of the baseline's (GPU time that fell because the
     work is gone is no improvement)."""
     b, n = base.per_step(base.activities), mine.per_step(mine.activities)
     if mine.activities == 0:
         has = f"its baseline has {b:,.1f} per step" if base.activities else "nor does its baseline"
-        return Violation("min-activities", 0.0, fraction, f"the trace holds no GPU activity ({has}): a gate on GPU "
-                                                          "time cannot pass a trace that lost its GPU work")
-    if n < fraction * b:
-        return Violation("min-activities", n / b, fraction,
-                         f"GPU activities per step fell to {n:,.1f} from the baseline's {b:,.1f} "
-                         f"({_percent(n / b)} %), below the floor of {_percent(fraction)} % of the baseline's: "
-                         "the trace lost most of its GPU work")
-    return None
+        return Gate("min-activities", 0.0, fraction, False, f"the trace holds no GPU activity ({has}): a gate on "
+                                                             "GPU time cannot pass a trace that lost its GPU work")
+    share = n / b if b else 1.0
+    if share < fraction:
+        return Gate("min-activities", share, fraction, False,
+                    f"GPU activities per step fell to {n:,.1f} from the baseline's {b:,.1f} "
+                    f"({_percent(share)} %), below the floor of {_percent(fraction)} % of the baseline's: "
+                    "the trace lost most of its GPU work")
+    return Gate("min-activities", share, fraction, True,
+                f"GPU activities per step {n:,.1f} against the baseline's {b:,.1f} ({_percent(share)} %), "
+                f"above the floor of {_percent(fraction)} %")
 
 
 def _baseline(source: str | Path | Analysis | Report, options: dict[str, Any]) -> Baseline:
@@ -178,8 +205,9 @@ def check(
     max_category_regression: dict[str, float] | None = None,
     min_activities: float = MIN_ACTIVITIES,
     **options: Any,
-) -> tuple[list[Violation], Report]:
-    """Check ``trace`` against the limits; ``options`` go to :func:`nongemm_trace.analyze`. ``baseline``:
+) -> tuple[Violations, Report]:
+    """Check ``trace`` against the limits: the broken ones (empty when all hold; ``.gates`` lists every
+    limit with its measured value) and the report; ``options`` go to :func:`nongemm_trace.analyze`. ``baseline``:
     a trace (path or :class:`Analysis`), a report (live, or :meth:`Report.from_dict` of its document)
     or a stored report's JSON file; each gives the same numbers for the same trace. A limit
     that names no class or category, a share limit outside 0..1, or no limit at all is refused:
@@ -191,41 +219,38 @@ def check(
                     baseline=baseline, path=analysis.path, min_activities=min_activities)
     rep = analysis.report(**report_opts)
     of = {"gpu": "GPU time", "cpu": "CPU time", "paper": "CPU + GPU time"}.get(rep.metric, rep.metric)
-    out: list[Violation] = []
+    out: list[Gate] = []
+
+    def gate(limit: str, value: float, allowed: float, what: str) -> None:
+        ok = not value > allowed
+        word = "within" if ok else "above"
+        out.append(Gate(limit, value, allowed, ok, f"{what}, {word} the limit of {_percent(allowed)} %"))
+
     for name, allowed in (max_share or {}).items():
         value = rep.share(name)
-        if value > allowed:
-            out.append(Violation(f"max-share {name}", value, allowed,
-                                 f"{name} is {_percent(value)} % of {of}, above the limit of {_percent(allowed)} %"))
+        gate(f"max-share {name}", value, allowed, f"{name} is {_percent(value)} % of {of}")
     for name, allowed in (max_category_share or {}).items():
         value = rep.share(name)
-        if value > allowed:
-            out.append(Violation(f"max-category-share {name}", value, allowed,
-                                 f"category {name} is {_percent(value)} % of {of}, above the limit of "
-                                 f"{_percent(allowed)} %"))
+        gate(f"max-category-share {name}", value, allowed, f"category {name} is {_percent(value)} % of {of}")
     if baseline is not None:
         base = _baseline(baseline, {"taxonomy": analysis.taxonomy, **report_opts})
         mine = Baseline.of_selection(analysis.selection(**report_opts))
-        floor = activity_floor(base, mine, min_activities)
-        if floor is not None:
-            out.append(floor)
+        out.append(activity_floor(base, mine, min_activities))
         if max_regression is not None:
             b, n = base.per_step(base.gpu_time_ns), mine.per_step(mine.gpu_time_ns)
             change = (n - b) / b if b else (float("inf") if n > 0 else 0.0)  # from none: a rise
-            if change > max_regression:
-                out.append(Violation("max-regression", change, max_regression,
-                                     f"GPU time per step {'appeared' if b == 0 else f'rose {100 * change:.1f} %'} "
-                                     f"({b / 1000:,.1f} -> {n / 1000:,.1f} us), "
-                                     f"above the limit of {_percent(max_regression)} %"))
+            gate("max-regression", change, max_regression,
+                 f"GPU time per step {_changed(b, change)} ({b / 1000:,.1f} -> {n / 1000:,.1f} us)")
         for cat, allowed in (max_category_regression or {}).items():
             b, n = base.per_step(base.category_ns.get(cat, 0)), mine.per_step(mine.category_ns.get(cat, 0))
-            if b == 0:
-                change = float("inf") if n > 0 else 0.0
-            else:
-                change = (n - b) / b
-            if change > allowed:
-                grew = "appeared" if b == 0 else f"rose {100 * change:.1f} %"
-                out.append(Violation(f"max-category-regression {cat}", change, allowed,
-                                     f"{cat} GPU time per step {grew} ({b / 1000:,.1f} -> {n / 1000:,.1f} us), "
-                                     f"above the limit of {_percent(allowed)} %"))
-    return out, rep
+            change = (n - b) / b if b else (float("inf") if n > 0 else 0.0)
+            gate(f"max-category-regression {cat}", change, allowed,
+                 f"{cat} GPU time per step {_changed(b, change)} ({b / 1000:,.1f} -> {n / 1000:,.1f} us)")
+    return Violations(out), rep
+
+
+def _changed(before: float, change: float) -> str:
+    if before == 0:
+        return "appeared" if change > 0 else "stayed at none"
+    return f"{'rose' if change > 0 else 'fell' if change < 0 else 'stayed'} {100 * abs(change):.1f} %" \
+        if change else "did not change"

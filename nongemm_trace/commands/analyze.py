@@ -28,7 +28,6 @@ def arguments(a: argparse.ArgumentParser) -> None:
     a.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
                    help="per trace: a trace not analysed within SECONDS is failed with one line (its worker "
                         "ended) while the others report; exit 2. Default: no limit")
-    a.add_argument("-q", "--quiet", action="store_true", help="no progress display on stderr")
     a.add_argument("--metric", choices=tuple(METRICS), default=None,
                    help=f"{'; '.join(f'{k}: {v}' for k, v in METRICS.items())} (the NonGEMM artifact's "
                         "metric). Default: the taxonomy's")
@@ -81,61 +80,21 @@ def _analyze_one(args: argparse.Namespace) -> int:
     from ..pipeline.api import analyze
 
     opts = _options(args)
-    size = Path(args.trace).stat().st_size if Path(args.trace).is_file() else 0
-    big = size > (4 << 20 if args.trace.endswith(".gz") else 32 << 20)  # gzip: ~10x that much JSON
     with time_limit(args.trace, args.timeout):
-        if big and not args.quiet and sys.stderr.isatty():
-            report = analyze_with_progress(args.trace, opts)
-        else:
-            report = analyze(args.trace, **opts)
+        report = analyze(args.trace, **opts)
     render("report", report, args)
     finished["single_analysis"] = True
     return 0
 
 
-def analyze_with_progress(trace: str, opts: dict):
-    """analyze() with a byte progress bar on stderr while the file is read, then a note while
-    it is linked and measured (the bar disappears when done; stdout stays the report's)."""
-    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeElapsedColumn, TransferSpeedColumn
-
-    from ..pipeline.api import analyze
-    from ..report.terminal import escape  # a file name is text, never rich markup or an escape sequence
-
-    bar = Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
-                   TimeElapsedColumn(), transient=True)
-    task = bar.add_task(f"reading {escape(Path(trace).name)}", total=Path(trace).stat().st_size)
-
-    def on_progress(done: int, total: int) -> None:
-        bar.update(task, completed=done,
-                   description=f"{'analysing' if done >= total else 'reading'} {escape(Path(trace).name)}")
-
-    with bar:
-        return analyze(trace, progress=on_progress, **opts)
-
-
 def _batch(args: argparse.Namespace, paths: list[str]) -> int:
     from ..runs.batch import run_batch
+    from .progress import current_display
 
     parquet_dir = dataset_folder("batch", args, paths[0])
-    show = not args.quiet and sys.stderr.isatty()
-    progress_cb = None
-    bar = None
-    if show:
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-        bar = Progress(TextColumn("analysing"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                       TextColumn("{task.description}"), transient=True)
-        task = bar.add_task("", total=len(paths))
-        bar.start()
-        from ..report.terminal import escape
-
-        def progress_cb(done, total, path):  # a file name is text, never rich markup or an escape sequence
-            bar.update(task, completed=done, description=escape(Path(path).name))
-    try:
-        result = run_batch(paths, _options(args), engine=args.engine, workers=args.workers, parquet_dir=parquet_dir,
-                           progress=progress_cb, timeout=args.timeout)
-    finally:
-        if bar is not None:
-            bar.stop()
+    display = current_display()
+    result = run_batch(paths, _options(args), engine=args.engine, workers=args.workers, parquet_dir=parquet_dir,
+                       progress=display.file_done if display else None, timeout=args.timeout)
     for f in result.failed:
         print(f"nongemm-trace: error: {f['error']}", file=sys.stderr)
     render("batch", result, args)

@@ -21,5 +21,25 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"nongemm-trace {__version__}; {build_line()}")
     sub = p.add_subparsers(dest="command", required=True)
     for command in COMMANDS:
-        command.arguments(sub.add_parser(command.name, help=command.help))
+        sp = sub.add_parser(command.name, help=command.help)
+        command.arguments(sp)
+        _log_options(sp)
     return p
+
+
+def _log_options(p: argparse.ArgumentParser) -> None:
+    """``--quiet`` and ``--verbose``, the same on every subcommand (commands/progress.py)."""
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("-q", "--quiet", action="store_true", help="no progress display; errors only on stderr")
+    g.add_argument("-v", "--verbose", action="store_true", help="log each stage on stderr, with its time")
+
+
+def parse(argv: list[str] | None) -> argparse.Namespace:
+    """The command line parsed; an option the subcommand does not know is reported with the
+    subcommand's usage (argparse's own message showed the top-level usage, which lists no option)."""
+    p = parser()
+    args, extra = p.parse_known_args(argv)
+    if extra:
+        sub = next(a for a in p._actions if isinstance(a, argparse._SubParsersAction))
+        sub.choices[args.command].error(f"unrecognized arguments: {' '.join(extra)}")
+    return args

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import sys
 
 from ..errors import TraceError
 from . import options
 from .options import analysis_options
 from .outputs import render
+from .progress import wrote
 
 HELP = "what changed between traces: per category, fusion and quantization views"
 PLOT_HELP = "stacked bars of GPU time per category, one bar per trace"
@@ -45,5 +45,5 @@ def run_plot(args: argparse.Namespace) -> int:
 
     cmp = compare(args.traces, per_step=args.per_step, **analysis_options(args))
     plot_bars(cmp, args.output, absolute=args.absolute, title=args.title)
-    print(f"wrote {args.output}", file=sys.stderr)
+    wrote(f"wrote {args.output}")
     return 0

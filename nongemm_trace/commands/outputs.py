@@ -12,12 +12,12 @@ its output itself (Parquet). Renderers are imported when they run: the parser st
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from ..errors import TraceError
+from .progress import wrote
 
 #: the one word for the rendering meant for a person at a terminal
 TERMINAL = "table"
@@ -71,8 +71,7 @@ def _drawn(module: str, name: str, **keywords: str) -> Callable[[Any, argparse.N
 
 
 def _batch_dataset(result: Any, args: argparse.Namespace) -> None:
-    print(f"wrote the Parquet dataset {args.output} (table=categories|ops|kernels, one part per trace)",
-          file=sys.stderr)
+    wrote(f"wrote the Parquet dataset {args.output} (table=categories|ops|kernels, one part per trace)")
 
 
 def _check_text(verdict: Any, args: argparse.Namespace) -> str:
@@ -151,7 +150,9 @@ def render(model_name: str, model: Any, args: argparse.Namespace) -> int:
     """``model`` in the format ``args`` asks for, written to ``-o`` (when the command has one) or
     standard output. Every command's output goes through here."""
     from ..report.output import draw, emit, emit_streamed
+    from .progress import stop_display
 
+    stop_display()  # the bar goes before the report is written
     row = output(model_name, args.format)
     args.format = row.format
     dest = getattr(args, "output", None)

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import sys
 
 from ..vocabulary import METRICS
 from . import options
 from .options import analysis_options
+from .progress import wrote
 
 HELP = ("one self-contained HTML page (no network): breakdown, top ops and kernels, launch verdict and timeline "
         "per trace, and the comparison of several")
@@ -30,5 +30,5 @@ def run(args: argparse.Namespace) -> int:
 
     out = write_page(args.traces, args.output, top=args.top, short_us=args.short_us, per_step=args.per_step,
                      title=args.title, metric=args.metric, **analysis_options(args))
-    print(f"wrote {out}", file=sys.stderr)
+    wrote(f"wrote {out}")
     return 0

@@ -4,9 +4,9 @@ op's and activity's category written into it)."""
 from __future__ import annotations
 
 import argparse
-import sys
 
 from . import options
+from .progress import wrote
 
 CONVERT_HELP = ("an Nsight Systems SQLite export (.sqlite[.gz], or .nsys-rep with nsys on PATH) to a "
                 "Kineto-compatible trace (.json or .json.gz)")
@@ -23,8 +23,8 @@ def run_convert(args: argparse.Namespace) -> int:
     from ..analyses.convert import convert
 
     trace = convert(args.report, args.output)
-    print(f"wrote {args.output}: {trace.activities.height:,} GPU activities, {trace.launches.height:,} launch calls, "
-          f"{trace.ops.height:,} NVTX ranges" + "".join(f"; {a.message}" for a in trace.anomalies), file=sys.stderr)
+    wrote(f"wrote {args.output}: {trace.activities.height:,} GPU activities, {trace.launches.height:,} launch calls, "
+          f"{trace.ops.height:,} NVTX ranges" + "".join(f"; {a.message}" for a in trace.anomalies))
     return 0
 
 
@@ -38,6 +38,5 @@ def run_annotate(args: argparse.Namespace) -> int:
     from ..analyses.annotate import annotate
 
     counts = annotate(args.trace, args.output, taxonomy=args.taxonomy, level=args.level)
-    print(f"wrote {args.output}: {counts['ops']:,} ops and {counts['activities']:,} GPU activities annotated",
-          file=sys.stderr)
+    wrote(f"wrote {args.output}: {counts['ops']:,} ops and {counts['activities']:,} GPU activities annotated")
     return 0

@@ -7,6 +7,8 @@ Tables (polars DataFrames, times in int64 nanoseconds since the trace's own orig
 ``activities``  device activities: kernels, memcpys, memsets
 ``python``      ``python_function`` events, only when asked for (else empty)
 ``cuda_syncs``  CUDA synchronization records (Kineto ``cuda_sync`` events; empty where none)
+``profiler_overhead``  the profiler's own host bookkeeping (Kineto ``overhead`` events: ``ts_ns``,
+                ``dur_ns``), which interrupts an op without being one (empty where none)
 
 Anomalies found while loading are kept as :class:`Anomaly` records so a report
 can count them instead of losing them.
@@ -34,6 +36,11 @@ class Anomaly:
         return {"code": self.code, "count": self.count, "message": self.message}
 
 
+def no_overhead() -> pl.DataFrame:
+    """An empty ``profiler_overhead`` table."""
+    return pl.DataFrame(schema={"ts_ns": pl.Int64, "dur_ns": pl.Int64})
+
+
 @dataclass
 class Trace:
     path: str
@@ -45,6 +52,7 @@ class Trace:
     python: pl.DataFrame
     anomalies: list[Anomaly] = field(default_factory=list)
     cuda_syncs: pl.DataFrame = field(default_factory=lambda: empty("cuda_syncs"))
+    profiler_overhead: pl.DataFrame = field(default_factory=lambda: no_overhead())
 
     def note(self, code: str, count: int, message: str) -> None:
         if count:

@@ -27,7 +27,7 @@ class PerformanceGateError(AssertionError):
     def __init__(self, trace: str | Path, violations: list[Violation]):
         self.trace = str(trace)
         self.violations = violations
-        super().__init__(f"{trace}: " + "; ".join(v.message for v in violations))
+        super().__init__("; ".join(v.message for v in violations) + f" (in {Path(str(trace)).name})")
 
 
 class PerformanceGateWarning(UserWarning):
@@ -92,5 +92,6 @@ class Gates:
         write_file(out.with_name(out.name.split(".json")[0] + ".check.json"), check_json(str(out), violations),
                    inputs=[out, self.baseline])
         if violations and self.on_violation == "warn":
-            warnings.warn(PerformanceGateWarning(f"{out}: " + "; ".join(v.message for v in violations)), stacklevel=2)
+            warnings.warn(PerformanceGateWarning("; ".join(v.message for v in violations) + f" (in {out.name})"),
+                          stacklevel=2)
         return violations

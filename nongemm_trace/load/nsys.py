@@ -33,6 +33,7 @@ from . import roles
 from .graph_capture import capture_note
 from .sqlite_safe import ident, integer, interrupted, open_untrusted, text
 from .sqlite_safe import tables as safe_tables
+from .template_params import fill_template_params
 
 NVTX_PUSH_POP = 59
 NVTX_START_END = 60
@@ -54,7 +55,7 @@ def normalize_kernel_name(name: str) -> str:
         if i == _LAMBDAS_AT:
             name = _lambdas(name)
         name = pat.sub(rep, name)
-    return name
+    return fill_template_params(name)  # ``(int, T2, T3)``: the types themselves
 
 
 def _lambdas(name: str) -> str:

@@ -29,6 +29,12 @@ LAUNCH_CATEGORIES = frozenset({"cuda_runtime", "cuda_driver", "Runtime", "Driver
 #: Host ranges that can launch work and nest: operators and record_function scopes.
 OP_CATEGORIES = frozenset({"cpu_op", "user_annotation", "Operator", "operator"})
 
+#: The profiler's own bookkeeping on the host (``Activity Buffer Request``: Kineto fetching a CUPTI
+#: buffer), written with pid -1. Routed with the ops and set apart as ``Trace.profiler_overhead`` when
+#: the tables are built (load/kineto/build.py): never an op, but the op it interrupted does not own
+#: its time (metrics/op_cpu.py).
+OVERHEAD_CATEGORIES = frozenset({"overhead"})
+
 #: Python stack events, kept only on request (often most of a trace's events).
 PYTHON_CATEGORIES = frozenset({"python_function"})
 
@@ -54,6 +60,7 @@ OTHER_DEVICE_CATEGORIES = frozenset(OTHER_DEVICE_NOTES)
 ROUTES: dict[str, str] = {
     **{c: "acts" for c in ACTIVITY_KIND},
     **{c: "ops" for c in OP_CATEGORIES},
+    **{c: "ops" for c in OVERHEAD_CATEGORIES},
     **{c: "launches" for c in LAUNCH_CATEGORIES},
     **{c: "syncs" for c in SYNC_CATEGORIES},
     **{c: "other" for c in OTHER_DEVICE_CATEGORIES},

@@ -9,8 +9,10 @@
   ``cudaMemcpyAsync``, ``cudaStreamSynchronize``, …) whose innermost op it is. torch.profiler
   lists those calls as events of their own, so its self CPU time leaves them out too.
   Kineto writes its own overhead (``Activity Buffer Request``) on no thread of the process
-  (pid -1): the file does not say which op it interrupted, so that op keeps it (torch's
-  in-memory events know the thread and subtract it; docs/definitions.md).
+  (pid -1), yet torch subtracts it from the op it interrupted (its in-memory event knows the
+  thread). Here it is a child of the innermost op, on any thread, whose range holds it: the op
+  that was running when the profiler took the time (``aten::gather`` of a Llama trace kept 2 ms of
+  a buffer request, 31x its own self time; docs/definitions.md).
 
 Columnar throughout: one sort for the same-name nesting, group-bys for the children.
 """
@@ -25,10 +27,11 @@ CPU_COLUMNS = ("cpu_time_ns", "self_cpu_time_ns")
 
 
 def call_cpu_times(ops: pl.DataFrame, launches: pl.DataFrame | None = None,
-                   launch_ops: pl.DataFrame | None = None) -> pl.DataFrame:
+                   launch_ops: pl.DataFrame | None = None, overhead: pl.DataFrame | None = None) -> pl.DataFrame:
     """``op_id, cpu_ns, self_cpu_ns`` for every op of the linked op table ``ops`` (with
     ``parent_id``); ``launches`` (``launch_id, dur_ns``) and ``launch_ops`` (``launch_id,
-    op_id``: each launch call's innermost op) make the runtime calls children too."""
+    op_id``: each launch call's innermost op) make the runtime calls children too, and ``overhead``
+    (``ts_ns, dur_ns``: the profiler's bookkeeping) a child of the innermost op holding it."""
     id_type = ops.schema["op_id"]
     # the outermost call of its name on its thread: no earlier-starting call of that name still open
     # at its end (starts ascending, longer first at equal starts, so a parent precedes its children)
@@ -54,6 +57,8 @@ def call_cpu_times(ops: pl.DataFrame, launches: pl.DataFrame | None = None,
         calls = launch_ops.lazy().filter(pl.col("op_id").is_not_null()).join(
             launches.lazy().select("launch_id", "dur_ns"), on="launch_id")
         kids.append(calls.select(pl.col("op_id").cast(id_type), "dur_ns"))
+    if overhead is not None and overhead.height:
+        kids.append(_interrupted(ops, overhead).lazy().select(pl.col("op_id").cast(id_type), "dur_ns"))
     children = pl.concat(kids).group_by("op_id").agg(pl.col("dur_ns").sum().alias("_kids")).collect(engine="streaming")
     out = add_columns(out, children, "op_id")
     return out.select(
@@ -74,3 +79,18 @@ def in_window(ops: pl.DataFrame, lo: int | None, hi: int | None) -> pl.DataFrame
         return ops.select("op_id")
     return ops.select("op_id", "ts_ns", "end_ns").filter((pl.col("ts_ns") >= lo) & (pl.col("end_ns") <= hi)) \
         .select("op_id")
+
+
+def _interrupted(ops: pl.DataFrame, overhead: pl.DataFrame) -> pl.DataFrame:
+    """``op_id, dur_ns``: for each overhead event, the innermost op (the latest start; the earliest end
+    at equal starts) whose range holds it, on any thread; an event inside no op is left out. A trace
+    holds one or two such events, so each is a filter over the ops."""
+    rows = []
+    for ts, dur in overhead.select("ts_ns", "dur_ns").iter_rows():
+        holding = ops.lazy().select("op_id", "ts_ns", "end_ns").filter(
+            (pl.col("ts_ns") <= ts) & (pl.col("end_ns") >= ts + dur)).sort(
+            ["ts_ns", "end_ns"], descending=[True, False]).head(1).collect()
+        if holding.height:
+            rows.append({"op_id": holding["op_id"][0], "dur_ns": int(dur)})
+    return pl.DataFrame(rows, schema={"op_id": ops.schema["op_id"], "dur_ns": pl.Int64}, orient="row") \
+        if rows else pl.DataFrame(schema={"op_id": ops.schema["op_id"], "dur_ns": pl.Int64})

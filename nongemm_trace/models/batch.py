@@ -9,11 +9,15 @@ from typing import Any
 
 from .._version import __version__
 from ..vocabulary import SCHEMA_VERSION
+from .short_repr import short_repr
 
 
-@dataclass
+@dataclass(repr=False)
 class BatchResult:
-    #: one report document (``Report.to_dict``, plus ``rank``, ``timeline``, ``step_cpu_times_us``) per trace
+    __repr__ = short_repr  # one line, tables as sizes (models/short_repr.py)
+
+    #: one report document per trace (``Report.to_dict``, plus ``rank``, ``timeline``, ``step_times_us``:
+    #: each step's period)
     reports: list[dict[str, Any]]
     failed: list[dict[str, str]] = field(default_factory=list)
     #: GPU time and activities per category and class over all traces

@@ -17,6 +17,7 @@ from ..core.trace import Anomaly
 from ..vocabulary import SCHEMA_VERSION, TIME_BASES, ns
 from ..vocabulary import us as _us
 from .rows import warnings_of
+from .short_repr import short_repr
 
 if TYPE_CHECKING:  # pragma: no cover
     from .report import Report
@@ -29,8 +30,10 @@ TRACE_COLUMNS = {"trace": pl.Utf8, "gpu_time_ns": pl.Float64, "activities": pl.F
                  "non_gemm_share": pl.Float64, "device": pl.Utf8}
 
 
-@dataclass
+@dataclass(repr=False)
 class Comparison:
+    __repr__ = short_repr  # one line, tables as sizes (models/short_repr.py)
+
     per_step: bool
     level: str
     taxonomy: str

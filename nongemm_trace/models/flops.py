@@ -14,6 +14,7 @@ from ..core.trace import Anomaly
 from ..devices import DeviceSpec
 from ..vocabulary import MODEL_TABLES, SCHEMA_VERSION
 from .rows import frame, warnings_of
+from .short_repr import short_repr
 
 _S, _I, _F = pl.Utf8, pl.Int64, pl.Float64
 _OPS = {"op": ("op", _S), "category": ("category", _S), "calls": ("calls", _I), "flops": ("flops", _I),
@@ -29,8 +30,10 @@ _CLASSES = {"class": ("class", _S), "flops": ("flops", _I), "flop_share": ("flop
 _NO_FORMULA = {"op": ("op", _S), "calls": ("calls", _I), "time_ns": ("gpu_time_us", _I)}
 
 
-@dataclass
+@dataclass(repr=False)
 class FlopsReport:
+    __repr__ = short_repr  # one line, tables as sizes (models/short_repr.py)
+
     #: the tables ``--table`` picks for csv / parquet (the default first)
     TABLES: ClassVar[tuple[str, ...]] = MODEL_TABLES["flops"]
 

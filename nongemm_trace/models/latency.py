@@ -18,6 +18,7 @@ from .._version import __version__
 from ..core.trace import Anomaly
 from ..vocabulary import SCHEMA_VERSION, STEP_LATENCY, STEP_TIME, ns, us
 from .rows import warnings_of
+from .short_repr import short_repr
 
 #: where the critical path can be, in report order (docs/latency.md); ``capture``: host time recording a
 #: CUDA/HIP graph (launches captured, not run: load/graph_capture.py)
@@ -85,9 +86,12 @@ def _steps(steps: pl.DataFrame, attribution: pl.DataFrame) -> list[dict[str, Any
     return out
 
 
-@dataclass
+@dataclass(repr=False)
 class LatencyReport:
     """Per-step wall time along the critical path, by category and bound."""
+
+    __repr__ = short_repr  # one line, tables as sizes (models/short_repr.py)
+
 
     trace: str
     taxonomy: str
@@ -169,9 +173,12 @@ _NOT_SETTINGS = ("step_time", "unprofiled_step_us", "predicted_unprofiled_step_u
                  "by_class_us", "warnings")
 
 
-@dataclass
+@dataclass(repr=False)
 class WhatIfReport:
     """Measured and predicted step latency under changed durations, with the new critical path."""
+
+    __repr__ = short_repr  # one line, tables as sizes (models/short_repr.py)
+
 
     trace: str
     taxonomy: str

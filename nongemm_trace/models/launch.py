@@ -12,12 +12,15 @@ from .._version import __version__
 from ..core.trace import Anomaly
 from ..vocabulary import MODEL_TABLES, SCHEMA_VERSION, ns, us
 from .rows import frame, us_row_frame, warnings_of
+from .short_repr import short_repr
 
 FIELDS = ("span", "busy", "idle", "host_bound_idle")
 
 
-@dataclass
+@dataclass(repr=False)
 class LaunchReport:
+    __repr__ = short_repr  # one line, tables as sizes (models/short_repr.py)
+
     #: the tables ``--table`` picks for csv / parquet (the default first)
     TABLES: ClassVar[tuple[str, ...]] = MODEL_TABLES["launch"]
 

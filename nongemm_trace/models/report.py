@@ -20,6 +20,7 @@ from ..errors import TraceError
 from ..vocabulary import CLASSES, MODEL_TABLES, SCHEMA_VERSION, STEP_TIME, TIME_BASES, ns
 from ..vocabulary import us as _us
 from .rows import frame, warnings_of
+from .short_repr import short_repr
 
 _S, _I, _F = pl.Utf8, pl.Int64, pl.Float64
 _OPS = {"op": ("op", _S), "category": ("category", _S), "calls": ("calls", _I),
@@ -74,7 +75,7 @@ def _share(x: Any) -> float:
     return round(float(x or 0.0), 6)
 
 
-@dataclass
+@dataclass(repr=False)
 class Report:
     """One trace's breakdown (``analyze``): where its time went, by class and category, per op,
     per kernel and per step, under one metric (``gpu``, ``cpu``, ``paper``; a deployment stack's
@@ -82,6 +83,9 @@ class Report:
     integer nanoseconds; every activity counted is in exactly one category, and the categories sum
     to ``gpu_time_ns`` (checked when measured). ``to_dict()`` is the JSON contract (microseconds),
     ``from_dict()`` reads it back; ``share(name)`` gives a class's or category's share."""
+
+    __repr__ = short_repr  # one line, tables as sizes (models/short_repr.py)
+
     #: the tables ``--table`` picks for csv / parquet (the default first)
     TABLES: ClassVar[tuple[str, ...]] = MODEL_TABLES["report"]
 
@@ -155,12 +159,14 @@ class Report:
         return self.categories.select("category", "class", pl.col(col).alias("gpu_time_ns"), "activities")
 
     def to_pandas(self) -> dict[str, Any]:
-        """The report's tables as pandas DataFrames (needs pandas installed)."""
+        """The report's tables as pandas DataFrames (needs pandas and pyarrow: the ``[pandas]`` extra)."""
         try:
             import pandas  # noqa: F401
+            import pyarrow  # noqa: F401
         except ImportError:
-            raise ImportError("Report.to_pandas() needs pandas: pip install 'nongemm-trace[pandas]' (the tables "
-                              "themselves are polars DataFrames: report.categories, report.ops, …)") from None
+            raise ImportError("Report.to_pandas() needs pandas and pyarrow: pip install 'nongemm-trace[pandas]' "
+                              "(the tables themselves are polars DataFrames: report.categories, report.ops, …)"
+                              ) from None
         return {k: getattr(self, k).to_pandas()
                 for k in ("categories", "classes", "ops", "kernels", "kernel_summary", "steps")}
 

@@ -119,11 +119,13 @@ class Analysis:
     def trace(self, python: bool = False) -> Trace:
         """The loaded tables (read again with ``python_function`` events when those are asked for)."""
         if self._trace is None or (python and not self._keep_python):
+            from ..core import progress
             from ..load import load_trace
 
             self._keep_python = self._keep_python or python
-            self._trace = load_trace(self.path, keep_python=self._keep_python, progress=self._progress,
-                                     layer_info=self._layer_info)
+            progress.stage(f"reading {Path(self.path).name}")
+            self._trace = load_trace(self.path, keep_python=self._keep_python,
+                                     progress=self._progress or progress.bytes_read, layer_info=self._layer_info)
             self._linked, self._levels = None, {}
         return self._trace
 
@@ -131,8 +133,11 @@ class Analysis:
         """The linked trace with its ops classified (categories, qdq dataflow, chains)."""
         if self._linked is None:
             from ..classify import link_and_classify
+            from ..core import progress
 
-            self._linked = link_and_classify(self.trace(), self.taxonomy)
+            trace = self.trace()  # read first, when not done yet
+            progress.stage(f"linking and classifying {Path(self.path).name}")
+            self._linked = link_and_classify(trace, self.taxonomy)
         return self._linked
 
     def activities(self, level: str) -> pl.DataFrame:
@@ -160,10 +165,13 @@ class Analysis:
         """The GEMM / non-GEMM breakdown report (options: those of :class:`Options`)."""
         opts = Options(**options).resolved(self.taxonomy, self.path)
         if opts not in self._reports:
+            from ..core import progress
             from .measure import measure
 
+            selection = self.selection(**options)  # reads and links the trace first, when not done yet
+            progress.stage(f"measuring {Path(self.path).name}")
             assert opts.metric is not None  # resolved
-            self._reports[opts] = measure(self.selection(**options), opts.metric)
+            self._reports[opts] = measure(selection, opts.metric)
         return self._reports[opts]
 
 

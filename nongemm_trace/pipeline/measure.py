@@ -86,7 +86,7 @@ def measure(sel: Selection, metric: str) -> Report:
 
 def _call_cpu(linked, window: tuple) -> pl.DataFrame:
     """Each op call's CPU and self CPU time (metrics/op_cpu.py), the calls inside ``window`` only."""
-    calls = call_cpu_times(linked.ops, linked.trace.launches, linked.launch_ops)
+    calls = call_cpu_times(linked.ops, linked.trace.launches, linked.launch_ops, linked.trace.profiler_overhead)
     if window[0] is None:
         return calls
     return calls.join(in_window(linked.ops, *window), on="op_id", how="semi")

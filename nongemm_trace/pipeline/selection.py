@@ -176,8 +176,9 @@ def _skip(acts: pl.DataFrame, steps: pl.DataFrame, skip_steps: int, path: Any,
     outside = acts.filter(pl.col("step").is_null() | (pl.col("step") < skip_steps))
     warnings.append(Anomaly(
         "steps_skipped", outside.height,
-        f"{outside.height} GPU activities ({outside['dur_ns'].sum() / 1000:,.1f} us) in the first {skip_steps} "
-        f"steps or outside every step were excluded (--skip-steps {skip_steps})"))
+        f"{outside.height:,} GPU activities ({outside['dur_ns'].sum() / 1000:,.1f} us) in the first "
+        f"{'step' if skip_steps == 1 else f'{skip_steps:,} steps'} or outside every step were excluded "
+        f"(--skip-steps {skip_steps})"))
     keep = steps.filter(pl.col("step") >= skip_steps)
     window = (int_scalar(keep["ts_ns"].min()), int_scalar(keep["end_ns"].max()))
     return acts.filter(pl.col("step") >= skip_steps), window

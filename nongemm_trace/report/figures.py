@@ -160,10 +160,12 @@ def roofline_figure(rep, labelled: int = 5):
         "time_ns", descending=True).head(labelled)
     key: list[str] = []
     spots: dict[tuple[int, int], tuple[float, float, list[str]]] = {}
-    for i, (op, ai, tf) in enumerate(named.select("op", "arithmetic_intensity", "achieved_tflops").rows(), 1):
+    repeated = set(named.filter(pl.col("op").is_duplicated())["op"].to_list())  # aten::mul as two categories
+    for i, (op, cat, ai, tf) in enumerate(named.select("op", "category", "arithmetic_intensity",
+                                                         "achieved_tflops").rows(), 1):
         spot = (round(math.log10(ai) * 4), round(math.log10(tf) * 4))  # a quarter decade: ops there read "2, 4"
         spots.setdefault(spot, (ai, tf, []))[2].append(str(i))
-        key.append(f"{i}  {shorten(op, 40)}")
+        key.append(f"{i}  {shorten(op, 40)}" + (f" ({cat})" if op in repeated else ""))
     for ai, tf, numbers in spots.values():
         ax.annotate(", ".join(numbers), (ai, tf), xytext=(-4, 4), textcoords="offset points", fontsize=7,
                     ha="right", fontweight="bold")

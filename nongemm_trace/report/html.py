@@ -18,6 +18,7 @@ from .._version import __version__
 from ..vocabulary import METRIC_TEXT
 from . import svg
 from .palette import IDLE_HOST_BOUND, IDLE_OTHER
+from .sentences import launch_verdicts, ranks_lines, ranks_table, ranks_title
 
 #: what a deployment stack's activities are
 _UNITS = {"layer": "engine layers", "node": "ONNX nodes"}
@@ -195,10 +196,11 @@ def launch_section(lrep, timeline: bool = True, width: int = 1000, warnings: boo
     :class:`~nongemm_trace.analyses.launch.LaunchReport` (``warnings``: also its warnings, which are
     the report's: the page shows them once)."""
     d = lrep.to_dict()
-    out = [f'<p class="verdict">{escape(d["verdict"])}</p>']
+    out = [f'<p class="{"meta" if line.startswith("(") else "verdict"}">{escape(line)}</p>'
+           for line in launch_verdicts(lrep.verdict, lrep.summary)]  # the terminal's lines
     if not d.get("activities"):
         return "".join(out)
-    rows = [_text(label) + _num(d[k], 3 if k == "launch_overhead_per_activity_us" else 1)
+    rows = [_text(label) + _num(d[k], 2 if k == "launch_overhead_per_activity_us" else 1)
             for k, label in _LAUNCH_ROWS if d.get(k) is not None]
     for k, label in (("activities", "activities"), ("launches", "launch calls"), ("short_activities",
                      f"short activities (< {d['short_activity_us']:g} us)")):
@@ -213,6 +215,14 @@ def launch_section(lrep, timeline: bool = True, width: int = 1000, warnings: boo
     if warnings:
         out.append(_warnings(d["warnings"]))
     return "".join(out)
+
+
+def ranks_section(ranks: dict) -> str:
+    """The rank table and the straggler's sentence (report/sentences.py: the terminal's words)."""
+    head, rows = ranks_table(ranks)
+    body = [_text(row[0]) + "".join(f'<td class="num">{escape(c)}</td>' for c in row[1:]) for row in rows]
+    return (f'<p class="meta">{escape(ranks_title(ranks))}</p>' + _table("ranks", head, body)
+            + "".join(f'<p class="verdict">{escape(line)}</p>' for line in ranks_lines(ranks)))
 
 
 # -- comparison ---------------------------------------------------------------
@@ -257,8 +267,9 @@ def compare_section(cmp) -> str:
 # -- the page and the notebook views ------------------------------------------
 
 def render_html(reports: list, launches: list | None = None, comparison=None, top: int = 15,
-                title: str = "nongemm-trace report") -> str:
-    """The whole page: the comparison first (several traces), then one section per trace with its
+                title: str = "nongemm-trace report", ranks: dict | None = None) -> str:
+    """The whole page: the comparison first (several traces), the ranks (distributed ranks: the rank
+    table and the straggler, as the terminal prints them), then one section per trace with its
     breakdown, top ops and kernels, and its launch verdict and timeline."""
     launches = launches or [None] * len(reports)
     parts = [f"<h1>{escape(title)}</h1>",
@@ -269,6 +280,8 @@ def render_html(reports: list, launches: list | None = None, comparison=None, to
                                        for i, r in enumerate(reports)) + "</nav>")
     if comparison is not None:
         parts.append(f'<section id="comparison"><h2>Comparison</h2>{compare_section(comparison)}</section>')
+    if ranks:
+        parts.append(f'<section id="ranks"><h2>Ranks</h2>{ranks_section(ranks)}</section>')
     for i, (rep, lrep) in enumerate(zip(reports, launches)):
         where = "" if Path(str(rep.trace)).is_absolute() else f'<p class="meta">{escape(str(rep.trace))}</p>'
         parts.append(f'<section class="trace" id="trace-{i}"><h2>{escape(Path(rep.trace).name)}</h2>'

@@ -91,6 +91,10 @@ def render_document(document: dict[str, Any], *, ascii_only: bool = False) -> st
 
 
 def check_json(trace: str, violations: list) -> str:
-    """``check``'s verdict: the trace, ok, and each broken limit."""
-    return render_document({"trace": trace, "ok": not violations, "violations": [v.__dict__ for v in violations]},
-                           ascii_only=True)
+    """``check``'s verdict: the trace, ok, each broken limit, and every limit checked (``gates``: the
+    measured value, the limit and whether it held)."""
+    doc = {"trace": trace, "ok": not violations, "violations": [v.__dict__ for v in violations]}
+    gates = getattr(violations, "gates", None)
+    if gates is not None:
+        doc["gates"] = [g.__dict__ for g in gates]
+    return render_document(doc, ascii_only=True)

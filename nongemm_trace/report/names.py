@@ -31,3 +31,42 @@ def shorten_list(names: str, width: int, sep: str = ", ") -> str:
         if len(text) <= width:
             return text
     return parts[0] + (f"{sep}+{len(parts) - 1} more" if len(parts) > 1 else "") if parts else ""
+
+
+def shorten_apart(names: list[str], width: int = NAME_WIDTH) -> list[str]:
+    """Each name shortened as :func:`shorten` does, except that names which would then read the same
+    (two cuBLAS kernels that differ only in their tile size, in the middle) keep the part where they
+    first differ: ``start…tilesize64x64x8_st…end``. Equal names stay equal."""
+    short = [shorten(n, width) for n in names]
+    groups: dict[str, list[int]] = {}
+    for i, s in enumerate(short):
+        groups.setdefault(s, []).append(i)
+    for idx in groups.values():
+        full = [names[i] for i in idx]
+        if len(set(full)) < 2:
+            continue
+        at = len(_common_prefix(full))
+        for i in idx:
+            short[i] = _around(names[i], at, width)
+    return short
+
+
+def _common_prefix(names: list[str]) -> str:
+    first, last = min(names), max(names)
+    n = 0
+    while n < min(len(first), len(last)) and first[n] == last[n]:
+        n += 1
+    return first[:n]
+
+
+def _around(name: str, at: int, width: int) -> str:
+    """``name`` in ``width`` characters: its start, the part from just before ``at``, and its end."""
+    if len(name) <= width or width < 12:
+        return shorten(name, width)
+    keep = width - 2
+    head, tail = keep // 4, keep // 4
+    mid = keep - head - tail
+    start = max(head, at - 3)
+    if start + mid >= len(name) - tail:  # the difference is near the end: start and a longer end
+        return name[:head] + ELLIPSIS + name[len(name) - (keep - head):]
+    return name[:head] + ELLIPSIS + name[start:start + mid] + ELLIPSIS + name[len(name) - tail:]

@@ -75,12 +75,11 @@ def _work(path: str, options: dict[str, Any], parquet_dir: str | None, index: in
     try:
         analysis, report_opts = open_analysis(path, options)
         rep = analysis.report(**report_opts)
-        di = rep.metadata.get("trace", {}).get("distributedInfo")
+        rank = rank_of(rep)
         timeline = None
-        if isinstance(di, dict) and di.get("rank") is not None:  # a rank: what it waited for, from the same load
+        if rank is not None:  # a rank: what it waited for, from the same load
             s = launch_analysis(analysis, **{k: v for k, v in report_opts.items() if k != "metric"}).summary
-            timeline = {k: s.get(k) for k in TIMELINE_FIELDS}
-            timeline["host_communication_us"] = _host_communication_us(rep)
+            timeline = rank_timeline(rep, s)
             calls = _collective_calls(analysis, report_opts, rep)
     except TraceError as exc:
         return {"trace": path, "error": exc.one_line()}
@@ -89,12 +88,11 @@ def _work(path: str, options: dict[str, Any], parquet_dir: str | None, index: in
     except Exception as exc:  # noqa: BLE001 - one bad file never stops the batch
         return {"trace": path, "error": f"{path}: unexpected failure ({type(exc).__name__}: {exc})"}
     d = rep.to_dict()
-    d["rank"] = di.get("rank") if isinstance(di, dict) else None
+    d["rank"] = rank
     if timeline is not None:
         d["timeline"] = timeline
         d[CALLS_KEY] = calls
-    d["step_cpu_times_us"] = ([round(t / 1000, 3) for t in rep.steps["cpu_time_ns"].to_list()]
-                              if rep.steps.height else [])
+    d["step_times_us"] = step_times_us(rep)
     if parquet_dir:
         _write_parts(rep, Path(parquet_dir), index, d["rank"])
     return d
@@ -107,6 +105,35 @@ def _collective_calls(analysis, report_opts: dict[str, Any], rep) -> dict[str, A
 
     calls = collective_calls(analysis, **{k: v for k, v in report_opts.items() if k != "metric"})
     return worker_calls(calls, link_of(rep.metadata.get("device")))
+
+
+def rank_of(rep) -> Any:
+    """The trace's distributed rank (``distributedInfo``), or None."""
+    di = rep.metadata.get("trace", {}).get("distributedInfo")
+    return di.get("rank") if isinstance(di, dict) else None
+
+
+def rank_timeline(rep, launch_summary: dict[str, Any]) -> dict[str, Any]:
+    """A rank's time line for :func:`ranks`: its launch analysis's figures and its host time in collectives."""
+    timeline = {k: launch_summary.get(k) for k in TIMELINE_FIELDS}
+    timeline["host_communication_us"] = _host_communication_us(rep)
+    return timeline
+
+
+def rank_entry(rep, launch_summary: dict[str, Any]) -> dict[str, Any]:
+    """What :func:`ranks` reads of one rank, from a report and its launch summary (the HTML page's way;
+    a batch worker sends the whole report document)."""
+    return {"trace": rep.trace, "rank": rank_of(rep), "gpu_time_us": rep.to_dict()["gpu_time_us"],
+            "step_times_us": step_times_us(rep), "timeline": rank_timeline(rep, launch_summary)}
+
+
+def step_times_us(rep) -> list[float]:
+    """Each step's time as every command gives it: the loop's period (``step_ns``, metrics/period.py),
+    or the step's CPU span where the trace has no host timeline to pace it by."""
+    if not rep.steps.height:
+        return []
+    return [round((p if p is not None else c) / 1000, 3)
+            for p, c in zip(rep.steps["step_ns"].to_list(), rep.steps["cpu_time_ns"].to_list())]
 
 
 def _host_communication_us(rep) -> float:
@@ -130,6 +157,12 @@ def _write_parts(rep, root: Path, index: int, rank: Any) -> None:
         write_file(d / f"part-{index:05d}.parquet", df.write_parquet)
 
 
+def _ms_range(values_us: list[float]) -> str:
+    """``12.3-14.5 ms``, or one figure where both ends print the same (a range of one value, two ranks)."""
+    lo, hi = f"{min(values_us) / 1000:,.1f}", f"{max(values_us) / 1000:,.1f}"
+    return f"{lo} ms" if lo == hi else f"{lo}-{hi} ms"
+
+
 def _straggler(rows: list[dict[str, Any]]) -> tuple[Any, str]:
     """The rank the others wait for: in a collective every rank waits until the last one arrives, so the
     straggler is the rank with the least time in communication kernels (its collectives start last and
@@ -142,7 +175,7 @@ def _straggler(rows: list[dict[str, Any]]) -> tuple[Any, str]:
         others = [r["communication_us"] for r in rows if r is not slow]
         return slow["rank"], (
             f"rank {slow['rank']} spends {slow['communication_us'] / 1000:,.1f} ms in collectives, the others "
-            f"{min(others) / 1000:,.1f}-{max(others) / 1000:,.1f} ms (waiting for it); it is "
+            f"{_ms_range(others)} (waiting for it); it is "
             f"{(slow.get('host_bound_idle_us') or 0) / 1000:,.1f} ms idle waiting for its CPU and "
             f"{(slow.get('busy_us') or 0) / 1000:,.1f} ms busy")
     host = [r.get("host_communication_us") for r in rows]
@@ -151,7 +184,7 @@ def _straggler(rows: list[dict[str, Any]]) -> tuple[Any, str]:
         others = [r["host_communication_us"] for r in rows if r is not slow]
         return slow["rank"], (
             f"no communication kernels: rank {slow['rank']} spends {slow['host_communication_us'] / 1000:,.1f} ms of "
-            f"host time in collective ops, the others {min(others) / 1000:,.1f}-{max(others) / 1000:,.1f} ms "
+            f"host time in collective ops, the others {_ms_range(others)} "
             f"(waiting for it)")
     if all(r["mean_step_us"] is not None for r in rows):
         slow = max(rows, key=lambda r: r["mean_step_us"])
@@ -196,7 +229,7 @@ def ranks(reports: list[dict[str, Any]]) -> dict[str, Any] | None:
         return None
     rows = []
     for r in sorted(per, key=lambda r: r["rank"]):
-        st = r.get("step_cpu_times_us") or []
+        st = r.get("step_times_us") or []
         rows.append({"rank": r["rank"], "trace": r["trace"], "steps": len(st),
                      "mean_step_us": round(sum(st) / len(st), 3) if st else None, "max_step_us": max(st, default=None),
                      "gpu_time_us": r["gpu_time_us"], **(r.get("timeline") or {})})

@@ -8,7 +8,7 @@ from typing import Any
 
 import polars as pl
 
-from ...core.trace import Trace
+from ...core.trace import Trace, no_overhead
 from .. import roles
 from ..graph_capture import capture_note
 from .tables import MAX_NAME_CHARS, TABLES, Tally
@@ -30,22 +30,24 @@ def build(path: str, meta: dict[str, Any], parts: dict[str, list[pl.DataFrame]],
            pending: list[tuple[str, int, str]]) -> Trace:
     """Concatenate the chunks' partial tables, number the rows, and record what was set aside."""
 
-    def table(key: str, index: str) -> pl.DataFrame:
+    def table(key: str, index: str | None) -> pl.DataFrame:
         frames = [f for f in parts[key] if f.height] or parts[key][:1]
         parts[key] = []
         # no rechunk: a copy of every table at once would double the peak memory
         df = frames[0] if len(frames) == 1 else pl.concat(frames, rechunk=False)
-        return df.with_row_index(index)
+        return df.with_row_index(index) if index else df
 
+    ops, overhead = _set_apart_overhead(table("ops", None))
     trace = Trace(
         path=path,
         source_format="kineto",
         metadata=meta,
-        ops=table("ops", "op_id"),
+        ops=ops.with_row_index("op_id"),
         launches=table("launches", "launch_id"),
         activities=table("acts", "activity_id"),
         python=table("py", "op_id"),
         cuda_syncs=table("syncs", "sync_id"),
+        profiler_overhead=overhead,
     )
     for code, n, msg in pending:
         trace.note(code, n, msg)
@@ -73,6 +75,16 @@ def build(path: str, meta: dict[str, Any], parts: dict[str, list[pl.DataFrame]],
             f"{tally.other_ns / 1000:,.1f} us summed, overlapping) and are not in the GPU totals",
         )
     return trace
+
+
+def _set_apart_overhead(ops: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The ops without the profiler's overhead events (roles.OVERHEAD_CATEGORIES), and those events'
+    times. Most traces hold one or none, so the ops are filtered only when there is one."""
+    if ops.height == 0 or "cat" not in ops.columns:
+        return ops, no_overhead()
+    is_overhead = pl.col("cat").cast(pl.String).is_in(list(roles.OVERHEAD_CATEGORIES))
+    overhead = ops.filter(is_overhead).select(pl.col("ts_ns").cast(pl.Int64), pl.col("dur_ns").cast(pl.Int64))
+    return (ops.filter(~is_overhead) if overhead.height else ops), overhead
 
 
 def _cut_long_names(trace: Trace, cut: int = 0) -> None:

@@ -10,6 +10,7 @@ from rich.markup import escape as _markup_escape
 
 from ..escape import printable
 from ..palette import WARNING
+from ..sentences import unprofiled_source  # noqa: F401 - the renderers' import path
 
 
 def escape(text: str) -> str:
@@ -21,15 +22,6 @@ def escape(text: str) -> str:
 def warning_line(code: str, message: str, count: int | None = None) -> str:
     """One warning, indented, its code coloured (and its count when it has one)."""
     return f"  [{WARNING}]{code}[/{WARNING}]" + ("" if count is None else f" ({count:,})") + f": {escape(message)}"
-
-
-def unprofiled_source(un: dict) -> str:
-    """Where a figure for the run without the profiler comes from, in words."""
-    if un.get("source") == "measured":
-        on = "host issue time" if un.get("calibrated_on") == "host_issue" else "step"
-        step = f", measured step {un['measured_step_us']:,.1f} us" if un.get("measured_step_us") else ""
-        return f"calibrated on the measured {on} without the profiler{step}: model x{un.get('calibration_k', 1):.2f}"
-    return f"estimated from the trace alone by the profiler-overhead model [{un.get('setting')}]"
 
 
 #: the most rows of a per-step table a terminal shows: a trace of a million 9 us steps drew a

@@ -9,8 +9,8 @@ from rich.console import Console
 from rich.table import Table
 
 from ...models.batch import BatchResult
-from ...vocabulary import BUSY_CLASS_ORDER, OPTIONAL_BUSY_CLASSES
 from ..palette import FAILED
+from ..sentences import ranks_lines, ranks_table, ranks_title
 from . import escape
 
 
@@ -37,29 +37,15 @@ def render_batch(result: BatchResult, console: Console) -> None:
     console.print(t)
     ranks = d.get("ranks")
     if ranks:
-        spread = ranks["straggler_spread"]
-        busy = _busy_classes(ranks["ranks"])
-        t = Table(title=f"Ranks: straggler rank {ranks['straggler_rank']}, "
-                        + ("no step times" if spread is None
-                           else f"spread of mean step time {100 * spread:.1f} % of the median")
-                        + f"; span = {' + '.join(busy)} + exposed comm. + idle (overlaps: the first)",
-                  title_justify="left")
-        for col in ("rank", "steps", "mean step (us)", "max step (us)", "span (us)", *(f"{c} (us)" for c in busy),
-                    "exposed comm. (us)", "host-bound idle (us)", "other idle (us)", "communication (us)",
-                    "GPU time (us)"):
+        head, rows = ranks_table(ranks)
+        t = Table(title=ranks_title(ranks), title_justify="left")
+        for col in head:
             t.add_column(col, justify="right")
-        dash = lambda v: "-" if v is None else f"{v:,.1f}"  # noqa: E731
-        for r in ranks["ranks"]:
-            idle, host, by_class = r.get("idle_us"), r.get("host_bound_idle_us"), r.get("busy_by_class_us") or {}
-            t.add_row(str(r["rank"]), str(r["steps"]), dash(r["mean_step_us"]), dash(r["max_step_us"]),
-                      dash(r.get("span_us")), *(dash(by_class.get(c)) for c in busy),
-                      dash(r.get("exposed_communication_us")), dash(host),
-                      dash(None if idle is None or host is None else round(idle - host, 3)),
-                      dash(r.get("communication_us")), f"{r['gpu_time_us']:,.1f}")
+        for row in rows:
+            t.add_row(*row)
         console.print(t)
-        console.print(f"straggler: {escape(ranks['straggler_evidence'])}")
-        if ranks.get("note"):
-            console.print(f"note: {escape(ranks['note'])}")
+        for line in ranks_lines(ranks):
+            console.print(escape(line))
     if d.get("collectives"):
         _render_collectives(d["collectives"], (ranks or {}).get("ranks") or [], console)
     for f in d["failed"]:
@@ -93,10 +79,3 @@ def _render_collectives(calls: list[dict[str, Any]], ranks: list[dict[str, Any]]
                   str(c["index"]), dash(c["bytes"], "{:,}"), f"{c['skew_us']:,.1f}", str(c["last_rank"]),
                   dash(c["busbw_gbps"], "{:,.1f}"), dash(c["busbw_share"] and 100 * c["busbw_share"], "{:.1f} %"))
     console.print(t)
-
-
-def _busy_classes(rows: list[dict[str, Any]]) -> list[str]:
-    """The compute classes of the span, in the order that owns overlaps; a class listed only where
-    the time line has it (host<->device transfers), so the span's sum is whole on every rank."""
-    have = {c for r in rows for c in (r.get("busy_by_class_us") or {})}
-    return [c for c in BUSY_CLASS_ORDER if c != "communication" and (c in have or c not in OPTIONAL_BUSY_CLASSES)]

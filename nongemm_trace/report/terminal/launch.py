@@ -9,11 +9,12 @@ from rich.table import Table
 
 from ...models.launch import LaunchReport
 from ..palette import TITLE
-from . import escape, first_rows, more_rows_line, unprofiled_source, warning_line
+from ..sentences import launch_verdicts
+from . import escape, first_rows, more_rows_line, warning_line
 
 
-def _us(v: Any) -> str:
-    return "-" if v is None else f"{v:,.1f}"
+def _us(v: Any, decimals: int = 1) -> str:
+    return "-" if v is None else f"{v:,.{decimals}f}"
 
 
 def render_launch(rep: LaunchReport, console: Console) -> None:
@@ -22,12 +23,8 @@ def render_launch(rep: LaunchReport, console: Console) -> None:
     console.print(f"[{TITLE}]{escape(rep.trace)}[/{TITLE}]")
     console.print(f"device: {escape(dev)} | taxonomy: {rep.taxonomy} | level: {rep.level} | short activity: "
                   f"< {rep.short_ns / 1000:g} us")
-    console.print(f"[{TITLE}]profiled: {escape(rep.verdict)}[/{TITLE}]")
-    un = rep.summary.get("unprofiled")
-    if un:
-        console.print(f"[{TITLE}]{escape(un['verdict'])}[/{TITLE}] (profiled run: GPU busy "
-                      f"{100 * (un.get('profiled_busy_share') or 0):.0f} %)")
-        console.print(f"  ({escape(unprofiled_source(un))})")
+    for line in launch_verdicts(rep.verdict, rep.summary):  # the HTML page shows the same lines
+        console.print(f"  {escape(line)}" if line.startswith("(") else f"[{TITLE}]{escape(line)}[/{TITLE}]")
     t = Table(title="Timeline, all streams", title_justify="left")
     t.add_column("measure")
     t.add_column("value", justify="right")
@@ -43,7 +40,7 @@ def render_launch(rep: LaunchReport, console: Console) -> None:
         ("activities / launches", f"{s['activities']:,} / {s['launches']:,}"),
         (f"short activities (< {rep.short_ns / 1000:g} us)", f"{s['short_activities']:,}"),
         ("mean launch delay", f"{_us(s['mean_launch_delay_us'])} us"),
-        ("launch overhead per activity", f"{s['launch_overhead_per_activity_us']} us"),
+        ("launch overhead per activity", f"{_us(s['launch_overhead_per_activity_us'], 2)} us"),
         ("exposed / overlapped communication",
          f"{_us(s['exposed_communication_us'])} / {_us(s['overlapped_communication_us'])} us"),
     ]

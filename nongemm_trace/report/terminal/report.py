@@ -9,7 +9,7 @@ from rich.table import Table
 
 from ...models.report import Report
 from ...vocabulary import METRIC_TEXT, STEP_TIME
-from ..names import shorten
+from ..names import NAME_WIDTH, shorten_apart
 from ..palette import TITLE, WARNINGS_HEADING
 from . import escape, first_rows, more_rows_line, warning_line
 
@@ -72,8 +72,10 @@ def render_report(report: Report, console: Console, top: int = 15) -> None:
             t.add_column(c, justify="left" if c in ("kernel", "layer", "node", "category") else "right",
                          overflow="ellipsis",
                          max_width=max(16, console.width - 55) if c == "kernel" else None, no_wrap=c == "kernel")
-        for r in report.kernel_summary.head(top).iter_rows(named=True):
-            t.add_row(escape(shorten(r["name"])), r["category"], f"{r['activities']:,}", _us(r["gpu_time_ns"]),
+        rows = report.kernel_summary.head(top)
+        width = min(NAME_WIDTH, max(16, console.width - 55))  # cut here, so that rich need not cut again
+        for r, name in zip(rows.iter_rows(named=True), shorten_apart(rows["name"].to_list(), width)):
+            t.add_row(escape(name), r["category"], f"{r['activities']:,}", _us(r["gpu_time_ns"]),
                       f"{r['mean_ns'] / 1000:,.2f}")
         console.print(t)
 
@@ -122,8 +124,10 @@ def _op_table(report: Report, console: Console, top: int) -> None:
     for c in ("op", "category", "calls", *(head for head, _ in cols)):
         t.add_column(c, justify="left" if c in ("op", "category") else "right", overflow="ellipsis",
                      no_wrap=c == "op", max_width=max(16, console.width - 80) if c == "op" else None)
-    for r in rows.head(top).iter_rows(named=True):
-        t.add_row(escape(shorten(r["op"])), r["category"], f"{r['calls']:,}",
+    shown = rows.head(top)
+    width = min(NAME_WIDTH, max(16, console.width - 80))
+    for r, name in zip(shown.iter_rows(named=True), shorten_apart(shown["op"].to_list(), width)):
+        t.add_row(escape(name), r["category"], f"{r['calls']:,}",
                   *("-" if r[c] is None else f"{r[c]:,}" if c == "activities" else _us(r[c]) for _, c in cols))
     console.print(t)
 

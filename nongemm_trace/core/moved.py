@@ -1,0 +1,76 @@
+"""Old module paths of modules that moved into the floors' folders (docs/architecture.md, "The
+tree"): ``import nongemm_trace.analysis`` or ``from nongemm_trace.check import check`` (scripts and
+monkeypatches written before the move) still import the module at its new path, the same module
+object, with a :func:`~nongemm_trace.core.deprecation.deprecated` warning naming the new path and the
+version the old one goes away in.
+
+Four old module names are now public functions of the package (``check``, ``compare``, ``explain``,
+``annotate``): importing the old module must not replace the function on the package, which the
+import system does by setting the submodule as an attribute of its parent; the package binds the
+module's function of that name instead (``Package.__setattr__``)."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import sys
+import types
+from typing import Any
+
+from .deprecation import deprecated
+
+#: the release that drops the old paths
+REMOVAL = "0.3"
+
+#: old module name (under the package) -> its new path
+MOVED = {
+    "trace": "core.trace", "frames": "core.frames", "native": "core.native", "safe_write": "core.safe_write",
+    "analysis": "pipeline.analysis", "selection": "pipeline.selection", "measure": "pipeline.measure",
+    "api": "pipeline.api", "launch": "analyses.launch", "weak": "analyses.weak", "convert": "analyses.convert",
+    "batch": "runs.batch", "batch_workers": "runs.batch_workers", "cli_args": "commands.args",
+    "check": "analyses.check", "compare": "analyses.compare", "explain": "analyses.explain",
+    "annotate": "analyses.annotate",
+}
+
+PACKAGE = __name__.split(".")[0]
+
+
+class MovedModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """An old path imports the module at its new one: the same module object, its own spec kept."""
+
+    def __init__(self) -> None:
+        self._specs: dict[str, importlib.machinery.ModuleSpec | None] = {}
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> importlib.machinery.ModuleSpec | None:
+        head, _, tail = fullname.partition(".")
+        if head != PACKAGE or tail not in MOVED:
+            return None
+        return importlib.util.spec_from_loader(fullname, self)
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType:
+        old = spec.name.partition(".")[2]
+        deprecated(f"{spec.name} (module)", f"{PACKAGE}.{MOVED[old]}", REMOVAL)
+        module = importlib.import_module(f"{PACKAGE}.{MOVED[old]}")
+        self._specs[module.__name__] = module.__spec__
+        return module
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        module.__spec__ = self._specs.pop(module.__name__, module.__spec__)  # importlib set the alias's
+
+
+class Package(types.ModuleType):
+    """The package's module type: a public function keeps its name when its old module is imported."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if isinstance(value, types.ModuleType) and name in MOVED and callable(getattr(value, name, None)):
+            value = getattr(value, name)  # the import system binding the old submodule: keep the function
+        super().__setattr__(name, value)
+
+
+def install() -> None:
+    """Install the finder once and give the package its module type."""
+    if not any(isinstance(f, MovedModules) for f in sys.meta_path):
+        sys.meta_path.append(MovedModules())
+    sys.modules[PACKAGE].__class__ = Package

@@ -1,0 +1,53 @@
+"""The HTML page says what the terminal says (issue #43 item 4): the launch verdicts, the estimate of the
+run without the profiler and where it comes from, and for distributed ranks the rank table and the
+straggler's sentence. Both renderers take their words from report/sentences.py; these tests hold the
+two outputs to it on real traces."""
+
+from __future__ import annotations
+
+import html
+import re
+
+from conftest import SAMPLES, shared
+
+from nongemm_trace import cli
+from nongemm_trace.report_page import build_page
+
+
+def _page_text(page: str) -> list[str]:
+    """The page's paragraphs and table cells as plain text."""
+    return [html.unescape(re.sub(r"<[^>]+>", "", m)) for m in re.findall(r"<(?:p|td)[^>]*>(.*?)</(?:p|td)>", page)]
+
+
+def _terminal(capsys, argv: list[str]) -> list[str]:
+    assert cli.main(argv) == 0
+    return [" ".join(ln.split()) for ln in capsys.readouterr().out.splitlines()]
+
+
+def test_the_page_has_the_launch_verdicts_and_the_run_without_the_profiler(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "400")
+    trace = str(SAMPLES / "unprofiled" / "resnet50_bs32__tf32__shapes.json.gz")
+    terminal = _terminal(capsys, ["launch", trace])
+    verdicts = [ln for ln in terminal[2:6] if ln.startswith(("profiled: ", "(")) or "without the profiler" in ln]
+    assert len(verdicts) == 3 and "without the profiler" in verdicts[1]
+    page = [" ".join(t.split()) for t in _page_text(build_page([trace]))]
+    assert [v for v in verdicts if v not in page] == []
+
+
+def test_the_page_has_the_rank_table_and_the_straggler(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "400")
+    ranks = [str(shared("h200x2", f"bert_ddp_train_rank{i}.json.gz")) for i in (0, 1)]
+    terminal = _terminal(capsys, ["analyze", *ranks, "-q", "--workers", "1"])
+    straggler = next(ln for ln in terminal if ln.startswith("straggler: "))
+    title = next(ln for ln in terminal if ln.startswith("Ranks: straggler rank"))
+    rows = [[c.strip() for c in ln.strip("│").split("│")] for ln in terminal if re.match(r"│ +[01] │ +\d+ │", ln)]
+    assert len(rows) == 2
+    page = build_page(ranks)
+    text = [" ".join(t.split()) for t in _page_text(page)]
+    assert straggler in text and title in text
+    table = page[page.index('<table class="ranks">'):]
+    table = table[:table.index("</table>")]
+    body = table[table.index("<tbody>"):]
+    cells = [[html.unescape(c) for c in re.findall(r"<td[^>]*>(.*?)</td>", tr)]
+             for tr in re.findall(r"<tr>(.*?)</tr>", body)]
+    assert cells == rows  # the same figures, cell by cell

@@ -1,0 +1,39 @@
+"""One vocabulary across commands (issue #43 item 2): on one trace, ``analyze``, ``launch`` and ``latency``
+give the same step time (the loop's period) and the same bound, and the terminal says each run's busy
+share once (a ResNet-50 trace read "busy 93 %" and "busy 90 %" in one view, "host-bound" in another)."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from conftest import shared
+
+from nongemm_trace import cli
+
+
+def _json(capsys, argv: list[str]) -> dict:
+    assert cli.main([*argv, "--format", "json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+@pytest.mark.parametrize("name", ["resnet50_fp32_bs8__eager.json.gz", "bert_base_fp32_bs8_s128__eager.json.gz"])
+def test_the_three_commands_agree_on_step_time_and_bound(capsys, name):
+    trace = str(shared("h200", name))
+    analyze = _json(capsys, ["analyze", trace])
+    launch = _json(capsys, ["launch", trace])
+    latency = _json(capsys, ["latency", trace])
+    steps = [s["step_us"] for s in analyze["steps"]]
+    assert launch["mean_step_us"] == pytest.approx(sum(steps) / len(steps), abs=2e-3)  # means of rounded us
+    assert latency["total"]["mean_step_us"] == pytest.approx(launch["mean_step_us"], abs=2e-3)
+    assert launch["bound"] == latency["unprofiled"]["profiled_bound"]  # the profiled run's bound
+    assert launch["unprofiled"]["bound"] == latency["unprofiled"]["bound"]  # and the run's without the profiler
+
+
+def test_launch_says_the_busy_share_once_per_run(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "300")
+    assert cli.main(["launch", str(shared("h200", "resnet50_fp32_bs8__eager.json.gz"))]) == 0
+    head = capsys.readouterr().out.split("Timeline, all streams")[0]
+    shares = re.findall(r"GPU (?:busy|idle) \d+ %", head)
+    assert len(shares) == 2, head  # the profiled run's, and the run's without the profiler
