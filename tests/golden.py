@@ -19,6 +19,8 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+#: no progress lines in a digest (a slow command off a terminal prints them every few seconds)
+os.environ["NONGEMM_PROGRESS_S"] = "inf"
 SHARED = Path(os.environ.get("NONGEMM_SHARED_TRACES", ROOT.parent / "shared" / "traces")).absolute()
 #: outputs name the traces by their path from here (``shared/traces/…``): the same wherever the folder lies
 BASE = SHARED.parent.parent

@@ -40,7 +40,8 @@ def test_the_page_has_the_rank_table_and_the_straggler(capsys, monkeypatch):
     terminal = _terminal(capsys, ["analyze", *ranks, "-q", "--workers", "1"])
     straggler = next(ln for ln in terminal if ln.startswith("straggler: "))
     title = next(ln for ln in terminal if ln.startswith("Ranks: straggler rank"))
-    rows = [[c.strip() for c in ln.strip("│").split("│")] for ln in terminal if re.match(r"│ +[01] │ +\d+ │", ln)]
+    ranks_part = terminal[:next((i for i, ln in enumerate(terminal) if ln.startswith("Collectives:")), len(terminal))]
+    rows = [[c.strip() for c in ln.strip("│").split("│")] for ln in ranks_part if re.match(r"│ +[01] │ +\d+ │", ln)]
     assert len(rows) == 2
     page = build_page(ranks)
     text = [" ".join(t.split()) for t in _page_text(page)]
