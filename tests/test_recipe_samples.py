@@ -71,14 +71,17 @@ def test_three_profiler_steps(folder, name):
         events = json.load(fh)["traceEvents"]
     steps = sorted(e["name"] for e in events if str(e.get("name", "")).startswith("ProfilerStep#"))
     assert len(steps) >= 3
+    if folder != FOLDERS[0].name:  # the second set repeats the first's configurations: read once is enough
+        return
     rep = Analysis(path).report()
     assert rep.steps.height >= 3
     assert all(n.startswith("ProfilerStep#") for n in rep.steps["name"])
 
 
 def _one_per_kind():
+    """One trace of each (kind, role, setting), from the first set (the second repeats its configurations)."""
     out = []
-    for f in FOLDERS:
+    for f in FOLDERS[:1]:
         seen = set()
         for name, t in sorted(_truth(f).items()):
             key = (t["kind"], t["role"], t["setting"])
