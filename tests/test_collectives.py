@@ -2,22 +2,20 @@
 skew, the rank that arrived last, each rank's wait, bus bandwidth and the computation that hid it.
 
 On real runs: the two-H200 DDP pair (NCCL kernels carry the collective's parameters), HTA's NCCL test
-rank, a copy of the DDP pair with one rank's work shifted late (the synthetic slow rank), and two gloo
-ranks on this CPU (bench/capture_multirank.py, both modes, one rank slowed on purpose)."""
+rank and a copy of the DDP pair with one rank's work shifted late (the synthetic slow rank); the two gloo
+ranks made on this CPU are checked in tests/test_multirank_capture.py, beside the capture's other tests."""
 
 from __future__ import annotations
 
 import gzip
 import json
 import shutil
-import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 
 import polars as pl
 import pytest
-from conftest import REPO, interval_union_ns, raw_events, shared
+from conftest import interval_union_ns, raw_events, shared
 
 import nongemm_trace
 from nongemm_trace.cli import main
@@ -167,71 +165,6 @@ def test_hta_nccl_rank_records_and_bus_bandwidth():
     assert pl.select(kind_of(pl.lit(names))).to_series().to_list() == [
         "allgather", "allgather", "reducescatter", "allreduce"]
 
-
-torch = pytest.importorskip("torch", reason="torch not installed")
-SLOW_RANK, SLOW_MS, STEPS = 1, 100, 3
-RUNS = {"fsdp": ["fsdp2-train", "--slow-rank", str(SLOW_RANK), "--slow-ms", str(SLOW_MS)], "tp": ["tp-infer"]}
-
-
-@pytest.fixture(scope="module")
-def gloo_runs(tmp_path_factory) -> dict[str, Path]:
-    if not (torch.distributed.is_available() and torch.distributed.is_gloo_available()):
-        pytest.skip("torch.distributed with gloo not available")
-    pytest.importorskip("transformers", reason="transformers not installed (the capture builds LlamaForCausalLM)")
-    root = tmp_path_factory.mktemp("gloo")
-    procs = {}
-    for key, args in RUNS.items():
-        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-               str(REPO / "bench" / "capture_multirank.py"), *args, "-o", str(root / key), "--tiny", "--device",
-               "cpu", "--backend", "gloo", "--timed", "0", "--wait", "0", "--warmup", "1", "--steps", str(STEPS)]
-        procs[key] = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    for p in procs.values():
-        _, err = p.communicate(timeout=300)
-        assert p.returncode == 0, err[-3000:]
-    return {key: root / key for key in RUNS}
-
-
-@pytest.mark.parametrize("run", list(RUNS))
-def test_gloo_collectives_are_matched_on_both_ranks(gloo_runs, run, capsys):
-    d = _batch(capsys, gloo_runs[run])
-    calls = d["collectives"]
-    per_rank = {}
-    for tr in d["traces"]:
-        per_rank[tr["rank"]] = [e for e in raw_events(tr["trace"])
-                                if e.get("ph") == "X" and str(e.get("name", "")).startswith("gloo:")]
-    assert len(per_rank[0]) == len(per_rank[1]) == len(calls) > 0
-    assert all(c["ranks"] == [0, 1] and c["process_group"] == "0" and c["group_size"] == 2 for c in calls)
-    assert {c["step"] for c in calls} == {f"ProfilerStep#{i}" for i in range(1, STEPS + 1)}
-    for c in calls:
-        assert c["wait_us"][c["ranks"].index(c["last_rank"])] == 0
-        assert c["busbw_gbps"] is not None and c["busbw_gbps"] > 0 and c["link_gbps"] is None
-
-
-def test_gloo_slowed_rank_is_last_on_every_collective_it_delays(gloo_runs, capsys):
-    """Rank 1 spins its host for 100 ms at the start of each step (``## slow_rank_host_work ##``): a
-    collective that rank 0 entered before the spin ended and rank 1 after it was delayed by the spin,
-    and rank 1 is the one that arrived last there, by at least what was left of the spin when rank 0
-    arrived (which rank 0 waited). (On a loaded machine other calls can be late on either side: only
-    the calls the spin delays are told apart.)"""
-    d = _batch(capsys, gloo_runs["fsdp"])
-    calls = d["collectives"]
-    slow = next(tr for tr in d["traces"] if tr["rank"] == SLOW_RANK)
-    doc = json.loads(gzip.decompress(Path(slow["trace"]).read_bytes()))
-    base = doc["baseTimeNanoseconds"]
-    spins = [base + round((e["ts"] + e["dur"]) * 1000) for e in doc["traceEvents"]
-             if e.get("name") == "## slow_rank_host_work ##" and e.get("ph") == "X"]
-    assert len(spins) >= STEPS
-    delayed = [c for c in calls if any(c["start_ns"][0] < end <= c["start_ns"][1] for end in spins)]
-    assert len(delayed) >= STEPS - 1
-    for c in delayed:
-        end = next(e for e in spins if c["start_ns"][0] < e <= c["start_ns"][1])
-        assert c["last_rank"] == SLOW_RANK, c
-        assert c["skew_us"] * 1000 >= end - c["start_ns"][0] - 1
-        assert c["wait_us"][0] == pytest.approx(c["skew_us"], abs=TOL_US)
-    rows = {r["rank"]: r["collectives"] for r in d["ranks"]["ranks"]}
-    # the totals hold those waits (the rest of a run on a loaded machine can be late on either side)
-    assert rows[0]["wait_us"] >= sum(c["wait_us"][0] for c in delayed) - TOL_US * len(delayed)
-    assert rows[SLOW_RANK]["last"] >= len(delayed)
 
 
 def test_parquet_dataset_has_the_collectives(ddp, tmp_path, capsys):

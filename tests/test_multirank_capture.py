@@ -209,3 +209,50 @@ def test_gpu_ranks(folder, capsys, tmp_path):
         return
     ray_d = _batch(capsys, folder, "--engine", "ray", "--workers", "2")
     assert ray_d["traces"] == d["traces"] and ray_d["ranks"] == d["ranks"]
+
+
+#: µs: each collective figure is rounded to the nanosecond once (tests/test_collectives.py)
+COLLECTIVE_TOL_US = 0.002
+
+
+@pytest.mark.parametrize("run", list(RUNS))
+def test_gloo_collectives_are_matched_on_both_ranks(captured, run, capsys):
+    d = _batch(capsys, captured[run])
+    calls = d["collectives"]
+    per_rank = {}
+    for tr in d["traces"]:
+        per_rank[tr["rank"]] = [e for e in raw_events(tr["trace"])
+                                if e.get("ph") == "X" and str(e.get("name", "")).startswith("gloo:")]
+    assert len(per_rank[0]) == len(per_rank[1]) == len(calls) > 0
+    assert all(c["ranks"] == [0, 1] and c["process_group"] == "0" and c["group_size"] == 2 for c in calls)
+    assert {c["step"] for c in calls} == {f"ProfilerStep#{i}" for i in range(1, STEPS + 1)}
+    for c in calls:
+        assert c["wait_us"][c["ranks"].index(c["last_rank"])] == 0
+        assert c["busbw_gbps"] is not None and c["busbw_gbps"] > 0 and c["link_gbps"] is None
+
+
+def test_gloo_slowed_rank_is_last_on_every_collective_it_delays(captured, capsys):
+    """Rank 1 spins its host for 100 ms at the start of each step (``## slow_rank_host_work ##``): a
+    collective that rank 0 entered before the spin ended and rank 1 after it was delayed by the spin,
+    and rank 1 is the one that arrived last there, by at least what was left of the spin when rank 0
+    arrived (which rank 0 waited). (On a loaded machine other calls can be late on either side: only
+    the calls the spin delays are told apart.)"""
+    d = _batch(capsys, captured["fsdp"])
+    calls = d["collectives"]
+    slow = next(tr for tr in d["traces"] if tr["rank"] == SLOW_RANK)
+    doc = json.loads(gzip.decompress(Path(slow["trace"]).read_bytes()))
+    base = doc["baseTimeNanoseconds"]
+    spins = [base + round((e["ts"] + e["dur"]) * 1000) for e in doc["traceEvents"]
+             if e.get("name") == "## slow_rank_host_work ##" and e.get("ph") == "X"]
+    assert len(spins) >= STEPS
+    delayed = [c for c in calls if any(c["start_ns"][0] < end <= c["start_ns"][1] for end in spins)]
+    assert len(delayed) >= STEPS - 1
+    for c in delayed:
+        end = next(e for e in spins if c["start_ns"][0] < e <= c["start_ns"][1])
+        assert c["last_rank"] == SLOW_RANK, c
+        assert c["skew_us"] * 1000 >= end - c["start_ns"][0] - 1
+        assert c["wait_us"][0] == pytest.approx(c["skew_us"], abs=COLLECTIVE_TOL_US)
+    rows = {r["rank"]: r["collectives"] for r in d["ranks"]["ranks"]}
+    # the totals hold those waits (the rest of a run on a loaded machine can be late on either side)
+    assert rows[0]["wait_us"] >= sum(c["wait_us"][0] for c in delayed) - COLLECTIVE_TOL_US * len(delayed)
+    assert rows[SLOW_RANK]["last"] >= len(delayed)
