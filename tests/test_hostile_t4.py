@@ -250,3 +250,20 @@ def test_inflate_gives_every_byte_whatever_the_cuts():
             assert b"".join(_inflate(Path("x"), iter(pieces), 1 << 40, block)) == raw, (block, cut)
     with pytest.raises(TraceError, match="truncated gzip"):
         b"".join(_inflate(Path("x"), iter([gzip.compress(raw)[:-10]]), 1 << 40, 4096))
+
+
+
+def test_the_address_space_limit_is_set_except_under_a_sanitizer():
+    """The hard limit (RLIMIT_AS) is the last guard of the budget, but a sanitizer runtime reserves
+    terabytes of shadow address space: under one (LD_PRELOAD naming libasan, as bench/sanitize.sh
+    runs CI's fuzz tiers) the limit would abort every run, so it is left unset there."""
+    import resource
+
+    from nongemm_trace.core import memory_guard
+    driver = ("import resource\nfrom nongemm_trace.core import memory_guard as g\ng.start(1 << 30, hard=True)\n"
+              "print(resource.getrlimit(resource.RLIMIT_AS)[0])\n")
+    code, out, _, _ = run_measured([], driver=driver, timeout=60)
+    assert code == 0 and int(out) == (1 << 30) + memory_guard.FLOOR_BYTES + memory_guard.AS_HEADROOM
+    sanitized = "import os\nos.environ['LD_PRELOAD'] = 'libasan.so'\n" + driver
+    code, out, _, _ = run_measured([], driver=sanitized, timeout=60)
+    assert code == 0 and int(out) == resource.RLIM_INFINITY

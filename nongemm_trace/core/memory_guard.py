@@ -10,7 +10,10 @@ ends the process with exit status 2 (native code cannot be interrupted by an exc
 allocator keeps what Python frees: ending the process is the one sure way). A hard address-space
 limit (``RLIMIT_AS``, far above the budget: the thread pools reserve address space they never
 touch) is the last guard, for an allocation too sudden for the watchdog: Python's allocations
-past it fail as ``MemoryError``, which the command line reports in one line.
+past it fail as ``MemoryError``, which the command line reports in one line. Under a sanitizer
+runtime (AddressSanitizer, ThreadSanitizer: bench/sanitize.sh) the hard limit is left unset: their
+shadow memory is terabytes of address space reserved at start-up, and any limit below it makes
+the runtime's next mapping fail and abort the process.
 """
 
 from __future__ import annotations
@@ -85,7 +88,20 @@ def _watch() -> None:
         time.sleep(INTERVAL_S)
 
 
+def _sanitized() -> bool:
+    """Whether a sanitizer runtime is loaded (its shadow memory cannot live under an address-space limit)."""
+    if any(lib in os.environ.get("LD_PRELOAD", "") for lib in ("libasan", "libtsan", "libhwasan")):
+        return True
+    try:
+        with open("/proc/self/maps", "rb") as fh:
+            return any(lib in fh.read() for lib in (b"libasan", b"libtsan", b"libhwasan"))
+    except OSError:  # pragma: no cover - not Linux
+        return False
+
+
 def _hard_limit(limit: int) -> None:
+    if _sanitized():
+        return
     try:
         import resource
     except ImportError:  # pragma: no cover - not POSIX
