@@ -4,6 +4,11 @@
 ``tests/test_golden.py`` recomputes the digests and names each (command, trace) that differs.
 A change of output is then a decision (re-record in the same commit, say why), never an accident.
 Only the tool's version is masked: every number, name and order is part of the digest.
+
+Every trace gets every analysis in JSON (the TensorRT and ONNX Runtime profiles too: their
+refusals are outputs as well); one trace (:data:`FORMATS_TRACE`) gets every (model, format) pair
+of the command line, each table of a file format, the HTML page and the Nsight conversion, so a
+renderer's byte is covered as well as an analysis's number.
 """
 
 from __future__ import annotations
@@ -31,9 +36,14 @@ def layout_ok() -> bool:
     """The digests were recorded with paths ``shared/traces/…``: the folder must be named so."""
     return SHARED.parts[-2:] == ("shared", "traces")
 
-#: formats outside the two we read (their profiles are read by later work, not frozen here)
-_NOT_TRACES = re.compile(r"(\.csv$|\.meta\.json$|golden\.json|/tensorrt/|/onnxruntime/)")
-_VERSION = re.compile(rb'"tool_version": ?"[^"]*"')
+#: files that are not traces: TraceLens's CSVs, capture metadata, and a TensorRT profile's side files
+#: (its engine graph and layer information, read with the profile next to them)
+_NOT_TRACES = re.compile(r"(\.csv$|\.meta\.json$|golden\.json|\.graph\.json$|layer_info\.json$)")
+_VERSION = re.compile(rb'"tool_version": ?"[^"]*"|nongemm-trace [0-9][^ <"]*')
+#: the trace every (model, format) pair is rendered for (small, shipped in sample_traces/ as well)
+FORMATS_TRACE = "h200/gpt2_fp32_bs8_s128__compiled.json.gz"
+#: the Nsight Systems export ``convert`` writes as a Kineto trace
+CONVERT_TRACE = "h200_nsys/bert_nvtx.sqlite.gz"
 
 
 def shared_traces() -> list[Path]:
@@ -65,12 +75,68 @@ def commands(trace: Path, partner: Path) -> dict[str, bytes]:
         "explain": _cli(["explain", t, "--weak", "--format", "json"]),
         "explain_name": _cli(["explain", t, "aten::add", "--format", "json"]),
         "compare": _cli(["compare", t, p, "--format", "json"]),
+        "latency": _cli(["latency", t, "--format", "json"]),
+        "whatif": _cli(["whatif", t, "--scale", "GEMM=0.5", "--launch-us", "2", "--format", "json"]),
+        "check": _cli(["check", t, "--baseline", p, "--max-share", "non-GEMM=0.5", "--max-regression", "10%",
+                       "--format", "json"]),
     }
     with tempfile.TemporaryDirectory() as tmp:
-        dest = Path(tmp) / "annotated.json"
-        rc = _cli(["annotate", t, "-o", str(dest)]).replace(tmp.encode(), b"TMP")
-        body = dest.read_bytes() if dest.exists() else b""
-        outs["annotate"] = rc + body
+        outs["annotate"] = _written(["annotate", t], tmp, "annotated.json")
+        key = trace.relative_to(SHARED).as_posix()
+        if key == FORMATS_TRACE:
+            outs.update(_every_format(t, p, tmp))
+        if key == CONVERT_TRACE:
+            outs["convert"] = _written(["convert", t], tmp, "converted.json")
+    return outs
+
+
+def _written(argv: list[str], tmp: str, name: str) -> bytes:
+    """A command that writes ``-o FILE`` (or a folder): its exit line and messages, then what it wrote."""
+    dest = Path(tmp) / name
+    printed = _cli([*argv, "-o", str(dest)]).replace(tmp.encode(), b"TMP")
+    if dest.is_dir():  # a Parquet dataset: each part's path and bytes, in order
+        return printed + b"".join(f.relative_to(dest).as_posix().encode() + b"\n" + f.read_bytes()
+                                  for f in sorted(dest.rglob("*")) if f.is_file())
+    return printed + (dest.read_bytes() if dest.exists() else b"")
+
+
+#: a command line that renders each model (the format appended); the tables its file formats write
+_MODEL_ARGV = {
+    "report": (["analyze", "{t}"], ("categories", "ops", "kernels")),
+    "batch": (["analyze", "{t}", "{p}", "--workers", "1"], ()),
+    "comparison": (["compare", "{t}", "{p}"], ()),
+    "launch": (["launch", "{t}"], ("streams", "steps", "devices", "categories", "activities")),
+    "flops": (["flops", "{t}"], ("ops", "categories", "calls")),
+    "latency": (["latency", "{t}"], ()),
+    "whatif": (["whatif", "{t}", "--scale", "GEMM=0.5", "--graphs"], ()),
+    "check": (["check", "{t}", "--max-share", "non-GEMM=0.3"], ()),
+    "explain": (["explain", "{t}", "aten::addmm"], ()),
+    "weak": (["explain", "{t}", "--weak"], ()),
+}
+#: every (model, format) pair of the command line, written out here (not read from the code under test)
+_PAIRS = {
+    "report": ("table", "json", "csv", "parquet", "markdown"), "batch": ("table", "json", "csv", "parquet", "markdown"),
+    "comparison": ("table", "json", "markdown"), "launch": ("table", "json", "csv"), "flops": ("table", "json", "csv"),
+    "latency": ("table", "json", "csv"), "whatif": ("table", "json", "csv"), "check": ("table", "json", "text"),
+    "explain": ("table", "json", "text"), "weak": ("table", "json"),
+}
+
+
+def _every_format(t: str, p: str, tmp: str) -> dict[str, bytes]:
+    """Every (model, format) pair on one trace: ``model.format`` (``model.format.table`` per table)."""
+    outs = {}
+    for model, fmts in _PAIRS.items():
+        argv, tables = _MODEL_ARGV[model]
+        argv = [a.format(t=t, p=p) for a in argv]
+        for fmt in fmts:
+            for table in (tables or (None,)) if fmt in ("csv", "parquet") else (None,):
+                name = ".".join(x for x in (model, fmt, table) if x)
+                extra = ["--format", fmt] + (["--table", table] if table else [])
+                if model in ("check", "explain", "weak"):  # printed, no -o
+                    outs[name] = _cli(argv + extra)
+                else:
+                    outs[name] = _written(argv + extra, tmp, name)
+    outs["page"] = _written(["report", t, p], tmp, "page.html")
     return outs
 
 
