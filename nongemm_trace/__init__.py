@@ -38,9 +38,14 @@ _PUBLIC = {
     "BatchResult": ".models",
     "LatencyReport": ".models",
     "WhatIfReport": ".models",
+    "CheckResult": ".models",
+    "ShapesReport": ".models",
     "latency_analysis": ".latency",
     "whatif_analysis": ".latency",
     "TraceError": ".errors",
+    "run": ".analyses",
+    "AnalysisOptions": ".pipeline.options",
+    "render": ".report",
     "Taxonomy": ".classify.taxonomy",
     "load_taxonomy": ".classify.taxonomy",
     "extend_taxonomy": ".classify.taxonomy",
@@ -51,6 +56,7 @@ __all__ = [*_PUBLIC, "__version__"]
 if _TYPE_CHECKING:  # pragma: no cover
     from typing import Any
 
+    from .analyses import run as run
     from .analyses.annotate import annotate as annotate
     from .analyses.check import check as check
     from .analyses.compare import compare as compare
@@ -68,20 +74,59 @@ if _TYPE_CHECKING:  # pragma: no cover
     from .models.report import Report as Report
     from .pipeline.analysis import Analysis as Analysis
     from .pipeline.api import analyze as analyze
+    from .pipeline.options import AnalysisOptions as AnalysisOptions
+    from .report import render as render
 
 
 _moved.install()  # old module paths: the module at its new path, with a DeprecationWarning
 
 
 def __getattr__(name: str) -> Any:
-    module = _PUBLIC.get(name)
-    if module is None:
+    if name not in _PUBLIC:
         raise AttributeError(f"module 'nongemm_trace' has no attribute '{name}'")
-    from importlib import import_module
-
-    value = getattr(import_module(module, __name__), name)
+    value = getattr(_module(_PUBLIC[name]), name)
     globals()[name] = value
     return value
+
+
+def _module(module: str) -> Any:
+    """The module of a public name, imported on first use (each a static import: no module but the
+    native loader imports by a computed name)."""
+    if module == ".pipeline.api":
+        from .pipeline import api as m
+    elif module == ".pipeline.analysis":
+        from .pipeline import analysis as m
+    elif module == ".pipeline.options":
+        from .pipeline import options as m
+    elif module == ".analyses":
+        from . import analyses as m
+    elif module == ".analyses.launch":
+        from .analyses import launch as m
+    elif module == ".analyses.check":
+        from .analyses import check as m
+    elif module == ".analyses.compare":
+        from .analyses import compare as m
+    elif module == ".analyses.explain":
+        from .analyses import explain as m
+    elif module == ".analyses.annotate":
+        from .analyses import annotate as m
+    elif module == ".analyses.weak":
+        from .analyses import weak as m
+    elif module == ".flops":
+        from . import flops as m
+    elif module == ".latency":
+        from . import latency as m
+    elif module == ".models":
+        from . import models as m
+    elif module == ".report":
+        from . import report as m
+    elif module == ".errors":
+        from . import errors as m
+    elif module == ".classify.taxonomy":
+        from .classify import taxonomy as m
+    else:
+        raise AttributeError(f"no public module {module}")
+    return m
 
 
 def __dir__() -> list[str]:

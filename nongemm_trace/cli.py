@@ -162,12 +162,12 @@ def _guard_memory(args: argparse.Namespace, inputs: list[str]) -> None:
     """The memory budget as a cap on this process (:mod:`.core.memory_guard`); the address-space
     limit too where ``NONGEMM_MAX_MEMORY`` is set, unless Ray runs here (its object store reserves
     address space of its own)."""
-    from .core import memory_guard
+    from .core import env, memory_guard
     from .load.budget import max_memory
 
     if inputs:
         memory_guard.note_input(inputs[0])
-    explicit = bool(os.environ.get("NONGEMM_MAX_MEMORY", "").strip())
+    explicit = bool(env.text("NONGEMM_MAX_MEMORY"))
     memory_guard.start(max_memory(), hard=explicit and getattr(args, "engine", None) != "ray")
 
 

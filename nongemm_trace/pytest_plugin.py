@@ -87,6 +87,14 @@ class NonGemm:
 
         return report_of(self.analysis(trace), options, metric=None)
 
+    def run(self, name: str, trace: str | Path, params: Any = None, **options: Any):
+        """Any registered analysis (``nongemm_trace.analyses.registry``: ``launch``, ``flops``, ``latency``,
+        ``whatif``, ``check``, ``shapes``, …) of ``trace``: its model; ``params`` its ``Params`` (or a dict
+        of them), ``options`` those of :class:`~nongemm_trace.pipeline.options.AnalysisOptions`."""
+        from .analyses import run
+
+        return run(name, self.analysis(trace), params, options)
+
     def assert_share_at_most(self, trace: str | Path, name: str, limit: float | str, **options: Any):
         return self.assert_checks(trace, max_share={name: limit}, **options)
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from .analyses import run
 from .analyses.compare import compare
-from .analyses.launch import launch_analysis
 from .core.safe_write import refuse_input, write_file
 from .errors import OptionError, TraceError
 from .pipeline.analysis import Analysis, split_options
@@ -33,7 +33,7 @@ def build_page(traces: list[str | Path | Analysis], *, top: int = 15, short_us: 
     launch_opts = {k: v for k, v in report_opts.items() if k != "metric"}
     reports = [a.report(**report_opts) for a in analyses]
     # a deployment stack's profile holds per-layer averages laid end to end: no timeline to judge
-    launches = [None if r.metric in TIME_BASES else launch_analysis(a, short_us=short_us, **launch_opts)
+    launches = [None if r.metric in TIME_BASES else run("launch", a, {"short_us": short_us}, launch_opts)
                 for a, r in zip(analyses, reports)]
     comparison = compare(analyses, per_step=per_step, **launch_opts) if len(analyses) > 1 else None
     # distributed ranks: the rank table and the straggler, as ``analyze RANK0 RANK1 …`` prints them

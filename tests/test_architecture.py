@@ -273,3 +273,92 @@ def test_moved_modules_import_by_their_old_path_as_the_same_module():
             "assert A is B and callable(nongemm_trace.explain) and nongemm_trace.check is check")
     r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
+
+
+def test_every_registered_analysis_has_a_json_and_a_terminal_renderer():
+    """An analysis is reachable from the command line and the library only through its renderers: each
+    registered one draws its model at a terminal and writes its JSON document."""
+    from nongemm_trace.analyses import specs
+    from nongemm_trace.report import formats
+
+    assert specs(), "no analysis registered"
+    missing = [f"{s.name} ({s.model}): {sorted({'json', 'table'} - set(formats(s.model)))}" for s in specs()
+               if not {"json", "table"} <= set(formats(s.model))]
+    assert missing == []
+
+
+def test_registration_refuses_a_second_analysis_or_renderer_of_one_name():
+    from dataclasses import replace
+
+    import pytest
+
+    from nongemm_trace.analyses import spec
+    from nongemm_trace.analyses.registry import register
+    from nongemm_trace.report.registry import renders
+
+    with pytest.raises(ValueError, match="registered already"):
+        register(replace(spec("launch"), help="another launch"))
+    with pytest.raises(ValueError, match="registered already"):
+        renders("launch", "json")(lambda model, view: "")
+
+
+#: the modules that may import by a computed name: the loader of the C extensions, and the finder that
+#: maps the old module paths to the new ones (its job is the import machinery itself)
+DYNAMIC_IMPORTERS = {"core.native", "core.moved"}
+
+
+def test_no_importlib_outside_the_native_loader():
+    """Every import is a static statement (ruff, mypy and these tests see it), except in the native
+    loader: ``importlib`` is used only for its ``resources`` (data files), and nothing calls ``__import__``."""
+    found = []
+    for m, path in MODULES.items():
+        if m in DYNAMIC_IMPORTERS:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import) and any(a.name.startswith("importlib") for a in node.names):
+                found.append(f"{m}:{node.lineno} import importlib")
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("importlib") \
+                    and (node.module != "importlib" or any(a.name != "resources" for a in node.names)):
+                found.append(f"{m}:{node.lineno} from {node.module} import …")
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "__import__":
+                found.append(f"{m}:{node.lineno} __import__")
+    assert found == []
+
+
+#: private names of other libraries that a module reads on purpose: argparse keeps its subparsers and
+#: actions private (the parser's error for an unknown option of a subcommand needs them), and the
+#: process ends with ``os._exit`` where the interpreter's teardown must not run
+FOREIGN_PRIVATES = {"_exit", "_getframe", "_actions", "_SubParsersAction"}
+
+
+def test_no_module_reads_another_modules_private_names():
+    """A leading underscore means "this module's own": no module imports another's private name
+    (``from .html import _table``) or reads a private attribute of something that is not itself
+    (``other._cache``; ``self._x`` and ``cls._x`` are the object's own)."""
+    found = []
+    for m, path in MODULES.items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").startswith("nongemm_trace")):
+                found += [f"{m}:{node.lineno} imports {a.name}" for a in node.names
+                          if a.name.startswith("_") and not a.name.startswith("__")]
+            elif isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__") \
+                    and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")) \
+                    and node.attr not in FOREIGN_PRIVATES:
+                found.append(f"{m}:{node.lineno} reads .{node.attr}")
+    assert found == []
+
+
+def test_every_environment_switch_is_declared_once():
+    """``NONGEMM_*`` switches are named, typed and documented in ``core/env.py``; every one a module names
+    is declared there, and no other module reads ``os.environ`` for one."""
+    from nongemm_trace.core.env import SWITCHES
+
+    named, direct = set(), []
+    for m, path in MODULES.items():
+        text = path.read_text()
+        named |= set(re.findall(r"\bNONGEMM_[A-Z_]+[A-Z]\b", text))
+        if m != "core.env":
+            direct += [f"{m}: {line.strip()}" for line in text.splitlines()
+                       if re.search(r"environ(\.get)?[\[(]\s*[\"']NONGEMM_", line)]
+    assert sorted(named - set(SWITCHES)) == []
+    assert direct == []

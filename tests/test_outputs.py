@@ -1,8 +1,9 @@
-"""The outputs are one table (commands/outputs.py): every command's ``--format`` choices are its
-model's formats in that table (plus the alias of the terminal view), ``--table`` the tables its
-model declares, and every registered (model, format) — and every table of a file format —
+"""The outputs are one table (report/registry.py, by model and format): every command's ``--format``
+choices are its model's formats in that table (plus the alias of the terminal view), ``--table`` the
+tables its model declares, and every registered (model, format) — and every table of a file format —
 renders through the real command line on a real trace. ``text``, the terminal view's other name,
-still gives the same bytes."""
+still gives the same bytes. The registered analyses' commands, models and command lines come from the
+analysis registry (each spec's ``example``): a new analysis is tested here without an edit."""
 
 from __future__ import annotations
 
@@ -14,28 +15,32 @@ import pytest
 from conftest import shared
 
 from nongemm_trace import cli
+from nongemm_trace.analyses import specs
 from nongemm_trace.commands.args import parser
 from nongemm_trace.commands.options import OPTIONS
-from nongemm_trace.commands.outputs import ALIASES, OUTPUTS, TERMINAL, formats
 from nongemm_trace.models import FlopsReport, LaunchReport, Report
+from nongemm_trace.report import formats, registered
+from nongemm_trace.report.registry import ALIASES, TERMINAL
 from nongemm_trace.vocabulary import MODEL_TABLES
+
+OUTPUTS = registered()
 
 #: two traces the repository ships (conftest.BUNDLED): the file runs on a fresh clone too
 TRACE = str(shared("h200", "gpt2_fp32_bs8_s128__compiled.json.gz"))
 OTHER = str(shared("h200", "bert_base_fp32_bs8_s128__eager.json.gz"))
 
-#: the model each command renders (analyze: one trace's report, or several traces' batch)
-MODELS = {"analyze": ("report", "batch"), "compare": ("comparison",), "check": ("check",), "flops": ("flops",),
-          "launch": ("launch",), "latency": ("latency",), "whatif": ("whatif",), "explain": ("explain", "weak")}
-TABLED = {"analyze": "report", "launch": "launch", "flops": "flops"}
+#: the model each command renders (analyze: one trace's report, or several traces' batch); every
+#: registered analysis is a command of its name rendering its model
+MODELS = {"analyze": ("report", "batch"), "compare": ("comparison",), "explain": ("explain", "weak"),
+          **{s.name: (s.model,) for s in specs()}}
+TABLED = {"analyze": "report", **{s.name: s.model for s in specs() if s.model in MODEL_TABLES}}
 
 #: a command line that renders each model, the format and -o appended
 ARGV = {
     "report": ["analyze", TRACE], "batch": ["analyze", TRACE, OTHER, "-q", "--workers", "1"],
-    "comparison": ["compare", TRACE, OTHER], "check": ["check", TRACE, "--max-share", "non-GEMM=0.99"],
-    "flops": ["flops", TRACE], "launch": ["launch", TRACE], "latency": ["latency", TRACE],
-    "whatif": ["whatif", TRACE, "--scale", "GEMM=0.5"], "explain": ["explain", TRACE, "aten::add"],
+    "comparison": ["compare", TRACE, OTHER], "explain": ["explain", TRACE, "aten::add"],
     "weak": ["explain", TRACE, "--weak"],
+    **{s.model: [s.name, TRACE, *s.example] for s in specs()},
 }
 
 
@@ -79,6 +84,7 @@ def test_table_choices_are_the_models_tables():
     subs = _subparsers()
     assert (Report.TABLES, LaunchReport.TABLES, FlopsReport.TABLES) == tuple(
         MODEL_TABLES[m] for m in ("report", "launch", "flops"))
+    assert set(TABLED.values()) == set(MODEL_TABLES)
     for command, model in TABLED.items():
         assert _choices(subs[command], "table") == MODEL_TABLES[model], command
         assert subs[command].get_default("table") == MODEL_TABLES[model][0], command
@@ -101,7 +107,7 @@ def test_every_registered_output_renders_on_a_real_trace(model, fmt, tmp_path):
     for table in tables if model != "batch" else (None,):
         dest = tmp_path / f"{model}.{table or 'all'}.{fmt}"
         argv = ARGV[model] + ["--format", fmt] + (["--table", table] if table else [])
-        takes_output = model not in ("check", "explain", "weak")
+        takes_output = model not in ("explain", "weak")
         rc, printed = _run(argv + (["-o", str(dest)] if takes_output else []))
         assert rc == 0, printed
         if dest.is_dir():  # a batch's Parquet dataset: one part per trace and table

@@ -23,11 +23,13 @@ import polars as pl
 from ..errors import OptionError, TraceError
 from ..models.report import Report
 from ..models.stored import is_stored_report, read_stored_report
+from ..models.verdicts import CheckResult
 from ..pipeline.analysis import Analysis, open_analysis
 from ..vocabulary import CLASSES
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..classify.taxonomy import Taxonomy
+    from ..pipeline.context import Context
     from ..pipeline.selection import Selection
 
 
@@ -205,19 +207,30 @@ def check(
     max_category_regression: dict[str, float] | None = None,
     min_activities: float = MIN_ACTIVITIES,
     **options: Any,
-) -> tuple[Violations, Report]:
-    """Check ``trace`` against the limits: the broken ones (empty when all hold; ``.gates`` lists every
-    limit with its measured value) and the report; ``options`` go to :func:`nongemm_trace.analyze`. ``baseline``:
-    a trace (path or :class:`Analysis`), a report (live, or :meth:`Report.from_dict` of its document)
-    or a stored report's JSON file; each gives the same numbers for the same trace. A limit
-    that names no class or category, a share limit outside 0..1, or no limit at all is refused:
-    a typo must never turn a gate off. With a baseline, ``min_activities`` is the floor of GPU
-    activities per step, a share of the baseline's (:func:`activity_floor`)."""
+) -> CheckResult:
+    """Check ``trace`` against the limits: a :class:`~nongemm_trace.models.verdicts.CheckResult`, whose
+    ``violations`` are the broken ones (empty when all hold; ``.gates`` lists every limit with its measured
+    value) and ``report`` the breakdown (it unpacks as ``violations, report``); ``options`` go to
+    :func:`nongemm_trace.analyze`. ``baseline``: a trace (path or :class:`Analysis`), a report (live, or
+    :meth:`Report.from_dict` of its document) or a stored report's JSON file; each gives the same numbers
+    for the same trace. A limit that names no class or category, a share limit outside 0..1, or no limit
+    at all is refused: a typo must never turn a gate off. With a baseline, ``min_activities`` is the floor
+    of GPU activities per step, a share of the baseline's (:func:`activity_floor`)."""
     analysis, report_opts = open_analysis(trace, options, metric="gpu")
-    validate_limits(analysis.taxonomy, max_share=max_share, max_category_share=max_category_share,
-                    max_regression=max_regression, max_category_regression=max_category_regression,
-                    baseline=baseline, path=analysis.path, min_activities=min_activities)
-    rep = analysis.report(**report_opts)
+    limits: dict[str, Any] = dict(baseline=baseline, max_share=max_share, max_category_share=max_category_share,
+                                  max_regression=max_regression, max_category_regression=max_category_regression,
+                                  min_activities=min_activities)
+    validate_limits(analysis.taxonomy, path=analysis.path, **limits)
+    metric = report_opts.pop("metric")
+    return check_of(analysis.selection(**report_opts), analysis.context(**report_opts), metric=metric, **limits)
+
+
+def check_of(sel: Selection, ctx: Context, *, baseline: str | Path | Analysis | Report | None = None,
+             max_share: dict[str, float] | None = None, max_category_share: dict[str, float] | None = None,
+             max_regression: float | None = None, max_category_regression: dict[str, float] | None = None,
+             min_activities: float = MIN_ACTIVITIES, metric: str = "gpu") -> CheckResult:
+    """:func:`check` of a selection whose limits were validated (the analysis's ``run``)."""
+    rep = ctx.report(metric=metric, **ctx.options)
     of = {"gpu": "GPU time", "cpu": "CPU time", "paper": "CPU + GPU time"}.get(rep.metric, rep.metric)
     out: list[Gate] = []
 
@@ -233,8 +246,8 @@ def check(
         value = rep.share(name)
         gate(f"max-category-share {name}", value, allowed, f"category {name} is {_percent(value)} % of {of}")
     if baseline is not None:
-        base = _baseline(baseline, {"taxonomy": analysis.taxonomy, **report_opts})
-        mine = Baseline.of_selection(analysis.selection(**report_opts))
+        base = _baseline(baseline, {"taxonomy": ctx.taxonomy, "metric": metric, **ctx.options})
+        mine = Baseline.of_selection(sel)
         out.append(activity_floor(base, mine, min_activities))
         if max_regression is not None:
             b, n = base.per_step(base.gpu_time_ns), mine.per_step(mine.gpu_time_ns)
@@ -246,7 +259,7 @@ def check(
             change = (n - b) / b if b else (float("inf") if n > 0 else 0.0)
             gate(f"max-category-regression {cat}", change, allowed,
                  f"{cat} GPU time per step {_changed(b, change)} ({b / 1000:,.1f} -> {n / 1000:,.1f} us)")
-    return Violations(out), rep
+    return CheckResult(str(ctx.path), Violations(out), rep)
 
 
 def _changed(before: float, change: float) -> str:

@@ -12,16 +12,19 @@ from typing import Any
 
 import polars as pl
 
+from ..classify.ladder import RULE_TEXT
 from ..classify.rules import is_composite, is_wrapper, kernel_category, op_category
 from ..classify.taxonomy import Taxonomy
 from ..errors import TraceError
+from ..models.verdicts import Explanation
 from ..pipeline.analysis import Analysis
 from ..vocabulary import LEVELS
 
 
-def explain(source: str | Path | Analysis, name: str, taxonomy: str | Path | Taxonomy | None = None) -> dict[str, Any]:
+def explain(source: str | Path | Analysis, name: str, taxonomy: str | Path | Taxonomy | None = None) -> Explanation:
     """Explain how ``name`` (an op or a kernel name; exact, else the unique names containing it) is classified
-    in ``source`` (a path or an :class:`Analysis`)."""
+    in ``source`` (a path or an :class:`Analysis`): an :class:`~nongemm_trace.models.verdicts.Explanation`,
+    whose document ``explain --format json`` writes (indexing the model reads it)."""
     analysis = Analysis.of(source, taxonomy=taxonomy, keep_python=True)
     tax, path = analysis.taxonomy, analysis.path
     linked = analysis.linked()
@@ -61,7 +64,7 @@ def explain(source: str | Path | Analysis, name: str, taxonomy: str | Path | Tax
         out["kernels"].append(entry)
     out["more_ops"] = max(0, len(op_names) - 20)
     out["more_kernels"] = max(0, len(kernel_names) - 20)
-    return out
+    return Explanation(out, RULE_TEXT)
 
 
 def _matches(col: pl.Series, name: str) -> list[str]:

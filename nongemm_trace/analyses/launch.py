@@ -14,6 +14,7 @@ import polars as pl
 
 from ..core.frames import as_text, int_scalar, number
 from ..errors import TraceError
+from ..load.formats import format_of
 from ..load.graph_capture import capture_windows
 from ..metrics.intervals import interval_cover
 from ..metrics.launch import (
@@ -30,6 +31,8 @@ from ..models.latency import CAPTURE_BOUND
 from ..models.launch import FIELDS, LaunchReport
 from ..models.launch import whole_us as _us
 from ..pipeline.analysis import Analysis, open_analysis
+from ..pipeline.context import Context
+from ..pipeline.selection import Selection
 from ..vocabulary import STEP_TIME
 
 #: the verdict's kind for a trace that records graphs rather than runs them
@@ -43,12 +46,19 @@ def launch_analysis(source: str | Path | Analysis, *, short_us: float = 10.0, un
     :func:`nongemm_trace.latency.latency_analysis`). ``options`` are those of :func:`nongemm_trace.analyze`
     (taxonomy, level, drop_unlinked, step_marker, skip_steps)."""
     analysis, report_opts = open_analysis(source, options, metric="gpu")
+    report_opts.pop("metric")
     sel = analysis.selection(**report_opts)
+    return launch_of(sel, analysis.context(**report_opts), short_us, unprofiled_step_us)
+
+
+def launch_of(sel: Selection, ctx: Context, short_us: float = 10.0,
+              unprofiled_step_us: float | None = None) -> LaunchReport:
+    """:func:`launch_analysis` of a selection (the analysis's ``run``)."""
     path = sel.trace
     short_ns = int(round(short_us * 1000))
     acts = sel.activities.with_columns((pl.col("ts_ns") + pl.col("dur_ns")).alias("end_ns"))
-    warnings = sel.warnings_as(report_opts.get("metric") or "gpu")
-    launches = analysis.trace().launches
+    warnings = sel.warnings_as("gpu")
+    launches = ctx.trace().launches
     windows = capture_windows(launches)
     cover = interval_cover(windows)
     capture = {"captured_launches": int(launches["captured"].sum() or 0) if "captured" in launches.columns else 0,
@@ -62,7 +72,7 @@ def launch_analysis(source: str | Path | Analysis, *, short_us: float = 10.0, un
             "activities_per_s": None, "idle_share": None, "host_bound_share_of_idle": None,
             "launch_overhead_per_activity_us": None, "launch_call_us": 0.0,
             "busy_by_class_us": dict.fromkeys((c for c in BUSY_CLASS_ORDER if c not in OPTIONAL_BUSY_CLASSES), 0.0),
-            "unprofiled": None, "bound": profiled_bound(analysis, options), "capture_idle_us": 0.0,
+            "unprofiled": None, "bound": profiled_bound(ctx), "capture_idle_us": 0.0,
             **capture} | _step_summary(sel)
         verdict = "no GPU activities: nothing ran on the device"
         if capture["captured_launches"]:
@@ -89,7 +99,7 @@ def launch_analysis(source: str | Path | Analysis, *, short_us: float = 10.0, un
     cats = category_overhead(acts.with_columns(pl.col("device").fill_null(-1)), cover)
     per_act = _per_activity(acts, cover)
     graphs = _graphs(acts)
-    summary["unprofiled"] = without_profiler_view(analysis, options, unprofiled_step_us)
+    summary["unprofiled"] = without_profiler_view(ctx, unprofiled_step_us)
     un = summary["unprofiled"]
     summary["bound"] = None if un is None else un.get("profiled_bound")
     verdict = _verdict(summary, acts, short_ns)
@@ -99,35 +109,37 @@ def launch_analysis(source: str | Path | Analysis, *, short_us: float = 10.0, un
                         graphs, verdict, sel.metadata.get("device"), warnings)
 
 
-def profiled_bound(analysis: Analysis, options: dict[str, Any]) -> str | None:
+def profiled_bound(ctx: Context) -> str | None:
     """The measured run's bound on the critical path over the kept steps, as latency reports it
     (``unprofiled.profiled_bound``); None for a format with no host timeline or no steps."""
     from ..latency.path import attribute
     from ..models.latency import bound_of
 
-    found = _measured(analysis, options)
+    found = _measured(ctx)
     if found is None:
         return None
-    analysis, g, sel, measured = found
+    g, sel, measured = found
     measured.steps = measured.steps.filter(pl.col("step") >= sel.steps_skipped)
-    return bound_of(attribute(measured, analysis.taxonomy.classes, g.queue_gap_ns))
+    return bound_of(attribute(measured, ctx.taxonomy.classes, g.queue_gap_ns))
 
 
-def _measured(analysis: Analysis, options: dict[str, Any]) -> tuple[Any, Any, Any, Any] | None:
-    """(analysis, dependency graph, selection, measured timeline) as latency builds them, or None for
-    a format with no host timeline."""
-    from ..latency import graph_of
+def _measured(ctx: Context) -> tuple[Any, Any, Any] | None:
+    """(dependency graph, selection, measured timeline) as latency builds them (its selection keeps
+    the unlinked activities), or None for a format with no host timeline."""
+    from ..latency import graph_in
     from ..latency.replay import measured_timeline
 
-    opts = {k: v for k, v in options.items() if k in ("taxonomy", "level", "step_marker", "skip_steps")}
+    if not format_of(ctx.trace()).host_timeline:
+        return None
+    sel = ctx.selection(**{k: v for k, v in ctx.options.items() if k in ("level", "step_marker", "skip_steps")})
     try:
-        analysis, g, sel, _ = graph_of(analysis, **opts)
+        g, _ = graph_in(sel, ctx)
     except TraceError:
         return None
-    return analysis, g, sel, measured_timeline(g)
+    return g, sel, measured_timeline(g)
 
 
-def without_profiler_view(analysis: Analysis, options: dict[str, Any], step_us: float | None) -> dict[str, Any] | None:
+def without_profiler_view(ctx: Context, step_us: float | None) -> dict[str, Any] | None:
     """``busy_share`` and ``verdict`` of the run without the profiler (the replay of
     :mod:`.latency.unprofiled`), beside ``profiled_busy_share`` (the measured replay's, same scope: every
     activity, first start to last end); None for a format with no host timeline."""
@@ -135,17 +147,17 @@ def without_profiler_view(analysis: Analysis, options: dict[str, Any], step_us: 
     from ..latency.unprofiled import unprofiled_summary, without_profiler
     from ..models.latency import bound_of
 
-    found = _measured(analysis, options)
+    found = _measured(ctx)
     if found is None:
         return None
-    analysis, g, sel, measured = found
+    g, sel, measured = found
     kept = measured.steps.filter(pl.col("step") >= sel.steps_skipped)
-    un = without_profiler(analysis, g, kept, step_us=step_us, path=sel.trace)
+    un = without_profiler(ctx, g, kept, step_us=step_us, path=sel.trace)
     busy = busy_share(un.timeline.acts)
     if busy is None:
         return None
     un.timeline.steps = un.timeline.steps.filter(pl.col("step").is_in(kept["step"].implode()))
-    classes = analysis.taxonomy.classes
+    classes = ctx.taxonomy.classes
     bound = bound_of(attribute(un.timeline, classes, g.queue_gap_ns))
     measured.steps = kept
     profiled_bound = bound_of(attribute(measured, classes, g.queue_gap_ns))

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
 
 import polars as pl
 
 from ..classify.rules import kernel_verdict
 from ..classify.taxonomy import Taxonomy
 from ..classify.tokens import tokens
+from ..models.verdicts import WeakKernels
 from ..pipeline.analysis import Analysis
 
 WEAK_RUNGS = ("generic", "none")
@@ -29,7 +29,7 @@ _ANON = re.compile(r"\((?:anonymous|unnamed) namespace\)::")
 
 
 def weak_kernels(source: str | Path | Analysis, taxonomy: str | Path | Taxonomy | None = None,
-                 top: int = 20) -> dict[str, Any]:
+                 top: int = 20) -> WeakKernels:
     """The ``top`` kernel names with the most GPU time on weak evidence, each with its rule, its
     launching ops and a snippet that would classify it."""
     analysis = Analysis.of(source, taxonomy=taxonomy)
@@ -51,10 +51,10 @@ def weak_kernels(source: str | Path | Analysis, taxonomy: str | Path | Taxonomy 
                      "share": round(r["gpu_time_ns"] / total, 6) if total else 0.0,
                      "launch_ops": r["launch_ops"], "snippet": snippet(r["name"], r["category"])})
     weak_ns = int(weak["dur_ns"].sum() or 0)
-    return {"trace": str(path), "taxonomy": tax.name, "taxonomy_version": tax.version,
-            "gpu_time_us": round(total / 1000, 3), "weak_gpu_time_us": round(weak_ns / 1000, 3),
-            "weak_share": round(weak_ns / total, 6) if total else 0.0, "kernels": rows,
-            "more_kernels": max(0, g.height - len(rows))}
+    return WeakKernels({"trace": str(path), "taxonomy": tax.name, "taxonomy_version": tax.version,
+                        "gpu_time_us": round(total / 1000, 3), "weak_gpu_time_us": round(weak_ns / 1000, 3),
+                        "weak_share": round(weak_ns / total, 6) if total else 0.0, "kernels": rows,
+                        "more_kernels": max(0, g.height - len(rows))})
 
 
 def name_run(kernel: str) -> str:

@@ -1,7 +1,10 @@
 """The subcommands, as a table: each name with its help, the function that adds its arguments and
-the handler that runs it. :mod:`nongemm_trace.commands.args` builds the parser from this table and
-:mod:`nongemm_trace.cli` dispatches on it; a handler calls the library and a renderer
-(:mod:`nongemm_trace.report`). Nothing here imports polars at import time (``cli`` sets the
+the handler that runs it. Every registered analysis (:mod:`nongemm_trace.analyses.registry`) is a
+subcommand built from its spec (:mod:`.derived`); the commands that are not one analysis of one trace
+have a module here: ``analyze`` (one trace or a batch), ``compare`` and ``plot`` (several traces),
+``explain`` (a name or ``--weak``), ``report`` (the HTML page) and the trace writers ``convert`` and
+``annotate``. :mod:`nongemm_trace.commands.args` builds the parser from this table and
+:mod:`nongemm_trace.cli` dispatches on it. Nothing here imports polars at import time (``cli`` sets the
 allocator first): handlers import the library when they run.
 """
 
@@ -11,7 +14,8 @@ import argparse
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from . import analyze, check, compare, explain, flops, latency, launch, report, trace_files
+from ..analyses import specs
+from . import analyze, compare, derived, explain, report, trace_files
 
 
 @dataclass(frozen=True)
@@ -22,16 +26,12 @@ class Command:
     run: Callable[[argparse.Namespace], int]
 
 
-#: every subcommand, in the order ``--help`` lists them
+#: every subcommand, in the order ``--help`` lists them: the commands of their own, then the analyses
 COMMANDS = (
     Command("analyze", analyze.HELP, analyze.arguments, analyze.run),
     Command("compare", compare.HELP, compare.arguments, compare.run),
     Command("plot", compare.PLOT_HELP, compare.plot_arguments, compare.run_plot),
-    Command("check", check.HELP, check.arguments, check.run),
-    Command("flops", flops.HELP, flops.arguments, flops.run),
-    Command("launch", launch.HELP, launch.arguments, launch.run),
-    Command("latency", latency.HELP, latency.arguments, latency.run),
-    Command("whatif", latency.WHATIF_HELP, latency.whatif_arguments, latency.run_whatif),
+    *(Command(s.name, s.help, derived.arguments_of(s), derived.run_of(s)) for s in specs()),
     Command("convert", trace_files.CONVERT_HELP, trace_files.convert_arguments, trace_files.run_convert),
     Command("explain", explain.HELP, explain.arguments, explain.run),
     Command("annotate", trace_files.ANNOTATE_HELP, trace_files.annotate_arguments, trace_files.run_annotate),

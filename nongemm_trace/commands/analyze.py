@@ -82,7 +82,7 @@ def _analyze_one(args: argparse.Namespace) -> int:
     opts = _options(args)
     with time_limit(args.trace, args.timeout):
         report = analyze(args.trace, **opts)
-    render("report", report, args)
+    render(report, args)
     finished["single_analysis"] = True
     return 0
 
@@ -97,5 +97,5 @@ def _batch(args: argparse.Namespace, paths: list[str]) -> int:
                        progress=display.file_done if display else None, timeout=args.timeout)
     for f in result.failed:
         print(f"nongemm-trace: error: {f['error']}", file=sys.stderr)
-    render("batch", result, args)
+    render(result, args)
     return EXIT_BAD_INPUT if result.failed else 0

@@ -36,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
     if len(args.traces) < 2:
         raise TraceError(args.traces[0], "compare needs BASE and at least one more trace")
     cmp = compare(args.traces, per_step=args.per_step, **analysis_options(args))
-    return render("comparison", cmp, args)
+    return render(cmp, args)
 
 
 def run_plot(args: argparse.Namespace) -> int:

@@ -27,6 +27,6 @@ def run(args: argparse.Namespace) -> int:
         raise TraceError(args.trace, "explain takes a NAME or --weak (one of them)")
     if args.weak:
         from ..analyses.weak import weak_kernels
-        return render("weak", weak_kernels(args.trace, taxonomy=args.taxonomy, top=args.top), args)
+        return render(weak_kernels(args.trace, taxonomy=args.taxonomy, top=args.top), args)
     from ..analyses.explain import explain
-    return render("explain", explain(args.trace, args.name, taxonomy=args.taxonomy), args)
+    return render(explain(args.trace, args.name, taxonomy=args.taxonomy), args)

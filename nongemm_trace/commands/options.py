@@ -1,35 +1,56 @@
 """The options several subcommands share, declared once: the analysis options (taxonomy, level,
-unlinked activities, steps), ``-o``, and ``--format`` / ``--table``, whose choices come from the
-output table (:mod:`.outputs`) and the models' tables (``vocabulary.MODEL_TABLES``)."""
+unlinked activities, steps) as :class:`~nongemm_trace.pipeline.options.AnalysisOptions` declares them
+(type, default and help from its fields), ``-o``, and ``--format`` / ``--table``, whose choices come
+from the renderer table (:mod:`nongemm_trace.report.registry`) and the models' tables
+(``vocabulary.MODEL_TABLES``)."""
 
 from __future__ import annotations
 
 import argparse
+import typing
+from dataclasses import fields
 from typing import Any
 
-from ..vocabulary import LEVELS, MODEL_TABLES
-from .outputs import ALIASES, FORMAT_HELP, TERMINAL, formats
+from ..core.fields import flag_settings
+from ..pipeline.options import AnalysisOptions
+from ..report import formats
+from ..report.registry import ALIASES, FORMAT_HELP, TERMINAL
+from ..vocabulary import MODEL_TABLES
+
+
+def _declared(name: str) -> tuple[tuple[str, ...], dict[str, Any]]:
+    """The flag of :class:`AnalysisOptions` field ``name``: its flags and argparse settings."""
+    f = next(f for f in fields(AnalysisOptions) if f.name == name)
+    s = flag_settings(f)
+    hint = typing.get_type_hints(AnalysisOptions)[name]
+    kw: dict[str, Any] = {"help": s["help"]}
+    if hint is bool:
+        kw["action"] = "store_true"
+    else:
+        kw["default"] = f.default
+        if hint is int:
+            kw["type"] = int
+        for key in ("metavar", "choices"):
+            if s[key]:
+                kw[key] = s[key]
+    return s["flags"] or ("--" + name.replace("_", "-"),), kw
+
 
 #: every shared option: its flags and argparse settings, by the name ``argparse`` stores it under
+#: (the taxonomy's default spelled out: the command line names the built-in it reads)
 OPTIONS: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
-    "taxonomy": (("--taxonomy",), dict(default="default",
-                                       help="built-in taxonomy name or a .toml file (default: default)")),
-    "level": (("--level",), dict(choices=tuple(LEVELS), default=None,
-                                 help=f"{'; '.join(f'{k}: {v}' for k, v in LEVELS.items())} (with_stack "
-                                      "traces). Default: the taxonomy's")),
-    "drop_unlinked": (("--drop-unlinked",), dict(action="store_true",
-                                                 help="leave out GPU activities with no launch call in the file "
-                                                      "(launched before profiling)")),
-    "step_marker": (("--step-marker",), dict(metavar="NAME", help="name of the ranges that mark steps (default: "
-                                             "ProfilerStep#N, else the most repeated top-level annotation)")),
-    "skip_steps": (("--skip-steps",), dict(type=int, default=0, metavar="N", help="drop the first N steps (warm-up)")),
+    **{name: _declared(name) for name in ("taxonomy", "level", "drop_unlinked", "step_marker", "skip_steps")},
     "output": (("-o", "--output"), dict(help="write the result to PATH instead of stdout")),
 }
+OPTIONS["taxonomy"][1]["default"] = "default"
 
 #: the options of every command that analyses a trace
 ANALYSIS = ("taxonomy", "level", "drop_unlinked", "step_marker", "skip_steps")
 #: which steps count
 STEPS = ("step_marker", "skip_steps")
+#: ``--top``: the rows of a model's terminal tables, where it has such tables (the help says which)
+TOP = {"flops": "rows of ops in the table view (default 15)",
+       "shapes": "rows of op shapes in the table view (default 15)"}
 
 
 def add(p: argparse.ArgumentParser, *names: str) -> None:
@@ -40,7 +61,7 @@ def add(p: argparse.ArgumentParser, *names: str) -> None:
 
 
 def add_format(p: argparse.ArgumentParser, *models: str) -> None:
-    """``--format``: the formats the output table has for ``models`` (each of them), the terminal view
+    """``--format``: the formats the renderer table has for ``models`` (each of them), the terminal view
     by default; an alias is accepted too."""
     choices = formats(*models)
     aliases = tuple(a for a, f in ALIASES.items() if f in choices)

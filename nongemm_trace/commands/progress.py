@@ -26,6 +26,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from ..core import env
+
 #: seconds between two plain progress lines off a terminal (NONGEMM_PROGRESS_S)
 DEFAULT_PERIOD_S = 5.0
 #: a bar appears only for a command still running after this long
@@ -35,7 +37,7 @@ BAR_AFTER_S = 1.0
 def period_s() -> float:
     """NONGEMM_PROGRESS_S as seconds (``inf``: never); a value that is not a number above 0 is the default."""
     try:
-        value = float(os.environ.get("NONGEMM_PROGRESS_S", DEFAULT_PERIOD_S))
+        value = float(env.text("NONGEMM_PROGRESS_S") or DEFAULT_PERIOD_S)
     except ValueError:
         return DEFAULT_PERIOD_S
     return value if value > 0 else DEFAULT_PERIOD_S

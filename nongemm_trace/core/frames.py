@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from typing import Any
 
 import polars as pl
+
+from . import env
 
 
 def int_scalar(value: Any) -> int:
@@ -106,7 +107,7 @@ def is_row_index(s: pl.Series) -> bool:
     """``s`` is 0, 1, ..., n-1 (the id column the loader numbers every table with). Every fast path
     that gathers by row number asks here; ``NONGEMM_ROW_INDEX=off`` sends them all down their
     general paths (joins), to compare the two."""
-    if os.environ.get("NONGEMM_ROW_INDEX", "on").strip().lower() in ("0", "off", "false", "no"):
+    if env.is_off("NONGEMM_ROW_INDEX"):
         return False
     n = s.len()
     if n == 0 or s.null_count() or not s.dtype.is_integer() or not (s[0] == 0 and s[n - 1] == n - 1):

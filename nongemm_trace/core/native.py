@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-import os
 from typing import Any
+
+from . import env
 
 
 def load(module: str, abi: int) -> Any:
@@ -25,8 +26,7 @@ def load(module: str, abi: int) -> Any:
 def turned_off(variable: str) -> bool:
     """The environment says not to use an extension (``VAR=off``, ``0``, ``false``, ``no``), or not to
     use any (``NONGEMM_NATIVE=off``: every C path off, the pure-Python reference paths only)."""
-    return any(os.environ.get(v, "on").strip().lower() in ("0", "off", "false", "no")
-               for v in ("NONGEMM_NATIVE", variable))
+    return env.is_off("NONGEMM_NATIVE") or env.is_off(variable)
 
 
 #: the extensions setup.py builds, by what they do

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from ..errors import TraceError
+from . import env as switches
 
 #: a taxonomy or a device spec is kilobytes of TOML: a larger one is not one
 CONFIG_BYTES = 16 << 20
@@ -37,7 +38,7 @@ _MEMORY_PER_BYTE = 3
 def max_trace_bytes() -> int:
     """The largest JSON held whole, and the most a stream is read: ``NONGEMM_MAX_TRACE_BYTES``,
     else a third of the memory available now."""
-    env = os.environ.get("NONGEMM_MAX_TRACE_BYTES")
+    env = switches.text("NONGEMM_MAX_TRACE_BYTES")
     if env:
         try:
             return int(float(env))

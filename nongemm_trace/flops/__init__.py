@@ -32,6 +32,8 @@ from ..core.trace import Anomaly
 from ..devices import match_device
 from ..models.flops import FlopsReport
 from ..pipeline.analysis import Analysis, open_analysis
+from ..pipeline.context import Context
+from ..pipeline.selection import Selection
 from .fits import fit_models
 from .formulas import OpCall, category_estimate, is_composite, lookup
 
@@ -54,9 +56,15 @@ def flops_analysis(source: str | Path | Analysis, *, device_spec: str | None = N
     """FLOPs, bytes, achieved rates and the roofline per op of a path or an :class:`Analysis`;
     ``options`` are :func:`nongemm_trace.analyze`'s."""
     analysis, report_opts = open_analysis(source, options, metric="gpu")
+    report_opts.pop("metric")
     sel = analysis.selection(**report_opts)
+    return flops_of(sel, analysis.context(**report_opts), device_spec)
+
+
+def flops_of(sel: Selection, ctx: Context, device_spec: str | None = None) -> FlopsReport:
+    """:func:`flops_analysis` of a selection (the analysis's ``run``)."""
     path = sel.trace
-    warnings = sel.warnings_as(report_opts.get("metric") or "gpu")
+    warnings = sel.warnings_as("gpu")
     dev_props = (sel.metadata.get("devices") or [None])[0]
     device = match_device(dev_props, device_spec)
     if device is None:
@@ -94,7 +102,7 @@ def flops_analysis(source: str | Path | Analysis, *, device_spec: str | None = N
     chosen = calls.join(targets, on="op_id", how="semi").join(
         owner_time.rename({"owner": "op_id"}), on="op_id", how="left").with_columns(
         # a call that owns no GPU time (it launched nothing) counts where analyze's rule puts the call
-        pl.coalesce("_held", call_category(analysis.taxonomy.semantics.generic_categories), "kind").alias("category"))
+        pl.coalesce("_held", call_category(ctx.taxonomy.semantics.generic_categories), "kind").alias("category"))
 
     rows = []
     for r in chosen.select("op_id", "name", "category", "kind", "counted", "input_dims", "input_type",

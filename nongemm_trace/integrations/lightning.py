@@ -16,7 +16,6 @@ each rank writes ``NAME.rankN.*``. Options: those of
 
 from __future__ import annotations
 
-import importlib
 from pathlib import Path
 from typing import Any
 
@@ -25,10 +24,20 @@ from .steps import StepProfiler
 __all__ = ["NonGemmCallback", "PLNonGemmCallback"]  # noqa: F822 - built on first access (__getattr__)
 
 
+def _framework(package: str) -> Any:
+    """``lightning.pytorch`` or ``pytorch_lightning``, imported by name (each a static import: no module
+    but the native loader imports by a computed name)."""
+    if package == "lightning.pytorch":
+        import lightning.pytorch as framework
+    else:
+        import pytorch_lightning as framework
+    return framework
+
+
 def _callback_class(package: str) -> type:
     """The callback on ``package``'s ``Callback`` (``lightning.pytorch`` or ``pytorch_lightning``)."""
     try:
-        pl = importlib.import_module(package)
+        pl = _framework(package)
     except ImportError as exc:
         raise ImportError(f"nongemm_trace.integrations.lightning needs {package.split('.')[0]}: pip install "
                           f"{package.split('.')[0]} ({exc})") from None

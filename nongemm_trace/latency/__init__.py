@@ -22,6 +22,7 @@ from ..load.formats import FORMATS, format_of
 from ..metrics.steps import find_steps
 from ..models.latency import LatencyReport, WhatIfReport
 from ..pipeline.analysis import Analysis, open_analysis
+from ..pipeline.context import Context
 from ..pipeline.selection import Selection
 from .graph import Graph, build
 from .overlap import overlapping_steps
@@ -29,16 +30,18 @@ from .path import attribute
 from .replay import measured_timeline
 from .unprofiled import latency_unprofiled, without_profiler
 
-__all__ = ["latency_analysis", "whatif_analysis", "LatencyReport", "WhatIfReport", "graph_of", "measured_timeline"]
+__all__ = ["latency_analysis", "whatif_analysis", "latency_of", "whatif_of", "LatencyReport", "WhatIfReport",
+           "graph_of", "graph_in", "measured_timeline"]
 
-#: what the analysis keeps per options (the graph is the expensive part, and the same for every what-if)
-_CACHE_ATTR = "_latency_graphs"
+#: the memo key of what a trace keeps per (level, marker): the graph is the expensive part, and the same
+#: for every what-if
+_MEMO_KEY = "latency_graphs"
 
 
-def _step_ranges(analysis: Analysis, marker: str | None, warnings: list[Anomaly]) -> tuple[pl.DataFrame, str | None]:
+def _step_ranges(ctx: Context, marker: str | None, warnings: list[Anomaly]) -> tuple[pl.DataFrame, str | None]:
     """``step, name, pid, tid, ts, end``: the steps ``analyze`` uses; with none, the whole trace on the
     thread that launched most work (one step named ``(whole trace)``)."""
-    ops = analysis.linked().ops
+    ops = ctx.linked().ops
     steps, used = find_steps(ops, marker) if marker else (pl.DataFrame(), None)
     if steps.height:
         tids = ops.filter(pl.col("name").is_in(steps["name"].unique().implode())).select(
@@ -46,7 +49,7 @@ def _step_ranges(analysis: Analysis, marker: str | None, warnings: list[Anomaly]
         steps = steps.join(tids, on=["name", "pid", "ts_ns", "end_ns"], how="left")
         return steps.select("step", "name", "pid", "tid", pl.col("ts_ns").alias("ts"),
                             pl.col("end_ns").alias("end")), used
-    trace = analysis.trace()
+    trace = ctx.trace()
     host = pl.concat([ops.select("pid", "tid", "ts_ns", "end_ns"),
                       trace.launches.select("pid", "tid", "ts_ns", "end_ns")])
     if host.height == 0:
@@ -64,27 +67,40 @@ def _step_ranges(analysis: Analysis, marker: str | None, warnings: list[Anomaly]
                          "ts": [int_scalar(mine["ts_ns"].min())], "end": [int_scalar(mine["end_ns"].max())]}), None
 
 
+def _refuse_without_host_timeline(ctx: Context | Analysis) -> None:
+    fmt = format_of(ctx.trace())
+    if not fmt.host_timeline:
+        raise TraceError(ctx.path, f"this {fmt.noun} holds times per {fmt.time_basis} and no host "
+                                   f"timeline: latency and whatif need a trace of the run with one "
+                                   f"({' or '.join(f.noun for f in FORMATS if f.host_timeline)})")
+
+
+def graph_in(sel: Selection, ctx: Context) -> tuple[Graph, list[Anomaly]]:
+    """The dependency graph of the selection's trace and level, and the warnings, built once per trace,
+    level and step marker (kept in the context's memo)."""
+    _refuse_without_host_timeline(ctx)
+    key = (sel.level, sel.marker)
+    cache = ctx.memo.setdefault(_MEMO_KEY, {})
+    if key not in cache:
+        warnings = sel.warnings_as("gpu")
+        ranges, _ = _step_ranges(ctx, sel.marker, warnings)
+        trace = ctx.trace()
+        g = build(ctx.linked().ops, trace.launches, ctx.activities(sel.level), ranges,
+                  list(ctx.taxonomy.semantics.generic_categories), sel.level, trace.cuda_syncs)
+        cache[key] = (g, warnings)
+    g, warnings = cache[key]
+    return g, list(warnings)
+
+
 def graph_of(source: str | Path | Analysis, **options: Any) -> tuple[Analysis, Graph, Selection, list[Anomaly]]:
     """The analysis, its dependency graph, its selection (steps, names, warnings) and the warnings."""
     analysis, report_opts = open_analysis(source, options, metric="gpu")
     report_opts.pop("drop_unlinked", None)  # the timeline needs every activity
-    fmt = format_of(analysis.trace())
-    if not fmt.host_timeline:
-        raise TraceError(analysis.path, f"this {fmt.noun} holds times per {fmt.time_basis} and no host "
-                                        f"timeline: latency and whatif need a trace of the run with one "
-                                        f"({' or '.join(f.noun for f in FORMATS if f.host_timeline)})")
+    report_opts.pop("metric", None)
+    _refuse_without_host_timeline(analysis)
     sel = analysis.selection(**report_opts)
-    key = (sel.level, sel.marker)
-    cache = analysis.__dict__.setdefault(_CACHE_ATTR, {})
-    if key not in cache:
-        warnings = sel.warnings_as(report_opts.get("metric") or "gpu")
-        ranges, _ = _step_ranges(analysis, sel.marker, warnings)
-        linked, tax = analysis.linked(), analysis.taxonomy
-        g = build(linked.ops, analysis.trace().launches, analysis.activities(sel.level),
-                  ranges, list(tax.semantics.generic_categories), sel.level, analysis.trace().cuda_syncs)
-        cache[key] = (g, warnings)
-    g, warnings = cache[key]
-    return analysis, g, sel, list(warnings)
+    g, warnings = graph_in(sel, analysis.context(**report_opts))
+    return analysis, g, sel, warnings
 
 
 def _kept(steps: pl.DataFrame, skip: int) -> pl.DataFrame:
@@ -97,22 +113,28 @@ def latency_analysis(source: str | Path | Analysis, *, unprofiled_step_us: float
     without the profiler (``unprofiled_step_us``: the run's measured step time without it, else the
     trace's ``nongemm_unprofiled`` metadata, else the overhead model alone). ``options``: those of
     :func:`nongemm_trace.analyze` (taxonomy, level, step_marker, skip_steps)."""
-    analysis, g, sel, warnings = graph_of(source, **options)
+    analysis, _, sel, _ = graph_of(source, **options)
+    return latency_of(sel, analysis.context(), unprofiled_step_us)
+
+
+def latency_of(sel: Selection, ctx: Context, unprofiled_step_us: float | None = None) -> LatencyReport:
+    """:func:`latency_analysis` of a selection (the analysis's ``run``)."""
+    g, warnings = graph_in(sel, ctx)
     tl = measured_timeline(g)
     steps = _kept(tl.steps, sel.steps_skipped)
     tl.steps = steps
-    att = attribute(tl, analysis.taxonomy.classes, g.queue_gap_ns)
+    att = attribute(tl, ctx.taxonomy.classes, g.queue_gap_ns)
     overlap = overlapping_steps(tl.steps, "measured")
     if overlap is not None:
         warnings.append(overlap)
-    un = without_profiler(analysis, g, steps, step_us=unprofiled_step_us, path=sel.trace)
+    un = without_profiler(ctx, g, steps, step_us=unprofiled_step_us, path=sel.trace)
     if un.note:
         warnings.append(Anomaly("unprofiled_calibration", 1, un.note))
     return LatencyReport(str(sel.trace), sel.taxonomy, sel.level, sel.marker,
                          steps.select("step", "name", "ts", "end", "cpu_end", "gpu_end", "start", "wall", "latency"),
                          att,
                          g.launch_latency_ns, g.queue_gap_ns, warnings,
-                         latency_unprofiled(un, steps, att, analysis.taxonomy.classes, g.queue_gap_ns))
+                         latency_unprofiled(un, steps, att, ctx.taxonomy.classes, g.queue_gap_ns))
 
 
 def whatif_analysis(source: str | Path | Analysis, scales: list[str] | dict[str, float] | None = None, *,
@@ -125,10 +147,19 @@ def whatif_analysis(source: str | Path | Analysis, scales: list[str] | dict[str,
     CUDA graphs), ``autocast`` (``"bf16"``/``"fp16"``: the casts and host work ``torch.autocast``
     adds, :mod:`.autocast`); each answered for the profiled run and for the run without the profiler
     (``unprofiled_step_us`` as :func:`latency_analysis`); ``options`` as :func:`latency_analysis`."""
-    from .whatif import parse_scales, predict
+    from .whatif import parse_scales
 
     analysis, _ = open_analysis(source, dict(options))
     parse_scales(scales, analysis.taxonomy.categories, analysis.path)  # refused before the trace is read
-    analysis, g, sel, warnings = graph_of(analysis, **options)
-    return predict(analysis, g, sel, warnings, scales, cpu_scale=cpu_scale, launch_us=launch_us, graphs=graphs,
-                   graph_launch_us=graph_launch_us, autocast=autocast, unprofiled_step_us=unprofiled_step_us)
+    analysis, _, sel, _ = graph_of(analysis, **options)
+    return whatif_of(sel, analysis.context(), scales, cpu_scale=cpu_scale, launch_us=launch_us, graphs=graphs,
+                     graph_launch_us=graph_launch_us, autocast=autocast, unprofiled_step_us=unprofiled_step_us)
+
+
+def whatif_of(sel: Selection, ctx: Context, scales: list[str] | dict[str, float] | None,
+              **changes: Any) -> WhatIfReport:
+    """:func:`whatif_analysis` of a selection (the analysis's ``run``); ``changes``: its keywords."""
+    from .whatif import predict
+
+    g, warnings = graph_in(sel, ctx)
+    return predict(ctx, g, sel, warnings, scales, **changes)

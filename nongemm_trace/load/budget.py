@@ -16,6 +16,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..core import env
 from ..errors import TraceError
 
 if TYPE_CHECKING:  # pragma: no cover - the command line reads the budget before polars is imported
@@ -33,7 +34,7 @@ DEFAULT_FRACTION = 0.75
 def max_memory() -> int:
     """The memory an analysis may use: ``NONGEMM_MAX_MEMORY`` (bytes), else three quarters of
     the memory available now. A value that is not a number is refused in one line."""
-    text = os.environ.get("NONGEMM_MAX_MEMORY", "").strip()
+    text = env.text("NONGEMM_MAX_MEMORY")
     if text:
         try:
             value = int(float(text))

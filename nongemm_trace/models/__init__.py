@@ -13,5 +13,8 @@ from .flops import FlopsReport
 from .latency import LatencyReport, WhatIfReport
 from .launch import LaunchReport
 from .report import Report
+from .shapes import ShapesReport
+from .verdicts import CheckResult, Explanation, WeakKernels
 
-__all__ = ["BatchResult", "Comparison", "FlopsReport", "LatencyReport", "LaunchReport", "Report", "WhatIfReport"]
+__all__ = ["BatchResult", "CheckResult", "Comparison", "Explanation", "FlopsReport", "LatencyReport", "LaunchReport",
+           "Report", "ShapesReport", "WeakKernels", "WhatIfReport"]

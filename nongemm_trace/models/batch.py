@@ -5,7 +5,7 @@ failed with their one-line errors, the combined categories and the distributed r
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from .._version import __version__
 from ..vocabulary import SCHEMA_VERSION
@@ -15,6 +15,8 @@ from .short_repr import short_repr
 @dataclass(repr=False)
 class BatchResult:
     __repr__ = short_repr  # one line, tables as sizes (models/short_repr.py)
+    #: the model's name: its renderers' key (nongemm_trace.report) and its analysis's
+    NAME: ClassVar[str] = "batch"
 
     #: one report document per trace (``Report.to_dict``, plus ``rank``, ``timeline``, ``step_times_us``:
     #: each step's period)

@@ -8,7 +8,7 @@ document shows: times divided per step when asked, the delta to BASE and the rat
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import polars as pl
 
@@ -33,6 +33,8 @@ TRACE_COLUMNS = {"trace": pl.Utf8, "gpu_time_ns": pl.Float64, "activities": pl.F
 @dataclass(repr=False)
 class Comparison:
     __repr__ = short_repr  # one line, tables as sizes (models/short_repr.py)
+    #: the model's name: its renderers' key (nongemm_trace.report) and its analysis's
+    NAME: ClassVar[str] = "comparison"
 
     per_step: bool
     level: str

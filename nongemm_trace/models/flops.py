@@ -33,6 +33,8 @@ _NO_FORMULA = {"op": ("op", _S), "calls": ("calls", _I), "time_ns": ("gpu_time_u
 @dataclass(repr=False)
 class FlopsReport:
     __repr__ = short_repr  # one line, tables as sizes (models/short_repr.py)
+    #: the model's name: its renderers' key (nongemm_trace.report) and its analysis's
+    NAME: ClassVar[str] = "flops"
 
     #: the tables ``--table`` picks for csv / parquet (the default first)
     TABLES: ClassVar[tuple[str, ...]] = MODEL_TABLES["flops"]

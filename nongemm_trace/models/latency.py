@@ -10,7 +10,7 @@ models and never compute.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import polars as pl
 
@@ -91,6 +91,8 @@ class LatencyReport:
     """Per-step wall time along the critical path, by category and bound."""
 
     __repr__ = short_repr  # one line, tables as sizes (models/short_repr.py)
+    #: the model's name: its renderers' key (nongemm_trace.report) and its analysis's
+    NAME: ClassVar[str] = "latency"
 
 
     trace: str
@@ -178,6 +180,8 @@ class WhatIfReport:
     """Measured and predicted step latency under changed durations, with the new critical path."""
 
     __repr__ = short_repr  # one line, tables as sizes (models/short_repr.py)
+    #: the model's name: its renderers' key (nongemm_trace.report) and its analysis's
+    NAME: ClassVar[str] = "whatif"
 
 
     trace: str

@@ -20,6 +20,8 @@ FIELDS = ("span", "busy", "idle", "host_bound_idle")
 @dataclass(repr=False)
 class LaunchReport:
     __repr__ = short_repr  # one line, tables as sizes (models/short_repr.py)
+    #: the model's name: its renderers' key (nongemm_trace.report) and its analysis's
+    NAME: ClassVar[str] = "launch"
 
     #: the tables ``--table`` picks for csv / parquet (the default first)
     TABLES: ClassVar[tuple[str, ...]] = MODEL_TABLES["launch"]

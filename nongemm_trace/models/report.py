@@ -85,6 +85,8 @@ class Report:
     ``from_dict()`` reads it back; ``share(name)`` gives a class's or category's share."""
 
     __repr__ = short_repr  # one line, tables as sizes (models/short_repr.py)
+    #: the model's name: its renderers' key (nongemm_trace.report) and its analysis's
+    NAME: ClassVar[str] = "report"
 
     #: the tables ``--table`` picks for csv / parquet (the default first)
     TABLES: ClassVar[tuple[str, ...]] = MODEL_TABLES["report"]

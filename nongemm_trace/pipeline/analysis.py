@@ -28,6 +28,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..core.trace import Trace
     from ..link import Linked
     from ..models.report import Report
+    from .context import Context
     from .selection import Selection
 
 
@@ -102,6 +103,8 @@ class Analysis:
         self._levels: dict[str, pl.DataFrame] = {}
         self._selections: dict[Options, Selection] = {}
         self._reports: dict[Options, Report] = {}
+        #: what analyses keep between calls on this trace (:attr:`Context.memo`)
+        self.memo: dict[str, Any] = {}
 
     @classmethod
     def of(cls, source: str | Path | Analysis, **options: Any) -> Analysis:
@@ -159,6 +162,14 @@ class Analysis:
 
             self._selections[key] = select(self, key)
         return self._selections[key]
+
+    def context(self, **options: Any) -> Context:
+        """The narrow view an analysis reads besides its selection (:class:`~.context.Context`);
+        ``options``: the selection options it was asked for."""
+        from .context import Context
+
+        return Context(self.path, self.taxonomy, dict(options), self.trace, self.linked, self.activities,
+                       self.selection, self.report, self.memo)
 
     # -- analyses over it ----------------------------------------------------
     def report(self, **options: Any) -> Report:

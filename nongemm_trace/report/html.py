@@ -43,7 +43,7 @@ text-overflow:ellipsis;white-space:nowrap}
 """
 
 
-def _num(value: Any, digits: int = 1) -> str:
+def html_num(value: Any, digits: int = 1) -> str:
     """A number cell: the JSON value in ``data-value``, rounded with thousands separators as text."""
     if value is None:
         return '<td class="num" data-value="">-</td>'
@@ -51,17 +51,17 @@ def _num(value: Any, digits: int = 1) -> str:
     return f'<td class="num" data-value="{value!r}">{text}</td>'
 
 
-def _share(value: float) -> str:
+def html_share(value: float) -> str:
     return f'<td class="num" data-value="{value!r}">{100 * value:.1f} %</td>'
 
 
-def _table(cls: str, head: Iterable[str], rows: Iterable[str], numeric_from: int = 1) -> str:
+def html_table(cls: str, head: Iterable[str], rows: Iterable[str], numeric_from: int = 1) -> str:
     cells = "".join(f'<th{" class=num" if i >= numeric_from else ""}>{escape(h)}</th>' for i, h in enumerate(head))
     body = "".join(f"<tr>{r}</tr>" for r in rows)
     return f'<table class="{cls}"><thead><tr>{cells}</tr></thead><tbody>{body}</tbody></table>'
 
 
-def _text(x: Any, cls: str = "") -> str:
+def html_text(x: Any, cls: str = "") -> str:
     """A text cell; a ``name`` cell stays one line (a C++ template kernel name would wrap to tens of
     lines), cut at its end on screen, whole in the page's text and in its tooltip."""
     title = f' title="{escape(str(x))}"' if cls == "name" else ""
@@ -94,45 +94,47 @@ def report_section(rep, top: int = 15, full: bool = True) -> str:
     counted = "op calls" if d["metric"] == "cpu" else "activities"
     out.append(svg.stacked_bar([(c["class"], c["share"]) for c in d["classes"]], label=f"share of {metric} by class"))
     out.append(svg.legend(c["class"] for c in d["classes"] if c["share"] > 0))
-    out.append(_table("classes", ["class", "time (us)", "share", "", counted],
-                      [_text(c["class"]) + _num(c["time_us"]) + _share(c["share"])
-                       + f"<td>{svg.share_cell(c['class'], c['share'])}</td>" + _num(c["activities"])
+    out.append(html_table("classes", ["class", "time (us)", "share", "", counted],
+                      [html_text(c["class"]) + html_num(c["time_us"]) + html_share(c["share"])
+                       + f"<td>{svg.share_cell(c['class'], c['share'])}</td>" + html_num(c["activities"])
                        for c in d["classes"]]))
     out.append(f"<h3>Categories — share of {escape(metric)}</h3>")
-    out.append(_table("categories", ["category", "class", "time (us)", "share", "", counted],
-                      [_text(c["category"]) + _text(c["class"]) + _num(c.get(key, c.get("gpu_time_us")))
-                       + _share(c["share"]) + f"<td>{svg.share_cell(c['category'], c['share'])}</td>"
-                       + _num(c["activities"]) for c in d["categories"]], numeric_from=2))
+    out.append(html_table("categories", ["category", "class", "time (us)", "share", "", counted],
+                      [html_text(c["category"]) + html_text(c["class"]) + html_num(c.get(key, c.get("gpu_time_us")))
+                       + html_share(c["share"]) + f"<td>{svg.share_cell(c['category'], c['share'])}</td>"
+                       + html_num(c["activities"]) for c in d["categories"]], numeric_from=2))
     if d["metric"] == "cpu":
         out.append(_cpu_ops(rep, d, top))
     ops = [o for o in d["ops"] if o["self_gpu_time_us"] > 0][:top]  # wrappers that launched nothing are left out
     if ops and d["metric"] != "cpu":
         out.append(f"<h3>Top {len(ops)} ops by self GPU time</h3>")
-        out.append(_table("ops", ["op", "category", "calls", "GPU time (us)", "self GPU time (us)", "activities"],
-                          [_text(o["op"], "name") + _text(o["category"]) + _num(o["calls"]) + _num(o["gpu_time_us"])
-                           + _num(o["self_gpu_time_us"]) + _num(o["activities"]) for o in ops], numeric_from=2))
+        out.append(html_table("ops", ["op", "category", "calls", "GPU time (us)", "self GPU time (us)", "activities"],
+                          [html_text(o["op"], "name") + html_text(o["category"]) + html_num(o["calls"])
+                           + html_num(o["gpu_time_us"])
+                           + html_num(o["self_gpu_time_us"]) + html_num(o["activities"]) for o in ops], numeric_from=2))
     if d.get("engine"):
         out.append(_engine_section(d["engine"], top))
     if d["kernels"]:
         unit = _UNITS.get(d["metric"])
         out.append(f"<h3>Top {len(d['kernels'])} {unit or 'kernels'} by {'time' if unit else 'GPU time'} "
                    f"(of {d['kernels_total']:,})</h3>")
-        out.append(_table("kernels", [unit[:-1] if unit else "kernel", "kind", "category", "count",
+        out.append(html_table("kernels", [unit[:-1] if unit else "kernel", "kind", "category", "count",
                                       "time (us)" if unit else "GPU time (us)"],
-                          [_text(k["name"], "name") + _text(k["kind"]) + _text(k["category"]) + _num(k["activities"])
-                           + _num(k["gpu_time_us"]) for k in d["kernels"]], numeric_from=3))
+                          [html_text(k["name"], "name") + html_text(k["kind"]) + html_text(k["category"])
+                           + html_num(k["activities"])
+                           + html_num(k["gpu_time_us"]) for k in d["kernels"]], numeric_from=3))
     if full and d["steps"]:
         out.append("<h3>Steps</h3>")
-        out.append(_table("steps", ["step", "name", "step time (us)", "queueing latency (us)", "CPU span (us)",
+        out.append(html_table("steps", ["step", "name", "step time (us)", "queueing latency (us)", "CPU span (us)",
                                     "GPU time (us)", "activities"],
-                          [_num(s["step"]) + _text(s["name"], "name") + _num(s.get("step_us"))
-                           + _num(s.get("latency_us"))
-                           + _num(s["cpu_time_us"]) + _num(s["gpu_time_us"]) + _num(s["activities"])
+                          [html_num(s["step"]) + html_text(s["name"], "name") + html_num(s.get("step_us"))
+                           + html_num(s.get("latency_us"))
+                           + html_num(s["cpu_time_us"]) + html_num(s["gpu_time_us"]) + html_num(s["activities"])
                            for s in d["steps"]], numeric_from=2))
     if full and any(v["share"] for v in d["evidence"].values()):
         out.append('<p class="meta">categories rest on: ' + " · ".join(
             f"{escape(k)} {100 * v['share']:.1f} %" for k, v in d["evidence"].items() if v["share"]) + "</p>")
-    out.append(_warnings(d["warnings"]))
+    out.append(html_warnings(d["warnings"]))
     return "".join(out)
 
 
@@ -146,10 +148,13 @@ def _cpu_ops(rep, d: dict[str, Any], top: int) -> str:
                  key=lambda o: -o["self_cpu_time_us"])[:top]
     if not ops:
         return ""
+    head = ["op", "category", "calls", "CPU time (us)", "self CPU time (us)", "self GPU time (us)"]
     return (f"<h3>Top {len(ops)} ops by self CPU time</h3>"
-            + _table("ops", ["op", "category", "calls", "CPU time (us)", "self CPU time (us)", "self GPU time (us)"],
-                     [_text(o["op"], "name") + _text(o["category"]) + _num(o["calls"]) + _num(o["cpu_time_us"])
-                      + _num(o["self_cpu_time_us"]) + _num(o["self_gpu_time_us"]) for o in ops], numeric_from=2))
+            + html_table("ops", head,
+                     [html_text(o["op"], "name") + html_text(o["category"]) + html_num(o["calls"])
+                      + html_num(o["cpu_time_us"])
+                      + html_num(o["self_cpu_time_us"])
+                      + html_num(o["self_gpu_time_us"]) for o in ops], numeric_from=2))
 
 
 def _engine_section(view: dict[str, Any], top: int) -> str:
@@ -158,22 +163,24 @@ def _engine_section(view: dict[str, Any], top: int) -> str:
     if view.get("format") == "tensorrt":
         return (f"<h3>Non-GEMM ONNX ops folded into GEMM layers (paper's rule: GEMM "
                 f"{100 * view['gemm_share_paper_rule']:.1f} %)</h3>"
-                + _table("folded", ["ONNX op", "category", "GEMM layers", "their time (us)"],
-                         [_text(r["op"], "name") + _text(r["category"] or "-") + _num(r["gemm_layers"])
-                          + _num(r["gemm_layer_time_us"]) for r in view["folded_into_gemm_layers"][:top]], 2)
+                + html_table("folded", ["ONNX op", "category", "GEMM layers", "their time (us)"],
+                         [html_text(r["op"], "name") + html_text(r["category"] or "-") + html_num(r["gemm_layers"])
+                          + html_num(r["gemm_layer_time_us"]) for r in view["folded_into_gemm_layers"][:top]], 2)
                 + "<h3>Standalone non-GEMM layers by layer type</h3>"
-                + _table("standalone", ["layer type", "layers", "time (us)", "share"],
-                         [_text(r["layer_type"]) + _num(r["layers"]) + _num(r["time_us"]) + _share(r["share"])
+                + html_table("standalone", ["layer type", "layers", "time (us)", "share"],
+                         [html_text(r["layer_type"]) + html_num(r["layers"]) + html_num(r["time_us"])
+                          + html_share(r["share"])
                           for r in view["standalone_by_layer_type"][:top]]))
     if view.get("fused_ops"):
         return ("<h3>ONNX Runtime's own fused ops</h3>"
-                + _table("fused", ["op", "category", "nodes", "time (us)", "share"],
-                         [_text(r["op"], "name") + _text(r["category"]) + _num(r["activities"]) + _num(r["time_us"])
-                          + _share(r["share"]) for r in view["fused_ops"][:top]], 2))
+                + html_table("fused", ["op", "category", "nodes", "time (us)", "share"],
+                         [html_text(r["op"], "name") + html_text(r["category"]) + html_num(r["activities"])
+                          + html_num(r["time_us"])
+                          + html_share(r["share"]) for r in view["fused_ops"][:top]], 2))
     return ""
 
 
-def _warnings(warnings: list[dict[str, Any]]) -> str:
+def html_warnings(warnings: list[dict[str, Any]]) -> str:
     if not warnings:
         return ""
     items = "".join(f'<li><code>{escape(w["code"])}</code> ({w.get("count", 1):,}): {escape(w["message"])}</li>'
@@ -200,28 +207,28 @@ def launch_section(lrep, timeline: bool = True, width: int = 1000, warnings: boo
            for line in launch_verdicts(lrep.verdict, lrep.summary)]  # the terminal's lines
     if not d.get("activities"):
         return "".join(out)
-    rows = [_text(label) + _num(d[k], 2 if k == "launch_overhead_per_activity_us" else 1)
+    rows = [html_text(label) + html_num(d[k], 2 if k == "launch_overhead_per_activity_us" else 1)
             for k, label in _LAUNCH_ROWS if d.get(k) is not None]
     for k, label in (("activities", "activities"), ("launches", "launch calls"), ("short_activities",
                      f"short activities (< {d['short_activity_us']:g} us)")):
         if d.get(k) is not None:
-            rows.append(_text(label) + _num(d[k]))
-    out.append(_table("launch", ["measure", "value (us or count)"], rows))
+            rows.append(html_text(label) + html_num(d[k]))
+    out.append(html_table("launch", ["measure", "value (us or count)"], rows))
     if timeline:
         out.append(svg.timeline(lrep.activities, width=width))
         cats = lrep.activities["category"].unique().sort().to_list() if lrep.activities.height else []
         out.append(svg.legend(cats) + f'<p class="legend"><span><i style="background:{IDLE_HOST_BOUND}"></i>idle, '
                    f'host-bound</span><span><i style="background:{IDLE_OTHER}"></i>idle, other</span></p>')
     if warnings:
-        out.append(_warnings(d["warnings"]))
+        out.append(html_warnings(d["warnings"]))
     return "".join(out)
 
 
 def ranks_section(ranks: dict) -> str:
     """The rank table and the straggler's sentence (report/sentences.py: the terminal's words)."""
     head, rows = ranks_table(ranks)
-    body = [_text(row[0]) + "".join(f'<td class="num">{escape(c)}</td>' for c in row[1:]) for row in rows]
-    return (f'<p class="meta">{escape(ranks_title(ranks))}</p>' + _table("ranks", head, body)
+    body = [html_text(row[0]) + "".join(f'<td class="num">{escape(c)}</td>' for c in row[1:]) for row in rows]
+    return (f'<p class="meta">{escape(ranks_title(ranks))}</p>' + html_table("ranks", head, body)
             + "".join(f'<p class="verdict">{escape(line)}</p>' for line in ranks_lines(ranks)))
 
 
@@ -237,8 +244,9 @@ def compare_section(cmp) -> str:
     out = [f'<p class="meta">BASE: <code>{escape(names[0])}</code> · {basis} in {unit} · ratio = trace / BASE</p>']
     labels = ["BASE", *(f"#{i}" for i in range(1, len(names)))]
     head = ["", "trace", basis, things, "steps", "non-GEMM share"]
-    out.append(_table("traces", head, [_text(label) + _text(n, "name") + _num(t["gpu_time_us"])
-                                       + _num(t["activities"]) + _num(t["steps"]) + _share(t["non_gemm_share"])
+    out.append(html_table("traces", head, [html_text(label) + html_text(n, "name") + html_num(t["gpu_time_us"])
+                                       + html_num(t["activities"]) + html_num(t["steps"])
+                                       + html_share(t["non_gemm_share"])
                                        for label, n, t in zip(labels, names, d["traces"])], numeric_from=2))
     total = [sum(c["gpu_time_us"][i] for c in d["categories"]) for i in range(len(names))]
     out.append(svg.bars_by_trace([(f"{labels[i]} {n}",
@@ -248,19 +256,19 @@ def compare_section(cmp) -> str:
     out.append(svg.legend(c["category"] for c in cats))
     rows = []
     for c in cats:
-        cells = _text(c["category"]) + _text(c["class"]) + _num(c["gpu_time_us"][0])
+        cells = html_text(c["category"]) + html_text(c["class"]) + html_num(c["gpu_time_us"][0])
         for t, r in zip(c["gpu_time_us"][1:], c["ratio"][1:]):
-            cells += _num(t) + ('<td class="num" data-value="">new</td>' if r is None else
+            cells += html_num(t) + ('<td class="num" data-value="">new</td>' if r is None else
                                 f'<td class="num" data-value="{r!r}">{r:.2f}x</td>')
         rows.append(cells)
     head = ["category", "class", "BASE (us)"]
     for label in labels[1:]:
         head += [f"{label} (us)", f"{label} / BASE"]
-    out.append(_table("compare", head, rows, numeric_from=2))
+    out.append(html_table("compare", head, rows, numeric_from=2))
     for section in ("quantization", "fusion"):
         for p in (d.get(section) or {}).get("pairs", []):
             out.append(f'<p><b>{section}</b> <code>{escape(Path(p["trace"]).name)}</code>: {escape(p["summary"])}</p>')
-    out.append(_warnings(d["warnings"]))
+    out.append(html_warnings(d["warnings"]))
     return "".join(out)
 
 
@@ -295,20 +303,20 @@ def render_html(reports: list, launches: list | None = None, comparison=None, to
             f'<body><main class="nongemm">{"".join(parts)}</main></body></html>\n')
 
 
-def _fragment(title: str, body: str) -> str:
+def html_fragment(title: str, body: str) -> str:
     return f'<div class="nongemm"><style>{CSS}</style><b>{escape(title)}</b>{body}</div>'
 
 
 def report_fragment(rep) -> str:
     """A Report in a notebook: the breakdown and the top ten ops and kernels."""
-    return _fragment(str(rep.trace), report_section(rep, top=10, full=False))
+    return html_fragment(str(rep.trace), report_section(rep, top=10, full=False))
 
 
 def launch_fragment(lrep) -> str:
     """A LaunchReport in a notebook: verdict, measures, timeline."""
-    return _fragment(str(lrep.trace), launch_section(lrep, width=720))
+    return html_fragment(str(lrep.trace), launch_section(lrep, width=720))
 
 
 def compare_fragment(cmp) -> str:
     """A Comparison in a notebook."""
-    return _fragment("comparison", compare_section(cmp))
+    return html_fragment("comparison", compare_section(cmp))

@@ -7,7 +7,7 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
-from .html import _fragment, _num, _share, _table, _text, _warnings
+from .html import html_fragment, html_num, html_share, html_table, html_text, html_warnings
 
 #: what a ``bound`` of the critical path means, for a reader
 BOUND_TEXT = {"cpu": "CPU-bound (host work)", "launch": "launch latency", "gpu": "GPU-bound",
@@ -16,9 +16,9 @@ BOUND_TEXT = {"cpu": "CPU-bound (host work)", "launch": "launch latency", "gpu":
 
 def _by(title: str, values: dict[str, float], text: dict[str, str] | None = None) -> str:
     total = sum(values.values())
-    rows = [_text((text or {}).get(k, k)) + _num(v) + _share(v / total if total else 0.0)
+    rows = [html_text((text or {}).get(k, k)) + html_num(v) + html_share(v / total if total else 0.0)
             for k, v in sorted(values.items(), key=lambda kv: -kv[1])]
-    return f"<h3>{escape(title)}</h3>" + _table("latency-by", ["", "time (us)", "share"], rows)
+    return f"<h3>{escape(title)}</h3>" + html_table("latency-by", ["", "time (us)", "share"], rows)
 
 
 def latency_section(d: dict[str, Any]) -> str:
@@ -28,14 +28,14 @@ def latency_section(d: dict[str, Any]) -> str:
     out = [f'<p class="meta">{t["steps"]} step{"s" if t["steps"] != 1 else ""}'
            f' ({escape(str(d["step_marker"]))}) · mean step {_plain(t["mean_step_us"])} us · typical launch latency '
            f'{_plain(d["typical_launch_latency_us"])} us</p>']
-    rows = [_text(s["step"]) + _text(s["name"], "name") + _num(s["step_us"]) + _num(s.get("latency_us"))
+    rows = [html_text(s["step"]) + html_text(s["name"], "name") + html_num(s["step_us"]) + html_num(s.get("latency_us"))
             for s in d["steps"]]
-    out.append(_table("latency-steps", ["step", "name", "step time (us)", "queueing latency (us)"], rows,
+    out.append(html_table("latency-steps", ["step", "name", "step time (us)", "queueing latency (us)"], rows,
                       numeric_from=2))
     out.append(f'<p class="meta">step time: {escape(d["step_time"])}</p>')
     out.append(_by("Critical path by class", t["by_class_us"]))
     out.append(_by("Critical path by bound", t["by_bound_us"], BOUND_TEXT))
-    out.append(_warnings(d["warnings"]))
+    out.append(html_warnings(d["warnings"]))
     return "".join(out)
 
 
@@ -46,17 +46,18 @@ def whatif_section(d: dict[str, Any]) -> str:
     speedup = d.get("speedup")
     out = [f'<p class="verdict">{escape(asked)}: mean step {_plain(d["measured_us"])} us -> '
            f'{_plain(d["predicted_us"])} us' + (f" ({speedup:.2f}x)" if speedup else "") + "</p>"]
-    rows = [_text(s["step"]) + _text(s["name"], "name") + _num(s["measured_us"]) + _num(s["predicted_us"])
-            + _num(s["amdahl_us"]) for s in d["steps"]]
-    out.append(_table("whatif-steps", ["step", "name", "measured (us)", "predicted (us)", "Amdahl (us)"], rows,
+    rows = [html_text(s["step"]) + html_text(s["name"], "name") + html_num(s["measured_us"])
+            + html_num(s["predicted_us"])
+            + html_num(s["amdahl_us"]) for s in d["steps"]]
+    out.append(html_table("whatif-steps", ["step", "name", "measured (us)", "predicted (us)", "Amdahl (us)"], rows,
                       numeric_from=2))
-    rows = [_text(g["class"]) + _num(g["measured_gpu_us"]) + _num(g["predicted_gpu_us"])
-            + (_share(g["measured"]) if g["measured"] is not None else _num(None))
-            + (_share(g["predicted"]) if g["predicted"] is not None else _num(None)) for g in d["gpu_shares"]]
-    out.append("<h3>GPU time by class</h3>" + _table(
+    rows = [html_text(g["class"]) + html_num(g["measured_gpu_us"]) + html_num(g["predicted_gpu_us"])
+            + (html_share(g["measured"]) if g["measured"] is not None else html_num(None))
+            + (html_share(g["predicted"]) if g["predicted"] is not None else html_num(None)) for g in d["gpu_shares"]]
+    out.append("<h3>GPU time by class</h3>" + html_table(
         "whatif-shares", ["class", "measured (us)", "predicted (us)", "measured share", "predicted share"], rows))
     out.append(_by("Predicted critical path by bound", d["by_bound_us"], BOUND_TEXT))
-    out.append(_warnings(d["warnings"]))
+    out.append(html_warnings(d["warnings"]))
     return "".join(out)
 
 
@@ -65,8 +66,8 @@ def _plain(v: float | None) -> str:
 
 
 def latency_fragment(rep) -> str:
-    return _fragment(str(rep.trace), latency_section(rep.to_dict()))
+    return html_fragment(str(rep.trace), latency_section(rep.to_dict()))
 
 
 def whatif_fragment(rep) -> str:
-    return _fragment(str(rep.trace), whatif_section(rep.to_dict()))
+    return html_fragment(str(rep.trace), whatif_section(rep.to_dict()))

@@ -12,11 +12,11 @@ view compares per-rank step times (mean CPU span of the steps) and their straggl
 from __future__ import annotations
 
 import glob
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ..core import env
 from ..errors import OptionError, TraceError
 from ..load.formats import suffix_text, trace_suffixes
 from ..models.batch import BatchResult
@@ -57,7 +57,7 @@ def expand_inputs(items: list[str]) -> list[str]:
 def _one_core_each() -> None:
     """In a batch worker: no scanning threads per trace (the batch already runs one trace per
     core; threads each would only oversubscribe the cores and add memory)."""
-    os.environ["NONGEMM_SCAN_THREADS"] = "off"
+    env.assign("NONGEMM_SCAN_THREADS", "off")
 
 
 #: per rank, from its launch analysis: the time line the straggler is told by; busy time by class
@@ -69,7 +69,7 @@ TIMELINE_FIELDS = ("span_us", "busy_us", "idle_us", "host_bound_idle_us", "commu
 
 def _work(path: str, options: dict[str, Any], parquet_dir: str | None, index: int) -> dict[str, Any]:
     """One trace, in a worker: the analyze JSON object, or the error line."""
-    from ..analyses.launch import launch_analysis
+    from ..analyses import run
     from ..pipeline.analysis import open_analysis
 
     try:
@@ -78,7 +78,7 @@ def _work(path: str, options: dict[str, Any], parquet_dir: str | None, index: in
         rank = rank_of(rep)
         timeline = None
         if rank is not None:  # a rank: what it waited for, from the same load
-            s = launch_analysis(analysis, **{k: v for k, v in report_opts.items() if k != "metric"}).summary
+            s = run("launch", analysis, None, {k: v for k, v in report_opts.items() if k != "metric"}).summary
             timeline = rank_timeline(rep, s)
             calls = _collective_calls(analysis, report_opts, rep)
     except TraceError as exc:

@@ -29,7 +29,7 @@ from ...errors import TraceError
 from ..source import read_bytes
 from .document import decode_document
 from .events import Id, Num, NumOrText
-from .tables import _ns
+from .tables import ns_expr
 
 #: the bytes that every record this reader keeps contains (a file without them has none)
 _MARKERS = (b'"Collective name"', b'"gloo:')
@@ -160,4 +160,4 @@ def read_collective_records(path: str | Path) -> pl.DataFrame:
     del events, names, named, timed
     rows = [r for r in (_row(e, base) for e in picked) if r is not None]
     df = pl.DataFrame(rows, schema={**SCHEMA, "ts_ns": pl.Float64, "dur_ns": pl.Float64}, orient="row")
-    return df.with_columns(_ns("ts_ns").alias("ts_ns"), _ns("dur_ns").alias("dur_ns")).select(list(SCHEMA))
+    return df.with_columns(ns_expr("ts_ns").alias("ts_ns"), ns_expr("dur_ns").alias("dur_ns")).select(list(SCHEMA))

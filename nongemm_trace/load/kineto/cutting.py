@@ -13,11 +13,11 @@ a chunk that is not valid JSON, and the loader then decodes the file whole.
 from __future__ import annotations
 
 import mmap
-import os
 import re
 from collections.abc import Iterator
 from typing import Any
 
+from ...core import env
 from ...errors import TraceError
 from ..source import too_long_stretch
 
@@ -33,7 +33,7 @@ MIN_CHUNK_BYTES = 256
 
 def chunk_bytes() -> int:
     """The chunk size: ``NONGEMM_CHUNK_BYTES`` when set (a whole number of bytes), else :data:`CHUNK_BYTES`."""
-    text = os.environ.get("NONGEMM_CHUNK_BYTES", "").strip()
+    text = env.text("NONGEMM_CHUNK_BYTES")
     if not text:
         return CHUNK_BYTES
     try:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from ...core import native
+from ...core import env, native
 from .. import roles
 
 #: the result layout the loader reads (the extension's ``ABI``)
@@ -34,7 +34,6 @@ def threads_allowed() -> bool:
     """Whether chunks may be scanned by threads side by side: on a machine with two or more cores,
     unless ``NONGEMM_SCAN_THREADS=off`` (a batch worker sets it: the batch already runs one trace
     per core)."""
-    mode = os.environ.get("NONGEMM_SCAN_THREADS", "auto").strip().lower()
-    if mode in ("0", "off", "false", "no"):
+    if env.is_off("NONGEMM_SCAN_THREADS"):
         return False
     return (os.cpu_count() or 1) >= 2

@@ -145,7 +145,7 @@ def _valid(df: pl.DataFrame, tally: Tally) -> pl.DataFrame:
     return _finish(df)
 
 
-def _ns(col: str) -> pl.Expr:
+def ns_expr(col: str) -> pl.Expr:
     """Microsecond floats -> int64 nanoseconds, rounded to the nearest ns.
 
     The integer and fractional microseconds are scaled apart: ``x * 1000`` on an
@@ -161,7 +161,7 @@ def _finish(df: pl.DataFrame) -> pl.DataFrame:
     """Float microseconds -> ts_ns/dur_ns/end_ns in the tables' column order."""
     rest = [c for c in df.columns if c not in ("ph", "ts", "dur", "name", "cat", "pid", "tid", "ev_idx")]
     return df.select(
-        "name", "cat", "pid", "tid", _ns("ts").alias("ts_ns"), _ns("dur").alias("dur_ns"), *rest, "ev_idx",
+        "name", "cat", "pid", "tid", ns_expr("ts").alias("ts_ns"), ns_expr("dur").alias("dur_ns"), *rest, "ev_idx",
     ).with_columns((pl.col("ts_ns") + pl.col("dur_ns")).alias("end_ns")).select(
         "name", "cat", "pid", "tid", "ts_ns", "dur_ns", *rest, "end_ns", "ev_idx")
 

@@ -1,0 +1,89 @@
+"""The models of the answers that are documents rather than tables: ``check``'s verdict
+(:class:`CheckResult`), ``explain``'s account of a name (:class:`Explanation`) and the kernels on weak
+evidence (:class:`WeakKernels`). Each renders by its type like every other model
+(:mod:`nongemm_trace.report`); their JSON is the document the functions returned before they were
+models, so ``to_dict()`` of each is that document. Indexing an :class:`Explanation` or a
+:class:`WeakKernels` reads its document, and a :class:`CheckResult` unpacks as
+``violations, report`` (the tuple ``check`` returned before), so code written against either keeps working."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from .report import Report
+from .short_repr import short_repr
+
+
+@dataclass(repr=False)
+class CheckResult:
+    """Every limit ``check`` checked on ``trace``: ``violations`` (the broken ones, a list with
+    ``.gates``: every limit with its measured value) and the breakdown ``report`` they were read from."""
+
+    __repr__ = short_repr  # one line, tables as sizes (models/short_repr.py)
+    NAME: ClassVar[str] = "check"
+
+    trace: str
+    violations: list[Any]
+    report: Report = field(repr=False)
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations
+
+    def __iter__(self) -> Iterator[Any]:
+        """``violations, report = check(...)``: the pair ``check`` returned before its result was a model."""
+        return iter((self.violations, self.report))
+
+    def to_dict(self) -> dict[str, Any]:
+        doc: dict[str, Any] = {"trace": self.trace, "ok": self.ok, "violations": [v.__dict__ for v in self.violations]}
+        gates = getattr(self.violations, "gates", None)
+        if gates is not None:
+            doc["gates"] = [g.__dict__ for g in gates]
+        return doc
+
+
+class _Document:
+    """A model whose content is one JSON document (``to_dict``); ``model[key]`` reads it."""
+
+    document: dict[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.document
+
+    def __getitem__(self, key: str) -> Any:
+        return self.document[key]
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.document
+
+    def __repr__(self) -> str:
+        d = self.document
+        return f"{type(self).__name__}(trace={d.get('trace')!r}, taxonomy={d.get('taxonomy')!r}, " \
+               f"{', '.join(f'{k}=<{len(d[k])} items>' for k in self.LISTS if d.get(k))})"
+
+    LISTS: ClassVar[tuple[str, ...]] = ()
+
+
+@dataclass(repr=False)
+class Explanation(_Document):
+    """``explain``'s account of a name: for each op and kernel matching it, the rule its name meets
+    and what the trace's calls got at each level. ``rules``: the text of each rule of the decision
+    (the classifier's ladder), which the terminal view prints beside the rule's name."""
+
+    NAME: ClassVar[str] = "explain"
+    LISTS: ClassVar[tuple[str, ...]] = ("ops", "kernels")
+
+    document: dict[str, Any]
+    rules: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(repr=False)
+class WeakKernels(_Document):
+    """The kernels with the most GPU time on weak evidence, each with a rule that would classify it."""
+
+    NAME: ClassVar[str] = "weak"
+    LISTS: ClassVar[tuple[str, ...]] = ("kernels",)
+
+    document: dict[str, Any]

@@ -1,0 +1,63 @@
+"""The options of one analysis of a trace, as one typed and documented object: which taxonomy, which
+level, which activities and steps count, what the loader keeps. The Python API, the command line (its
+shared flags are built from these fields), the integrations and the pytest plugin all take this, and
+:meth:`AnalysisOptions.selecting` is what the selection stage reads of it.
+
+A contradiction is refused when the object is made, not deep inside an analysis: a negative
+``skip_steps``, an unknown level or metric."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..core.fields import option
+from ..errors import OptionError
+from ..vocabulary import LEVELS, METRICS
+
+#: the options the selection stage reads (which activities and steps an analysis sees)
+SELECTING = ("level", "drop_unlinked", "step_marker", "skip_steps")
+
+
+@dataclass(frozen=True)
+class AnalysisOptions:
+    """How one trace is analysed. ``None`` means the taxonomy's default."""
+
+    taxonomy: Any = option(None, "built-in taxonomy name or a .toml file (default: default)", flags=("--taxonomy",))
+    level: str | None = option(None, f"{'; '.join(f'{k}: {v}' for k, v in LEVELS.items())} (with_stack traces). "
+                                     "Default: the taxonomy's", choices=tuple(LEVELS))
+    drop_unlinked: bool = option(False, "leave out GPU activities with no launch call in the file (launched before "
+                                        "profiling)")
+    step_marker: str | None = option(None, "name of the ranges that mark steps (default: ProfilerStep#N, else the "
+                                           "most repeated top-level annotation)", metavar="NAME")
+    skip_steps: int = option(0, "drop the first N steps (warm-up)", metavar="N")
+    metric: str | None = option(None, f"{'; '.join(f'{k}: {v}' for k, v in METRICS.items())} (the NonGEMM "
+                                      "artifact's metric). Default: the taxonomy's", choices=tuple(METRICS))
+    keep_python: bool = option(False, "keep python_function events (with_stack traces)")
+    layer_info: str | Path | None = option(None, "a TensorRT profile's layer information (trtexec "
+                                                 "--exportLayerInfo; default: the file next to the profile by name)",
+                                           metavar="FILE")
+
+    def __post_init__(self) -> None:
+        if self.level is not None and self.level not in LEVELS:
+            raise OptionError(None, f"unknown level '{self.level}' (choose from {', '.join(LEVELS)})", "level")
+        if self.metric is not None and self.metric not in METRICS:
+            raise OptionError(None, f"unknown metric '{self.metric}' (choose from {', '.join(METRICS)})", "metric")
+        if isinstance(self.skip_steps, bool) or not isinstance(self.skip_steps, int) or self.skip_steps < 0:
+            raise OptionError(None, "skip_steps must be >= 0", "skip_steps")
+
+    @classmethod
+    def of(cls, options: AnalysisOptions | dict[str, Any] | None) -> AnalysisOptions:
+        """``options`` as this object (a dict of its fields' names, as the keyword API takes them)."""
+        if isinstance(options, AnalysisOptions):
+            return options
+        known = set(cls.__dataclass_fields__)
+        unknown = sorted(set(options or {}) - known)
+        if unknown:
+            raise TypeError(f"unknown option(s): {', '.join(unknown)} (known: {', '.join(sorted(known))})")
+        return cls(**(options or {}))
+
+    def selecting(self) -> dict[str, Any]:
+        """The options the selection stage reads, as :meth:`Analysis.selection` takes them."""
+        return {k: getattr(self, k) for k in SELECTING}
