@@ -28,9 +28,9 @@ _PUBLIC = {
     "check": ".analyses.check",
     "compare": ".analyses.compare",
     "explain": ".analyses.explain",
-    "annotate": ".analyses.annotate",
+    "annotate": ".writers.annotate",
     "weak_kernels": ".analyses.weak",
-    "flops_analysis": ".flops",
+    "flops_analysis": ".analyses.flops",
     "LaunchReport": ".models",
     "Report": ".models",
     "FlopsReport": ".models",
@@ -40,8 +40,8 @@ _PUBLIC = {
     "WhatIfReport": ".models",
     "CheckResult": ".models",
     "ShapesReport": ".models",
-    "latency_analysis": ".latency",
-    "whatif_analysis": ".latency",
+    "latency_analysis": ".analyses.latency",
+    "whatif_analysis": ".analyses.latency",
     "TraceError": ".errors",
     "run": ".analyses",
     "AnalysisOptions": ".pipeline.options",
@@ -57,10 +57,12 @@ if _TYPE_CHECKING:  # pragma: no cover
     from typing import Any
 
     from .analyses import run as run
-    from .analyses.annotate import annotate as annotate
     from .analyses.check import check as check
     from .analyses.compare import compare as compare
     from .analyses.explain import explain as explain
+    from .analyses.flops import flops_analysis as flops_analysis
+    from .analyses.latency import latency_analysis as latency_analysis
+    from .analyses.latency import whatif_analysis as whatif_analysis
     from .analyses.launch import LaunchReport as LaunchReport
     from .analyses.launch import launch_analysis as launch_analysis
     from .analyses.weak import weak_kernels as weak_kernels
@@ -68,14 +70,12 @@ if _TYPE_CHECKING:  # pragma: no cover
     from .classify.taxonomy import extend_taxonomy as extend_taxonomy
     from .classify.taxonomy import load_taxonomy as load_taxonomy
     from .errors import TraceError as TraceError
-    from .flops import flops_analysis as flops_analysis
-    from .latency import latency_analysis as latency_analysis
-    from .latency import whatif_analysis as whatif_analysis
     from .models.report import Report as Report
     from .pipeline.analysis import Analysis as Analysis
     from .pipeline.api import analyze as analyze
     from .pipeline.options import AnalysisOptions as AnalysisOptions
     from .report import render as render
+    from .writers.annotate import annotate as annotate
 
 
 _moved.install()  # old module paths: the module at its new path, with a DeprecationWarning
@@ -93,40 +93,54 @@ def _module(module: str) -> Any:
     """The module of a public name, imported on first use (each a static import: no module but the
     native loader imports by a computed name)."""
     if module == ".pipeline.api":
-        from .pipeline import api as m
-    elif module == ".pipeline.analysis":
-        from .pipeline import analysis as m
-    elif module == ".pipeline.options":
-        from .pipeline import options as m
-    elif module == ".analyses":
-        from . import analyses as m
-    elif module == ".analyses.launch":
-        from .analyses import launch as m
-    elif module == ".analyses.check":
-        from .analyses import check as m
-    elif module == ".analyses.compare":
-        from .analyses import compare as m
-    elif module == ".analyses.explain":
-        from .analyses import explain as m
-    elif module == ".analyses.annotate":
-        from .analyses import annotate as m
-    elif module == ".analyses.weak":
-        from .analyses import weak as m
-    elif module == ".flops":
-        from . import flops as m
-    elif module == ".latency":
-        from . import latency as m
-    elif module == ".models":
-        from . import models as m
-    elif module == ".report":
-        from . import report as m
-    elif module == ".errors":
-        from . import errors as m
-    elif module == ".classify.taxonomy":
-        from .classify import taxonomy as m
-    else:
-        raise AttributeError(f"no public module {module}")
-    return m
+        from .pipeline import api
+        return api
+    if module == ".pipeline.analysis":
+        from .pipeline import analysis
+        return analysis
+    if module == ".pipeline.options":
+        from .pipeline import options
+        return options
+    if module == ".analyses":
+        from . import analyses
+        return analyses
+    if module == ".analyses.launch":
+        from .analyses import launch
+        return launch
+    if module == ".analyses.check":
+        from .analyses import check
+        return check
+    if module == ".analyses.compare":
+        from .analyses import compare
+        return compare
+    if module == ".analyses.explain":
+        from .analyses import explain
+        return explain
+    if module == ".writers.annotate":
+        from .writers import annotate
+        return annotate
+    if module == ".analyses.weak":
+        from .analyses import weak
+        return weak
+    if module == ".analyses.flops":
+        from .analyses import flops
+        return flops
+    if module == ".analyses.latency":
+        from .analyses import latency
+        return latency
+    if module == ".models":
+        from . import models
+        return models
+    if module == ".report":
+        from . import report
+        return report
+    if module == ".errors":
+        from . import errors
+        return errors
+    if module == ".classify.taxonomy":
+        from .classify import taxonomy
+        return taxonomy
+    raise AttributeError(f"no public module {module}")
 
 
 def __dir__() -> list[str]:

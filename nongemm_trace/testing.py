@@ -33,9 +33,15 @@ def _fail(trace: str | Path | Analysis, msgs: list[str]) -> None:
     raise AssertionError("; ".join(msgs) + f" (in {Path(str(getattr(trace, 'path', trace))).name})")
 
 
+def _checked(trace: str | Path | Analysis, **limits: Any) -> tuple[list, Report]:
+    """The broken limits and the report of :func:`~nongemm_trace.analyses.check.check`."""
+    result = check(trace, **limits)
+    return result.violations, result.report
+
+
 def assert_share_at_most(trace: str | Path, name: str, limit: float, **options: Any) -> Report:
     """The share of GPU time of a class (``non-GEMM``) or category (``memory``) is at most ``limit``."""
-    violations, rep = check(trace, max_share={name: limit}, **options)
+    violations, rep = _checked(trace, max_share={name: limit}, **options)
     if violations:
         _fail(trace, [v.message for v in violations])
     return rep
@@ -50,7 +56,7 @@ def assert_share_at_least(trace: str | Path, name: str, limit: float, **options:
 
 
 def assert_category_share_at_most(trace: str | Path, category: str, limit: float, **options: Any) -> Report:
-    violations, rep = check(trace, max_category_share={category: limit}, **options)
+    violations, rep = _checked(trace, max_category_share={category: limit}, **options)
     if violations:
         _fail(trace, [v.message for v in violations])
     return rep
@@ -65,8 +71,8 @@ def assert_no_regression(trace: str | Path, *, baseline: str | Path, max_regress
                          categories: dict[str, float] | None = None, **options: Any) -> Report:
     """GPU time per step grew by at most ``max_regression`` against ``baseline`` (and each
     category in ``categories`` by at most its own limit)."""
-    violations, rep = check(trace, baseline=baseline, max_regression=max_regression,
-                            max_category_regression=categories, **options)
+    violations, rep = _checked(trace, baseline=baseline, max_regression=max_regression,
+                               max_category_regression=categories, **options)
     if violations:
         _fail(trace, [v.message for v in violations])
     return rep
@@ -74,7 +80,7 @@ def assert_no_regression(trace: str | Path, *, baseline: str | Path, max_regress
 
 def assert_checks(trace: str | Path, **limits: Any) -> Report:
     """Any combination of :func:`nongemm_trace.analyses.check.check`'s limits in one call."""
-    violations, rep = check(trace, **limits)
+    violations, rep = _checked(trace, **limits)
     if violations:
         _fail(trace, [v.message for v in violations])
     return rep

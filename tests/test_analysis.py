@@ -12,16 +12,16 @@ import pytest
 import nongemm_trace
 import nongemm_trace.load as load_mod
 from nongemm_trace import Analysis, TraceError, cli
-from nongemm_trace.analyses.annotate import annotate
 from nongemm_trace.analyses.check import check
 from nongemm_trace.analyses.compare import compare
 from nongemm_trace.analyses.explain import explain
+from nongemm_trace.analyses.flops import flops_analysis
 from nongemm_trace.analyses.launch import launch_analysis
 from nongemm_trace.analyses.weak import weak_kernels
 from nongemm_trace.classify.taxonomy import load_taxonomy
 from nongemm_trace.errors import OptionError
-from nongemm_trace.flops import flops_analysis
 from nongemm_trace.link import link
+from nongemm_trace.writers.annotate import annotate
 
 ROOT = Path(__file__).resolve().parent.parent
 BERT = ROOT / "sample_traces" / "bert_base_fp32_bs8_s128__eager.json.gz"

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from conftest import SAMPLES
 
-from nongemm_trace.latency import latency_analysis, whatif_analysis
+from nongemm_trace.analyses.latency import latency_analysis, whatif_analysis
 from nongemm_trace.pipeline.analysis import Analysis
 
 SAMPLES_WITH_ROUNDS = ["unprofiled/bert_bs1_s32__fp32__plain.json.gz",

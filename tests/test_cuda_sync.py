@@ -12,9 +12,9 @@ import polars as pl
 import pytest
 from conftest import raw_events, shared
 
-from nongemm_trace.latency import graph_of, latency_analysis, measured_timeline, whatif_analysis
-from nongemm_trace.latency.replay import measured_piece_lengths, replay
-from nongemm_trace.latency.waits import DEPS_SCHEMA
+from nongemm_trace.analyses.latency import graph_of, latency_analysis, measured_timeline, whatif_analysis
+from nongemm_trace.analyses.latency.replay import measured_piece_lengths, replay
+from nongemm_trace.analyses.latency.waits import DEPS_SCHEMA
 from nongemm_trace.load import load_trace
 from nongemm_trace.pipeline.analysis import Analysis
 

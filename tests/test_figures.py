@@ -10,8 +10,8 @@ import polars as pl
 import pytest
 from conftest import shared
 
+from nongemm_trace.analyses.flops import flops_analysis
 from nongemm_trace.analyses.launch import launch_analysis
-from nongemm_trace.flops import flops_analysis
 from nongemm_trace.report import figures, palette
 
 

@@ -80,7 +80,7 @@ def test_a_test_file_collects_without_the_shared_traces(tmp_path):
 def test_every_model_has_a_short_repr():
     """A Report's generated repr printed its tables in full (16,753 characters on the bundled BERT)."""
     import nongemm_trace
-    from nongemm_trace.latency import latency_analysis, whatif_analysis
+    from nongemm_trace.analyses.latency import latency_analysis, whatif_analysis
 
     path = str(SAMPLES / "bert_base_fp32_bs8_s128__eager.json.gz")
     a = nongemm_trace.Analysis(path)

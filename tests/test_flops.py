@@ -9,10 +9,10 @@ import polars as pl
 import pytest
 from conftest import SHARED, shared
 
+from nongemm_trace.analyses.flops import flops_analysis
+from nongemm_trace.analyses.flops.formulas import FORMULAS, OpCall, lookup
 from nongemm_trace.cli import main
 from nongemm_trace.devices import known_devices, match_device
-from nongemm_trace.flops import flops_analysis
-from nongemm_trace.flops.formulas import FORMULAS, OpCall, lookup
 
 H200 = sorted((SHARED / "h200").glob("*.json.gz")) if (SHARED / "h200").is_dir() else []
 
@@ -97,7 +97,7 @@ def test_attention_formula_matches_flop_counter(shape):
 
 
 def test_registry_is_open_to_extension(tmp_path):
-    from nongemm_trace.flops.formulas import formula
+    from nongemm_trace.analyses.flops.formulas import formula
 
     @formula("aten::my_custom_gemm")
     def _(call):

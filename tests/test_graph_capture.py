@@ -18,8 +18,8 @@ import pytest
 from conftest import REPO, interval_union_ns, kineto_traces, raw_events, shared
 
 import nongemm_trace
+from nongemm_trace.analyses.latency import latency_analysis
 from nongemm_trace.analyses.launch import launch_analysis
-from nongemm_trace.latency import latency_analysis
 from nongemm_trace.load import load_trace
 from nongemm_trace.load.graph_capture import base_name, capture_windows
 

@@ -286,7 +286,7 @@ def test_the_timeline_shades_a_pixel_column_by_how_much_of_it_is_busy_or_idle():
 
 
 def test_repr_html_of_latency_and_whatif():
-    from nongemm_trace.latency import latency_analysis, whatif_analysis
+    from nongemm_trace.analyses.latency import latency_analysis, whatif_analysis
 
     trace = SAMPLES / "bert_base_fp32_bs8_s128__eager.json.gz"
     lat = latency_analysis(trace)

@@ -8,8 +8,8 @@ import polars as pl
 import pytest
 from conftest import SAMPLES, shared
 
-from nongemm_trace.latency import graph_of
-from nongemm_trace.latency.pieces import _packed_pieces, host_pieces, reference_pieces, thread_codes
+from nongemm_trace.analyses.latency import graph_of
+from nongemm_trace.analyses.latency.pieces import _packed_pieces, host_pieces, reference_pieces, thread_codes
 from nongemm_trace.link import fast_sweep
 from nongemm_trace.pipeline.analysis import Analysis
 
@@ -63,7 +63,7 @@ def test_locate_is_the_as_of_join_by_thread():
     """Ties included (a replay can make pieces of no length: equal times along a thread), and times so
     far apart that threads x span overflows an int64 key (a trace whose events lie decades apart, or its
     replay: 3 threads x 4e18 ns, and 1e19 ns from the first time to the last, each over 2^63)."""
-    from nongemm_trace.latency.pieces import locate
+    from nongemm_trace.analyses.latency.pieces import locate
     rows = pl.DataFrame({"thr": [0, 0, 0, 0, 0, 2, 2, 2], "ts": [1, 2, 2, 2, 5, 0, 3, 3]}).with_row_index("row")
     q = pl.DataFrame({"thr": [0, 0, 0, 0, 2, 2, 2, 1, 0], "t": [0, 2, 3, 9, 3, -4, 7, 2, 5]}).sort("t")
     cases = [("right", -1, "backward", True), ("left", 0, "forward", True), ("left", -1, "backward", False),

@@ -12,8 +12,8 @@ from conftest import shared
 
 from nongemm_trace import Analysis, BatchResult, Comparison, FlopsReport, LaunchReport, Report
 from nongemm_trace.analyses.compare import compare
+from nongemm_trace.analyses.flops import flops_analysis
 from nongemm_trace.analyses.launch import launch_analysis
-from nongemm_trace.flops import flops_analysis
 from nongemm_trace.runs.batch import run_batch
 
 TRACES = {
@@ -104,7 +104,7 @@ def test_batch_round_trip_with_ranks_and_a_failure(tmp_path):
 @pytest.mark.parametrize("name", ["eager", "graphs"])
 def test_latency_round_trips(analyses, name):
     from nongemm_trace import LatencyReport, WhatIfReport
-    from nongemm_trace.latency import latency_analysis, whatif_analysis
+    from nongemm_trace.analyses.latency import latency_analysis, whatif_analysis
 
     a = analyses[name]
     _round_trip(latency_analysis(a), LatencyReport)

@@ -112,8 +112,8 @@ def test_a_batch_output_in_a_folder_of_inputs_still_writes(capsys, tmp_path):
 
 
 def test_the_library_refuses_too(tmp_path):
-    from nongemm_trace.analyses.annotate import annotate
     from nongemm_trace.report_page import write_page
+    from nongemm_trace.writers.annotate import annotate
 
     trace = tmp_path / BERT.name
     shutil.copy(BERT, trace)

@@ -44,7 +44,7 @@ class FlopsParams:
 
 
 def _flops(sel: Any, ctx: Any, p: FlopsParams) -> Any:
-    from ..flops import flops_of
+    from .flops import flops_of
     return flops_of(sel, ctx, p.device_spec)
 
 
@@ -59,7 +59,7 @@ class LatencyParams:
 
 
 def _latency(sel: Any, ctx: Any, p: LatencyParams) -> Any:
-    from ..latency import latency_of
+    from .latency import latency_of
     return latency_of(sel, ctx, p.unprofiled_step_us)
 
 
@@ -88,13 +88,13 @@ class WhatIfParams:
 
 
 def _whatif(sel: Any, ctx: Any, p: WhatIfParams) -> Any:
-    from ..latency import whatif_of
+    from .latency import whatif_of
     return whatif_of(sel, ctx, list(p.scale), cpu_scale=p.cpu_scale, launch_us=p.launch_us, graphs=p.graphs,
                      graph_launch_us=p.graph_launch_us, autocast=p.autocast, unprofiled_step_us=p.unprofiled_step_us)
 
 
 def _whatif_refuse(p: WhatIfParams, taxonomy: Any, path: Any) -> None:
-    from ..latency.whatif import parse_scales
+    from .latency.whatif import parse_scales
     parse_scales(list(p.scale), taxonomy.categories, path)  # before the trace is read
 
 

@@ -112,8 +112,8 @@ def launch_of(sel: Selection, ctx: Context, short_us: float = 10.0,
 def profiled_bound(ctx: Context) -> str | None:
     """The measured run's bound on the critical path over the kept steps, as latency reports it
     (``unprofiled.profiled_bound``); None for a format with no host timeline or no steps."""
-    from ..latency.path import attribute
     from ..models.latency import bound_of
+    from .latency.path import attribute
 
     found = _measured(ctx)
     if found is None:
@@ -126,8 +126,8 @@ def profiled_bound(ctx: Context) -> str | None:
 def _measured(ctx: Context) -> tuple[Any, Any, Any] | None:
     """(dependency graph, selection, measured timeline) as latency builds them (its selection keeps
     the unlinked activities), or None for a format with no host timeline."""
-    from ..latency import graph_in
-    from ..latency.replay import measured_timeline
+    from .latency import graph_in
+    from .latency.replay import measured_timeline
 
     if not format_of(ctx.trace()).host_timeline:
         return None
@@ -143,9 +143,9 @@ def without_profiler_view(ctx: Context, step_us: float | None) -> dict[str, Any]
     """``busy_share`` and ``verdict`` of the run without the profiler (the replay of
     :mod:`.latency.unprofiled`), beside ``profiled_busy_share`` (the measured replay's, same scope: every
     activity, first start to last end); None for a format with no host timeline."""
-    from ..latency.path import attribute
-    from ..latency.unprofiled import unprofiled_summary, without_profiler
     from ..models.latency import bound_of
+    from .latency.path import attribute
+    from .latency.unprofiled import unprofiled_summary, without_profiler
 
     found = _measured(ctx)
     if found is None:

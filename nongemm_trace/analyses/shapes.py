@@ -30,8 +30,8 @@ def shapes(sel: Selection, ctx: Context, params: ShapesParams) -> ShapesReport:
     """One row per (op, input dims, input types) of the calls that own GPU time or have FLOPs."""
     import polars as pl
 
-    from ..flops import flops_of
     from ..models.shapes import ShapesReport
+    from .flops import flops_of
 
     rep = flops_of(sel, ctx, params.device_spec)
     inputs = sel.linked.ops.select(

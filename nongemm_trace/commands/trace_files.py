@@ -20,7 +20,7 @@ def convert_arguments(cv: argparse.ArgumentParser) -> None:
 
 
 def run_convert(args: argparse.Namespace) -> int:
-    from ..analyses.convert import convert
+    from ..writers.convert import convert
 
     trace = convert(args.report, args.output)
     wrote(f"wrote {args.output}: {trace.activities.height:,} GPU activities, {trace.launches.height:,} launch calls, "
@@ -35,7 +35,7 @@ def annotate_arguments(n: argparse.ArgumentParser) -> None:
 
 
 def run_annotate(args: argparse.Namespace) -> int:
-    from ..analyses.annotate import annotate
+    from ..writers.annotate import annotate
 
     counts = annotate(args.trace, args.output, taxonomy=args.taxonomy, level=args.level)
     wrote(f"wrote {args.output}: {counts['ops']:,} ops and {counts['activities']:,} GPU activities annotated")

@@ -84,13 +84,16 @@ class Gates:
     def apply(self, analysis: Analysis, **options: Any) -> list[Violation]:
         """Check the analysed trace; raise :class:`PerformanceGateError` or warn as asked, and write
         ``NAME.check.json`` next to the trace (what ``check --format json`` prints)."""
-        from ..core.safe_write import write_file
-        from ..report.json_out import check_json
+        from dataclasses import replace
 
-        violations, _ = check(analysis, baseline=self.baseline, min_activities=self.floor, **self.limits, **options)
+        from ..core.safe_write import write_file
+        from ..report import render
+
+        result = check(analysis, baseline=self.baseline, min_activities=self.floor, **self.limits, **options)
+        violations = result.violations
         out = Path(str(analysis.path))
-        write_file(out.with_name(out.name.split(".json")[0] + ".check.json"), check_json(str(out), violations),
-                   inputs=[out, self.baseline])
+        write_file(out.with_name(out.name.split(".json")[0] + ".check.json"),
+                   render(replace(result, trace=str(out)), "json"), inputs=[out, self.baseline])
         if violations and self.on_violation == "warn":
             warnings.warn(PerformanceGateWarning("; ".join(v.message for v in violations) + f" (in {out.name})"),
                           stacklevel=2)

@@ -28,10 +28,10 @@ def _framework(package: str) -> Any:
     """``lightning.pytorch`` or ``pytorch_lightning``, imported by name (each a static import: no module
     but the native loader imports by a computed name)."""
     if package == "lightning.pytorch":
-        import lightning.pytorch as framework
-    else:
-        import pytorch_lightning as framework
-    return framework
+        import lightning.pytorch
+        return lightning.pytorch
+    import pytorch_lightning
+    return pytorch_lightning
 
 
 def _callback_class(package: str) -> type:

@@ -4,7 +4,8 @@ evidence (:class:`WeakKernels`). Each renders by its type like every other model
 (:mod:`nongemm_trace.report`); their JSON is the document the functions returned before they were
 models, so ``to_dict()`` of each is that document. Indexing an :class:`Explanation` or a
 :class:`WeakKernels` reads its document, and a :class:`CheckResult` unpacks as
-``violations, report`` (the tuple ``check`` returned before), so code written against either keeps working."""
+``violations, report`` (the tuple ``check`` returned before), so code written against either keeps
+working until :data:`REMOVAL`, with the one deprecation warning (:mod:`nongemm_trace.core.deprecation`)."""
 
 from __future__ import annotations
 
@@ -12,8 +13,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from ..core.deprecation import deprecated
 from .report import Report
 from .short_repr import short_repr
+
+#: the release that drops the tuple and dict forms of these results
+REMOVAL = "0.3"
 
 
 @dataclass(repr=False)
@@ -33,7 +38,9 @@ class CheckResult:
         return not self.violations
 
     def __iter__(self) -> Iterator[Any]:
-        """``violations, report = check(...)``: the pair ``check`` returned before its result was a model."""
+        """``violations, report = check(...)``: the pair ``check`` returned before its result was a model
+        (deprecated: read ``.violations`` and ``.report``)."""
+        deprecated("unpacking check()'s result as (violations, report)", "its .violations and .report", REMOVAL)
         return iter((self.violations, self.report))
 
     def to_dict(self) -> dict[str, Any]:
@@ -53,6 +60,9 @@ class _Document:
         return self.document
 
     def __getitem__(self, key: str) -> Any:
+        """The document's ``key`` (deprecated: the result was a dict; read ``.to_dict()[key]``)."""
+        deprecated(f"indexing {type(self).__name__} (the dict it was)", f"{type(self).__name__}.to_dict()[key]",
+                   REMOVAL)
         return self.document[key]
 
     def __contains__(self, key: object) -> bool:

@@ -1,26 +1,54 @@
 """Every renderer of the shipped models, registered by (model, format) in :mod:`.registry`'s table.
 
 Each entry imports its renderer module when it runs, so importing this table costs no polars (the
-command line reads it to build ``--format``). A model's formats are listed in the order ``--help``
-shows them; the terminal view is called :data:`~.registry.TERMINAL`. A new model's renderers live in
-their own module, which registers them with :func:`~.registry.renders` and is imported at the end.
+command line reads it to build ``--format``). A model's formats are registered in the order ``--help``
+shows them (the terminal view, called :data:`~.registry.TERMINAL`, first). A new model's renderers live
+in their own module, which registers them with :func:`~.registry.renders` and is imported at the end.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
-from .registry import TERMINAL, View, renders
+from .registry import TERMINAL, View, as_json, renders
+
+#: the models drawn on a rich console at the terminal; those whose view takes ``top`` rows
+DRAWN = ("report", "batch", "comparison", "launch", "flops", "latency", "whatif")
+TOP = ("report", "flops")
+#: the models whose JSON is their ``to_dict`` as is (a report's is written in batches, with ``max_ops``)
+PLAIN_JSON = ("batch", "comparison", "launch", "flops", "latency", "whatif")
 
 
-def _table_file(model: Any, view: View) -> Any:
-    from .files import write_table
-    return write_table(model, view.table or model.TABLES[0], view.format, view.output)
+def _view(model: str) -> Callable[..., None]:
+    """The function that draws ``model``'s terminal view (its module imported now)."""
+    if model == "report":
+        from .terminal.report import render_report
+        return render_report
+    if model == "batch":
+        from .terminal.batch import render_batch
+        return render_batch
+    if model == "comparison":
+        from .terminal.compare import render_compare
+        return render_compare
+    if model == "launch":
+        from .terminal.launch import render_launch
+        return render_launch
+    if model == "flops":
+        from .terminal.flops import render_flops
+        return render_flops
+    if model == "latency":
+        from .terminal.latency import render_latency
+        return render_latency
+    from .terminal.latency import render_whatif
+    return render_whatif
 
 
-def _json(model: Any, view: View) -> str:
-    from .json_out import render_json
-    return render_json(model)
+def _drawn(model: Any, view: View) -> Callable[[Any], None]:
+    draw = _view(type(model).NAME)
+    if type(model).NAME in TOP:
+        return lambda console: draw(model, console, top=view.top)
+    return lambda console: draw(model, console)
 
 
 def _document(model: Any, view: View) -> str:
@@ -28,11 +56,17 @@ def _document(model: Any, view: View) -> str:
     return render_document(model.to_dict())
 
 
-# -- analyze: one trace's breakdown ------------------------------------------------------------
-@renders("report", TERMINAL)
-def _report_table(model: Any, view: View) -> Any:
-    from .terminal.report import render_report
-    return lambda console: render_report(model, console, top=view.top)
+def _table_file(model: Any, view: View) -> Any:
+    """One of the model's ``TABLES`` as CSV (text) or Parquet (written to ``view.output``)."""
+    from .files import flops_csv, launch_csv, write_table
+    table = view.table or model.TABLES[0]
+    if type(model).NAME == "report":
+        return write_table(model, table, view.format, view.output)
+    return (launch_csv if type(model).NAME == "launch" else flops_csv)(model, table)
+
+
+for _model in DRAWN:
+    renders(_model, TERMINAL)(_drawn)
 
 
 @renders("report", "json")
@@ -41,7 +75,10 @@ def _report_json(model: Any, view: View) -> Any:
     return render_json_batches(model, max_ops=view.max_ops)
 
 
-renders("report", "csv")(_table_file)
+for _model in PLAIN_JSON:
+    renders(_model, "json")(as_json)
+for _model in ("report", "launch", "flops"):
+    renders(_model, "csv")(_table_file)
 renders("report", "parquet")(_table_file)
 
 
@@ -49,16 +86,6 @@ renders("report", "parquet")(_table_file)
 def _report_markdown(model: Any, view: View) -> str:
     from .markdown import analyze_markdown
     return analyze_markdown(model, top=view.top)
-
-
-# -- analyze of several traces ------------------------------------------------------------------
-@renders("batch", TERMINAL)
-def _batch_table(model: Any, view: View) -> Any:
-    from .terminal.batch import render_batch
-    return lambda console: render_batch(model, console)
-
-
-renders("batch", "json")(_json)
 
 
 @renders("batch", "csv")
@@ -79,83 +106,20 @@ def _batch_markdown(model: Any, view: View) -> str:
     return batch_markdown(model)
 
 
-# -- compare ------------------------------------------------------------------------------------
-@renders("comparison", TERMINAL)
-def _comparison_table(model: Any, view: View) -> Any:
-    from .terminal.compare import render_compare
-    return lambda console: render_compare(model, console)
-
-
-renders("comparison", "json")(_json)
-
-
 @renders("comparison", "markdown")
 def _comparison_markdown(model: Any, view: View) -> str:
     from .markdown import compare_markdown
     return compare_markdown(model)
 
 
-# -- launch -------------------------------------------------------------------------------------
-@renders("launch", TERMINAL)
-def _launch_table(model: Any, view: View) -> Any:
-    from .terminal.launch import render_launch
-    return lambda console: render_launch(model, console)
+def _steps_csv(model: Any, view: View) -> str:
+    """A latency or what-if report's steps as CSV."""
+    from .files import latency_csv, whatif_csv
+    return (latency_csv if type(model).NAME == "latency" else whatif_csv)(model)
 
 
-renders("launch", "json")(_json)
-
-
-@renders("launch", "csv")
-def _launch_csv(model: Any, view: View) -> str:
-    from .files import launch_csv
-    return launch_csv(model, view.table or model.TABLES[0])
-
-
-# -- flops --------------------------------------------------------------------------------------
-@renders("flops", TERMINAL)
-def _flops_table(model: Any, view: View) -> Any:
-    from .terminal.flops import render_flops
-    return lambda console: render_flops(model, console, top=view.top)
-
-
-renders("flops", "json")(_json)
-
-
-@renders("flops", "csv")
-def _flops_csv(model: Any, view: View) -> str:
-    from .files import flops_csv
-    return flops_csv(model, view.table or model.TABLES[0])
-
-
-# -- latency and whatif -------------------------------------------------------------------------
-@renders("latency", TERMINAL)
-def _latency_table(model: Any, view: View) -> Any:
-    from .terminal.latency import render_latency
-    return lambda console: render_latency(model, console)
-
-
-renders("latency", "json")(_json)
-
-
-@renders("latency", "csv")
-def _latency_csv(model: Any, view: View) -> str:
-    from .files import latency_csv
-    return latency_csv(model)
-
-
-@renders("whatif", TERMINAL)
-def _whatif_table(model: Any, view: View) -> Any:
-    from .terminal.latency import render_whatif
-    return lambda console: render_whatif(model, console)
-
-
-renders("whatif", "json")(_json)
-
-
-@renders("whatif", "csv")
-def _whatif_csv(model: Any, view: View) -> str:
-    from .files import whatif_csv
-    return whatif_csv(model)
+renders("latency", "csv")(_steps_csv)
+renders("whatif", "csv")(_steps_csv)
 
 
 # -- check, explain, weak: documents ------------------------------------------------------------
@@ -177,15 +141,13 @@ def _explain_text(model: Any, view: View) -> str:
     return render_explain(model.to_dict(), model.rules)
 
 
-renders("explain", "json")(_document)
-
-
 @renders("weak", TERMINAL)
 def _weak_text(model: Any, view: View) -> str:
     from .terminal.explain import render_weak
     return render_weak(model.to_dict())
 
 
+renders("explain", "json")(_document)
 renders("weak", "json")(_document)
 
 

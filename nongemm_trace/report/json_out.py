@@ -88,13 +88,3 @@ class Streamed:
 def render_document(document: dict[str, Any], *, ascii_only: bool = False) -> str:
     """A document that is not a model (``explain``'s, ``check``'s) as indented JSON."""
     return json.dumps(document, indent=2, ensure_ascii=ascii_only) + "\n"
-
-
-def check_json(trace: str, violations: list) -> str:
-    """``check``'s verdict: the trace, ok, each broken limit, and every limit checked (``gates``: the
-    measured value, the limit and whether it held)."""
-    doc = {"trace": trace, "ok": not violations, "violations": [v.__dict__ for v in violations]}
-    gates = getattr(violations, "gates", None)
-    if gates is not None:
-        doc["gates"] = [g.__dict__ for g in gates]
-    return render_document(doc, ascii_only=True)

@@ -73,6 +73,12 @@ def renders(model: str, fmt: str, *, dataset: bool = False) -> Callable[[Callabl
     return register
 
 
+def as_json(model: Any, view: View) -> str:
+    """The JSON renderer of any model whose document is its ``to_dict()`` (register it for the model)."""
+    from .json_out import render_json
+    return render_json(model)
+
+
 def lookup(model: str, fmt: str) -> Renderer | None:
     """The renderer of ``model`` in ``fmt`` (an alias read as its format) among those registered so far."""
     return _RENDERERS.get((model, ALIASES.get(fmt, fmt)))

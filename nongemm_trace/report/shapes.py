@@ -6,17 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .registry import TERMINAL, View, renders
-
-
-def _g(x: Any) -> str:
-    """A count with its SI prefix (``1.23 G``)."""
-    if x is None:
-        return "-"
-    for unit, div in (("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
-        if abs(x) >= div:
-            return f"{x / div:,.2f} {unit}"
-    return f"{x:,.0f}"
+from .registry import TERMINAL, View, as_json, renders
 
 
 def _f(x: Any) -> str:
@@ -31,7 +21,7 @@ def shapes_table(model: Any, view: View) -> Any:
 
         from .names import shorten
         from .palette import TITLE
-        from .terminal import escape, warning_line
+        from .terminal import escape, si, warning_line
 
         console.print(f"[{TITLE}]{escape(model.trace)}[/{TITLE}]  device: {escape(model.device or 'unknown')}")
         t = Table(title=f"Top {view.top} op shapes by GPU time (of {model.shapes.height})", title_justify="left")
@@ -42,7 +32,7 @@ def shapes_table(model: Any, view: View) -> Any:
         for r in model.shapes.head(view.top).iter_rows(named=True):
             t.add_row(escape(shorten(r["op"])), escape(shorten(r["input_dims"], 60)),
                       escape(shorten(r["input_type"], 40)), f"{r['calls']:,}", f"{r['time_ns'] / 1000:,.1f}",
-                      f"{r['mean_ns'] / 1000:,.2f}", _g(r["flops_per_call"]), _f(r["achieved_tflops"]),
+                      f"{r['mean_ns'] / 1000:,.2f}", si(r["flops_per_call"]), _f(r["achieved_tflops"]),
                       _f(r["achieved_gbps"]))
         console.print(t)
         for w in model.warnings:
@@ -50,10 +40,7 @@ def shapes_table(model: Any, view: View) -> Any:
     return draw
 
 
-@renders("shapes", "json")
-def shapes_json(model: Any, view: View) -> str:
-    from .json_out import render_json
-    return render_json(model)
+renders("shapes", "json")(as_json)
 
 
 @renders("shapes", "csv")

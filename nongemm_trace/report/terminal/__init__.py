@@ -24,6 +24,16 @@ def warning_line(code: str, message: str, count: int | None = None) -> str:
     return f"  [{WARNING}]{code}[/{WARNING}]" + ("" if count is None else f" ({count:,})") + f": {escape(message)}"
 
 
+def si(x: float | None) -> str:
+    """A count with its SI prefix (``1.23 G``); ``-`` for none."""
+    if x is None:
+        return "-"
+    for unit, div in (("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(x) >= div:
+            return f"{x / div:,.2f} {unit}"
+    return f"{x:,.0f}"
+
+
 #: the most rows of a per-step table a terminal shows: a trace of a million 9 us steps drew a
 #: million rows (and held each as rich's cells); JSON, CSV and Parquet keep every step
 MAX_STEP_ROWS = 500

@@ -11,16 +11,7 @@ from rich.table import Table
 from ...models.flops import FlopsReport
 from ..names import shorten
 from ..palette import TITLE
-from . import escape, warning_line
-
-
-def _g(x) -> str:
-    if x is None:
-        return "-"
-    for unit, div in (("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
-        if abs(x) >= div:
-            return f"{x / div:,.2f} {unit}"
-    return f"{x:,.0f}"
+from . import escape, si, warning_line
 
 
 def _f(x, nd=2) -> str:
@@ -36,7 +27,7 @@ def render_flops(rep: FlopsReport, console: Console, top: int = 15) -> None:
     for c in ("class", "FLOPs", "FLOP share", "GPU time (us)", "time share"):
         t.add_column(c, justify="left" if c == "class" else "right")
     for r in rep.classes.iter_rows(named=True):
-        t.add_row(r["class"], _g(r["flops"]), f"{100 * r['flop_share']:.2f} %", f"{r['time_ns'] / 1000:,.1f}",
+        t.add_row(r["class"], si(r["flops"]), f"{100 * r['flop_share']:.2f} %", f"{r['time_ns'] / 1000:,.1f}",
                   f"{100 * r['time_share']:.1f} %")
     console.print(t)
     t = Table(title=f"Top {top} ops by GPU time (rates over the time each op owns)", title_justify="left")
@@ -45,7 +36,7 @@ def render_flops(rep: FlopsReport, console: Console, top: int = 15) -> None:
                      no_wrap=c == "op", overflow="ellipsis",
                      max_width=max(16, console.width - 70) if c == "op" else None)
     for r in rep.ops.head(top).iter_rows(named=True):
-        t.add_row(escape(shorten(r["op"])), r["category"], _g(r["flops"]), _g(r["bytes"]), _f(r["achieved_tflops"]),
+        t.add_row(escape(shorten(r["op"])), r["category"], si(r["flops"]), si(r["bytes"]), _f(r["achieved_tflops"]),
                   _f(r["achieved_tbps"]), r["bound"] or "-", _f(r["roofline_pct"], 0))
     console.print(t)
     over = rep.ops.head(top).filter(pl.col("roofline_pct") > 100)["op"].to_list()
@@ -66,7 +57,7 @@ def render_flops(rep: FlopsReport, console: Console, top: int = 15) -> None:
         console.print(f"FLOPs vs latency: {fits['note']}")
     if rep.equal_flops:
         e = rep.equal_flops[0]
-        console.print(f"equal FLOPs, unequal time: {e['calls']} calls of {_g(e['flops'])}FLOP took "
+        console.print(f"equal FLOPs, unequal time: {e['calls']} calls of {si(e['flops'])}FLOP took "
                       f"{e['min_us']:,.1f} to {e['max_us']:,.1f} us ({e['spread']:.2f}x)")
     for w in rep.warnings:
         console.print(warning_line(w.code, w.message, w.count), highlight=False)

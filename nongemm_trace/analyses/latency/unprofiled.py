@@ -37,8 +37,8 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from ..core.frames import number
-from ..errors import OptionError
+from ...core.frames import number
+from ...errors import OptionError
 from .graph import Graph
 from .replay import Timeline, measured_piece_lengths, replay
 
@@ -169,7 +169,7 @@ def latency_unprofiled(un: Unprofiled, steps: pl.DataFrame, profiled_att: pl.Dat
                        queue_gap_ns: int) -> dict[str, Any]:
     """The latency report's ``unprofiled``: per kept step and on average, the step without the profiler,
     the profiler's share of the step (profiled minus unprofiled wall time) and which side bounds it."""
-    from ..models.latency import bound_of
+    from ...models.latency import bound_of
     from .path import attribute
 
     kept = steps["step"].implode()

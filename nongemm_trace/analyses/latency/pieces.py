@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import polars as pl
 
-from ..core.frames import appearance_codes, int_scalar
-from ..link import fast_sweep
-from ..link.nesting import innermost_containing
+from ...core.frames import appearance_codes, int_scalar
+from ...link import fast_sweep
+from ...link.nesting import innermost_containing
 
 _INT64_MAX = (1 << 63) - 1
 

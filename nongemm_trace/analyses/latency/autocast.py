@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from ..core.frames import nearest_down
+from ...core.frames import nearest_down
 from .graph import Graph
 
 #: what the trace's ``input_type`` calls fp32

@@ -15,15 +15,15 @@ from typing import Any
 
 import polars as pl
 
-from ..core.frames import int_scalar
-from ..core.trace import Anomaly
-from ..errors import TraceError
-from ..load.formats import FORMATS, format_of
-from ..metrics.steps import find_steps
-from ..models.latency import LatencyReport, WhatIfReport
-from ..pipeline.analysis import Analysis, open_analysis
-from ..pipeline.context import Context
-from ..pipeline.selection import Selection
+from ...core.frames import int_scalar
+from ...core.trace import Anomaly
+from ...errors import TraceError
+from ...load.formats import FORMATS, format_of
+from ...metrics.steps import find_steps
+from ...models.latency import LatencyReport, WhatIfReport
+from ...pipeline.analysis import Analysis, open_analysis
+from ...pipeline.context import Context
+from ...pipeline.selection import Selection
 from .graph import Graph, build
 from .overlap import overlapping_steps
 from .path import attribute

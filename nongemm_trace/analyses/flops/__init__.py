@@ -26,14 +26,14 @@ from typing import Any
 
 import polars as pl
 
-from ..classify.ladder import call_category
-from ..core.frames import as_text, nearest_down, strict_ancestors
-from ..core.trace import Anomaly
-from ..devices import match_device
-from ..models.flops import FlopsReport
-from ..pipeline.analysis import Analysis, open_analysis
-from ..pipeline.context import Context
-from ..pipeline.selection import Selection
+from ...classify.ladder import call_category
+from ...core.frames import as_text, nearest_down, strict_ancestors
+from ...core.trace import Anomaly
+from ...devices import match_device
+from ...models.flops import FlopsReport
+from ...pipeline.analysis import Analysis, open_analysis
+from ...pipeline.context import Context
+from ...pipeline.selection import Selection
 from .fits import fit_models
 from .formulas import OpCall, category_estimate, is_composite, lookup
 

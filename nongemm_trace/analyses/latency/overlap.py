@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from ..core.trace import Anomaly
+from ...core.trace import Anomaly
 
 
 def overlapping_steps(steps: pl.DataFrame, what: str) -> Anomaly | None:

@@ -19,12 +19,12 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from ..core.frames import int_scalar, per_value
-from ..core.trace import Anomaly
-from ..devices import match_device
-from ..errors import OptionError
-from ..models.latency import WhatIfReport, bound_of
-from ..vocabulary import AUTOCAST_DTYPES, CLASSES
+from ...core.frames import int_scalar, per_value
+from ...core.trace import Anomaly
+from ...devices import match_device
+from ...errors import OptionError
+from ...models.latency import WhatIfReport, bound_of
+from ...vocabulary import AUTOCAST_DTYPES, CLASSES
 from .autocast import Casts, cast_kernel_ns, find_casts
 from .autocast import facts as autocast_facts
 from .overlap import overlapping_steps

@@ -26,7 +26,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from ..models.latency import BOUNDS  # noqa: F401  (re-exported: the walk produces these)
+from ...models.latency import BOUNDS  # noqa: F401  (re-exported: the walk produces these)
 from .pieces import locate
 from .replay import Timeline
 

@@ -29,9 +29,9 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
-from ..core.frames import add_columns, int_scalar, lookup_columns, per_value
-from ..load.graph_capture import capture_windows
-from ..schema import empty
+from ...core.frames import add_columns, int_scalar, lookup_columns, per_value
+from ...load.graph_capture import capture_windows
+from ...schema import empty
 from .pieces import host_pieces, thread_codes
 from .runtime import EVENT_RECORDS, SYNC_KINDS
 from .threads import with_thread_waits
@@ -186,7 +186,7 @@ def host_category(ops: pl.DataFrame, generic: list[str], level: str) -> pl.DataF
     level (:func:`~nongemm_trace.classify.ladder.call_category`: qdq dataflow, the forward op
     of a backward node, a written-out operation, the specific op around it, else its name), or
     at the top level its top-level op's."""
-    from ..classify.ladder import call_category
+    from ...classify.ladder import call_category
 
     own = ops.select("op_id", "top_id", call_category(generic).alias("category"), "is_wrapper")
     if level == "top":

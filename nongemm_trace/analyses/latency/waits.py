@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from ..schema import DType
+from ...schema import DType
 
 #: ``cuda_sync_kind`` of a stream waiting for an event (cudaStreamWaitEvent)
 WAIT_EVENT = "Stream Wait Event"

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from ..metrics.period import step_periods
+from ...metrics.period import step_periods
 from .graph import Graph
 
 _NEG = np.iinfo(np.int64).min // 4
