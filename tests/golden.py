@@ -51,9 +51,15 @@ def shared_traces() -> list[Path]:
     return [p for p in files if not _NOT_TRACES.search(p.as_posix()) and p.suffix in (".gz", ".json")]
 
 
+#: the width terminal views are drawn at off a terminal (report/output.py's LOG_WIDTH): set for every
+#: command, as a worker process may be handed another COLUMNS than its parent had
+COLUMNS = "200"
+
+
 def _cli(argv: list[str]) -> bytes:
     from nongemm_trace import cli
 
+    os.environ["COLUMNS"] = COLUMNS
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         rc = cli.main(argv)
