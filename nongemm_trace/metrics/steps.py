@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import polars as pl
 
-from ..core.frames import starts_with
+from ..core.frames import int_scalar, starts_with
+from ..core.trace import Anomaly
 
 PROFILER_STEP = "ProfilerStep#"
 #: a step marker guessed from repeated annotations must hold at least this share of the GPU time
@@ -85,3 +86,30 @@ def guessed_steps_hold_work(acts: pl.DataFrame, used_marker: str | None) -> str 
         return None
     return (f"the repeated range '{used_marker}' holds only {inside / total:.1%} of the GPU time: not used as "
             f"steps (name the step range with --step-marker NAME)")
+
+
+def step_ranges(ops: pl.DataFrame, launches: pl.DataFrame, marker: str | None) -> tuple[pl.DataFrame, Anomaly | None]:
+    """Each step's range on its thread, ``step, name, pid, tid, ts, end``: the ranges named ``marker``
+    (the selection's), each on the thread that recorded it; with no marker, the whole trace as one step
+    (named ``(whole trace)``) on the thread that launched most work, and the warning that says so."""
+    steps = find_steps(ops, marker)[0] if marker else pl.DataFrame()
+    if steps.height:
+        tids = ops.filter(pl.col("name").is_in(steps["name"].unique().implode())).select(
+            pl.col("name").cast(pl.String), "pid", "tid", "ts_ns", "end_ns").unique(["name", "pid", "ts_ns", "end_ns"])
+        steps = steps.join(tids, on=["name", "pid", "ts_ns", "end_ns"], how="left")
+        ranges = steps.select("step", "name", "pid", "tid", pl.col("ts_ns").alias("ts"), pl.col("end_ns").alias("end"))
+        return ranges, None
+    host = pl.concat([ops.select("pid", "tid", "ts_ns", "end_ns"), launches.select("pid", "tid", "ts_ns", "end_ns")])
+    if host.height == 0:
+        return pl.DataFrame(schema={"step": pl.Int64, "name": pl.Utf8, "pid": pl.Utf8, "tid": pl.Utf8, "ts": pl.Int64,
+                                    "end": pl.Int64}), \
+            Anomaly("no_steps", 1, "the trace has no host events (ops or runtime calls): there is no step to measure "
+                                   "latency over")
+    busiest = launches.group_by(["pid", "tid"]).len().sort("len", descending=True).head(1)
+    if busiest.height == 0:
+        busiest = ops.group_by(["pid", "tid"]).len().sort("len", descending=True).head(1)
+    mine = host.join(busiest.select("pid", "tid"), on=["pid", "tid"])
+    return pl.DataFrame({"step": [0], "name": ["(whole trace)"], "pid": busiest["pid"], "tid": busiest["tid"],
+                         "ts": [int_scalar(mine["ts_ns"].min())], "end": [int_scalar(mine["end_ns"].max())]}), \
+        Anomaly("no_steps", 1, "the trace has no steps: the whole trace is one step, on the thread that launched the "
+                               "most work (name the step range with step_marker)")

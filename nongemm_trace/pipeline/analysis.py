@@ -160,7 +160,9 @@ class Analysis:
         if key not in self._selections:
             from .selection import select
 
-            self._selections[key] = select(self, key)
+            assert key.level is not None  # resolved
+            acts = self.activities(key.level)  # reads, links and classifies first, when not done yet
+            self._selections[key] = select(self.path, self.taxonomy, self.trace(), self.linked(), acts, key)
         return self._selections[key]
 
     def context(self, **options: Any) -> Context:

@@ -2,16 +2,19 @@
 
 Every analysis of a trace (the breakdown ``measure`` turns into a :class:`Report`, ``launch``,
 ``flops``, ``latency``, ``compare``, ``check``) starts from the same choice: the steps (a marker
-named, the format's declared marker, or guessed), the activities kept (``drop_unlinked``, the
-first ``skip_steps`` steps left out), the CPU window of the kept steps, and the warnings a reader
-must see about that choice. :func:`select` makes it once per option set (cached on the
-:class:`~nongemm_trace.pipeline.analysis.Analysis`), so an analysis that needs no breakdown never pays
-for one, and every analysis reads the same activities as ``analyze``.
+named, the format's declared marker, or guessed) and the thread each ran on, the activities kept
+(``drop_unlinked``, the first ``skip_steps`` steps left out), the CPU window of the kept steps, and
+the warnings a reader must see about that choice. :func:`select` is a function of what it reads (the
+trace, its linked op tree, the classified activities, the taxonomy and the options): it calls nothing
+back, and the :class:`~nongemm_trace.pipeline.analysis.Analysis` keeps its result per option set, so
+an analysis that needs no breakdown never pays for one, and every analysis reads the same activities
+as ``analyze``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
@@ -22,13 +25,14 @@ from ..errors import OptionError
 from ..load.formats import format_of
 from ..metrics.breakdown import evidence_time
 from ..metrics.period import step_times
-from ..metrics.steps import assign_steps, find_steps, guessed_steps_hold_work
+from ..metrics.steps import assign_steps, find_steps, guessed_steps_hold_work, step_ranges
 from ..vocabulary import METRICS
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..classify.taxonomy import Taxonomy
+    from ..core.trace import Trace
     from ..link import Linked
-    from .analysis import Analysis, Options
+    from .analysis import Options
 
 #: above this share of GPU time on generic words or no rule at all, the selection warns
 WEAK_EVIDENCE_SHARE = 0.05
@@ -86,6 +90,18 @@ class Selection:
     #: every step's period and queueing latency (``step, start, end, wall, latency``, ns:
     #: :mod:`nongemm_trace.metrics.period`); None for a profile with no host timeline
     step_times: pl.DataFrame | None = field(default=None, repr=False)
+    #: the trace's launch calls (the host timeline the steps' threads are found on)
+    launches: pl.DataFrame | None = field(default=None, repr=False)
+
+    @cached_property
+    def step_threads(self) -> tuple[pl.DataFrame, list[Anomaly]]:
+        """Each step's range on the thread that recorded it (``step, name, pid, tid, ts, end``; with no
+        steps, the whole trace on the thread that launched most work), and the warning that choice adds:
+        what latency replays (:func:`~nongemm_trace.metrics.steps.step_ranges`), worked out once."""
+        launches = self.launches if self.launches is not None else pl.DataFrame(
+            schema={"pid": pl.Utf8, "tid": pl.Utf8, "ts_ns": pl.Int64, "end_ns": pl.Int64})
+        ranges, warning = step_ranges(self.linked.ops, launches, self.marker)
+        return ranges, [] if warning is None else [warning]
 
     @property
     def kept_steps(self) -> pl.DataFrame:
@@ -106,13 +122,13 @@ class Selection:
         return self.warnings + self.measured_as(metric)[1]
 
 
-def select(analysis: Analysis, opts: Options) -> Selection:
-    """The selection of ``analysis`` under resolved options ``opts`` (the metric is not read)."""
-    tax, path, level = analysis.taxonomy, analysis.path, opts.level
+def select(path: Any, tax: Taxonomy, trace: Trace, linked: Linked, acts: pl.DataFrame, opts: Options) -> Selection:
+    """The selection of the trace at ``path`` (its tables ``trace``, its op tree ``linked`` and its
+    activities ``acts`` classified at ``opts.level`` by ``tax``) under resolved options ``opts`` (the
+    metric is not read)."""
+    level = opts.level
     assert level is not None  # resolved
     drop_unlinked, step_marker, skip_steps = opts.drop_unlinked, opts.step_marker, opts.skip_steps
-    acts = analysis.activities(level)
-    trace, linked = analysis.trace(), analysis.linked()
     fmt = format_of(trace)
     engine = not fmt.host_timeline
     warnings_extra = []
@@ -161,7 +177,7 @@ def select(analysis: Analysis, opts: Options) -> Selection:
                      warnings, file_total, file_count, engine, fmt.name,
                      str(trace.metadata.get("time_basis") or fmt.time_basis),
                      _metadata(trace.metadata),
-                     linked, tax, periods)
+                     linked, tax, periods, None if engine else trace.launches)
 
 
 def _skip(acts: pl.DataFrame, steps: pl.DataFrame, skip_steps: int, path: Any,

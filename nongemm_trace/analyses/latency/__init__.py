@@ -15,11 +15,9 @@ from typing import Any
 
 import polars as pl
 
-from ...core.frames import int_scalar
 from ...core.trace import Anomaly
 from ...errors import TraceError
 from ...load.formats import FORMATS, format_of
-from ...metrics.steps import find_steps
 from ...models.latency import LatencyReport, WhatIfReport
 from ...pipeline.analysis import Analysis, open_analysis
 from ...pipeline.context import Context
@@ -38,35 +36,6 @@ __all__ = ["latency_analysis", "whatif_analysis", "latency_of", "whatif_of", "La
 _MEMO_KEY = "latency_graphs"
 
 
-def _step_ranges(ctx: Context, marker: str | None, warnings: list[Anomaly]) -> tuple[pl.DataFrame, str | None]:
-    """``step, name, pid, tid, ts, end``: the steps ``analyze`` uses; with none, the whole trace on the
-    thread that launched most work (one step named ``(whole trace)``)."""
-    ops = ctx.linked().ops
-    steps, used = find_steps(ops, marker) if marker else (pl.DataFrame(), None)
-    if steps.height:
-        tids = ops.filter(pl.col("name").is_in(steps["name"].unique().implode())).select(
-            pl.col("name").cast(pl.String), "pid", "tid", "ts_ns", "end_ns").unique(["name", "pid", "ts_ns", "end_ns"])
-        steps = steps.join(tids, on=["name", "pid", "ts_ns", "end_ns"], how="left")
-        return steps.select("step", "name", "pid", "tid", pl.col("ts_ns").alias("ts"),
-                            pl.col("end_ns").alias("end")), used
-    trace = ctx.trace()
-    host = pl.concat([ops.select("pid", "tid", "ts_ns", "end_ns"),
-                      trace.launches.select("pid", "tid", "ts_ns", "end_ns")])
-    if host.height == 0:
-        warnings.append(Anomaly("no_steps", 1, "the trace has no host events (ops or runtime calls): there is no step "
-                                               "to measure latency over"))
-        return pl.DataFrame(schema={"step": pl.Int64, "name": pl.Utf8, "pid": pl.Utf8, "tid": pl.Utf8,
-                                    "ts": pl.Int64, "end": pl.Int64}), None
-    busiest = trace.launches.group_by(["pid", "tid"]).len().sort("len", descending=True).head(1)
-    if busiest.height == 0:
-        busiest = ops.group_by(["pid", "tid"]).len().sort("len", descending=True).head(1)
-    mine = host.join(busiest.select("pid", "tid"), on=["pid", "tid"])
-    warnings.append(Anomaly("no_steps", 1, "the trace has no steps: the whole trace is one step, on the thread "
-                                           "that launched the most work (name the step range with step_marker)"))
-    return pl.DataFrame({"step": [0], "name": ["(whole trace)"], "pid": busiest["pid"], "tid": busiest["tid"],
-                         "ts": [int_scalar(mine["ts_ns"].min())], "end": [int_scalar(mine["end_ns"].max())]}), None
-
-
 def _refuse_without_host_timeline(ctx: Context | Analysis) -> None:
     fmt = format_of(ctx.trace())
     if not fmt.host_timeline:
@@ -82,8 +51,8 @@ def graph_in(sel: Selection, ctx: Context) -> tuple[Graph, list[Anomaly]]:
     key = (sel.level, sel.marker)
     cache = ctx.memo.setdefault(_MEMO_KEY, {})
     if key not in cache:
-        warnings = sel.warnings_as("gpu")
-        ranges, _ = _step_ranges(ctx, sel.marker, warnings)
+        ranges, chosen = sel.step_threads
+        warnings = sel.warnings_as("gpu") + chosen
         trace = ctx.trace()
         g = build(ctx.linked().ops, trace.launches, ctx.activities(sel.level), ranges,
                   list(ctx.taxonomy.semantics.generic_categories), sel.level, trace.cuda_syncs)
