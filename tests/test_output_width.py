@@ -14,6 +14,7 @@ import pytest
 from conftest import shared
 
 from nongemm_trace import cli
+from nongemm_trace.analyses import specs
 from nongemm_trace.report.names import shorten_apart
 from nongemm_trace.report.output import LOG_WIDTH
 
@@ -61,11 +62,11 @@ def _h200(name: str) -> tuple[str, ...]:
     return ("h200", name)
 
 
-#: each command on traces with long names (Triton, C++ templates), ranks, a deployment stack;
-#: a tuple is a path under the shared traces
+#: each command on traces with long names (Triton, C++ templates), ranks, a deployment stack (every
+#: registered analysis with its spec's example arguments); a tuple is a path under the shared traces
 COMMANDS = [
-    ["analyze", BERT], ["analyze", BERT, "--metric", "cpu"], ["launch", BERT], ["flops", BERT],
-    ["latency", BERT], ["explain", BERT, "--weak"], ["explain", BERT, "void"],
+    ["analyze", BERT], ["analyze", BERT, "--metric", "cpu"], *([s.name, BERT, *s.example] for s in specs()),
+    ["explain", BERT, "--weak"], ["explain", BERT, "void"],
     ["compare", _h200("bert_base_fp32_bs8_s128__eager.json.gz"), _h200("bert_base_fp32_bs8_s128__compiled.json.gz")],
     ["compare", _h200("resnet50_fp32_bs8__eager.json.gz"), _h200("resnet50_fp32_bs8__compiled.json.gz")],
     ["analyze", ("external", "tracelens", "h100__Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz")],

@@ -39,8 +39,9 @@ def add_params(p: argparse.ArgumentParser, params: type) -> None:
         if hints[f.name] is bool:
             p.add_argument(*flags, action="store_true", **kw)
             continue
-        if s["repeat"]:
-            kw.update(action="append", default=None if s["parse"] else [])
+        if s["repeat"] or s["many"]:
+            kw.update(default=None if s["parse"] else [])
+            kw["action" if s["repeat"] else "nargs"] = "append" if s["repeat"] else "+"
         else:
             kw.update(default=None if s["parse"] else (None if f.default is MISSING else f.default))
             if not s["parse"]:
@@ -58,7 +59,7 @@ def params_from(params: type, args: argparse.Namespace) -> Any:
         value = getattr(args, f.name)
         if s["parse"]:
             value = s["parse"](value)
-        elif s["repeat"]:
+        elif s["repeat"] or s["many"]:
             value = tuple(value)
         values[f.name] = value
     return params(**values)

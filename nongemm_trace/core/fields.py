@@ -14,13 +14,14 @@ FLAG = "nongemm_flag"
 
 
 def option(default: Any, help: str, *, metavar: str | None = None, choices: tuple[str, ...] | None = None,
-           repeat: bool = False, parse: Callable[[Any], Any] | None = None, flags: tuple[str, ...] = ()) -> Any:
+           repeat: bool = False, many: bool = False, parse: Callable[[Any], Any] | None = None,
+           flags: tuple[str, ...] = ()) -> Any:
     """A field with its flag's ``help``: ``metavar`` and ``choices`` as argparse takes them; ``repeat``: the
-    flag may be given several times (the value a tuple); ``parse``: turns what the command line gave into
-    the field's value (``"45%"`` -> 0.45), where the library takes the value itself; ``flags``: the flags
-    when not ``--name-with-dashes``."""
-    meta = {FLAG: {"help": help, "metavar": metavar, "choices": choices, "repeat": repeat, "parse": parse,
-                   "flags": flags}}
+    flag may be given several times, ``many``: it takes one or more values (either way the value is a
+    tuple); ``parse``: turns what the command line gave into the field's value (``"45%"`` -> 0.45), where
+    the library takes the value itself; ``flags``: the flags when not ``--name-with-dashes``."""
+    meta = {FLAG: {"help": help, "metavar": metavar, "choices": choices, "repeat": repeat, "many": many,
+                   "parse": parse, "flags": flags}}
     return dataclasses.field(default=default, metadata=meta)
 
 
