@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..analyses.check import Violation
 from ..errors import OptionError
-from ..pipeline.analysis import Analysis
+from ..pipeline.analysis import Analysis, needs_python
 from .gates import Gates, PerformanceGateError
 
 if TYPE_CHECKING:
@@ -150,7 +150,7 @@ class StepProfiler:
 
         self.trace_path = path
         stem = path.name.split(".json")[0]
-        analysis = Analysis(path, taxonomy=self.taxonomy, keep_python=self.report_options.get("level") == "module")
+        analysis = Analysis(path, taxonomy=self.taxonomy, keep_python=needs_python(self.report_options.get("level")))
         self.report = analysis.report(**self.report_options)
         self.files = {"trace": path, "json": path.with_name(stem + ".nongemm.json"),
                       "text": path.with_name(stem + ".nongemm.txt")}
