@@ -98,3 +98,18 @@ def test_shapes_agree_with_flops():
         assert r["achieved_tflops"] == pytest.approx(r["flops_per_call"] * r["calls"] / r["time_ns"] / 1e3, rel=1e-6)
     assert shapes.shapes["time_ns"].to_list() == sorted(shapes.shapes["time_ns"].to_list(), reverse=True)
     assert ShapesReport.from_dict(shapes.to_dict()).to_dict() == shapes.to_dict()
+
+
+def test_one_options_object_reaches_every_entry():
+    """``options=AnalysisOptions(...)`` is the same as its fields as keywords, for ``analyze``, the
+    functions over an analysis and ``run``; a keyword given beside it wins."""
+    typed = AnalysisOptions(level="top", skip_steps=1)
+    a = Analysis(_trace())
+    assert nongemm_trace.analyze(a, options=typed).to_dict() == nongemm_trace.analyze(a, level="top",
+                                                                                      skip_steps=1).to_dict()
+    assert nongemm_trace.analyze(a, options=typed, level="launch").level == "launch"
+    by_keywords = nongemm_trace.launch_analysis(a, level="top", skip_steps=1).to_dict()
+    assert nongemm_trace.launch_analysis(a, options=typed).to_dict() == by_keywords
+    assert nongemm_trace.run("launch", a, options=typed).to_dict() == by_keywords
+    with pytest.raises(TypeError, match="AnalysisOptions"):
+        nongemm_trace.launch_analysis(a, options={"level": "top"})

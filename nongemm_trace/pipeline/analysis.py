@@ -69,7 +69,16 @@ def needs_python(level: str | None) -> bool:
 
 
 def split_options(options: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """``(analysis options, report options)`` of a keyword set such as :func:`nongemm_trace.analyze` takes."""
+    """``(analysis options, report options)`` of a keyword set such as :func:`nongemm_trace.analyze` takes;
+    ``options=`` an :class:`~.options.AnalysisOptions` gives its fields that are set (a keyword given
+    beside it wins)."""
+    typed = options.pop("options", None)
+    if typed is not None:
+        from .options import AnalysisOptions
+
+        if not isinstance(typed, AnalysisOptions):
+            raise TypeError(f"options must be an AnalysisOptions, not {type(typed).__name__}")
+        options = {**typed.given(), **options}
     opened: dict[str, Any] = {k: options.pop(k) for k in ("taxonomy", "keep_python", "progress", "layer_info")
                               if k in options}
     unknown = [k for k in options if k not in Options.names()]

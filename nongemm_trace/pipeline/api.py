@@ -16,6 +16,7 @@ from .analysis import Analysis, needs_python
 if TYPE_CHECKING:  # pragma: no cover
     from ..classify.taxonomy import Taxonomy
     from ..models.report import Report
+    from .options import AnalysisOptions
 
 
 def analyze(
@@ -30,6 +31,7 @@ def analyze(
     keep_python: bool = False,
     progress: Callable[[int, int], None] | None = None,
     layer_info: str | Path | None = None,
+    options: AnalysisOptions | None = None,
 ) -> Report:
     """Analyse one trace file (or an :class:`Analysis` already open).
 
@@ -44,7 +46,14 @@ def analyze(
     keep_python: keep ``python_function`` events in the loaded tables (the module level does anyway).
     progress: called as ``progress(bytes_read, file_size)`` while the file is read.
     layer_info: a TensorRT profile's layer-information file (default: the one next to it by name).
+    options: the same options as one :class:`~.options.AnalysisOptions` (a keyword given beside it wins).
     """
+    if options is not None:
+        given = {"metric": metric, "level": level, "taxonomy": taxonomy, "drop_unlinked": drop_unlinked,
+                 "step_marker": step_marker, "skip_steps": skip_steps, "keep_python": keep_python,
+                 "layer_info": layer_info}
+        merged = {**options.given(), **{k: v for k, v in given.items() if v not in (None, False, 0)}}
+        return analyze(path, progress=progress, **merged)
     analysis = Analysis.of(path, taxonomy=taxonomy, keep_python=keep_python or needs_python(level), progress=progress,
                            layer_info=layer_info)
     return analysis.report(metric=metric, level=level, drop_unlinked=drop_unlinked, step_marker=step_marker,

@@ -58,6 +58,11 @@ class AnalysisOptions:
             raise TypeError(f"unknown option(s): {', '.join(unknown)} (known: {', '.join(sorted(known))})")
         return cls(**(options or {}))
 
+    def given(self) -> dict[str, Any]:
+        """The fields set to other than their defaults, as the keyword API takes them."""
+        default = AnalysisOptions()
+        return {f: getattr(self, f) for f in self.__dataclass_fields__ if getattr(self, f) != getattr(default, f)}
+
     def selecting(self) -> dict[str, Any]:
         """The options the selection stage reads, as :meth:`Analysis.selection` takes them."""
         return {k: getattr(self, k) for k in SELECTING}
