@@ -113,3 +113,12 @@ def test_one_options_object_reaches_every_entry():
     assert nongemm_trace.run("launch", a, options=typed).to_dict() == by_keywords
     with pytest.raises(TypeError, match="AnalysisOptions"):
         nongemm_trace.launch_analysis(a, options={"level": "top"})
+
+
+def test_the_training_callbacks_take_the_options_object():
+    from nongemm_trace.integrations.steps import StepProfiler
+
+    typed = AnalysisOptions(taxonomy="ispass25", level="top", metric="cpu")
+    p = StepProfiler(options=typed)
+    assert (p.taxonomy.name, p.report_options) == ("ispass25", {"level": "top", "metric": "cpu"})
+    assert StepProfiler(options=typed, metric="gpu").report_options["metric"] == "gpu"

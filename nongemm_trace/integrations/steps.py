@@ -31,6 +31,7 @@ from .gates import Gates, PerformanceGateError
 
 if TYPE_CHECKING:
     from ..models.report import Report
+    from ..pipeline.options import AnalysisOptions
 
 
 class StepProfiler:
@@ -40,7 +41,9 @@ class StepProfiler:
     ``max_share`` / ``max_category_share`` / ``max_regression`` / ``max_category_regression`` /
     ``baseline`` / ``min_activities``: the limits of ``nongemm-trace check`` (fractions or ``"45%"``),
     checked on the profiled steps; ``on_violation``: ``"raise"`` (fail the run) or ``"warn"``. ``taxonomy``,
-    ``level``, ``metric``: the analysis' options. ``html``: also write the HTML page.
+    ``level``, ``metric``: the analysis' options (or ``options``, an
+    :class:`~nongemm_trace.pipeline.options.AnalysisOptions`; a keyword given beside it wins; the profiled
+    window is its steps, so its step options are not read). ``html``: also write the HTML page.
     ``with_stack``, ``with_modules``: the profiler's. ``metadata``: added to the trace's run metadata.
     """
 
@@ -50,7 +53,7 @@ class StepProfiler:
                  baseline: str | Path | None = None, on_violation: str = "raise", taxonomy: str | Path | None = None,
                  level: str | None = None, metric: str | None = None, html: bool = False, with_stack: bool = False,
                  with_modules: bool = False, metadata: dict[str, Any] | None = None,
-                 min_activities: float | str | None = None):
+                 min_activities: float | str | None = None, options: AnalysisOptions | None = None):
         for what, value, low in (("start", start, 0), ("steps", steps, 1), ("warmup", warmup, 0)):
             if not isinstance(value, int) or value < low:
                 raise OptionError(None, f"{what} must be an integer >= {low}, not {value!r}", what)
@@ -60,6 +63,9 @@ class StepProfiler:
         from ..classify.taxonomy import load_taxonomy
 
         self.start, self.steps, self.warmup, self.name = start, steps, warmup, name
+        typed = options.given() if options is not None else {}
+        taxonomy, level, metric = taxonomy or typed.get("taxonomy"), level or typed.get("level"), \
+            metric or typed.get("metric")
         self.taxonomy = load_taxonomy(taxonomy or "default")
         self.report_options = {k: v for k, v in (("level", level), ("metric", metric)) if v is not None}
         self.gates = Gates(max_share, max_category_share, max_regression, max_category_regression, baseline,
