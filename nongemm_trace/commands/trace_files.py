@@ -37,6 +37,6 @@ def annotate_arguments(n: argparse.ArgumentParser) -> None:
 def run_annotate(args: argparse.Namespace) -> int:
     from ..writers.annotate import annotate
 
-    counts = annotate(args.trace, args.output, taxonomy=args.taxonomy, level=args.level)
-    wrote(f"wrote {args.output}: {counts['ops']:,} ops and {counts['activities']:,} GPU activities annotated")
+    done = annotate(args.trace, args.output, taxonomy=args.taxonomy, level=args.level)
+    wrote(f"wrote {args.output}: {done.ops:,} ops and {done.activities:,} GPU activities annotated")
     return 0

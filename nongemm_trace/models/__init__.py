@@ -14,7 +14,7 @@ from .latency import LatencyReport, WhatIfReport
 from .launch import LaunchReport
 from .report import Report
 from .shapes import ShapesReport
-from .verdicts import CheckResult, Explanation, WeakKernels
+from .verdicts import Annotated, CheckResult, Explanation, WeakKernels
 
-__all__ = ["BatchResult", "CheckResult", "Comparison", "Explanation", "FlopsReport", "LatencyReport", "LaunchReport",
-           "Report", "ShapesReport", "WeakKernels", "WhatIfReport"]
+__all__ = ["Annotated", "BatchResult", "CheckResult", "Comparison", "Explanation", "FlopsReport", "LatencyReport",
+           "LaunchReport", "Report", "ShapesReport", "WeakKernels", "WhatIfReport"]

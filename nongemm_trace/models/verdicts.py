@@ -4,8 +4,9 @@ evidence (:class:`WeakKernels`). Each renders by its type like every other model
 (:mod:`nongemm_trace.report`); their JSON is the document the functions returned before they were
 models, so ``to_dict()`` of each is that document. Indexing an :class:`Explanation` or a
 :class:`WeakKernels` reads its document, and a :class:`CheckResult` unpacks as
-``violations, report`` (the tuple ``check`` returned before), so code written against either keeps
-working until :data:`REMOVAL`, with the one deprecation warning (:mod:`nongemm_trace.core.deprecation`)."""
+``violations, report`` (the tuple ``check`` returned before), and :class:`Annotated` (what ``annotate``
+wrote) indexes as the dict of counts it was, so code written against either keeps working until
+:data:`REMOVAL`, with the one deprecation warning (:mod:`nongemm_trace.core.deprecation`)."""
 
 from __future__ import annotations
 
@@ -97,3 +98,22 @@ class WeakKernels(_Document):
     LISTS: ClassVar[tuple[str, ...]] = ("kernels",)
 
     document: dict[str, Any]
+
+
+@dataclass(repr=False)
+class Annotated(_Document):
+    """What ``annotate`` wrote: the ``output`` file and how many ``ops`` and GPU ``activities`` it gave a
+    category (``annotated["ops"]`` reads the count, as the dict it was)."""
+
+    NAME: ClassVar[str] = "annotated"
+
+    output: str
+    ops: int
+    activities: int
+
+    @property
+    def document(self) -> dict[str, Any]:  # type: ignore[override]
+        return {"output": self.output, "ops": self.ops, "activities": self.activities}
+
+    def __repr__(self) -> str:
+        return f"Annotated(output={self.output!r}, ops={self.ops}, activities={self.activities})"

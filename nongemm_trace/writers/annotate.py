@@ -20,13 +20,14 @@ from ..errors import TraceError
 from ..load.bom import without_bom
 from ..load.formats import FORMATS, Format, format_of
 from ..load.source import read_bytes
+from ..models.verdicts import Annotated
 from ..pipeline.analysis import Analysis, needs_python
 
 
 def annotate(source: str | Path | Analysis, output: str | Path, *, taxonomy: str | Path | Taxonomy | None = None,
-             level: str | None = None) -> dict[str, int]:
+             level: str | None = None) -> Annotated:
     """Write the annotated trace of ``source`` (a path or an :class:`Analysis`) to ``output`` (gzip when it
-    ends in .gz); returns counts."""
+    ends in .gz); returns what it wrote (:class:`~nongemm_trace.models.verdicts.Annotated`: the counts)."""
     analysis = Analysis.of(source, taxonomy=taxonomy)
     tax, path = analysis.taxonomy, analysis.path
     refuse_input(output, [path])  # before the work, not only at the write
@@ -71,7 +72,7 @@ def annotate(source: str | Path | Analysis, output: str | Path, *, taxonomy: str
     out = Path(output)
     blob = msgspec.json.encode(doc)
     write_file(out, gzip.compress(blob, 6) if out.name.endswith(".gz") else blob, inputs=[path])
-    return {"ops": n_ops, "activities": n_acts}
+    return Annotated(str(output), n_ops, n_acts)
 
 
 def _cannot_annotate(fmt: Format) -> str:
