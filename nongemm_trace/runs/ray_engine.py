@@ -22,6 +22,7 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import time
 import uuid
@@ -55,23 +56,47 @@ def ray_session(address: str | None, workers: int | None) -> Iterator[bool]:
     if not ray.is_initialized():
         try:
             if address:
-                ray.init(address=address, log_to_driver=False)
+                ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING)
             else:
                 # Ray kills a worker that has not registered within 60 s (its default), and the task fails; on
                 # a loaded host (every core busy) a worker's start alone takes that long, so a local Ray started
                 # here waits up to 10 minutes (Ray reads RAY_<setting>; a value already set wins)
                 for key, setting in RAY_PATIENCE.items():
                     os.environ.setdefault(key, setting)
-                ray.init(address="local", num_cpus=workers or None, include_dashboard=False, log_to_driver=False)
+                ray.init(address="local", num_cpus=workers or None, include_dashboard=False, log_to_driver=False,
+                         logging_level=logging.WARNING)
         except Exception as exc:  # noqa: BLE001 - a node or cluster that is not there: in one line
             what = f"Ray at {address} did not answer" if address else "Ray did not start"
             raise TraceError(None, f"{what} ({type(exc).__name__}: {exc})") from None
         started = True
+    quiet = _quiet_driver()
     try:
         yield bool(address) or not started
     finally:
-        if started:
-            ray.shutdown()
+        try:
+            if started:
+                ray.shutdown()
+        finally:
+            quiet()
+
+
+def _quiet_driver() -> Callable[[], None]:
+    """Keep Ray's driver from printing the cluster's error messages (a node that ended, a worker that died) on
+    stdout, which carries the report alone: each failed trace is named in one line of our own. Ray prints them
+    from a thread of its own through ``ray._private.worker.print_to_stdstream``, with no setting to turn it off;
+    returns the call that puts it back."""
+    try:
+        from ray._private import worker
+    except ImportError:  # pragma: no cover - a Ray without that module prints as it likes
+        return lambda: None
+    original = getattr(worker, "print_to_stdstream", None)
+    if original is None:  # pragma: no cover
+        return lambda: None
+    worker.print_to_stdstream = lambda data, ignore_prefix: None
+
+    def restore() -> None:
+        worker.print_to_stdstream = original
+    return restore
 
 
 def in_flight(workers: int | None, cluster: bool, jobs: int) -> int:
