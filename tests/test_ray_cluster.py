@@ -187,6 +187,31 @@ def test_contradictions_are_refused_in_one_line(capsys):
     assert code == 2 and err.strip() == "nongemm-trace: error: --workers must be a whole number of at least 1, not 0"
 
 
+def test_a_ray_task_over_its_memory_fails_only_its_trace(cluster, tmp_path):
+    """A Ray worker whose trace takes it past NONGEMM_MAX_MEMORY is ended by its own memory guard: that
+    trace fails in one line, the batch goes on (the other trace reports), exit 2 (the command line in a
+    process of its own, as a user runs it; tests/test_untried_surfaces.py's before it shared this cluster)."""
+    from test_hostile_t4 import run_measured as run_cli
+
+    c, _ = cluster
+    small = tmp_path / "small.json"
+    small.write_text('{"traceEvents":[{"ph":"X","cat":"kernel","name":"sgemm","pid":0,"tid":7,"ts":1,"dur":2,'
+                     '"args":{}}]}')
+    big = tmp_path / "big.json"
+    # a trace whose load needs far more than the budget below (the table budget or the guard refuses it)
+    big.write_text('{"traceEvents":[' + ",".join(
+        f'{{"ph":"X","cat":"kernel","name":"k{i % 997}","pid":0,"tid":7,"ts":{i},"dur":1,"args":{{}}}}'
+        for i in range(100_000)) + "]}")
+    env = {"NONGEMM_MAX_MEMORY": str(4 << 20), "RAY_DISABLE_DOCKER_CPU_WARNING": "1", "RAY_USAGE_STATS_ENABLED": "0"}
+    code, out, err, _ = run_cli(["analyze", str(small), str(big), "--engine", "ray", "--address", c.address,
+                                 "--format", "json"], env, timeout=300)
+    assert code == 2, err[-2000:]
+    failed = [line for line in err.strip().splitlines() if str(big) in line]
+    # the worker's guard or the loader's table budget ended it: either way named as memory, not as a death
+    assert len(failed) == 1 and "memory" in failed[0] and "died" not in failed[0], err[-2000:]
+    assert str(small) in out and not any(str(small) in line for line in err.splitlines())
+
+
 def _hungry(megabytes: int) -> int:
     """A job that takes ``megabytes`` of memory, a few at a time (the watchdog sees it grow)."""
     held = []
