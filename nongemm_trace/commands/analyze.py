@@ -86,7 +86,7 @@ def _cluster_options(args: argparse.Namespace) -> None:
         return
     if args.engine == "ray" and ray_address(args.address) is not None:
         from ..runs.ray_engine import in_flight
-        in_flight(args.workers, True, len(args.traces))
+        in_flight(args.workers, len(args.traces))
         return
     from ..runs.batch_workers import bounded_workers  # refused with one trace too: the same line with two would fail
     bounded_workers(args.workers, len(args.traces))

@@ -305,8 +305,8 @@ def _run_on_ray(paths: list[str], jobs: list[tuple], workers: int | None, timeou
     settings = {k: v for k, v in os.environ.items() if k.startswith("NONGEMM_")} | {"NONGEMM_MAX_MEMORY": str(budget)}
     prepare = functools.partial(_prepare_worker, settings)
     kept: dict[int, Any] = {}
-    with ray_session(address, workers) as cluster:
-        results = run_ray(jobs, _work, workers=in_flight(workers, cluster, len(paths)), timeout=timeout,
+    with ray_session(address, workers):
+        results = run_ray(jobs, _work, workers=in_flight(workers, len(paths)), timeout=timeout,
                           prepare=prepare, done=done, memory=budget + 2 * FLOOR_BYTES, split=summary.split, kept=kept)
         lost: set[int] = set()
         calls, per_rank = reduce_parts({i: ref for i, ref in kept.items() if results[i].get("rank") is not None},

@@ -47,9 +47,9 @@ def ray_address(address: str | None) -> str | None:
 
 
 @contextlib.contextmanager
-def ray_session(address: str | None, workers: int | None) -> Iterator[bool]:
-    """Ray for the batch: connected to ``address`` (yields True: a cluster), or started here on ``workers``
-    CPUs (yields False) and shut down after; a Ray already initialized in this process is used as it is."""
+def ray_session(address: str | None, workers: int | None) -> Iterator[None]:
+    """Ray for the batch: connected to ``address``, or started here on ``workers`` CPUs and shut down after;
+    a Ray already initialized in this process is used as it is."""
     import ray
 
     started = False
@@ -71,7 +71,7 @@ def ray_session(address: str | None, workers: int | None) -> Iterator[bool]:
         started = True
     quiet = _quiet_driver()
     try:
-        yield bool(address) or not started
+        yield
     finally:
         try:
             if started:
@@ -99,7 +99,7 @@ def _quiet_driver() -> Callable[[], None]:
     return restore
 
 
-def in_flight(workers: int | None, cluster: bool, jobs: int) -> int:
+def in_flight(workers: int | None, jobs: int) -> int:
     """How many tasks run at once: ``workers`` (on a cluster any number of at least 1: the cluster's CPUs
     are not this machine's), else all of them (Ray queues them by their resources)."""
     if workers is None:
