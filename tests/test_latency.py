@@ -42,8 +42,7 @@ def latency_by_definition(a: Analysis, marker: str) -> tuple[dict[int, int], dic
     latency: its CPU range's start to its boundary, the later of the range's end and the end of the
     last activity whose launch call (by correlation) starts inside it. The period: from the later of
     the range's start and the previous boundary (for the first step, the end of the activities
-    launched before it or with no launch call in the file) to its boundary, never shorter than the
-    range itself."""
+    launched before it or with no launch call in the file) to its boundary."""
     t = a.trace()
     ops = t.ops.filter((pl.col("name") == marker) | pl.col("name").cast(pl.String).str.starts_with(marker + "#"))
     ops = ops.sort("ts_ns")
@@ -64,10 +63,10 @@ def latency_by_definition(a: Analysis, marker: str) -> tuple[dict[int, int], dic
                         & (pl.col("ts_ns") < (ends[0] if ends else 0)))["end"].max()
     latency, period = {}, {}
     boundary = None if early is None else min(early, ends[0])
-    for i, ((s, e), end) in enumerate(zip(ranges, ends)):
+    for i, ((s, _e), end) in enumerate(zip(ranges, ends)):
         latency[i] = end - s
         start = min(max(s, boundary), end) if boundary is not None else s
-        period[i] = max(end - start, e - s)
+        period[i] = end - start
         boundary = end if boundary is None else max(boundary, end)
     return latency, period
 

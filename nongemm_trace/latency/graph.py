@@ -70,8 +70,6 @@ def _stream_order(acts: pl.DataFrame) -> pl.DataFrame:
 #: the queue gap between kernels that follow one another on a stream, when a trace has too few
 #: clearly queued activities to measure it (H200: 0.9-1.4 us in eager captures: docs/latency.md)
 DEFAULT_QUEUE_GAP_NS = 1000
-#: an activity with no launch call that started within this many queue gaps of the previous one's end was queued
-_FOLLOWS_GAPS = 4
 #: how many clearly queued activities a trace needs for its own queue gap
 _MIN_QUEUED = 5
 
@@ -86,13 +84,8 @@ def start_terms(acts: pl.DataFrame) -> tuple[pl.DataFrame, int, int]:
     (``launch + L0 > previous end + g0``): then ``lat`` = its start minus the call's start and
     ``gap`` = min(``g0``, what there was). Otherwise it was queued: ``gap`` = its start minus the
     previous end, ``lat`` = min(``L0``, what there was). Either way ``max(launch + lat, previous end
-    + gap)`` is its measured start. Activities with no launch call in the file (launched before the
-    profiler's window opened) keep their measured start (``lat`` null), except one that ``follows`` the
-    activity before it on its stream (started within a few queue gaps of its end): its launch came
-    before the window, so the queue, not the host, set its start, and a what-if that shortens the work
-    ahead of it starts it earlier. Pinned at its measured start, the wait and warm-up steps' queued
-    kernels would hold a faster replay's steps behind the unchanged queue (``whatif --scale GEMM=0.1``
-    on a device-bound loop then predicts the host's work hidden behind it: a period far too short)."""
+    + gap)`` is its measured start. Activities with no launch call in the file keep their measured
+    start (``lat`` null)."""
     launched = pl.col("launch_ts").is_not_null()
     since_launch = pl.col("ts") - pl.col("launch_ts")
     since_prev = pl.col("ts") - pl.col("prev_end")
@@ -108,8 +101,6 @@ def start_terms(acts: pl.DataFrame) -> tuple[pl.DataFrame, int, int]:
         .otherwise(pl.min_horizontal(pl.lit(lat0), since_launch)).alias("lat"),
         pl.when(pl.col("prev_end").is_null()).then(0).when(pl.col("launch_bound"))
         .then(pl.min_horizontal(pl.lit(gap0), since_prev)).otherwise(since_prev).alias("gap"),
-        (~launched & pl.col("prev_end").is_not_null() & (since_prev <= max(_FOLLOWS_GAPS * gap0, DEFAULT_QUEUE_GAP_NS)))
-        .alias("follows"),
     )
     return acts, lat0, gap0
 

@@ -83,7 +83,7 @@ def replay(g: Graph, act_dur: np.ndarray, piece_dur: np.ndarray, lat: np.ndarray
     lat_v = np.where(launched, np.nan_to_num(lat.astype(np.float64), nan=0.0), 0).astype(np.int64)
     o_lp = o[lp] if len(o) else np.zeros(len(lp), np.int64)
     gseg_lp = gseg[lp] if len(o) else np.zeros(len(lp), np.int64)
-    U = np.where(launched, o_lp + lat_v, _release(a)) + d - C
+    U = np.where(launched, o_lp + lat_v, a["ts"].to_numpy()) + d - C
     act_seg = np.where(launched, gseg_lp, len(W) - 1)
 
     # cross-stream waits (recorded, or on a communication kernel): start >= the awaited end + the delay
@@ -103,7 +103,7 @@ def _assemble(g: Graph, d, E, launch_t, lat_v, gap, launched, t, starts) -> Time
     a = g.acts
     skey = a["skey"].to_numpy()
     S = E - d
-    R = np.where(launched, launch_t + lat_v, _release(a))
+    R = np.where(launched, launch_t + lat_v, a["ts"].to_numpy())
     first = np.r_[True, skey[1:] != skey[:-1]] if len(skey) else np.zeros(0, bool)
     E_prev = np.r_[_NEG, E[:-1]] if len(E) else E
     head, jump = _heads(g.deps, first, launched, R, E, E_prev, gap)
@@ -116,15 +116,6 @@ def _assemble(g: Graph, d, E, launch_t, lat_v, gap, launched, t, starts) -> Time
     last = np.r_[starts[1:], True] if len(t) else starts
     pieces = g.pieces.with_columns(pl.Series("ts", t), pl.Series("end", np.where(last, t, nxt)))
     return Timeline(pieces, acts, _sync_times(g, pieces, acts), _step_times(g, pieces, acts))
-
-
-def _release(a: pl.DataFrame) -> np.ndarray:
-    """When an activity with no launch call may start: its measured start, or never by itself (``_NEG``)
-    where it ``follows`` its stream's previous activity (queued before the window: :func:`.graph.start_terms`)."""
-    ts = a["ts"].to_numpy()
-    if "follows" not in a.columns:
-        return ts
-    return np.where(a["follows"].fill_null(False).to_numpy(), _NEG, ts)
 
 
 def _stream_cumsum(skey: np.ndarray, x: np.ndarray) -> np.ndarray:
@@ -151,7 +142,7 @@ def _heads(deps: pl.DataFrame, first, launched, R, E, E_prev, gap) -> tuple[np.n
     n = len(E)
     jump = np.full(n, -1, np.int64)
     E_prev = np.where(first, _NEG, E_prev)  # a stream's first activity follows nothing
-    base = (~launched & (R > _NEG)) | (R >= E_prev + gap)
+    base = ~launched | (R >= E_prev + gap)
     if deps.height == 0:
         return first | base, jump
     act, dep = deps["act"].to_numpy(), deps["dep"].to_numpy()

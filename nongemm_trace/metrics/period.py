@@ -16,17 +16,10 @@ costs. The period is:
   either;
 * the first step of the trace starts no earlier than the end of the device work that was launched
   before it (before the profiler's window opened: activities with no launch call in the trace, or
-  launched before the first step); that work is set apart, not charged to a step;
-* a period is never shorter than the step's own host time (its CPU range): where the host paces the
-  loop but the device still drains a queue of earlier work (a what-if that makes a device-bound
-  loop's kernels faster than its host: the wait and warm-up steps' kernels queued before the window
-  are shortened too, and the first steps' kernels queue behind them), the boundaries come from the
-  queue while one more step costs the host's time. The step then starts that much before the
-  previous boundary.
+  launched before the first step); that work is set apart, not charged to a step.
 
-Except where a step's host time is longer (the last rule), the period tiles the time between the
-first step's start and the last step's boundary, so the mean period times the number of steps is
-the loop's wall time. ``latency`` keeps the queueing
+The period tiles the time between the first step's start and the last step's boundary, so the
+mean period times the number of steps is the loop's wall time. ``latency`` keeps the queueing
 figure (host start to boundary) under its own name.
 """
 
@@ -47,9 +40,7 @@ def step_periods(steps: pl.DataFrame, acts: pl.DataFrame) -> pl.DataFrame:
     before = _launched_before(acts, st)
     boundary = pl.col("end").cum_max()
     prev = boundary.shift(1).fill_null(pl.lit(before, pl.Int64))
-    # no shorter than the step's host time (the device may drain earlier work while the host paces)
-    host_paced = pl.col("ts") + pl.col("end") - pl.col("cpu_end")
-    start = pl.min_horizontal(pl.max_horizontal("ts", prev), "end", host_paced)
+    start = pl.min_horizontal(pl.max_horizontal("ts", prev), "end")
     return st.with_columns(start.alias("start")).with_columns(
         (pl.col("end") - pl.col("start")).alias("wall"), (pl.col("end") - pl.col("ts")).alias("latency"))
 
