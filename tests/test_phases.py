@@ -136,3 +136,39 @@ def _raw_props(path) -> list:
     import gzip
     with gzip.open(path, "rt") as fh:
         return json.load(fh)["deviceProperties"]
+
+
+def _every_trace():
+    from conftest import SHARED, kineto_traces
+    return [*kineto_traces(), *sorted((SHARED / K2).glob("*.json.gz")), *GENERATE]
+
+
+ALL = _every_trace()
+
+
+@pytest.mark.parametrize("path", ALL, ids=[p.name.replace(".json.gz", "")[:50] for p in ALL])
+def test_phases_add_up_on_every_trace(path):
+    """On every trace: phases only where the trace marks serving iterations (an engine's step range,
+    read from the raw names) or decodes in a generate() loop (an embedding over one token per
+    sequence); where there are phases, their iterations are those marks, their times add up within
+    the span the iterations cover, and their GPU figures within the run's."""
+    ev = raw_events(str(path))
+    marks = [e for e in ev if e.get("ph") == "X" and e.get("cat") == "user_annotation"
+             and re.match(r"step\[[A-Z_]+ bs=\d+\]|execute_\d+_context_\d+\(", e.get("name", ""))]
+    engines = {m["name"].split("[")[0].split("_")[0] for m in marks}
+    first = sorted(marks, key=lambda m: m["name"].startswith("execute"))  # SGLang's range read first
+    counted = [m for m in first if m["name"][:4] == first[0]["name"][:4]] if first else []
+    decodes = [e for e in ev if e.get("name") == "aten::embedding"
+               and re.match(r"\[\[\d+, ?\d+\], ?\[\d+, ?1\]", json.dumps((e.get("args") or {}).get("Input Dims")))]
+    doc = _doc(path)
+    if not counted and not decodes:
+        assert "phases" not in doc, engines
+        return
+    phases = doc["phases"]
+    if counted:
+        assert sum(p["iterations"] for p in phases) == len(counted)
+        lo = min(ns(m["ts"]) for m in counted)
+        hi = max(ns(m["ts"]) + ns(m["dur"]) for m in counted) + ns(doc["gpu_time_us"]) + ns(doc["file_gpu_time_us"])
+        assert sum(ns(p["time_us"]) for p in phases) <= hi - lo
+        assert sum(ns(p["time_us"]) for p in phases) >= sum(ns(m["dur"]) for m in counted) - len(counted)
+    _sums_hold(doc)
