@@ -129,6 +129,12 @@ def test_a_device_without_a_name_is_told_by_its_properties():
     assert identify({**props, "totalGlobalMem": 256 << 30}) == "AMD Instinct MI325X"
     assert identify({**props, "name": "AMD Instinct MI300X VF"}) is None
     assert identify({**props, "numSms": 999}) is None
+    # one MI250 GCD and an MI210 look alike: neither is named (the peaks still match by properties)
+    mi250 = {"name": "AMD Radeon Graphics", "computeMajor": 9, "computeMinor": 0, "numSms": 104,
+             "totalGlobalMem": 68702699520}
+    assert identify(mi250) is None and match_device(mi250).name == "MI250-GCD"
+    assert identify({**mi250, "numSms": 110}) == "AMD Instinct MI250X (one GCD)"
+    assert match_device({**mi250, "numSms": 110}).name == "MI250X-GCD"
     assert "name_from" not in _doc(shared(*SGLANG))["device"]
 
 
@@ -172,3 +178,31 @@ def test_phases_add_up_on_every_trace(path):
         assert sum(ns(p["time_us"]) for p in phases) <= hi - lo
         assert sum(ns(p["time_us"]) for p in phases) >= sum(ns(m["dur"]) for m in counted) - len(counted)
     _sums_hold(doc)
+
+
+@pytest.mark.parametrize("which,old,new,phase,batch,tokens", [
+    (VLLM, "execute_32_context_0(sq0sk0", "execute_36_context_4(sq2048sk2048", "mixed", 36, 2048 + 32),
+    (VLLM, "_generation_32(sq32sk", "_generation_0(sq0sk", "other", 32, 0),
+    (SGLANG, "step[DECODE bs=32]", "step[EXTEND bs=4]", "prefill", 4, None),
+    (SGLANG, "step[DECODE bs=32]", "step[MIXED bs=8]", "mixed", 8, None),
+    (SGLANG, "step[DECODE bs=32]", "step[IDLE bs=0]", "other", 0, None),
+    (SGLANG, "step[DECODE bs=32]", "step[SOMETHING_NEW bs=3]", "other", 3, None),
+], ids=["vllm-mixed", "vllm-empty", "sglang-extend", "sglang-mixed", "sglang-idle", "sglang-unknown"])
+def test_each_engine_mark_gives_its_phase(tmp_path, which, old, new, phase, batch, tokens):
+    """The serving traces with their step range renamed as the engine writes other steps: the phase,
+    batch and tokens follow the name (a context request with a decode one is mixed; a mode not
+    listed is other)."""
+    import gzip
+
+    src = shared(*which)
+    doc = json.loads(gzip.decompress(src.read_bytes()))
+    hits = 0
+    for e in doc["traceEvents"]:
+        if e.get("cat") == "user_annotation" and old in e.get("name", ""):
+            e["name"] = e["name"].replace(old, new)
+            hits += 1
+    assert hits == 1
+    dst = tmp_path / src.name
+    dst.write_bytes(gzip.compress(json.dumps(doc).encode()))
+    (p,) = _doc(dst)["phases"]
+    assert (p["phase"], p["iterations"], p["batch"], p["tokens"]) == (phase, 1, batch, tokens)
