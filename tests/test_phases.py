@@ -160,7 +160,7 @@ def test_phases_add_up_on_every_trace(path):
     the span the iterations cover, and their GPU figures within the run's."""
     ev = raw_events(str(path))
     marks = [e for e in ev if e.get("ph") == "X" and e.get("cat") == "user_annotation"
-             and re.match(r"step\[[A-Z_]+ bs=\d+\]|execute_\d+_context_\d+\(", e.get("name", ""))]
+             and re.match(r"step\[(ForwardMode\.)?[A-Z_]+ bs=\d+\]|execute_\d+_context_\d+[(_]", e.get("name", ""))]
     engines = {m["name"].split("[")[0].split("_")[0] for m in marks}
     first = sorted(marks, key=lambda m: m["name"].startswith("execute"))  # SGLang's range read first
     counted = [m for m in first if m["name"][:4] == first[0]["name"][:4]] if first else []
@@ -187,7 +187,11 @@ def test_phases_add_up_on_every_trace(path):
     (SGLANG, "step[DECODE bs=32]", "step[MIXED bs=8]", "mixed", 8, None),
     (SGLANG, "step[DECODE bs=32]", "step[IDLE bs=0]", "other", 0, None),
     (SGLANG, "step[DECODE bs=32]", "step[SOMETHING_NEW bs=3]", "other", 3, None),
-], ids=["vllm-mixed", "vllm-empty", "sglang-extend", "sglang-mixed", "sglang-idle", "sglang-unknown"])
+    (SGLANG, "step[DECODE bs=32]", "step[ForwardMode.DECODE bs=16]", "decode", 16, 16),
+    (VLLM, "execute_32_context_0(sq0sk0sqsq0sqsk0)_generation_32(sq32sk55086sqsq32sqsk55086)",
+     "execute_32_context_0_generation_32", "decode", 32, None),
+], ids=["vllm-mixed", "vllm-empty", "sglang-extend", "sglang-mixed", "sglang-idle", "sglang-unknown",
+        "sglang-enum-name", "vllm-no-counts"])
 def test_each_engine_mark_gives_its_phase(tmp_path, which, old, new, phase, batch, tokens):
     """The serving traces with their step range renamed as the engine writes other steps: the phase,
     batch and tokens follow the name (a context request with a decode one is mixed; a mode not

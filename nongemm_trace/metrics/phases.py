@@ -104,6 +104,8 @@ def _forward_passes(ops: pl.DataFrame, rule: dict[str, Any]) -> pl.DataFrame:
     if not emb_names or "op_category" not in ops.columns:
         return pl.DataFrame(schema=_ITERATION)
     is_emb = per_value(ops, "name", lambda e: e.is_in(emb_names), pl.Boolean)
+    if not ops.select(is_emb.any()).item():  # most traces: no embedding, no forward pass to find
+        return pl.DataFrame(schema=_ITERATION)
     is_compute = per_value(ops, "op_category", lambda e: e.is_in(compute), pl.Boolean)
     marks = ops.filter(is_emb | is_compute).select(
         "ts_ns", "tid", is_emb.alias("emb"), pl.col("input_dims").cast(pl.String)).sort("ts_ns")
