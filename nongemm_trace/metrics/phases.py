@@ -151,24 +151,24 @@ def _until_work_ends(its: pl.DataFrame, work: pl.DataFrame) -> pl.DataFrame:
         .select(its.columns)
 
 
-def phase_table(acts: pl.DataFrame, ops: pl.DataFrame, classes: dict[str, str]) -> tuple[str | None, list[dict]]:
+def phase_table(acts: pl.DataFrame, ops: pl.DataFrame) -> tuple[str | None, list[dict]]:
     """The engine and, per phase with iterations (in :data:`PHASES` order), a row of integer ns:
     ``phase, iterations, time_ns, step_ns`` (mean), ``batch`` (mean, where said), ``tokens`` (sum, where
     said), ``gpu_time_ns, activities, classes`` (``class, time_ns``) and ``categories`` (the top
-    non-GEMM ones: ``category, time_ns``). ``classes``: category -> class of the taxonomy."""
+    non-GEMM ones: ``category, time_ns``), each activity in the class and category the report counts
+    it in."""
     engine, its = iterations(ops)
     if its.height == 0:
         return None, []
     if "launch_ts_ns" in acts.columns:
-        work = assign(acts.select("launch_ts_ns", "dur_ns", "end_ns", pl.col("category").cast(pl.String)), its)
+        work = assign(acts.select("launch_ts_ns", "dur_ns", "end_ns", pl.col("category").cast(pl.String),
+                                  pl.col("class").cast(pl.String)), its)
     else:
         work = pl.DataFrame(schema={"iteration": pl.Int64, "dur_ns": pl.Int64, "end_ns": pl.Int64,
-                                    "category": pl.Utf8})
+                                    "category": pl.Utf8, "class": pl.Utf8})
     its = _until_work_ends(its, work)
     work = work.join(its.with_row_index("iteration").select(pl.col("iteration").cast(pl.Int64), "phase"),
                      on="iteration")
-    work = work.with_columns(pl.col("category").replace_strict(classes, default="unclassified",
-                                                                 return_dtype=pl.Utf8).alias("class"))
     per = its.group_by("phase").agg(
         pl.len().alias("iterations"), (pl.col("end_ns") - pl.col("start_ns")).sum().alias("time_ns"),
         pl.col("batch").mean().alias("batch"), pl.col("tokens").sum().alias("tokens"),

@@ -52,7 +52,7 @@ def measure(sel: Selection, metric: str) -> Report:
     else:
         cats = gpu_cats
     attribution = dict(acts.group_by("attribution").len().iter_rows()) if acts.height else {}
-    phase_engine, phases = (None, []) if sel.engine else phase_table(acts, linked.ops, tax.classes)
+    phase_engine, phases = (None, []) if sel.engine else phase_table(acts, linked.ops)
     return Report(
         trace=sel.trace,
         metric=effective_metric,
