@@ -97,13 +97,20 @@ def profiler_settings(metadata: dict[str, Any], has_shapes: bool) -> dict[str, b
 
 
 def model_for(settings: dict[str, bool]) -> OverheadModel:
-    """The fitted model of the nearest setting: with_stack, record_shapes, or neither."""
+    """The fitted model of the nearest setting: with_stack, record_shapes, or neither; with
+    ``profile_memory`` its factors on the shares that remain (the allocator's events are recorded
+    inside the ops, so only the ops' and wrappers' shares change: ``[profile_memory]`` in the data)."""
     data = _models()
     name = "with_stack" if settings.get("with_stack") else "record_shapes" if settings.get("record_shapes") else "plain"
     row = data["settings"][name]
-    return OverheadModel(name, {k: float(row["remains"][k]) for k in PIECE_KINDS},
-                         float(data.get("device", {}).get("activity_ns", 0.0)), str(data.get("torch", "")),
-                         str(row.get("fit", "")), float(row.get("side_thread", 1.0)))
+    remains = {k: float(row["remains"][k]) for k in PIECE_KINDS}
+    fit = str(row.get("fit", ""))
+    memory = data.get("profile_memory")
+    if settings.get("profile_memory") and memory:
+        remains = {k: v * float(memory["remains"].get(k, 1.0)) for k, v in remains.items()}
+        name, fit = f"{name}+profile_memory", f"{fit}; profile_memory: {memory.get('fit', '')}"
+    return OverheadModel(name, remains, float(data.get("device", {}).get("activity_ns", 0.0)),
+                         str(data.get("torch", "")), fit, float(row.get("side_thread", 1.0)))
 
 
 def on_side_threads(g: Graph, cut: np.ndarray, model: OverheadModel) -> np.ndarray:

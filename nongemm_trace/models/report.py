@@ -19,6 +19,7 @@ from ..core.trace import Anomaly
 from ..errors import TraceError
 from ..vocabulary import CLASSES, MODEL_TABLES, SCHEMA_VERSION, STEP_TIME, TIME_BASES, ns
 from ..vocabulary import us as _us
+from .phases import phases_json, phases_of_json
 from .rows import frame, warnings_of
 from .short_repr import short_repr
 
@@ -127,6 +128,10 @@ class Report:
     #: how many kernel rows the measured report had, when ``kernel_summary`` holds only the first
     #: ones (a report read back from its JSON); None: ``kernel_summary`` is whole
     kernel_summary_total: int | None = None
+    #: a serving or generate() run's phases (metrics/phases.py: one row per phase, integer ns) and
+    #: the engine whose marks told the iterations apart; empty and None for other traces
+    phases: list[dict[str, Any]] = field(default_factory=list)
+    phase_engine: str | None = None
 
     @property
     def kernels(self) -> pl.DataFrame:
@@ -255,6 +260,9 @@ class Report:
         })
         if self.engine is not None:
             out["engine"] = self.engine
+        if self.phases:
+            out["phases"] = phases_json(self.phases)
+            out["phase_engine"] = self.phase_engine
         return out
 
     @classmethod
@@ -282,4 +290,5 @@ class Report:
             attribution=dict(d["attribution"]), metadata={"device": d["device"], "trace": d["trace_metadata"]},
             warnings=warnings_of(d), evidence={k: ns(v["gpu_time_us"]) for k, v in d["evidence"].items()},
             category_names=tuple(categories["category"].to_list()), engine=d.get("engine"),
-            kernel_summary_total=d["kernels_total"])
+            kernel_summary_total=d["kernels_total"], phases=phases_of_json(d.get("phases")),
+            phase_engine=d.get("phase_engine"))
