@@ -148,7 +148,7 @@ def test_a_batch_on_the_cluster_equals_the_process_engine(cluster, capsys):
     for row, full in zip(d["traces"], local["traces"]):
         assert "ops" not in row and "ops" in full
         for k in ("gpu_time_us", "gpu_activities", "classes", "rank", "step_times_us", "timeline"):
-            assert row[k] == full[k], k
+            assert row.get(k) == full.get(k), k
     from nongemm_trace.runs.summary import row_of
     assert d["traces"] == [row_of(t) for t in local["traces"]]
 
