@@ -72,3 +72,41 @@ def test_shared_traces_reports_stream_the_same_bytes():
             if df.height:
                 assert columnar_rows(df, rows.fields) == _indented_rows(rows(df)), path
         assert Streamed(report, tables, {}).text() == render_json(report), path
+
+
+def test_periods_in_us_are_the_per_value_rounding():
+    from nongemm_trace.models.report import _periods_us
+    from nongemm_trace.vocabulary import us
+
+    rng = random.Random(5)
+    values = [rng.randint(-(1 << 50) + 1, (1 << 50) - 1) for _ in range(50000)] + [0, 1, -1, 999, 1000, 1001]
+    assert _periods_us(pl.Series(values)) == [us(v) for v in values]
+    for edge in ([1 << 50], [-(1 << 63)], [(1 << 63) - 1]):  # by the function a value there
+        assert _periods_us(pl.Series(edge, dtype=pl.Int64)) == [us(v) for v in edge]
+
+
+def test_a_streamed_report_writes_no_row_dicts(monkeypatch):
+    """A report with more rows than the writer streams at once: the same bytes as the whole
+    document, with no row made a dict (the rows' function, 60 us a row, is never called)."""
+    import dataclasses
+
+    from nongemm_trace.models import report as report_model
+    from nongemm_trace.report.json_out import STREAM_ROWS, render_json_batches
+
+    paths = kineto_traces()
+    if not paths:
+        pytest.skip("needs the shared traces")
+    report = nongemm_trace.analyze(str(paths[0]))
+    n = STREAM_ROWS + 10_000
+    steps = pl.DataFrame({"step": pl.int_range(n, eager=True), "name": [f"ProfilerStep#{i}" for i in range(n)],
+                          "cpu_time_ns": pl.int_range(n, eager=True) * 7, "gpu_time_ns": pl.int_range(n, eager=True),
+                          "activities": pl.int_range(n, eager=True) % 3, "step_ns": pl.int_range(n, eager=True) * 9001})
+    report = dataclasses.replace(report, steps=steps)
+    whole = render_json(report)
+    made = []
+    for rows in (report_model.OP_ROWS, report_model.STEP_ROWS):
+        monkeypatch.setattr(rows, "make", lambda df, real=rows.make: made.append(df.height) or real(df))
+    doc = render_json_batches(report)
+    assert isinstance(doc, Streamed)
+    assert doc.text() == whole
+    assert made == []

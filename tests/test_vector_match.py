@@ -93,3 +93,20 @@ def test_plain_patterns_are_searched_by_polars():
     names = pl.Series(["aten::embedding", "aten::_embedding_bag", "x_mm", "x_mm\n", "conv2d", "xconv2", "a.b", "axb",
                        "é_mm", "\u0663conv1"])
     assert any_match(patterns, names).to_list() == [patterns.any(n) for n in names.to_list()]
+
+
+def test_a_million_step_names_do_not_run_the_rules_per_name(monkeypatch):
+    """Step markers and other annotations no rule names are found over the column: the per-name
+    rules (16 us a name: a million ``ProfilerStep#N`` took 16 s) run for none of them."""
+    import nongemm_trace.classify as classify
+
+    calls = []
+    real = classify.op_category
+    monkeypatch.setattr(classify, "op_category", lambda *a, **k: calls.append(a[1]) or real(*a, **k))
+    n = 50_000
+    ops = pl.DataFrame({"name": [f"ProfilerStep#{i}" for i in range(n)] + ["aten::mm"],
+                        "cat": ["user_annotation"] * n + ["cpu_op"]}, schema_overrides={"cat": pl.Categorical})
+    got = op_name_table(load_taxonomy("default"), ops)
+    assert calls == ["aten::mm"]
+    steps = got.filter(pl.col("name").cast(pl.String).str.starts_with("ProfilerStep#"))
+    assert steps.height == n and steps["is_wrapper"].all() and steps["op_category"].is_null().all()

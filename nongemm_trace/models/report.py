@@ -88,9 +88,21 @@ def _mean_step_us(steps: pl.DataFrame) -> float | None:
         return None
     total, n = 0.0, 0
     for lo in range(0, steps.height, ROW_BATCH):
-        periods = [_us(v) for v in steps["step_ns"].slice(lo, ROW_BATCH).drop_nulls().to_list()]
+        periods = _periods_us(steps["step_ns"].slice(lo, ROW_BATCH).drop_nulls())
         total, n = sum(periods, total), n + len(periods)
     return round(total / n, 3) if n else None
+
+
+def _periods_us(ns_values: pl.Series) -> list[float]:
+    """``[us(v) for v in ns_values]`` by one division of the column (a million steps took 2.4 s by
+    the function a value): for integer nanoseconds below 2^50 in magnitude, ``round(v / 1000, 3)``
+    is ``v / 1000`` itself (its ulp far below 0.001), the same double."""
+    lo, hi = (ns_values.min(), ns_values.max()) if ns_values.dtype.is_integer() else (None, None)
+    if isinstance(lo, int) and isinstance(hi, int) and -(1 << 50) < lo and hi < (1 << 50):
+        import numpy as np
+
+        return (ns_values.cast(pl.Int64).to_numpy().astype(np.float64) / 1000.0).tolist()
+    return [_us(v) for v in ns_values.to_list()]
 
 
 def _share(x: Any) -> float:
