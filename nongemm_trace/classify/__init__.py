@@ -46,7 +46,7 @@ def op_name_table(tax: Taxonomy, ops: pl.DataFrame) -> pl.DataFrame:
     (:func:`_ruled_by_nothing`): an annotation no rule names (a million distinct ``ProfilerStep#N``
     took 16 s here, 16 us a name) is a wrapper with no category, found in a few passes over the
     column (:mod:`.vector_match`)."""
-    uniq = ops.select(pl.col("name").cast(pl.String), pl.col("cat").cast(pl.String)).unique()
+    uniq = ops.select("name", "cat").unique().select(pl.col("name", "cat").cast(pl.String))  # codes, then text once
     plain = _ruled_by_nothing(tax, uniq)
     rows = []
     for name, cat in uniq.filter(~plain).iter_rows():
