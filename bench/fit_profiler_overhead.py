@@ -31,9 +31,9 @@ import polars as pl
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 warnings.filterwarnings("ignore")
 
-from nongemm_trace.latency import graph_of  # noqa: E402
-from nongemm_trace.latency import unprofiled as U  # noqa: E402
-from nongemm_trace.latency.replay import measured_piece_lengths, measured_timeline, replay  # noqa: E402
+from nongemm_trace.analyses.latency import graph_of  # noqa: E402
+from nongemm_trace.analyses.latency import unprofiled as U  # noqa: E402
+from nongemm_trace.analyses.latency.replay import measured_piece_lengths, measured_timeline, replay  # noqa: E402
 
 #: the device time activity tracing adds per GPU activity (ns): ACTIVITY_NS=... to try another value
 ACTIVITY_NS = float(os.environ.get("ACTIVITY_NS", "800"))
@@ -174,9 +174,9 @@ def main(argv):
 def toml_text(models, rows) -> str:
     torch = "2.11"
     lines = ["# The share of each kind of host piece that remains without torch.profiler, per profiler setting",
-             "# (nongemm_trace/latency/unprofiled.py). Fitted by bench/fit_profiler_overhead.py on the captures of",
-             "# bench/capture_unprofiled.py (one H200, torch " + torch + "); docs/latency.md gives the captures and "
-             "errors.",
+             "# (nongemm_trace/analyses/latency/unprofiled.py). Fitted by bench/fit_profiler_overhead.py on the",
+             "# captures of bench/capture_unprofiled.py (one H200, torch " + torch + "); docs/latency.md gives the "
+             "captures and errors.",
              f'torch = "{torch}"', "",
              "# device time that activity tracing adds to each GPU activity (ns), taken from its duration",
              f"[device]\nactivity_ns = {ACTIVITY_NS:g}", ""]

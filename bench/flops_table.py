@@ -11,7 +11,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from nongemm_trace.flops import flops_analysis
+from nongemm_trace.analyses.flops import flops_analysis
 
 
 def main(paths: list[str]) -> int:

@@ -28,9 +28,9 @@ def timed_cli(args: list[str]) -> float:
 
 
 def stages(trace: str) -> dict[str, float]:
-    from nongemm_trace.latency import graph_of, whatif_analysis
-    from nongemm_trace.latency.path import attribute
-    from nongemm_trace.latency.replay import measured_timeline
+    from nongemm_trace.analyses.latency import graph_of, whatif_analysis
+    from nongemm_trace.analyses.latency.path import attribute
+    from nongemm_trace.analyses.latency.replay import measured_timeline
     from nongemm_trace.pipeline.analysis import Analysis
     out, t = {}, time.perf_counter()
     a = Analysis(trace)

@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from nongemm_trace.latency import graph_of, latency_analysis, whatif_analysis
+from nongemm_trace.analyses.latency import graph_of, latency_analysis, whatif_analysis
 from nongemm_trace.pipeline.analysis import Analysis
 
 #: the first profiled step carries the profiler's start-up (2-3x slower on every capture): left out

@@ -60,7 +60,7 @@ def hta_breakdown(path: Path, annotation: str) -> dict[str, float]:
 
 
 def ours(path: Path, marker: str | None) -> dict[str, float]:
-    from nongemm_trace.latency import latency_analysis
+    from nongemm_trace.analyses.latency import latency_analysis
 
     d = latency_analysis(path, step_marker=marker).to_dict()["total"]
     return d["by_bound_us"] | {"total": d["wall_us"]}
@@ -83,7 +83,7 @@ if __name__ == "__main__":
     _pandas_shim()
     import hta.trace_analysis  # noqa: F401  (imports outside the timings)
 
-    import nongemm_trace.latency  # noqa: F401
+    import nongemm_trace.analyses.latency  # noqa: F401
     for name, ann, marker in CASES:
         p = root / "external" / "hta" / name
         th, to = [], []

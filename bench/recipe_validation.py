@@ -50,7 +50,7 @@ warnings.filterwarnings("ignore")
 import polars as pl  # noqa: E402
 
 from nongemm_trace import analyze  # noqa: E402
-from nongemm_trace.latency import latency_analysis, whatif_analysis  # noqa: E402
+from nongemm_trace.analyses.latency import latency_analysis, whatif_analysis  # noqa: E402
 from nongemm_trace.pipeline.analysis import Analysis  # noqa: E402
 
 THRESHOLDS = {("self", "alone"): 15.0, ("tf32", "alone"): 20.0, ("tf32", "told"): 10.0,

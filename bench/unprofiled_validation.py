@@ -34,8 +34,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 warnings.filterwarnings("ignore")
 
 from nongemm_trace import analyze  # noqa: E402
-from nongemm_trace.latency import whatif_analysis  # noqa: E402
-from nongemm_trace.latency.unprofiled import METADATA_KEY  # noqa: E402
+from nongemm_trace.analyses.latency import whatif_analysis  # noqa: E402
+from nongemm_trace.analyses.latency.unprofiled import METADATA_KEY  # noqa: E402
 from nongemm_trace.pipeline.analysis import Analysis  # noqa: E402
 
 PAIRS = {"tf32": ("fp32", "tf32"), "bf16": ("fp32", "bf16"), "graphs": ("eager", "graph")}

@@ -16,6 +16,8 @@ from .core.safe_write import refuse_input, write_file
 from .errors import OptionError, TraceError
 from .pipeline.analysis import Analysis, split_options
 from .report.html import render_html
+from .report.html_collectives import collectives_section
+from .report.html_phases import phases_section
 from .runs.batch import rank_entry, rank_of, ranks
 from .vocabulary import TIME_BASES
 
@@ -42,7 +44,30 @@ def build_page(traces: list[str | Path | Analysis], *, top: int = 15, short_us: 
     if title is None:
         title = f"nongemm-trace: {Path(str(reports[0].trace)).name}" if len(reports) == 1 else \
             f"nongemm-trace: {len(reports)} traces"
-    return render_html(reports, launches, comparison, top=top, title=title, ranks=ranks(entries))
+    view = ranks(entries)
+    calls = _collectives(analyses, reports, launch_opts, view)
+    return render_html(reports, launches, comparison, top=top, title=title, ranks=view,
+                       after_ranks=collectives_section(calls, (view or {}).get("ranks") or []),
+                       after_report=[phases_section(r.phases, r.phase_engine) for r in reports])
+
+
+def _collectives(analyses: list[Analysis], reports: list, options: dict[str, Any],
+                 view: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """The collectives matched across the ranks on the page (as ``analyze RANK0 RANK1 --format json``
+    lists them), each rank's row of the rank table given its per-rank figures; none without ranks."""
+    if view is None:
+        return []
+    from .analyses.collectives import collective_calls
+    from .devices.links import link_of
+    from .runs.collectives import CALLS_KEY, collectives_view, worker_calls
+
+    got = [{"rank": rank_of(r), CALLS_KEY: worker_calls(collective_calls(a, **options),
+                                                        link_of(r.metadata.get("device")))}
+           for a, r in zip(analyses, reports) if rank_of(r) is not None]
+    calls, per_rank = collectives_view(got)
+    for row in view["ranks"]:
+        row["collectives"] = per_rank.get(row["rank"])
+    return calls
 
 
 def write_page(traces: list[str | Path | Analysis], output: str | Path, **kwargs: Any) -> Path:

@@ -1,4 +1,4 @@
-"""``whatif --autocast`` (nongemm_trace/latency/autocast.py) on the fp32/bf16 H200 pairs of
+"""``whatif --autocast`` (nongemm_trace/analyses/latency/autocast.py) on the fp32/bf16 H200 pairs of
 sample_traces/unprofiled and the held-out ones of sample_traces/unprofiled_heldout: the casts it
 finds in the fp32 trace are the casts the bf16 run recorded, its prediction of the bf16 run without
 the profiler is closer than the device-time scales alone, casts only add time, and a trace that
@@ -10,9 +10,9 @@ import polars as pl
 import pytest
 from conftest import SAMPLES
 
+from nongemm_trace.analyses.latency import whatif_analysis
+from nongemm_trace.analyses.latency.unprofiled import METADATA_KEY
 from nongemm_trace.cli import main
-from nongemm_trace.latency import whatif_analysis
-from nongemm_trace.latency.unprofiled import METADATA_KEY
 from nongemm_trace.pipeline.analysis import Analysis
 
 CAPS = SAMPLES / "unprofiled"

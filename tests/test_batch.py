@@ -118,7 +118,7 @@ def test_ray_engine_on_two_traces_and_one_that_hangs(capsys, tmp_path):
     want = f"{stalled}: timed out (no result within the time limit of 8 s per trace)"
     assert d["failed"] == [{"trace": str(stalled), "error": want}]
     assert f"nongemm-trace: error: {want}" in err.splitlines()
-    from nongemm_trace.runs import batch_workers  # a loaded host: Ray's workers got the time to register
+    from nongemm_trace.runs import ray_engine as batch_workers  # a loaded host: Ray's workers got the time to register
     assert all(os.environ.get(k) for k in batch_workers.RAY_PATIENCE)
 
 

@@ -44,8 +44,18 @@ def ddp() -> Path:
     return shared("h200x2")
 
 
-def test_every_nccl_collective_is_matched_on_both_ranks(ddp, capsys):
-    d = _batch(capsys, ddp)
+@pytest.fixture(scope="module")
+def ddp_report(tmp_path_factory) -> dict:
+    """The two-rank DDP pair's JSON document, analysed once for the module's tests (a document, not a
+    live object: each test reads it alone)."""
+    out = tmp_path_factory.mktemp("ddp") / "ddp.json"
+    assert main(["analyze", str(shared("h200x2")), "--format", "json", "--quiet", "--workers", "1",
+                 "-o", str(out)]) == 0
+    return json.loads(out.read_text())
+
+
+def test_every_nccl_collective_is_matched_on_both_ranks(ddp, ddp_report):
+    d = ddp_report
     calls = d["collectives"]
     per_rank = {r: _args_kernels(ddp / f"bert_ddp_train_rank{r}.json.gz") for r in (0, 1)}
     assert len(per_rank[0]) == len(per_rank[1]) == len(calls) > 0
@@ -68,11 +78,11 @@ def test_every_nccl_collective_is_matched_on_both_ranks(ddp, capsys):
     assert rows[1]["last"] == last[1] and rows[0]["last"] == last[0]
 
 
-def test_waits_and_exposure_add_up_to_each_ranks_communication(ddp, capsys):
+def test_waits_and_exposure_add_up_to_each_ranks_communication(ddp_report):
     """Per rank: each call's duration is its wait plus its transfer; the matched calls' exposed parts and
     those of the communication kernels no call was matched to (launched before the window: no args) add
     up to the rank's exposed communication, measured independently (interval unions)."""
-    d = _batch(capsys, ddp)
+    d = ddp_report
     calls = d["collectives"]
     for tr in d["traces"]:
         rank, path = tr["rank"], Path(tr["trace"])
@@ -120,8 +130,8 @@ def _shift_rank(src: Path, dst: Path, from_step: str, shift_us: float) -> None:
     dst.write_bytes(gzip.compress(json.dumps(doc).encode()))
 
 
-def test_a_synthetic_slow_rank_is_last_on_every_collective_it_delays(ddp, tmp_path, capsys):
-    before = {(c["step"], c["name"], c["index"]): c for c in _batch(capsys, ddp)["collectives"]}
+def test_a_synthetic_slow_rank_is_last_on_every_collective_it_delays(ddp, ddp_report, tmp_path, capsys):
+    before = {(c["step"], c["name"], c["index"]): c for c in ddp_report["collectives"]}
     shift_ms = 100.0
     shutil.copy(ddp / "bert_ddp_train_rank1.json.gz", tmp_path / "bert_ddp_train_rank1.json.gz")
     _shift_rank(ddp / "bert_ddp_train_rank0.json.gz", tmp_path / "bert_ddp_train_rank0.json.gz", "ProfilerStep#4",
@@ -167,9 +177,9 @@ def test_hta_nccl_rank_records_and_bus_bandwidth():
 
 
 
-def test_parquet_dataset_has_the_collectives(ddp, tmp_path, capsys):
+def test_parquet_dataset_has_the_collectives(ddp, ddp_report, tmp_path):
     """``-o DIR --format parquet``: ``table=collectives``, one row per call and rank, as the JSON says."""
-    calls = _batch(capsys, ddp)["collectives"]
+    calls = ddp_report["collectives"]
     assert main(["analyze", str(ddp), "--format", "parquet", "-o", str(tmp_path / "ds"), "--quiet",
                  "--workers", "1"]) == 0
     df = pl.read_parquet(tmp_path / "ds" / "table=collectives" / "*.parquet").sort("call", "rank")

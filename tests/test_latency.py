@@ -12,8 +12,8 @@ import polars as pl
 import pytest
 from conftest import SAMPLES, SHARED, kineto_traces, shared
 
+from nongemm_trace.analyses.latency import graph_of, latency_analysis, measured_timeline, whatif_analysis
 from nongemm_trace.cli import main
-from nongemm_trace.latency import graph_of, latency_analysis, measured_timeline, whatif_analysis
 from nongemm_trace.pipeline.analysis import Analysis
 
 LAT = SAMPLES / "latency"
@@ -258,7 +258,7 @@ def test_steps_that_run_into_the_next_are_named_and_a_faster_host_ends_no_later(
     assert [x.code for x in w.warnings].count("steps_overlap") == 2  # measured and predicted timelines
     import numpy as np
 
-    from nongemm_trace.latency.replay import measured_piece_lengths, replay
+    from nongemm_trace.analyses.latency.replay import measured_piece_lengths, replay
     half = np.rint(measured_piece_lengths(g) * 0.5).astype(np.int64)
     faster = replay(g, g.acts["dur"].to_numpy(), half, g.acts["lat"].to_numpy(allow_copy=True).astype(np.float64),
                     g.acts["gap"].to_numpy().copy())

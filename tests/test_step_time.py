@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 from conftest import SAMPLES, SHARED, kineto_traces, shared
 
+from nongemm_trace.analyses.latency import latency_analysis, whatif_analysis
 from nongemm_trace.analyses.launch import launch_analysis
-from nongemm_trace.latency import latency_analysis, whatif_analysis
 from nongemm_trace.pipeline.analysis import Analysis
 
 

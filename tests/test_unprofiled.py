@@ -1,4 +1,4 @@
-"""The run without the profiler (nongemm_trace/latency/unprofiled.py, collectors/unprofiled.py).
+"""The run without the profiler (nongemm_trace/analyses/latency/unprofiled.py, collectors/unprofiled.py).
 
 On the H200 captures of bench/capture_unprofiled.py (sample_traces/unprofiled: each trace carries its
 own configuration timed without the profiler in rounds around the window): the overhead model
@@ -16,10 +16,10 @@ import polars as pl
 import pytest
 from conftest import REPO, SAMPLES, shared
 
+from nongemm_trace.analyses.latency import graph_of, latency_analysis, measured_timeline, whatif_analysis
+from nongemm_trace.analyses.latency.unprofiled import METADATA_KEY, PIECE_KINDS, OverheadModel, without_profiler
 from nongemm_trace.analyses.launch import launch_analysis
 from nongemm_trace.cli import main
-from nongemm_trace.latency import graph_of, latency_analysis, measured_timeline, whatif_analysis
-from nongemm_trace.latency.unprofiled import METADATA_KEY, PIECE_KINDS, OverheadModel, without_profiler
 from nongemm_trace.pipeline.analysis import Analysis
 
 CAPS = SAMPLES / "unprofiled"
@@ -278,3 +278,44 @@ def test_a_round_runs_its_steps_back_to_back(monkeypatch):
     assert calls == [1, 1, 1, 1, 1]  # only the round's opening synchronize ran before any step
     assert syncs == ["device", "event"]
     assert steps == pytest.approx([7.0] * 5) and len(issue) == 1
+
+
+def test_a_profile_memory_capture_gets_the_memory_factor_on_the_ops_shares_only():
+    """torch writes ``profile_memory`` into a trace that recorded the allocator's events; the model then
+    takes more of the ops' and wrappers' own time out (the events are recorded inside them) and leaves the
+    other kinds' shares as the plain setting has them, so the estimate is below the plain model's."""
+    from nongemm_trace.analyses.latency.unprofiled import model_for, profiler_settings
+
+    path = SAMPLES / "recipe_h100" / "bert_bs1_s32__fp32__memory.json.gz"
+    a = Analysis(path)
+    settings = profiler_settings(a.trace().metadata, has_shapes=False)
+    assert settings["profile_memory"] and not settings["record_shapes"]
+    plain, memory = model_for({}), model_for(settings)
+    assert memory.setting == "plain+profile_memory"
+    for kind in PIECE_KINDS:
+        if kind in ("op", "wrapper"):
+            assert memory.remains[kind] < plain.remains[kind]
+        else:
+            assert memory.remains[kind] == plain.remains[kind]
+    rep = latency_analysis(a)
+    assert rep.unprofiled["setting"] == "plain+profile_memory"
+    _, g, _, _ = graph_of(a)
+    kept = measured_timeline(g).steps
+    as_plain = without_profiler(a, g, kept, model=plain)
+    assert rep.unprofiled["step_us"] * 1000 < float(as_plain.timeline.steps["wall"].mean())
+
+
+def test_the_memory_factor_is_what_its_fit_gives_on_the_first_set():
+    """``[profile_memory]`` in devices/profiler_overhead.toml is bench/fit_profile_memory.py's answer on the
+    first H100 recipe set (the second set is held out): refitting gives the same factor."""
+    import re
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, str(REPO / "bench" / "fit_profile_memory.py"),
+                          str(SAMPLES / "recipe_h100")], capture_output=True, text=True, check=True).stdout
+    factor = float(re.search(r"remains x ([0-9.]+)", out).group(1))
+    from nongemm_trace.analyses.latency.unprofiled import _models
+
+    data = _models()["profile_memory"]["remains"]
+    assert data["op"] == pytest.approx(factor, abs=0.001) and data["wrapper"] == pytest.approx(factor, abs=0.001)

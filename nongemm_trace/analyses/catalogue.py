@@ -118,6 +118,17 @@ def _fraction(flag: str) -> Callable[[Any], float | None]:
     return parse
 
 
+def _time(flag: str) -> Callable[[Any], float | None]:
+    def parse(text: Any) -> float | None:
+        from .comm_gates import parse_us
+        return None if text is None else parse_us(text, flag)
+    return parse
+
+
+def _paths(items: Any) -> tuple[str, ...] | None:
+    return None if items is None else tuple(items)
+
+
 @dataclass(frozen=True)
 class CheckParams:
     baseline: Any = option(None, "the trace to compare with, or its stored report (analyze --format json)",
@@ -137,13 +148,23 @@ class CheckParams:
                                                 "this share of the baseline's (default 25%); a trace with no GPU "
                                                 "activity always fails", metavar="PCT",
                                           parse=_fraction("--min-activities"))
+    max_exposed_communication: float | None = option(
+        None, "communication no computation hid, as a share of the busy GPU time, e.g. 10%", metavar="FRACTION",
+        parse=_fraction("--max-exposed-communication"))
+    max_skew_us: float | None = option(None, "with --ranks: the largest arrival skew of a collective matched across "
+                                             "the ranks, in us (500) or with a unit (2ms)", metavar="TIME",
+                                       parse=_time("--max-skew-us"))
+    ranks: tuple[str, ...] | None = option(None, "the other ranks' traces of the run (--max-skew-us)", metavar="TRACE",
+                                           many=True, parse=_paths)
 
     def limits(self) -> dict[str, Any]:
         """The limits as :func:`.check.check` takes them (the default floor where none was given)."""
         from .check import MIN_ACTIVITIES
         return dict(baseline=self.baseline, max_share=self.max_share, max_category_share=self.max_category_share,
                     max_regression=self.max_regression, max_category_regression=self.max_category_regression,
-                    min_activities=MIN_ACTIVITIES if self.min_activities is None else self.min_activities)
+                    min_activities=MIN_ACTIVITIES if self.min_activities is None else self.min_activities,
+                    max_exposed_communication=self.max_exposed_communication, max_skew_us=self.max_skew_us,
+                    ranks=None if self.ranks is None else list(self.ranks))
 
 
 def _check(sel: Any, ctx: Any, p: CheckParams) -> Any:
@@ -162,4 +183,4 @@ register(AnalysisSpec("check", "regression gates: exit 1 when a limit is broken"
 
 
 # the analyses added since, each module registering its own spec
-from . import shapes  # noqa: E402,F401
+from . import phases, shapes  # noqa: E402,F401

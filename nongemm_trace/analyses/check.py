@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import polars as pl
 
@@ -106,10 +106,16 @@ def _percent(limit: float) -> str:
 def validate_limits(taxonomy: Taxonomy, *, max_share: dict[str, float] | None = None,
                     max_category_share: dict[str, float] | None = None, max_regression: float | None = None,
                     max_category_regression: dict[str, float] | None = None, baseline: Any = None,
-                    path: str | Path | None = None, min_activities: float = MIN_ACTIVITIES) -> None:
+                    path: str | Path | None = None, min_activities: float = MIN_ACTIVITIES,
+                    max_exposed_communication: float | None = None, max_skew_us: float | None = None,
+                    ranks: list[str | Path] | None = None) -> None:
     """Refuse limits that could never fire: a name the taxonomy does not declare, a share outside
-    0..1, no limit at all, a regression limit without a baseline. :func:`check` calls it; the
-    integrations call it before training starts, so a typo fails at once, not after the run."""
+    0..1, no limit at all, a regression limit without a baseline, a skew limit without the other
+    ranks (:func:`~.comm_gates.validate_comm_limits`). :func:`check` calls it; the integrations call
+    it before training starts, so a typo fails at once, not after the run."""
+    from .comm_gates import validate_comm_limits
+
+    validate_comm_limits(max_exposed_communication, max_skew_us, ranks, path)
     declared = taxonomy.categories
     _validate(max_share, CLASSES + tuple(c for c in declared if c not in CLASSES), "max_share", share=True)
     _validate(max_category_share, declared, "max_category_share", share=True)
@@ -123,10 +129,12 @@ def validate_limits(taxonomy: Taxonomy, *, max_share: dict[str, float] | None = 
             or not 0.0 <= min_activities <= 1.0:  # (NaN too) a floor above the baseline, or none, is no floor
         raise OptionError(path, f"min_activities is {min_activities!r}, not a share between 0 and 1 of the "
                                 "baseline's GPU activities per step", "min_activities")
-    if not (max_share or max_category_share or max_regression is not None or max_category_regression):
-        raise OptionError(path, "no limit to check (give max_share, max_category_share, max_regression or "
-                                "max_category_regression)",
-                          "max_share", "max_category_share", "max_regression", "max_category_regression")
+    if not (max_share or max_category_share or max_regression is not None or max_category_regression
+            or max_exposed_communication is not None or max_skew_us is not None):
+        raise OptionError(path, "no limit to check (give max_share, max_category_share, max_regression, "
+                                "max_category_regression, max_exposed_communication or max_skew_us)",
+                          "max_share", "max_category_share", "max_regression", "max_category_regression",
+                          "max_exposed_communication", "max_skew_us")
     if (max_regression is not None or max_category_regression) and baseline is None:
         raise OptionError(path, "max_regression needs baseline BASE", "max_regression", "baseline")
 
@@ -206,6 +214,9 @@ def check(
     max_regression: float | None = None,
     max_category_regression: dict[str, float] | None = None,
     min_activities: float = MIN_ACTIVITIES,
+    max_exposed_communication: float | None = None,
+    max_skew_us: float | None = None,
+    ranks: list[str | Path] | None = None,
     **options: Any,
 ) -> CheckResult:
     """Check ``trace`` against the limits: a :class:`~nongemm_trace.models.verdicts.CheckResult`, whose
@@ -215,11 +226,13 @@ def check(
     :meth:`Report.from_dict` of its document) or a stored report's JSON file; each gives the same numbers
     for the same trace. A limit that names no class or category, a share limit outside 0..1, or no limit
     at all is refused: a typo must never turn a gate off. With a baseline, ``min_activities`` is the floor
-    of GPU activities per step, a share of the baseline's (:func:`activity_floor`)."""
+    of GPU activities per step, a share of the baseline's (:func:`activity_floor`). ``max_exposed_communication``
+    and ``max_skew_us`` (with ``ranks``, the other ranks' traces) gate a distributed rank (:mod:`.comm_gates`)."""
     analysis, report_opts = open_analysis(trace, options, metric="gpu")
     limits: dict[str, Any] = dict(baseline=baseline, max_share=max_share, max_category_share=max_category_share,
                                   max_regression=max_regression, max_category_regression=max_category_regression,
-                                  min_activities=min_activities)
+                                  min_activities=min_activities, max_exposed_communication=max_exposed_communication,
+                                  max_skew_us=max_skew_us, ranks=ranks)
     validate_limits(analysis.taxonomy, path=analysis.path, **limits)
     metric = report_opts.pop("metric")
     return check_of(analysis.selection(**report_opts), analysis.context(**report_opts), metric=metric, **limits)
@@ -228,7 +241,9 @@ def check(
 def check_of(sel: Selection, ctx: Context, *, baseline: str | Path | Analysis | Report | None = None,
              max_share: dict[str, float] | None = None, max_category_share: dict[str, float] | None = None,
              max_regression: float | None = None, max_category_regression: dict[str, float] | None = None,
-             min_activities: float = MIN_ACTIVITIES, metric: str = "gpu") -> CheckResult:
+             min_activities: float = MIN_ACTIVITIES, max_exposed_communication: float | None = None,
+             max_skew_us: float | None = None, ranks: list[str | Path] | None = None,
+             metric: str = "gpu") -> CheckResult:
     """:func:`check` of a selection whose limits were validated (the analysis's ``run``)."""
     rep = ctx.report(metric=metric, **ctx.options)
     of = {"gpu": "GPU time", "cpu": "CPU time", "paper": "CPU + GPU time"}.get(rep.metric, rep.metric)
@@ -245,6 +260,12 @@ def check_of(sel: Selection, ctx: Context, *, baseline: str | Path | Analysis | 
     for name, allowed in (max_category_share or {}).items():
         value = rep.share(name)
         gate(f"max-category-share {name}", value, allowed, f"category {name} is {_percent(value)} % of {of}")
+    if max_exposed_communication is not None or max_skew_us is not None:
+        from .comm_gates import comm_gates
+        # the context answers trace(), selection() and path as an analysis does: all the gates read
+        out += [Gate(*g) for g in comm_gates(cast(Any, ctx), {"metric": metric, **ctx.options},
+                                             max_exposed_communication=max_exposed_communication,
+                                             max_skew_us=max_skew_us, ranks=ranks)]
     if baseline is not None:
         base = _baseline(baseline, {"taxonomy": ctx.taxonomy, "metric": metric, **ctx.options})
         mine = Baseline.of_selection(sel)

@@ -33,6 +33,7 @@ from .modules import module_of_activities, module_table
 from .rules import inductor_fused_ops, is_composite, is_wrapper, kernel_verdict, op_category
 from .semantics import chain_category, enclosing_category
 from .taxonomy import Taxonomy, load_taxonomy
+from .vector_match import any_match
 
 __all__ = ["classify", "link_and_classify", "load_taxonomy", "Taxonomy", "LEVELS", "EVIDENCE"]
 
@@ -41,15 +42,43 @@ from ..vocabulary import EVIDENCE, LEVELS
 
 def op_name_table(tax: Taxonomy, ops: pl.DataFrame) -> pl.DataFrame:
     """One row per unique (name, cat) of ``ops`` (text or categorical columns): its category,
-    wrapper and composite flags."""
-    uniq = ops.select("name", "cat").unique()
+    wrapper and composite flags. The rules run in Python only for the names a rule could name
+    (:func:`_ruled_by_nothing`): an annotation no rule names (a million distinct ``ProfilerStep#N``
+    took 16 s here, 16 us a name) is a wrapper with no category, found in a few passes over the
+    column (:mod:`.vector_match`)."""
+    uniq = ops.select("name", "cat").unique().select(pl.col("name", "cat").cast(pl.String))  # codes, then text once
+    plain = _ruled_by_nothing(tax, uniq)
     rows = []
-    for name, cat in uniq.iter_rows():
+    for name, cat in uniq.filter(~plain).iter_rows():
         oc, _ = op_category(tax, name, use_tokens=cat not in tax.annotation_categories)
         rows.append((name, cat, oc, is_wrapper(tax, name, cat, oc), is_composite(tax, name)))
-    return pl.DataFrame(rows, schema={"name": pl.Utf8, "cat": pl.Utf8, "op_category": pl.Utf8,
-                                      "is_wrapper": pl.Boolean, "is_composite": pl.Boolean}, orient="row") \
+    schema = {"name": pl.Utf8, "cat": pl.Utf8, "op_category": pl.Utf8, "is_wrapper": pl.Boolean,
+              "is_composite": pl.Boolean}
+    quiet = uniq.filter(plain)
+    quiet = quiet.with_columns(pl.lit(None, pl.Utf8).alias("op_category"), pl.lit(True).alias("is_wrapper"),
+                               (pl.col("name").is_in(list(tax.composite_names))
+                                | any_match(tax.compiled.composite, quiet["name"])).alias("is_composite"))
+    return pl.concat([pl.DataFrame(rows, schema=schema, orient="row"), quiet.select(list(schema))]) \
         .with_columns(pl.col(c).cast(ops.schema[c]) for c in ("name", "cat"))  # as ``ops`` holds them
+
+
+def _ruled_by_nothing(tax: Taxonomy, uniq: pl.DataFrame) -> pl.Series:
+    """The (name, cat) rows :func:`.rules.op_category` gives no category, known without running it:
+    an annotation (no token rules) whose name and name after the last ``::`` no op name holds, that
+    is not an Inductor launch (``triton_``) or a backward node (``_backward``, ``Backward``), and
+    that no op pattern matches. Such a row is a wrapper (an annotation with no category,
+    :func:`.rules.is_wrapper`); only its composite flag is left to find. Every other row goes
+    through the rules as before."""
+    name = pl.col("name")
+    base = name.str.replace(r"(?s)^.*::", "")  # ``name.rsplit("::", 1)[-1]``: greedy, the last ``::``
+    cond = (pl.col("cat").is_in(list(tax.annotation_categories)) & name.is_not_null()
+            & ~name.is_in(list(tax.op_full)) & ~base.is_in(list(tax.op_base)))
+    if tax.fusion_enabled:
+        cond &= ~name.str.starts_with("triton_")
+    if tax.derive_backward:
+        cond &= ~name.str.contains("_backward", literal=True) & ~name.str.contains("Backward", literal=True)
+    plain = uniq.select(cond.fill_null(False)).to_series()
+    return plain & ~any_match(tax.compiled.op_patterns, uniq["name"])
 
 
 def kernel_name_table(tax: Taxonomy, acts: pl.DataFrame) -> pl.DataFrame:

@@ -35,12 +35,19 @@ FLOOR_BYTES = 256 << 20
 #: address space beyond the budget the hard limit leaves (thread stacks and the allocators' reserves)
 AS_HEADROOM = 8 << 30
 
-_state: dict[str, object] = {"input": None, "thread": None, "limit": None}
+_state: dict[str, object] = {"input": None, "thread": None, "limit": None, "on_exceed": None}
 
 
 def note_input(path: object) -> None:
     """The file the process reads or analyses now: the one the watchdog's line names."""
     _state["input"] = str(path)
+
+
+def on_exceed(report) -> None:
+    """``report(line)`` is called with the watchdog's line before it ends the process: a Ray task's
+    driver sees only that its worker died, so the task leaves the line where the driver looks
+    (:mod:`nongemm_trace.runs.ray_engine`)."""
+    _state["on_exceed"] = report
 
 
 def resident_bytes() -> int | None:
@@ -81,8 +88,12 @@ def _watch() -> None:
         used = resident_bytes()
         if isinstance(limit, int) and used is not None and used > limit + FLOOR_BYTES:
             try:
-                sys.stderr.write(f"nongemm-trace: error: {line(limit, used)}\n")
+                text = line(limit, used)
+                sys.stderr.write(f"nongemm-trace: error: {text}\n")
                 sys.stderr.flush()
+                report = _state["on_exceed"]
+                if callable(report):
+                    report(text)
             finally:
                 os._exit(EXIT_STATUS)
         time.sleep(INTERVAL_S)

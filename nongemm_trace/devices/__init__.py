@@ -108,7 +108,9 @@ def match_device(props: dict[str, Any] | None, override: str | None = None) -> D
         return _spec(override, table[override])
     if not props:
         return None
-    pname = str(props.get("name", ""))
+    from .identity import identify
+
+    pname = identify(props) or str(props.get("name", ""))  # an empty or generic name: the part's
     for name, d in _table().items():
         if not any(re.search(p, pname, re.IGNORECASE) for p in d.get("match", [])):
             continue

@@ -53,6 +53,11 @@ class Gates:
     baseline: str | Path | None = None
     on_violation: str = "raise"
     min_activities: float | str | None = None
+    #: a distributed rank's gates (analyses/comm_gates.py): exposed communication's share of the busy
+    #: GPU time, and the largest collective arrival skew (us) against the other ranks' traces ``ranks``
+    max_exposed_communication: float | str | None = None
+    max_skew_us: float | None = None
+    ranks: list[str | Path] | None = None
     limits: dict[str, Any] = field(init=False, repr=False)
     floor: float = field(init=False, repr=False)
 
@@ -66,6 +71,9 @@ class Gates:
             "max_regression": None if self.max_regression is None else parse_fraction(self.max_regression,
                                                                                        "max_regression"),
             "max_category_regression": _fractions(self.max_category_regression),
+            "max_exposed_communication": None if self.max_exposed_communication is None
+            else parse_fraction(self.max_exposed_communication, "max_exposed_communication"),
+            "max_skew_us": self.max_skew_us,
         }
         self.floor = MIN_ACTIVITIES if self.min_activities is None else parse_fraction(self.min_activities,
                                                                                         "min_activities")
@@ -77,7 +85,7 @@ class Gates:
 
     def validate(self, taxonomy: Any) -> None:
         """Check the names against ``taxonomy`` (a :class:`Taxonomy`) and that the baseline exists."""
-        validate_limits(taxonomy, baseline=self.baseline, min_activities=self.floor, **self.limits)
+        validate_limits(taxonomy, baseline=self.baseline, min_activities=self.floor, ranks=self.ranks, **self.limits)
         if self.baseline is not None and not Path(self.baseline).exists():
             raise OptionError(self.baseline, "the baseline does not exist", "baseline")
 
@@ -89,7 +97,8 @@ class Gates:
         from ..core.safe_write import write_file
         from ..report import render
 
-        result = check(analysis, baseline=self.baseline, min_activities=self.floor, **self.limits, **options)
+        result = check(analysis, baseline=self.baseline, min_activities=self.floor, ranks=self.ranks,
+                       **self.limits, **options)
         violations = result.violations
         out = Path(str(analysis.path))
         write_file(out.with_name(out.name.split(".json")[0] + ".check.json"),

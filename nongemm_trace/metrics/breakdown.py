@@ -98,10 +98,12 @@ def op_table(ops: pl.DataFrame, acts: pl.DataFrame, cpu: pl.DataFrame | None = N
     out = pl.concat(parts, how="diagonal_relaxed")
     out = out.with_columns([pl.lit(0, pl.Int64).alias(c) for c in CPU_COLUMNS if c not in out.columns]
                            + ([] if "wrapper" in out.columns else [pl.lit(False).alias("wrapper")]))
-    out = out.group_by(["op", "category"]).agg(
+    # by the streaming engine: a row per op name (a million steps) made this group-by the report's
+    # peak, +310 MB of scratch in memory
+    out = _streamed(out.lazy().group_by(["op", "category"]).agg(
         pl.col("calls").sum().cast(pl.Int64), pl.col("gpu_time_ns").sum().cast(pl.Int64),
         pl.col("self_gpu_time_ns").sum().cast(pl.Int64), pl.col("activities").sum().cast(pl.Int64),
-        *(pl.col(c).sum().cast(pl.Int64) for c in CPU_COLUMNS), pl.col("wrapper").any())
+        *(pl.col(c).sum().cast(pl.Int64) for c in CPU_COLUMNS), pl.col("wrapper").any()))
     if code is not None:  # codes back to names (the first op of each code: unique on ints, not on the names)
         first = code.arg_unique()
         back = pl.DataFrame({"op": code.gather(first), "_name": ops["name"].gather(first).cast(pl.String)})

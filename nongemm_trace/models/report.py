@@ -19,6 +19,7 @@ from ..core.trace import Anomaly
 from ..errors import TraceError
 from ..vocabulary import CLASSES, MODEL_TABLES, SCHEMA_VERSION, STEP_TIME, TIME_BASES, ns
 from ..vocabulary import us as _us
+from .phases import phases_json, phases_of_json
 from .rows import frame, warnings_of
 from .short_repr import short_repr
 
@@ -55,6 +56,28 @@ def _step_rows(df: pl.DataFrame) -> list[dict[str, Any]]:
             for r in df.iter_rows(named=True)]
 
 
+class Rows:
+    """A function that makes a slice of a table into the document's rows, with the fields it
+    writes (``(key, column, kind)``, kind ``text``, ``int``, ``us`` or ``us_or_none``): a writer
+    may encode the columns instead of the rows (:mod:`nongemm_trace.report.json_out`), the same
+    bytes without a dict a row."""
+
+    def __init__(self, make: Any, fields: tuple[tuple[str, str, str], ...]) -> None:
+        self.make, self.fields = make, fields
+
+    def __call__(self, df: pl.DataFrame) -> list[dict[str, Any]]:
+        return self.make(df)
+
+
+OP_ROWS = Rows(_op_rows, (("op", "op", "text"), ("category", "category", "text"), ("calls", "calls", "int"),
+                          ("gpu_time_us", "gpu_time_ns", "us"), ("self_gpu_time_us", "self_gpu_time_ns", "us"),
+                          ("activities", "activities", "int"), ("cpu_time_us", "cpu_time_ns", "us"),
+                          ("self_cpu_time_us", "self_cpu_time_ns", "us")))
+STEP_ROWS = Rows(_step_rows, (("step", "step", "int"), ("name", "name", "text"), ("cpu_time_us", "cpu_time_ns", "us"),
+                              ("gpu_time_us", "gpu_time_ns", "us"), ("activities", "activities", "int"),
+                              ("step_us", "step_ns", "us_or_none"), ("latency_us", "latency_ns", "us_or_none")))
+
+
 #: rows of a table made into the document's rows at once (:func:`_mean_step_us`, the JSON writer)
 ROW_BATCH = 20_000
 
@@ -66,9 +89,21 @@ def _mean_step_us(steps: pl.DataFrame) -> float | None:
         return None
     total, n = 0.0, 0
     for lo in range(0, steps.height, ROW_BATCH):
-        periods = [_us(v) for v in steps["step_ns"].slice(lo, ROW_BATCH).drop_nulls().to_list()]
+        periods = _periods_us(steps["step_ns"].slice(lo, ROW_BATCH).drop_nulls())
         total, n = sum(periods, total), n + len(periods)
     return round(total / n, 3) if n else None
+
+
+def _periods_us(ns_values: pl.Series) -> list[float]:
+    """``[us(v) for v in ns_values]`` by one division of the column (a million steps took 2.4 s by
+    the function a value): for integer nanoseconds below 2^50 in magnitude, ``round(v / 1000, 3)``
+    is ``v / 1000`` itself (its ulp far below 0.001), the same double."""
+    lo, hi = (ns_values.min(), ns_values.max()) if ns_values.dtype.is_integer() else (None, None)
+    if isinstance(lo, int) and isinstance(hi, int) and -(1 << 50) < lo and hi < (1 << 50):
+        import numpy as np
+
+        return (ns_values.cast(pl.Int64).to_numpy().astype(np.float64) / 1000.0).tolist()
+    return [_us(v) for v in ns_values.to_list()]
 
 
 def _share(x: Any) -> float:
@@ -129,6 +164,10 @@ class Report:
     #: how many kernel rows the measured report had, when ``kernel_summary`` holds only the first
     #: ones (a report read back from its JSON); None: ``kernel_summary`` is whole
     kernel_summary_total: int | None = None
+    #: a serving or generate() run's phases (metrics/phases.py: one row per phase, integer ns) and
+    #: the engine whose marks told the iterations apart; empty and None for other traces
+    phases: list[dict[str, Any]] = field(default_factory=list)
+    phase_engine: str | None = None
 
     @property
     def kernels(self) -> pl.DataFrame:
@@ -183,8 +222,8 @@ class Report:
         """The document's lists that grow with the trace (a row per op name, a row per step), each
         as its table and the function that makes a slice of it into the document's rows: a writer
         may write them in batches (:func:`nongemm_trace.report.json_out.render_json`)."""
-        return {"ops": (self.ops if max_ops is None else self.ops.head(max_ops), _op_rows),
-                "steps": (self.steps, _step_rows)}
+        return {"ops": (self.ops if max_ops is None else self.ops.head(max_ops), OP_ROWS),
+                "steps": (self.steps, STEP_ROWS)}
 
     def to_dict(self, max_ops: int | None = None, max_kernels: int | None = 50,
                 deferred: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -257,6 +296,9 @@ class Report:
         })
         if self.engine is not None:
             out["engine"] = self.engine
+        if self.phases:
+            out["phases"] = phases_json(self.phases)
+            out["phase_engine"] = self.phase_engine
         return out
 
     @classmethod
@@ -284,4 +326,5 @@ class Report:
             attribution=dict(d["attribution"]), metadata={"device": d["device"], "trace": d["trace_metadata"]},
             warnings=warnings_of(d), evidence={k: ns(v["gpu_time_us"]) for k, v in d["evidence"].items()},
             category_names=tuple(categories["category"].to_list()), engine=d.get("engine"),
-            kernel_summary_total=d["kernels_total"])
+            kernel_summary_total=d["kernels_total"], phases=phases_of_json(d.get("phases")),
+            phase_engine=d.get("phase_engine"))

@@ -24,6 +24,7 @@ from ..metrics.breakdown import (
 )
 from ..metrics.engines import engine_view
 from ..metrics.op_cpu import call_cpu_times, in_window
+from ..metrics.phases import phase_table
 from ..models.report import Report
 from .selection import KERNEL_COLUMNS
 
@@ -51,6 +52,7 @@ def measure(sel: Selection, metric: str) -> Report:
     else:
         cats = gpu_cats
     attribution = dict(acts.group_by("attribution").len().iter_rows()) if acts.height else {}
+    phase_engine, phases = (None, []) if sel.engine else phase_table(acts, linked.ops)
     return Report(
         trace=sel.trace,
         metric=effective_metric,
@@ -81,6 +83,8 @@ def measure(sel: Selection, metric: str) -> Report:
         evidence=evidence_time(acts),
         category_names=tax.categories,
         engine=engine_view(acts, tax, sel.source_format) if sel.engine else None,
+        phases=phases,
+        phase_engine=phase_engine,
     )
 
 

@@ -21,6 +21,7 @@ import polars as pl
 
 from ..core.frames import int_scalar
 from ..core.trace import Anomaly
+from ..devices.identity import identify
 from ..errors import OptionError
 from ..load.formats import format_of
 from ..metrics.breakdown import evidence_time
@@ -223,10 +224,14 @@ def _content_warnings(acts: pl.DataFrame) -> list[Anomaly]:
 
 
 def _metadata(meta: dict[str, Any]) -> dict[str, Any]:
-    """The trace's device (the first one's identity, with the count) and its run facts a report keeps."""
+    """The trace's device (the first one's identity, with the count; a part told by its properties
+    where the name is empty or generic, ``name_from``) and its run facts a report keeps."""
     devices = meta.get("deviceProperties")
     dev = None
     if isinstance(devices, list) and devices and isinstance(devices[0], dict):
         dev = {"count": len(devices), **{k: devices[0].get(k) for k in _DEVICE_KEYS if k in devices[0]}}
+        part = identify(devices[0])  # an empty or generic name: the part its properties name
+        if part:
+            dev.update(name=part, name_from="properties")
     keep = {k: meta[k] for k in _TRACE_KEYS if k in meta and isinstance(meta[k], (str, int, float, bool, dict, list))}
     return {"device": dev, "devices": devices if isinstance(devices, list) else [], "trace": keep}

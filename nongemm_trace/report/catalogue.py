@@ -152,4 +152,4 @@ renders("weak", "json")(_document)
 
 
 # the renderers of models added since, each module registering its own
-from . import shapes  # noqa: E402,F401
+from . import phases, shapes  # noqa: E402,F401

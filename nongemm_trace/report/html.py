@@ -275,10 +275,16 @@ def compare_section(cmp) -> str:
 # -- the page and the notebook views ------------------------------------------
 
 def render_html(reports: list, launches: list | None = None, comparison=None, top: int = 15,
-                title: str = "nongemm-trace report", ranks: dict | None = None) -> str:
+                title: str = "nongemm-trace report", ranks: dict | None = None, after_ranks: str = "",
+                after_report: list[str] | None = None) -> str:
     """The whole page: the comparison first (several traces), the ranks (distributed ranks: the rank
-    table and the straggler, as the terminal prints them), then one section per trace with its
-    breakdown, top ops and kernels, and its launch verdict and timeline."""
+    table and the straggler, as the terminal prints them, then ``after_ranks``: the collectives'
+    tables, ``html_collectives.py``), then one section per trace with its breakdown, top ops and
+    kernels (then its ``after_report``: a serving run's phases, ``html_phases.py``), and its launch
+    verdict and timeline. The sections given as HTML are drawn by their modules, which draw their
+    cells with this one's helpers."""
+    after_report = after_report or [""] * len(reports)
+
     launches = launches or [None] * len(reports)
     parts = [f"<h1>{escape(title)}</h1>",
              f'<p class="meta">nongemm-trace {escape(__version__)} · {len(reports)} trace'
@@ -289,11 +295,11 @@ def render_html(reports: list, launches: list | None = None, comparison=None, to
     if comparison is not None:
         parts.append(f'<section id="comparison"><h2>Comparison</h2>{compare_section(comparison)}</section>')
     if ranks:
-        parts.append(f'<section id="ranks"><h2>Ranks</h2>{ranks_section(ranks)}</section>')
-    for i, (rep, lrep) in enumerate(zip(reports, launches)):
+        parts.append(f'<section id="ranks"><h2>Ranks</h2>{ranks_section(ranks)}{after_ranks}</section>')
+    for i, (rep, lrep, extra) in enumerate(zip(reports, launches, after_report)):
         where = "" if Path(str(rep.trace)).is_absolute() else f'<p class="meta">{escape(str(rep.trace))}</p>'
         parts.append(f'<section class="trace" id="trace-{i}"><h2>{escape(Path(rep.trace).name)}</h2>'
-                     f'{where}{report_section(rep, top)}')  # an absolute path would leak into a shared page
+                     f'{where}{report_section(rep, top)}{extra}')  # an absolute path would leak into a shared page
         if lrep is not None:
             parts.append(f"<h3>Launch overhead and idle time</h3>{launch_section(lrep, warnings=False)}")
         parts.append("</section>")

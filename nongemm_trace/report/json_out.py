@@ -41,6 +41,68 @@ def _indented_rows(rows: list[dict[str, Any]]) -> str:
     return "\n    {\n      " + body + "\n    }"
 
 
+#: integer nanoseconds below this (in magnitude) are written as microseconds by integer arithmetic:
+#: there ``round(ns / 1000, 3)`` is the double nearest ``ns / 1000`` itself (an ulp far below 0.001),
+#: whose shortest ``repr`` is its decimal digits with the trailing zeros dropped
+_EXACT_NS = 1 << 50
+#: how ``json.dumps`` writes a control character inside a string
+_CONTROL = {i: json.dumps(chr(i))[1:-1] for i in range(32)}
+
+
+def columnar_rows(df: Any, fields: tuple[tuple[str, str, str], ...]) -> str | None:
+    """:func:`_indented_rows` of the rows ``fields`` make of ``df``, encoded by polars string
+    expressions over whole columns (the rows' dicts and the encoder cost 60 us a row: a million steps
+    took a minute): byte for byte the same text, or None where a column is not what these
+    encodings cover (a time that is not an integer or past :data:`_EXACT_NS`, a null count, a missing
+    column), which the caller then writes row by row."""
+    import polars as pl
+
+    parts = []
+    for i, (key, col, kind) in enumerate(fields):
+        enc = _encoded(df, col, kind)
+        if enc is None:
+            return None
+        parts += [pl.lit(("\n    {\n      " if i == 0 else ",\n      ") + json.dumps(key, ensure_ascii=False) + ": "),
+                  enc]
+    parts.append(pl.lit("\n    }"))
+    return df.select(pl.concat_str(parts).str.join(",")).item()
+
+
+def _encoded(df: Any, col: str, kind: str) -> Any:
+    """The expression writing column ``col`` as JSON values of ``kind``, or None (see :func:`columnar_rows`)."""
+    import polars as pl
+
+    if col not in df.columns:
+        return pl.lit("null") if kind == "us_or_none" else None
+    dtype, c = df.schema[col], pl.col(col)
+    if dtype == pl.Null and kind != "int":  # every value missing: null, or 0.0 as ``us(None)``
+        return pl.lit("0.0" if kind == "us" else "null")
+    if kind == "text":
+        if not (dtype == pl.String or isinstance(dtype, (pl.Categorical, pl.Enum))):
+            return None
+        text = c.cast(pl.String)
+        esc = text.str.replace_all("\\", "\\\\", literal=True).str.replace_all('"', '\\"', literal=True)
+        if df.select(text.str.contains(r"[\x00-\x1f]").any()).item():
+            for code, spelled in _CONTROL.items():
+                esc = esc.str.replace_all(chr(code), spelled, literal=True)
+        return pl.when(c.is_null()).then(pl.lit("null")).otherwise(pl.concat_str([pl.lit('"'), esc, pl.lit('"')]))
+    if not dtype.is_integer():
+        return None
+    if kind == "int":
+        return None if df[col].null_count() else c.cast(pl.String)
+    lo, hi = df[col].min(), df[col].max()
+    if lo is not None and (lo <= -_EXACT_NS or hi >= _EXACT_NS):
+        return None
+    v = c.cast(pl.Int64)
+    if kind == "us":
+        v = v.fill_null(0)
+    a = v.abs()
+    frac = (a % 1000).cast(pl.String).str.zfill(3).str.strip_chars_end("0")
+    text = pl.concat_str([pl.when(v < 0).then(pl.lit("-")).otherwise(pl.lit("")), (a // 1000).cast(pl.String),
+                          pl.lit("."), pl.when(frac == "").then(pl.lit("0")).otherwise(frac)])
+    return text.fill_null("null")
+
+
 class Streamed:
     """A JSON document whose long lists are written in batches: the rest of the document is
     made with a stand-in for each (an unguessable string, so no name in the trace can be taken
@@ -65,8 +127,11 @@ class Streamed:
                 yield "[]"
             else:
                 yield "["
+                fields = getattr(rows, "fields", None)
                 for lo in range(0, df.height, ROW_BATCH):
-                    yield ("," if lo else "") + _indented_rows(rows(df.slice(lo, ROW_BATCH)))
+                    part = df.slice(lo, ROW_BATCH)
+                    encoded = columnar_rows(part, fields) if fields else None
+                    yield ("," if lo else "") + (_indented_rows(rows(part)) if encoded is None else encoded)
                 yield "\n  ]"
             text = after
         yield text

@@ -12,15 +12,18 @@ view compares per-rank step times (mean CPU span of the steps) and their straggl
 from __future__ import annotations
 
 import glob
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from ..core import env
+from ..core.remote import expand_url, is_url
 from ..errors import OptionError, TraceError
 from ..load.formats import suffix_text, trace_suffixes
 from ..models.batch import BatchResult
 from .collectives import CALLS_KEY, collectives_view, worker_calls, write_collectives
+from .summary import combined
 
 #: the file names of every input format (their registry entries)
 TRACE_SUFFIXES = trace_suffixes()
@@ -34,12 +37,15 @@ def _is_trace(p: Path) -> bool:
 
 
 def expand_inputs(items: list[str]) -> list[str]:
-    """Files as given; folders: every trace file below them (recursively); globs expanded.
+    """Files as given; folders: every trace file below them (recursively); globs expanded; URLs
+    (``s3://``, ``gs://``, any fsspec URL) the same way: a prefix as a folder (:mod:`..core.remote`).
     Order: as given, folders and globs sorted. Nothing found for an item is an error."""
     out: list[str] = []
     for it in items:
         p = Path(it)
-        if p.is_dir():
+        if is_url(it):
+            out += expand_url(it, lambda name: _is_trace(Path(name)))
+        elif p.is_dir():
             found = sorted(str(f) for f in p.rglob("*") if f.is_file() and _is_trace(f))
             if not found:
                 raise TraceError(it, f"folder holds no trace files ({suffix_text(TRACE_SUFFIXES)})")
@@ -70,17 +76,21 @@ TIMELINE_FIELDS = ("span_us", "busy_us", "idle_us", "host_bound_idle_us", "commu
 def _work(path: str, options: dict[str, Any], parquet_dir: str | None, index: int) -> dict[str, Any]:
     """One trace, in a worker: the analyze JSON object, or the error line."""
     from ..analyses import run
+    from ..core.remote import local_path
     from ..pipeline.analysis import open_analysis
 
     try:
-        analysis, report_opts = open_analysis(path, options)
-        rep = analysis.report(**report_opts)
-        rank = rank_of(rep)
-        timeline = None
-        if rank is not None:  # a rank: what it waited for, from the same load
-            s = run("launch", analysis, None, {k: v for k, v in report_opts.items() if k != "metric"}).summary
-            timeline = rank_timeline(rep, s)
-            calls = _collective_calls(analysis, report_opts, rep)
+        with local_path(path) as local:  # a URL: its object fetched, bounded, for this trace only
+            analysis, report_opts = open_analysis(local, options)
+            rep = analysis.report(**report_opts)
+            if local is not path:  # named by its URL, not by the fetched copy
+                rep.trace = str(path)
+            rank = rank_of(rep)
+            timeline = None
+            if rank is not None:  # a rank: what it waited for, from the same load
+                s = run("launch", analysis, None, {k: v for k, v in report_opts.items() if k != "metric"}).summary
+                timeline = rank_timeline(rep, s)
+                calls = _collective_calls(analysis, report_opts, rep)
     except TraceError as exc:
         return {"trace": path, "error": exc.one_line()}
     except MemoryError:
@@ -195,31 +205,6 @@ def _straggler(rows: list[dict[str, Any]]) -> tuple[Any, str]:
                           f"span ({(slow.get('span_us') or 0) / 1000:,.1f} ms)")
 
 
-def combined(reports: list[dict[str, Any]], failed: list[dict[str, str]]) -> dict[str, Any]:
-    """GPU time and activities per category and class summed over the traces."""
-    cats: dict[str, dict[str, Any]] = {}
-    total = acts = 0.0
-    for r in reports:
-        total += r["gpu_time_us"]
-        acts += r["gpu_activities"]
-        for c in r["categories"]:
-            e = cats.setdefault(c["category"], {"category": c["category"], "class": c["class"],
-                                                "gpu_time_us": 0.0, "activities": 0})
-            e["gpu_time_us"] += c.get("gpu_time_us", 0.0)
-            e["activities"] += c["activities"] if r["metric"] == "gpu" else 0
-    rows = sorted(cats.values(), key=lambda e: (-e["gpu_time_us"], e["category"]))
-    for e in rows:
-        e["gpu_time_us"] = round(e["gpu_time_us"], 3)
-        e["share"] = round(e["gpu_time_us"] / total, 6) if total else 0.0
-    classes: dict[str, float] = {}
-    for e in rows:
-        classes[e["class"]] = classes.get(e["class"], 0.0) + e["gpu_time_us"]
-    return {"traces": len(reports), "failed": len(failed), "gpu_time_us": round(total, 3),
-            "gpu_activities": int(acts), "categories": rows,
-            "classes": [{"class": k, "gpu_time_us": round(v, 3), "share": round(v / total, 6) if total else 0.0}
-                        for k, v in sorted(classes.items())]}
-
-
 def ranks(reports: list[dict[str, Any]]) -> dict[str, Any] | None:
     """Per distributed rank: step times and its time line; the straggler and its evidence. Ranks
     without step markers (an FSDP run profiled without a schedule) are ranks too: their time line
@@ -249,15 +234,21 @@ def ranks(reports: list[dict[str, Any]]) -> dict[str, Any] | None:
 
 def run_batch(paths: list[str], options: dict[str, Any], *, engine: str = "process", workers: int | None = None,
               parquet_dir: str | None = None, progress: Callable[[int, int, str], None] | None = None,
-              timeout: float | None = None) -> BatchResult:
+              timeout: float | None = None, address: str | None = None) -> BatchResult:
     """Analyse ``paths`` (already expanded) in parallel; results keep the input order. Each trace
     is isolated (:mod:`.batch_workers`): one whose worker dies, or that takes longer than
-    ``timeout`` seconds, is failed with its one-line error and the others still report."""
-    from .batch_workers import Failure, bounded_workers, run_processes, run_ray
+    ``timeout`` seconds, is failed with its one-line error and the others still report.
+    ``engine="ray"`` with ``address`` (else ``RAY_ADDRESS``): on that Ray cluster (:mod:`.ray_engine`),
+    where each trace's report is cut to its row and the combined view and the collectives are reduced
+    in the cluster (:mod:`.summary`)."""
+    from .batch_workers import Failure, bounded_workers, run_processes
 
-    workers = bounded_workers(workers, len(paths))
     if timeout is not None and not timeout > 0:  # NaN, 0 and negative limits could never be met
         raise OptionError(None, f"timeout must be a number of seconds above 0, not {timeout!r}", "timeout")
+    if address and engine != "ray":
+        raise OptionError(None, f"an address (a Ray cluster's) needs the Ray engine, not '{engine}'", "address")
+    if engine not in ("process", "ray"):
+        raise TraceError(None, f"unknown engine '{engine}' (process or ray)")
     jobs = [(p, options, parquet_dir, i) for i, p in enumerate(paths)]
     count = [0]
 
@@ -266,27 +257,69 @@ def run_batch(paths: list[str], options: dict[str, Any], *, engine: str = "proce
         if progress:
             progress(count[0], len(paths), paths[i])
     if engine == "ray":
-        try:
-            import ray  # noqa: F401
-        except ImportError:
-            raise TraceError(None, "--engine ray needs Ray: pip install 'nongemm-trace[ray]'") from None
-        results = run_ray(jobs, _work, workers=workers, timeout=timeout, prepare=_prepare_worker, done=done)
-    elif engine == "process":
-        results = run_processes(jobs, _work, workers=workers, timeout=timeout,
-                                prepare=_prepare_worker, done=done)
-    else:
-        raise TraceError(None, f"unknown engine '{engine}' (process or ray)")
+        return _run_on_ray(paths, jobs, workers, timeout, done, address, parquet_dir)
+    results = run_processes(jobs, _work, workers=bounded_workers(workers, len(paths)), timeout=timeout,
+                            prepare=_prepare_worker, done=done)
     results = [_failed(paths[i], r) if isinstance(r, Failure) else r for i, r in enumerate(results)]
     ok = [r for r in results if r and "error" not in r]
     failed = [{"trace": r["trace"], "error": r["error"]} for r in results if r and "error" in r]
     calls, per_rank = collectives_view(ok)
+    return _result(ok, failed, combined(ok, failed), calls, per_rank, parquet_dir)
+
+
+def _result(ok: list[dict[str, Any]], failed: list[dict[str, str]], summary: dict[str, Any],
+            calls: list[dict[str, Any]], per_rank: dict[int, dict[str, Any]], parquet_dir: str | None) -> BatchResult:
     if parquet_dir and calls:
         write_collectives(calls, Path(parquet_dir))
     view = ranks(ok)
     if view is not None and per_rank:
         for row in view["ranks"]:
             row["collectives"] = per_rank.get(row["rank"])
-    return BatchResult(ok, failed, combined(ok, failed), view, calls)
+    return BatchResult(ok, failed, summary, view, calls)
+
+
+#: what a Ray task may use when NONGEMM_MAX_MEMORY does not say: a cluster's nodes are not this machine, so
+#: the budget is not taken from this machine's free memory
+RAY_TASK_BUDGET = 2 << 30
+
+
+def _run_on_ray(paths: list[str], jobs: list[tuple], workers: int | None, timeout: float | None,
+                done: Callable[[int], None], address: str | None, parquet_dir: str | None) -> BatchResult:
+    """The batch as Ray tasks: each declares its memory budget, rows come to the driver, parts are reduced in
+    the cluster."""
+    import functools
+
+    try:
+        import ray  # noqa: F401
+    except ImportError:
+        raise TraceError(None, "--engine ray needs Ray: pip install 'nongemm-trace[ray]'") from None
+    from ..core.memory_guard import FLOOR_BYTES
+    from ..load.budget import max_memory
+    from . import summary
+    from .batch_workers import Failure, bounded_workers
+    from .ray_engine import in_flight, ray_address, ray_session, reduce_parts, run_ray
+
+    address = ray_address(address)
+    if address is None:
+        workers = bounded_workers(workers, len(paths))
+    budget = max_memory() if env.text("NONGEMM_MAX_MEMORY") else RAY_TASK_BUDGET
+    settings = {k: v for k, v in os.environ.items() if k.startswith("NONGEMM_")} | {"NONGEMM_MAX_MEMORY": str(budget)}
+    prepare = functools.partial(_prepare_worker, settings)
+    kept: dict[int, Any] = {}
+    with ray_session(address, workers):
+        results = run_ray(jobs, _work, workers=in_flight(workers, len(paths)), timeout=timeout,
+                          prepare=prepare, done=done, memory=budget + 2 * FLOOR_BYTES, split=summary.split, kept=kept)
+        lost: set[int] = set()
+        calls, per_rank = reduce_parts({i: ref for i, ref in kept.items() if results[i].get("rank") is not None},
+                                       summary.collectives_of, lost=lost.add, tree=False)
+        total = reduce_parts({i: ref for i, ref in kept.items() if i not in lost}, summary.sums_only, lost=lost.add)
+    results = [_failed(paths[i], r) if isinstance(r, Failure) else r for i, r in enumerate(results)]
+    for i in sorted(lost):  # its result was lost with its node after it finished: it cannot count
+        results[i] = {"trace": paths[i], "error": TraceError(paths[i], "its result was lost with the Ray node that "
+                                                                       "held it").one_line()}
+    ok = [r for r in results if r and "error" not in r]
+    failed = [{"trace": r["trace"], "error": r["error"]} for r in results if r and "error" in r]
+    return _result(ok, failed, summary.combined_of(total, len(failed)), calls, per_rank, parquet_dir)
 
 
 #: the exit status of a worker its memory guard ended (``core.memory_guard``; the worker reports
@@ -298,16 +331,18 @@ def _failed(path: str, f) -> dict[str, str]:
     """A trace whose worker gave no result: its one-line error."""
     if f.kind == "timeout":
         problem = f"timed out (no result within the time limit of {f.how} per trace)"
-    elif f.how == f"exit status {MEMORY_EXIT}":  # the worker's memory guard ended it
+    elif f.kind == "memory" or f.how == f"exit status {MEMORY_EXIT}":  # the worker's memory guard ended it
         problem = "needs more memory than the budget to analyse (NONGEMM_MAX_MEMORY, per worker)"
     else:
         problem = f"the worker analysing it died ({f.how})"
     return {"trace": path, "error": TraceError(path, problem).one_line()}
 
 
-def _prepare_worker() -> None:
+def _prepare_worker(settings: dict[str, str] | None = None) -> None:
     """A worker process or Ray task, before its (first) trace: one core each, and the analysis imported
-    (so that a trace's time limit never counts the interpreter's start-up)."""
+    (so that a trace's time limit never counts the interpreter's start-up). ``settings``: the driver's
+    ``NONGEMM_*`` settings (a Ray task on another node has not got the driver's environment)."""
+    os.environ.update(settings or {})
     _one_core_each()
     from ..core import memory_guard
     from ..load.budget import max_memory

@@ -11,10 +11,8 @@ must cost that trace only. So each engine watches every trace on its own:
   worker killed (``SIGKILL``: a read blocked in the kernel ignores anything gentler) and replaced.
   The limit counts from the moment a started worker took the trace, so a worker's start-up
   (interpreter, polars) is never charged to a trace.
-* **Ray** (:func:`run_ray`): tasks without retries (a trace that kills its worker would only kill
-  three more workers). Each task is a stream that first says it runs, so that its limit counts
-  from then, not from its submission (it may wait for a CPU, or for Ray to start a worker); a
-  task past its limit is cancelled with ``force=True``, which ends its worker process.
+* **Ray** (:func:`.ray_engine.run_ray`): tasks on a local Ray or on a cluster, watched the same way
+  (their own module: :mod:`.ray_engine`).
 
 Workers are started with ``spawn``, never ``fork``: forking a process whose polars thread pool
 is running can deadlock. Both engines return, per job, its value or a :class:`Failure`.
@@ -218,75 +216,3 @@ def run_processes(jobs: list[tuple], work: Callable[..., Any], *, workers: int, 
         for w in pool:
             w.end(kill=w.index is not None or not w.ready)
     return results
-
-
-def _ray_stream(work: Callable[..., Any], prepare: Callable[[], None] | None, *args: Any):
-    """A Ray task as a stream of two items: ``None`` once it runs (its time limit starts then, not
-    while it waits for a CPU or a worker process), then ``work(*args)``."""
-    if prepare is not None:
-        prepare()
-    yield None
-    yield work(*args)
-
-
-#: Ray settings for a local Ray on a busy host (seconds): how long a worker may take to register
-RAY_PATIENCE = {"RAY_worker_register_timeout_seconds": "600"}
-
-
-def run_ray(jobs: list[tuple], work: Callable[..., Any], *, workers: int | None, timeout: float | None = None,
-            prepare: Callable[[], None] | None = None, done: Callable[[int], None] | None = None) -> list[Any]:
-    """``work(*job)`` for every job as Ray tasks (Ray started here when it is not running, on
-    ``workers`` CPUs; ``prepare()`` first in each task); per job its value or a :class:`Failure`,
-    in the order of ``jobs``."""
-    import ray
-
-    from ..errors import TraceError
-
-    started = False
-    if not ray.is_initialized():
-        # Ray kills a worker that has not registered within 60 s (its default), and the task fails; on a
-        # loaded host (every core busy) a worker's start alone takes that long, so a local Ray started
-        # here waits up to 10 minutes (Ray reads RAY_<setting>; a value already set wins)
-        for key, setting in RAY_PATIENCE.items():
-            os.environ.setdefault(key, setting)
-        try:
-            ray.init(num_cpus=workers or None, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True)
-        except Exception as exc:  # noqa: BLE001 - a node that did not come up: the environment's problem, in one line
-            raise TraceError(None, f"Ray did not start ({type(exc).__name__}: {exc})") from None
-        started = True
-    try:
-        task = ray.remote(num_returns="streaming", max_retries=0)(_ray_stream)
-        results: list[Any] = [None] * len(jobs)
-        flight = {task.remote(work, prepare, *job): i for i, job in enumerate(jobs)}
-        deadline: dict[Any, float] = {}  # a running task's end of time
-
-        def finish(stream, value: Any) -> None:
-            i = flight.pop(stream)
-            results[i] = value
-            deadline.pop(stream, None)
-            if done:
-                done(i)
-        while flight:
-            first = min(deadline.values(), default=float("inf"))
-            wait_s = None if first == float("inf") else max(0.0, first - time.monotonic())
-            ready: list[Any]  # the streams (ObjectRefGenerator) whose next value is in
-            ready, _ = ray.wait(list(flight), num_returns=1, timeout=wait_s)
-            for stream in ready:
-                try:
-                    value = ray.get(next(stream))
-                except Exception as exc:  # noqa: BLE001 - the task's worker died (killed, out of memory)
-                    finish(stream, Failure("died", f"Ray task failed: {type(exc).__name__}"))
-                    continue
-                if stream in deadline:
-                    finish(stream, value)
-                else:  # it started
-                    deadline[stream] = time.monotonic() + timeout if timeout else float("inf")
-            now = time.monotonic()
-            for stream, end in list(deadline.items()):
-                if now >= end:
-                    ray.cancel(stream, force=True)
-                    finish(stream, Failure("timeout", f"{timeout:g} s"))
-        return results
-    finally:
-        if started:
-            ray.shutdown()

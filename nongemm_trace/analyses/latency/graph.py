@@ -290,11 +290,13 @@ def build(ops: pl.DataFrame, calls: pl.DataFrame, activities: pl.DataFrame, step
     acts, lat0, gap0 = start_terms(_stream_order(acts))
     acts = acts.join(_after_communication(acts, gap0), on="row", how="left").with_columns(
         pl.col("after_comm").fill_null(False))
-    deps = dependencies(acts, cuda_syncs, calls, gap0)
-    # a wait that held the activity replaces the measured gap: the queue gap is the usual one
-    held = deps.filter(pl.col("holds"))["act"].unique().implode()
-    acts = acts.with_columns(pl.when(pl.col("row").is_in(held)).then(pl.min_horizontal("gap", pl.lit(gap0)))
-                             .otherwise(pl.col("gap")).alias("gap")).drop("dep", "dep_delta")
+    deps = dependencies(acts, cuda_syncs, calls, gap0, max(4 * gap0, COMM_WAIT_NS), lat0)
+    # a wait that held the activity replaces the measured gap and launch latency: both are the usual ones
+    held = pl.col("row").is_in(deps.filter(pl.col("holds"))["act"].unique().implode())
+    acts = acts.with_columns(pl.when(held).then(pl.min_horizontal("gap", pl.lit(gap0))).otherwise(pl.col("gap"))
+                             .alias("gap"), pl.when(held & pl.col("lat").is_not_null())
+                             .then(pl.min_horizontal("lat", pl.lit(lat0))).otherwise(pl.col("lat")).alias("lat")
+                             ).drop("dep", "dep_delta")
     acts = acts.join(_step_of(acts, step_ranges), on="row", how="left").sort("row")
     syncs, awaits = sync_table(pieces, first_piece, calls, acts, recorded_sync_targets(cuda_syncs, calls, acts))
     launch_cats = acts.filter(pl.col("launch_id").is_not_null()).group_by(["launch_id", "category"]).agg(

@@ -32,7 +32,7 @@ import functools
 import sys
 from dataclasses import dataclass
 from importlib import resources
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import polars as pl
@@ -41,6 +41,9 @@ from ...core.frames import number
 from ...errors import OptionError
 from .graph import Graph
 from .replay import Timeline, measured_piece_lengths, replay
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ...pipeline.context import Context
 
 #: the trace metadata key the collectors write (nongemm_trace/collectors/unprofiled.py)
 METADATA_KEY = "nongemm_unprofiled"
@@ -97,13 +100,20 @@ def profiler_settings(metadata: dict[str, Any], has_shapes: bool) -> dict[str, b
 
 
 def model_for(settings: dict[str, bool]) -> OverheadModel:
-    """The fitted model of the nearest setting: with_stack, record_shapes, or neither."""
+    """The fitted model of the nearest setting: with_stack, record_shapes, or neither; with
+    ``profile_memory`` its factors on the shares that remain (the allocator's events are recorded
+    inside the ops, so only the ops' and wrappers' shares change: ``[profile_memory]`` in the data)."""
     data = _models()
     name = "with_stack" if settings.get("with_stack") else "record_shapes" if settings.get("record_shapes") else "plain"
     row = data["settings"][name]
-    return OverheadModel(name, {k: float(row["remains"][k]) for k in PIECE_KINDS},
-                         float(data.get("device", {}).get("activity_ns", 0.0)), str(data.get("torch", "")),
-                         str(row.get("fit", "")), float(row.get("side_thread", 1.0)))
+    remains = {k: float(row["remains"][k]) for k in PIECE_KINDS}
+    fit = str(row.get("fit", ""))
+    memory = data.get("profile_memory")
+    if settings.get("profile_memory") and memory:
+        remains = {k: v * float(memory["remains"].get(k, 1.0)) for k, v in remains.items()}
+        name, fit = f"{name}+profile_memory", f"{fit}; profile_memory: {memory.get('fit', '')}"
+    return OverheadModel(name, remains, float(data.get("device", {}).get("activity_ns", 0.0)),
+                         str(data.get("torch", "")), fit, float(row.get("side_thread", 1.0)))
 
 
 def on_side_threads(g: Graph, cut: np.ndarray, model: OverheadModel) -> np.ndarray:
@@ -203,7 +213,7 @@ def measured_unprofiled(metadata: dict[str, Any]) -> tuple[float | None, float |
     return num(doc.get("step_us")), num(doc.get("host_issue_us"))
 
 
-def without_profiler(analysis, g: Graph, kept_steps: pl.DataFrame, *, step_us: float | None = None,
+def without_profiler(ctx: Context, g: Graph, kept_steps: pl.DataFrame, *, step_us: float | None = None,
                      path: Any = None, model: OverheadModel | None = None) -> Unprofiled:
     """The unchanged run replayed without the profiler's cost. ``step_us``: the run's measured step
     time without the profiler (mean per step), which wins over the trace's metadata; ``model``: another
@@ -211,8 +221,8 @@ def without_profiler(analysis, g: Graph, kept_steps: pl.DataFrame, *, step_us: f
     if step_us is not None and (not isinstance(step_us, (int, float)) or not np.isfinite(step_us) or step_us <= 0):
         raise OptionError(path, f"unprofiled_step_us must be a finite number > 0, not {step_us!r}",
                           "unprofiled_step_us")
-    trace = analysis.trace()
-    ops = analysis.linked().ops
+    trace = ctx.trace()
+    ops = ctx.linked().ops
     shapes = "input_dims" in ops.columns and bool(ops["input_dims"].is_not_null().any())
     settings = profiler_settings(trace.metadata, shapes)
     model = model or model_for(settings)

@@ -15,6 +15,13 @@ replay keeps, and whether the trace recorded the wait):
   in launch order, so the ones after it follow it). Several waits on one activity are all kept.
 * **Waits on a communication kernel** that the trace does not record
   (:func:`.graph._after_communication`).
+* **Hand-offs between streams** that the trace does not record (:func:`stream_handoffs`): a queued
+  activity that started long after the previous one on its stream ended, within a few queue gaps of
+  an activity's end on another stream of its device, waited for that one (cuDNN's FFT convolutions
+  run on a stream of their own, fed and read by the main stream through event waits that a trace
+  without ``cuda_sync`` events does not show). The measured gap would keep the wait's length fixed
+  in a what-if (ResNet-50 b32 fp32 -> TF32: an 11 ms gap on the FFT stream held each step's end);
+  the dependency moves it with the awaited work.
 
 A recorded wait *held* its activity when the activity was queued (not waiting for its launch),
 started later than the typical queue gap ``g0`` after the previous activity on its stream, and
@@ -95,13 +102,45 @@ def recorded_waits(acts: pl.DataFrame, cuda_syncs: pl.DataFrame, calls: pl.DataF
         pl.lit(True).alias("recorded"), holds.alias("holds")).cast(DEPS_SCHEMA).sort(["act", "dep"])
 
 
-def dependencies(acts: pl.DataFrame, cuda_syncs: pl.DataFrame, calls: pl.DataFrame, gap0: int) -> pl.DataFrame:
-    """Every cross-stream dependency (``deps``): the recorded waits and the waits on communication
-    kernels (``acts``' ``dep`` / ``dep_delta``)."""
+def dependencies(acts: pl.DataFrame, cuda_syncs: pl.DataFrame, calls: pl.DataFrame, gap0: int,
+                 tol: int, lat0: int) -> pl.DataFrame:
+    """Every cross-stream dependency (``deps``): the recorded waits, the waits on communication
+    kernels (``acts``' ``dep`` / ``dep_delta``) and the other streams' hand-offs (``tol``: how close to
+    the awaited end a wait's start lies; ``lat0``: the typical launch latency)."""
     comm = acts.filter(pl.col("dep").is_not_null()).select(
         pl.col("row").alias("act"), "dep", pl.col("dep_delta").alias("delta"), pl.lit(False).alias("recorded"),
         pl.lit(True).alias("holds")).cast(DEPS_SCHEMA)
-    return pl.concat([recorded_waits(acts, cuda_syncs, calls, gap0), comm]).sort(["act", "dep"])
+    recorded = recorded_waits(acts, cuda_syncs, calls, gap0)
+    known = pl.concat([recorded["act"], comm["act"]]).implode()
+    handoffs = stream_handoffs(acts.filter(~pl.col("row").is_in(known)), acts, gap0, tol, lat0)
+    return pl.concat([recorded, comm, handoffs]).sort(["act", "dep"])
+
+
+def stream_handoffs(waiting: pl.DataFrame, acts: pl.DataFrame, gap0: int, tol: int, lat0: int) -> pl.DataFrame:
+    """The unrecorded waits on another stream (module docstring): each launched activity of ``waiting``
+    that started more than ``tol`` after its release (its launch's typical one, call + ``lat0``, and the
+    previous end on its stream + ``gap0``) waited for something; the latest end on another stream of its
+    device between that release and its start is taken for it (cuDNN's event hand-off adds 10-30 us
+    after it), unless it was launched after the waiting one (an event wait follows what it awaits).
+    ``delta`` is the measured delay, and it holds (the replay then takes the usual launch latency and
+    queue gap for it: :func:`.graph.build`)."""
+    release = pl.max_horizontal(pl.col("launch_ts") + lat0, (pl.col("prev_end") + gap0).fill_null(pl.col("launch_ts")))
+    q = waiting.filter(pl.col("launch_ts").is_not_null() & (pl.col("ts") - release > tol))
+    if q.height == 0 or acts["skey"].n_unique() < 2:
+        return pl.DataFrame(schema=DEPS_SCHEMA)
+    ends = acts.select("device", pl.col("end").alias("t"), pl.col("end").alias("dep_end"), pl.col("row").alias("dep"),
+                       pl.col("skey").alias("dep_skey"), pl.col("call_ts").alias("dep_call")).sort("t")
+    left = q.select("row", "device", "skey", pl.col("ts").alias("t"), pl.col("ts").alias("start"),
+                    release.alias("release"), "call_ts").sort("t")
+    # the latest end on any stream before the start is another stream's: the waiting stream's own previous
+    # activity ended before the release
+    hit = left.join_asof(ends, on="t", by="device", strategy="backward", check_sortedness=False)
+    # an event wait follows the awaited work's launch: work launched after the waiting one cannot be awaited
+    hit = hit.filter(pl.col("dep_end").is_not_null() & (pl.col("dep_skey") != pl.col("skey"))
+                     & (pl.col("dep_end") > pl.col("release"))
+                     & (pl.col("dep_call").is_null() | (pl.col("dep_call") < pl.col("call_ts"))))
+    return hit.select(pl.col("row").alias("act"), "dep", (pl.col("start") - pl.col("dep_end")).alias("delta"),
+                      pl.lit(False).alias("recorded"), pl.lit(True).alias("holds")).cast(DEPS_SCHEMA)
 
 
 def recorded_sync_targets(cuda_syncs: pl.DataFrame, calls: pl.DataFrame, acts: pl.DataFrame) -> pl.DataFrame:

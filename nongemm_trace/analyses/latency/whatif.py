@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import polars as pl
@@ -31,6 +31,9 @@ from .overlap import overlapping_steps
 from .path import attribute
 from .replay import measured_piece_lengths, measured_timeline, replay
 from .unprofiled import unprofiled_summary, without_profiler
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ...pipeline.context import Context
 
 #: the host cost of a CUDA-graph replay call, per activity in the graph, when the trace holds none
 #: (``cudaGraphLaunch`` under torch.profiler on an H200: 1.3-2.0 us per kernel: docs/latency.md)
@@ -168,19 +171,19 @@ def _changed(g, base_d: np.ndarray, base_len: np.ndarray, base_lat: np.ndarray, 
     return replay(g, new_d, piece_len, lat, gap), new_d
 
 
-def autocast_casts(analysis, g, sel, dtype: str, path: Any) -> Casts:
+def autocast_casts(ctx: Context, g, sel, dtype: str, path: Any) -> Casts:
     """Autocast's casts in this trace (:mod:`.autocast`), refused for a dtype autocast does not take or a
     trace that already ran under it."""
     if dtype not in AUTOCAST_DTYPES:
         raise OptionError(path, f"autocast {dtype!r}: one of {', '.join(AUTOCAST_DTYPES)}", "autocast")
-    ops = analysis.linked().ops
+    ops = ctx.linked().ops
     low = ops["input_type"].cast(pl.String).str.contains("BFloat16|Half", literal=False).fill_null(False)
     lower = ops["name"].cast(pl.String).is_in(autocast_facts()["lower_precision"])
     if bool((low & lower).any()):
         raise OptionError(path, "autocast: the trace's GEMM ops already take bf16/fp16 inputs (it ran under "
                                 "autocast or in a lower precision): there is nothing to cast", "autocast")
     device = match_device((sel.metadata.get("devices") or [None])[0])
-    launch_op_of = analysis.activities(sel.level).select("activity_id", "launch_op_id").drop_nulls()
+    launch_op_of = ctx.activities(sel.level).select("activity_id", "launch_op_id").drop_nulls()
     return find_casts(ops, g.acts, launch_op_of, cast_kernel_ns(device.memory_tbps if device else None))
 
 
@@ -213,16 +216,16 @@ def unmatched_selectors(acts: pl.DataFrame, parsed: list[tuple[str, str, str, fl
     return out
 
 
-def predict(analysis, g, sel, warnings, scales, *, cpu_scale: float = 1.0, launch_us: float | None = None,
+def predict(ctx: Context, g, sel, warnings, scales, *, cpu_scale: float = 1.0, launch_us: float | None = None,
             graphs: bool = False, graph_launch_us: float | None = None, autocast: str | None = None,
             unprofiled_step_us: float | None = None) -> WhatIfReport:
-    """The what-if report of graph ``g`` (of ``analysis``; ``sel`` its selection): the changes replayed on
+    """The what-if report of graph ``g`` (of the trace ``ctx`` reads; ``sel`` its selection): the changes replayed on
     the profiled run and on the run without the profiler (:mod:`.unprofiled`)."""
     path = sel.trace
     for name, v in (("cpu_scale", cpu_scale), ("launch_us", launch_us), ("graph_launch_us", graph_launch_us)):
         if v is not None and (not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0):
             raise OptionError(path, f"{name} must be a finite number >= 0, not {v!r}", name)
-    parsed = parse_scales(scales, analysis.taxonomy.categories, path)
+    parsed = parse_scales(scales, ctx.taxonomy.categories, path)
     a = g.acts
     unmatched = unmatched_selectors(a, parsed, path)
     factors = activity_factors(a, parsed).to_numpy()
@@ -230,14 +233,14 @@ def predict(analysis, g, sel, warnings, scales, *, cpu_scale: float = 1.0, launc
     settings: dict[str, Any] = {"cpu_scale": cpu_scale, "launch_us": launch_us, "graphs": graphs}
     graph_cost = None
     if graphs:
-        fixed, per_act, source = _graph_launch_cost(analysis.trace().launches, a, graph_launch_us)
+        fixed, per_act, source = _graph_launch_cost(ctx.trace().launches, a, graph_launch_us)
         graph_cost = (fixed, per_act)
         settings.update(graph_launch_us=None if fixed is None else fixed / 1000,
                         graph_launch_us_per_activity=None if fixed is not None else per_act / 1000,
                         graph_launch_cost=source)
     casts = None
     if autocast is not None:
-        casts = autocast_casts(analysis, g, sel, autocast, path)
+        casts = autocast_casts(ctx, g, sel, autocast, path)
         settings["autocast"] = autocast
         settings["autocast_casts"] = casts.per_step.filter(pl.col("step") >= sel.steps_skipped).select(
             pl.col("step"), pl.col("casts"), pl.col("wrapped_ops"), pl.col("cast_bytes")).to_dicts()
@@ -248,9 +251,9 @@ def predict(analysis, g, sel, warnings, scales, *, cpu_scale: float = 1.0, launc
     skip = sel.steps_skipped
     keep = predicted.steps.filter(pl.col("step") >= skip) if skip else predicted.steps
     predicted.steps = keep
-    att = attribute(predicted, analysis.taxonomy.classes, g.queue_gap_ns)
+    att = attribute(predicted, ctx.taxonomy.classes, g.queue_gap_ns)
     kept_measured = measured.steps.filter(pl.col("step").is_in(keep["step"].implode()))
-    un = without_profiler(analysis, g, kept_measured, step_us=unprofiled_step_us, path=path)
+    un = without_profiler(ctx, g, kept_measured, step_us=unprofiled_step_us, path=path)
     # a graph launch without the profiler costs what the model leaves of the profiled one (unless given)
     un_cost = None if graph_cost is None else graph_cost if graph_launch_us is not None else (
         None if graph_cost[0] is None else int(graph_cost[0] * un.model.remains["graph_launch"]),
@@ -287,10 +290,10 @@ def predict(analysis, g, sel, warnings, scales, *, cpu_scale: float = 1.0, launc
     kept = steps["step"].implode()
     un_pred.steps = un_pred.steps.filter(pl.col("step").is_in(kept))
     un.timeline.steps = un.timeline.steps.filter(pl.col("step").is_in(kept))
-    bounds = {"profiled_bound": bound_of(attribute(_kept(measured, kept), analysis.taxonomy.classes, g.queue_gap_ns)),
+    bounds = {"profiled_bound": bound_of(attribute(_kept(measured, kept), ctx.taxonomy.classes, g.queue_gap_ns)),
               "predicted_profiled_bound": bound_of(att),
-              "bound": bound_of(attribute(un.timeline, analysis.taxonomy.classes, g.queue_gap_ns)),
-              "predicted_bound": bound_of(attribute(un_pred, analysis.taxonomy.classes, g.queue_gap_ns))}
+              "bound": bound_of(attribute(un.timeline, ctx.taxonomy.classes, g.queue_gap_ns)),
+              "predicted_bound": bound_of(attribute(un_pred, ctx.taxonomy.classes, g.queue_gap_ns))}
     return WhatIfReport(str(path), sel.taxonomy, sel.level, [{"selector": t, "factor": f} for t, _, _, f in parsed],
                         settings, steps, att, shares, warnings, span, unprofiled_summary(un) | bounds)
 

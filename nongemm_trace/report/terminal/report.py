@@ -12,6 +12,7 @@ from ...vocabulary import METRIC_TEXT, STEP_TIME
 from ..names import NAME_WIDTH, shorten_apart
 from ..palette import TITLE, WARNINGS_HEADING
 from . import escape, first_rows, more_rows_line, warning_line
+from .phases import render_phases
 
 
 def _us(ns: int) -> str:
@@ -98,6 +99,7 @@ def render_report(report: Report, console: Console, top: int = 15) -> None:
         if periods:
             console.print(f"step time: the loop's {STEP_TIME}", highlight=False)
 
+    render_phases(report.phases, report.phase_engine, console)
     if report.warnings:
         console.print(f"[{WARNINGS_HEADING}]warnings[/{WARNINGS_HEADING}]")
         for w in report.warnings:

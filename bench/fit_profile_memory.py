@@ -1,0 +1,78 @@
+"""The ``profile_memory`` factor of the profiler-overhead model, from captures with and without it.
+
+    python3 bench/fit_profile_memory.py DIR [--toml]
+
+DIR holds bench/capture_recipe.py's captures and their ``truth.json``: every ``__memory`` capture (the
+``profile_memory=True`` setting) beside its plain twin, the same configuration profiled a few seconds
+earlier. ``profile_memory`` records the caching allocator's events inside the ops that allocate, so it
+lengthens the ops' and wrappers' own host time; launch calls do not allocate, so their growth between
+the twins is the host's own drift (the H100 recipe captures' host changed speed by up to 1.7x within a
+minute, and the memory captures came last). Per pair: (op + wrapper host time per step, memory over
+plain) / (launch time per step, memory over plain); the factor on the ``op`` and ``wrapper`` shares that
+remain without the profiler is 1 over the median of the pairs. Fit on the first H100 set only
+(sample_traces/recipe_h100); docs/latency.md checks it on the second.
+"""
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import sys
+import warnings
+
+import numpy as np
+import polars as pl
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+warnings.filterwarnings("ignore")
+
+from nongemm_trace.analyses.latency import graph_of  # noqa: E402
+from nongemm_trace.analyses.latency.replay import measured_piece_lengths  # noqa: E402
+
+
+def host_by_kind(path: str) -> dict[str, float]:
+    """Host time per step (ns) by piece kind, inside the steps."""
+    _, g, _, _ = graph_of(path)
+    lengths = measured_piece_lengths(g)
+    inside = np.zeros(g.pieces.height, bool)
+    for first, last in g.steps.select("first", "last").iter_rows():
+        inside[first:last + 1] = True
+    n = max(g.steps.height, 1)
+    t = pl.DataFrame({"kind": g.pieces["kind"], "len": lengths}).filter(pl.Series(inside))
+    return {k: v / n for k, v in t.group_by("kind").agg(pl.col("len").sum()).iter_rows()}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if not args or not os.path.exists(os.path.join(args[0], "truth.json")):
+        print("usage: fit_profile_memory.py DIR [--toml] (DIR with truth.json)", file=sys.stderr)
+        return 2
+    folder = args[0]
+    with open(os.path.join(folder, "truth.json")) as fh:
+        truth = json.load(fh)
+    ratios = []
+    for name, t in sorted(truth.items()):
+        if t["setting"] != "memory":
+            continue
+        twin = next((n for n, u in truth.items() if u["workload"] == t["workload"] and u["variant"] == t["variant"]
+                     and u["setting"] == "plain"), None)
+        if twin is None:
+            continue
+        m, p = host_by_kind(os.path.join(folder, name)), host_by_kind(os.path.join(folder, twin))
+        ops = (m.get("op", 0) + m.get("wrapper", 0)) / (p.get("op", 0) + p.get("wrapper", 0))
+        drift = m.get("launch", 0) / p["launch"]
+        ratios.append(ops / drift)
+        print(f"{name}: ops x{ops:.3f}, launches x{drift:.3f} (the host's drift), memory events x{ops / drift:.3f}")
+    if not ratios:
+        print(f"{folder}: no memory capture with a plain twin", file=sys.stderr)
+        return 2
+    factor = 1 / statistics.median(ratios)
+    print(f"median x{statistics.median(ratios):.3f} -> op and wrapper remains x {factor:.3f}")
+    if "--toml" in args:
+        print(f'[profile_memory]\nfit = "{len(ratios)} capture pairs, {os.path.basename(os.path.normpath(folder))}"\n'
+              f"[profile_memory.remains]\nop = {factor:.3f}\nwrapper = {factor:.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,193 @@
+"""Phases of a serving run: its iterations split into prefill, decode, mixed and other.
+
+A serving engine's time is two different workloads: a prefill iteration runs the prompt's tokens
+through GEMMs large enough to be compute-bound, a decode iteration one token per request, where
+the non-GEMM share and the launch cost grow. One breakdown over the whole run averages the two,
+so each iteration is told by what the trace records of it (``facts/serving_phases.toml``): the
+engine's annotation around the step (vLLM's request-shape range, SGLang's ``step[MODE bs=N]``),
+or, for a plain ``generate()`` loop, the token embedding's indices that open each forward pass.
+
+An iteration's GPU work is the activities launched inside its host span (the annotation's range;
+for ``generate()``, from one forward pass's embedding to the next, sampling included), a graph
+replay's kernels with their launch call. Its time runs from the span's start to the later of the
+span's end and its work's end (a replayed graph runs on after the host has launched it), cut at
+the next iteration's start: iterations never overlap, and each is in exactly one phase, so the
+phases' times add up to the iterations' time.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from functools import lru_cache
+from importlib import resources
+from typing import Any
+
+import polars as pl
+
+from ..core.frames import per_value
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+PHASES = ("prefill", "decode", "mixed", "other")
+#: non-GEMM categories a phase lists, the largest first
+TOP_CATEGORIES = 3
+
+_ITERATION = {"start_ns": pl.Int64, "end_ns": pl.Int64, "phase": pl.Utf8, "batch": pl.Int64, "tokens": pl.Int64}
+_GROUPS = ("mode", "prefill", "decode", "batch", "tokens", "prefill_tokens", "decode_tokens")
+
+
+@lru_cache(maxsize=1)
+def rules() -> dict[str, Any]:
+    """The phase rules (``facts/serving_phases.toml``), read once."""
+    text = (resources.files("nongemm_trace") / "facts" / "serving_phases.toml").read_text(encoding="utf-8")
+    return tomllib.loads(text)
+
+
+def iterations(ops: pl.DataFrame) -> tuple[str | None, pl.DataFrame]:
+    """The engine the iterations were told by (``vllm``, ``sglang``, ``generate``; None: no
+    iteration found) and one row per iteration: ``start_ns, end_ns, phase, batch, tokens``
+    (batch and tokens null where the trace does not say them), in time order."""
+    if ops.height == 0:
+        return None, pl.DataFrame(schema=_ITERATION)
+    for rule in rules().get("annotation", []):
+        found = _annotated(ops, rule)
+        if found.height:
+            return str(rule["engine"]), found
+    found = _forward_passes(ops, rules().get("generate", {}))
+    return ("generate", found) if found.height else (None, found)
+
+
+def _annotated(ops: pl.DataFrame, rule: dict[str, Any]) -> pl.DataFrame:
+    """The ranges whose name matches ``rule['pattern']``, their phase and sizes from its groups."""
+    pattern = rule["pattern"]
+    hit = ops.filter(per_value(ops, "name", lambda e: e.str.contains(pattern), pl.Boolean))
+    if hit.height == 0:
+        return pl.DataFrame(schema=_ITERATION)
+    index = re.compile(pattern).groupindex
+    named = set(index)
+    hit = hit.select("ts_ns", "end_ns", pl.col("name").cast(pl.String)).with_columns(
+        pl.col("name").str.extract(pattern, index[g]).alias(g) for g in _GROUPS if g in named)
+    ints = {g: pl.col(g).cast(pl.Int64) for g in _GROUPS if g in named and g != "mode"}
+    hit = hit.with_columns(**ints)
+    col = hit.columns
+    if "mode" in col:
+        phase = pl.col("mode").replace_strict(rule.get("modes", {}), default="other", return_dtype=pl.Utf8)
+    elif "prefill" in col and "decode" in col:
+        p, d = pl.col("prefill") > 0, pl.col("decode") > 0
+        phase = pl.when(p & d).then(pl.lit("mixed")).when(p).then(pl.lit("prefill")) \
+            .when(d).then(pl.lit("decode")).otherwise(pl.lit("other"))
+    else:
+        phase = pl.lit("other")
+    if "tokens" in col:
+        tokens = pl.col("tokens")
+    elif "prefill_tokens" in col and "decode_tokens" in col:
+        tokens = pl.col("prefill_tokens") + pl.col("decode_tokens")
+    elif "mode" in col and "batch" in col:
+        tokens = pl.when(pl.col("mode").is_in(rule.get("one_token", []))).then(pl.col("batch"))
+    else:
+        tokens = pl.lit(None, pl.Int64)
+    batch = pl.col("batch") if "batch" in col else pl.lit(None, pl.Int64)
+    return hit.select(pl.col("ts_ns").alias("start_ns"), "end_ns", phase.alias("phase"), batch.alias("batch"),
+                      tokens.alias("tokens")).cast(_ITERATION).sort("start_ns")  # type: ignore[arg-type]
+
+
+def _forward_passes(ops: pl.DataFrame, rule: dict[str, Any]) -> pl.DataFrame:
+    """A ``generate()`` loop's forward passes: each opened by the first embedding call after a GEMM
+    or attention call (or the first of the trace), its batch and query tokens from the indices'
+    shape ``[batch, tokens]``; ending where the next one opens, the last at the end of the ops that
+    start in it on its thread. None when no forward pass decodes (one query token)."""
+    emb_names, compute = rule.get("embedding", []), rule.get("compute", [])
+    if not emb_names or "op_category" not in ops.columns:
+        return pl.DataFrame(schema=_ITERATION)
+    is_emb = per_value(ops, "name", lambda e: e.is_in(emb_names), pl.Boolean)
+    if not ops.select(is_emb.any()).item():  # most traces: no embedding, no forward pass to find
+        return pl.DataFrame(schema=_ITERATION)
+    is_compute = per_value(ops, "op_category", lambda e: e.is_in(compute), pl.Boolean)
+    marks = ops.filter(is_emb | is_compute).select(
+        "ts_ns", "tid", is_emb.alias("emb"), pl.col("input_dims").cast(pl.String)).sort("ts_ns")
+    opens = marks.filter(pl.col("emb") & ~pl.col("emb").shift(1, fill_value=False))
+    if opens.height == 0:
+        return pl.DataFrame(schema=_ITERATION)
+    # the indices are the embedding's second input: [[vocab, dim], [batch, tokens], ...]
+    dims = pl.col("input_dims").str.replace_all(r"\s", "").str.extract(r"^\[\[\d+,\d+\],\[(\d+(?:,\d+)*)\]", 1)
+    shape = opens.with_columns(dims.str.split(",").cast(pl.List(pl.Int64)).alias("shape"))
+    last = ops.filter(pl.col("ts_ns") >= shape["ts_ns"].max(), pl.col("tid") == shape["tid"][-1])["end_ns"].max()
+    shape = shape.with_columns(
+        pl.when(pl.col("shape").list.len() == 2).then(pl.col("shape").list.first()).alias("batch"),
+        pl.col("shape").list.last().alias("query"),
+        pl.col("ts_ns").shift(-1).fill_null(pl.lit(last, pl.Int64)).alias("end_ns"))
+    if shape.filter(pl.col("query") == 1).height == 0:
+        return pl.DataFrame(schema=_ITERATION)
+    phase = pl.when(pl.col("query") == 1).then(pl.lit("decode")).when(pl.col("query") > 1) \
+        .then(pl.lit("prefill")).otherwise(pl.lit("other"))
+    return shape.select(pl.col("ts_ns").alias("start_ns"), "end_ns", phase.alias("phase"), "batch",
+                        (pl.col("batch").fill_null(1) * pl.col("query")).alias("tokens")).cast(_ITERATION)  # type: ignore[arg-type]
+
+
+def assign(acts: pl.DataFrame, its: pl.DataFrame) -> pl.DataFrame:
+    """``iteration`` (its row in ``its``) of each activity launched inside an iteration's span (by
+    its launch call's start); activities launched outside every iteration, or without a launch call
+    in the trace, are left out."""
+    spans = its.with_row_index("iteration").select(pl.col("iteration").cast(pl.Int64), pl.col("start_ns").alias("_s"),
+                                                   pl.col("end_ns").alias("_e"))
+    launched = acts.filter(pl.col("launch_ts_ns").is_not_null()).sort("launch_ts_ns")
+    got = launched.join_asof(spans, left_on="launch_ts_ns", right_on="_s", strategy="backward")
+    return got.filter(pl.col("launch_ts_ns") < pl.col("_e")).drop("_s", "_e")
+
+
+def _until_work_ends(its: pl.DataFrame, work: pl.DataFrame) -> pl.DataFrame:
+    """``its`` with each ``end_ns`` moved to the end of its GPU work when that is later, never past
+    the next iteration's start."""
+    ends = work.group_by("iteration").agg(pl.col("end_ns").max().alias("work_end"))
+    got = its.with_row_index("iteration").with_columns(pl.col("iteration").cast(pl.Int64)) \
+        .join(ends, on="iteration", how="left").sort("iteration")
+    end = pl.max_horizontal("end_ns", pl.col("work_end").fill_null(pl.col("end_ns")))
+    nxt = pl.col("start_ns").shift(-1)
+    return got.with_columns(pl.when(nxt.is_not_null() & (end > nxt)).then(nxt).otherwise(end).alias("end_ns")) \
+        .select(its.columns)
+
+
+def phase_table(acts: pl.DataFrame, ops: pl.DataFrame) -> tuple[str | None, list[dict]]:
+    """The engine and, per phase with iterations (in :data:`PHASES` order), a row of integer ns:
+    ``phase, iterations, time_ns, step_ns`` (mean), ``batch`` (mean, where said), ``tokens`` (sum, where
+    said), ``gpu_time_ns, activities, classes`` (``class, time_ns``) and ``categories`` (the top
+    non-GEMM ones: ``category, time_ns``), each activity in the class and category the report counts
+    it in."""
+    engine, its = iterations(ops)
+    if its.height == 0:
+        return None, []
+    if "launch_ts_ns" in acts.columns:
+        work = assign(acts.select("launch_ts_ns", "dur_ns", "end_ns", pl.col("category").cast(pl.String),
+                                  pl.col("class").cast(pl.String)), its)
+    else:
+        work = pl.DataFrame(schema={"iteration": pl.Int64, "dur_ns": pl.Int64, "end_ns": pl.Int64,
+                                    "category": pl.Utf8, "class": pl.Utf8})
+    its = _until_work_ends(its, work)
+    work = work.join(its.with_row_index("iteration").select(pl.col("iteration").cast(pl.Int64), "phase"),
+                     on="iteration")
+    per = its.group_by("phase").agg(
+        pl.len().alias("iterations"), (pl.col("end_ns") - pl.col("start_ns")).sum().alias("time_ns"),
+        pl.col("batch").mean().alias("batch"), pl.col("tokens").sum().alias("tokens"),
+        pl.col("tokens").is_not_null().any().alias("said"))
+    by_class = work.group_by("phase", "class").agg(pl.col("dur_ns").sum().alias("time_ns"))
+    by_cat = work.filter(pl.col("class") == "non-GEMM").group_by("phase", "category") \
+        .agg(pl.col("dur_ns").sum().alias("time_ns"))
+    out = []
+    for row in per.iter_rows(named=True):
+        name = row["phase"]
+        cls = by_class.filter(pl.col("phase") == name).sort(["time_ns", "class"], descending=[True, False])
+        cats = by_cat.filter(pl.col("phase") == name).sort(["time_ns", "category"], descending=[True, False])
+        out.append({
+            "phase": name, "iterations": int(row["iterations"]), "time_ns": int(row["time_ns"]),
+            "step_ns": int(row["time_ns"] // row["iterations"]),
+            "batch": None if row["batch"] is None else round(float(row["batch"]), 3),
+            "tokens": int(row["tokens"]) if row["said"] else None,
+            "gpu_time_ns": int(cls["time_ns"].sum()), "activities": int(work.filter(pl.col("phase") == name).height),
+            "classes": [{"class": c, "time_ns": int(t)} for c, t in cls.select("class", "time_ns").iter_rows()],
+            "categories": [{"category": c, "time_ns": int(t)}
+                           for c, t in cats.head(TOP_CATEGORIES).select("category", "time_ns").iter_rows()]})
+    return engine, sorted(out, key=lambda r: PHASES.index(r["phase"]))
