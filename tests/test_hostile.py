@@ -44,20 +44,22 @@ def _reproducer(name: str, tmp_path, pad: bool, folder=None):
 
 
 def _answer(path, monkeypatch, switches, ahead, keep_python):
-    for k, v in switches.items():
-        if v:
-            monkeypatch.setenv(k, v)
-        else:
-            monkeypatch.delenv(k, raising=False)
-    try:
-        if ahead:
-            assert read_ahead.worth_it(path) and start_read_ahead(path, keep_python)
-            read_ahead.wait()
-        trace = load_trace(path, keep_python=keep_python)
-    except TraceError as exc:
-        return ("error", exc.one_line())
-    finally:
-        stop_read_ahead()
+    """The answer of one path; its switches hold for this load only (not for what the test does next)."""
+    with monkeypatch.context() as m:
+        for k, v in switches.items():
+            if v:
+                m.setenv(k, v)
+            else:
+                m.delenv(k, raising=False)
+        try:
+            if ahead:
+                assert read_ahead.worth_it(path) and start_read_ahead(path, keep_python)
+                read_ahead.wait()
+            trace = load_trace(path, keep_python=keep_python)
+        except TraceError as exc:
+            return ("error", exc.one_line())
+        finally:
+            stop_read_ahead()
     tables = {k: getattr(trace, k).with_columns(pl.col(pl.Categorical).cast(pl.Utf8)).to_dict(as_series=False)
               for k in ("ops", "launches", "activities", "python")}
     return ("ok", tables, trace.metadata, [(a.code, a.count, a.message) for a in trace.anomalies])

@@ -189,7 +189,6 @@ def test_metadata_names_and_real_traces_are_no_duplicate_keys(tmp_path, monkeypa
     assert got[0] == "ok" and not [c for c, _, _ in got[3] if c == "duplicate_keys"]
     from nongemm_trace.load import load_trace
 
-    monkeypatch.delenv("NONGEMM_CHUNK_BYTES", raising=False)  # the real trace as users load it, not in 1 KB chunks
     for native in ("on", "off"):
         monkeypatch.setenv("NONGEMM_NATIVE", native)
         assert not [a for a in load_trace(BERT).anomalies if a.code in ("duplicate_keys", "stream_overlap")]
