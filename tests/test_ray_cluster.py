@@ -189,6 +189,17 @@ def test_contradictions_are_refused_in_one_line(capsys):
     assert code == 2 and err.strip() == "nongemm-trace: error: --workers must be a whole number of at least 1, not 0"
 
 
+def test_an_address_where_nothing_listens_is_one_line_in_seconds(capsys):
+    """Ray waits minutes, silently, for a head that is not there: the address is tried first."""
+    port = _free_port()
+    start = time.monotonic()
+    code, out, err = _run(capsys, *ZOO, "--engine", "ray", "--address", f"127.0.0.1:{port}", "--format", "json")
+    lines = err.strip().splitlines()
+    assert code == 2 and out == "" and len(lines) == 1, err
+    assert lines[0].startswith(f"nongemm-trace: error: Ray at 127.0.0.1:{port} did not answer")
+    assert time.monotonic() - start < 30
+
+
 def test_a_ray_task_over_its_memory_fails_only_its_trace(cluster, tmp_path):
     """A Ray worker whose trace takes it past NONGEMM_MAX_MEMORY is ended by its own memory guard: that
     trace fails in one line, the batch goes on (the other trace reports), exit 2 (the command line in a

@@ -38,6 +38,24 @@ RAY_PATIENCE = {"RAY_worker_register_timeout_seconds": "600"}
 KV_NAMESPACE = "nongemm-trace"
 #: parts per reduce task: each level of the tree reduces this many parts into one
 FAN_IN = 32
+#: seconds to wait for a cluster's address to accept a connection (Ray itself waits minutes for a head
+#: that is not there, printing nothing)
+PROBE_S = 5.0
+
+
+def probe(address: str) -> None:
+    """Refuse in one line a ``host:port`` (or ``ray://host:port``) address where nothing accepts a
+    connection; other forms (``auto``) are left to Ray."""
+    import socket
+
+    host, sep, port = address.removeprefix("ray://").rpartition(":")
+    if not sep or not host or not port.isdigit():
+        return
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=PROBE_S).close()
+    except OSError as exc:
+        raise TraceError(None, f"Ray at {address} did not answer (nothing accepts a connection there within "
+                               f"{PROBE_S:.0f} s: {exc.strerror or exc})") from None
 
 
 def ray_address(address: str | None) -> str | None:
@@ -56,6 +74,7 @@ def ray_session(address: str | None, workers: int | None) -> Iterator[None]:
     if not ray.is_initialized():
         try:
             if address:
+                probe(address)
                 ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING)
             else:
                 # Ray kills a worker that has not registered within 60 s (its default), and the task fails; on
@@ -65,6 +84,8 @@ def ray_session(address: str | None, workers: int | None) -> Iterator[None]:
                     os.environ.setdefault(key, setting)
                 ray.init(address="local", num_cpus=workers or None, include_dashboard=False, log_to_driver=False,
                          logging_level=logging.WARNING)
+        except TraceError:
+            raise
         except Exception as exc:  # noqa: BLE001 - a node or cluster that is not there: in one line
             what = f"Ray at {address} did not answer" if address else "Ray did not start"
             raise TraceError(None, f"{what} ({type(exc).__name__}: {exc})") from None
