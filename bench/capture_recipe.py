@@ -30,7 +30,8 @@ For every configuration:
     = elapsed / N, in 7 rounds, each round running every configuration once in a rotating order (rounds
     0-2 before the profiled captures, 3-6 after); ``truth_step_us`` is the median of the 7. N is chosen
     per configuration so that a round measures about 120 ms of steps (5 to 60 steps).
-(b) one capture exactly as the recipe: ``torch.profiler.profile(activities=[CPU, CUDA],
+(b) one capture exactly as the recipe (one unprofiled round of N steps right before it and one right
+    after, ``bracket_us``: the host's speed at the capture's own moment, a diagnostic beside the truth): ``torch.profiler.profile(activities=[CPU, CUDA],
     schedule=torch.profiler.schedule(wait=1, warmup=1, active=3), on_trace_ready=handler)``, the loop
     calling ``prof.step()`` after each step and nothing else (no synchronize); the trace holds
     ProfilerStep#2..#4. ``handler`` exports the Chrome trace and gzips it.
@@ -549,6 +550,8 @@ def capture(torch, c, timer, path, opts):
     host_steps = []
     with c.ctx():
         timer.sync()
+        before = timer.steps(c.step, c.n)
+        timer.sync()
         with profile(activities=acts, schedule=schedule(wait=1, warmup=1, active=3), on_trace_ready=handler,
                      **opts) as prof:
             for _ in range(5):
@@ -557,6 +560,9 @@ def capture(torch, c, timer, path, opts):
                 prof.step()
                 host_steps.append((time.perf_counter() - t) * 1e6)
         timer.sync()
+        after = timer.steps(c.step, c.n)
+        timer.sync()
+    written["bracket_us"] = [round(before, 2), round(after, 2)]
     written["host_loop_step_us"] = [round(x, 1) for x in host_steps]
     written["probe_before"] = quick
     written["gz_bytes"] = os.path.getsize(path)
@@ -704,7 +710,7 @@ def main(argv=None):
             "steps_per_round": c.n,
             "truth_spread_pct": (max(c.rounds) - min(c.rounds)) / statistics.median(c.rounds) * 100,
             "captured_at_s": round(at, 1), "host_loop_step_us": info["host_loop_step_us"],
-            "probe_before_capture": info["probe_before"],
+            "probe_before_capture": info["probe_before"], "bracket_us": info["bracket_us"],
             "trace_bytes": info["raw_bytes"], "gpu": gpu, "torch": torch.__version__, "transformers": tver,
             "host": host,
         }
