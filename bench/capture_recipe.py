@@ -30,11 +30,12 @@ For every configuration:
     = elapsed / N, in 7 rounds, each round running every configuration once in a rotating order (rounds
     0-2 before the profiled captures, 3-6 after); ``truth_step_us`` is the median of the 7. N is chosen
     per configuration so that a round measures about 120 ms of steps (5 to 60 steps).
-(b) one capture exactly as the recipe (one unprofiled round of N steps right before it and one right
-    after, ``bracket_us``: the host's speed at the capture's own moment, a diagnostic beside the truth): ``torch.profiler.profile(activities=[CPU, CUDA],
+(b) one capture exactly as the recipe: ``torch.profiler.profile(activities=[CPU, CUDA],
     schedule=torch.profiler.schedule(wait=1, warmup=1, active=3), on_trace_ready=handler)``, the loop
     calling ``prof.step()`` after each step and nothing else (no synchronize); the trace holds
-    ProfilerStep#2..#4. ``handler`` exports the Chrome trace and gzips it.
+    ProfilerStep#2..#4. ``handler`` exports the Chrome trace and gzips it. One unprofiled round of N steps
+    right before it and one right after (``bracket_us``): the host's speed at the capture's own moment,
+    a diagnostic beside the truth.
 
 Beside those, a few configurations are captured again under other profiler settings
 (``record_shapes=True``, ``with_stack=True``, ``profile_memory=True``) for the overhead model:

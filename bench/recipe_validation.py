@@ -13,7 +13,13 @@ Checks (error = predicted / truth - 1):
 * ``self`` (every trace): the trace's own step without the profiler, ``latency``'s ``unprofiled.step_us``
   (the loop's period), against its own truth; within 15 %. Beside it the naive answer, the profiled
   step as the trace shows it (``latency``'s mean step); where a what-if runs on the trace, its
-  ``unprofiled_step_us`` must be the same figure (a difference is reported).
+  ``unprofiled_step_us`` must be the same figure (a difference is reported). Where the capture has
+  ``bracket_us`` (one unprofiled round right before and right after its window), the same prediction
+  is checked against their mean too (mode ``bracket``): the host's speed at the capture's own moment,
+  which on a host that drifts between rounds is the only truth a trace can know of. ``truth_spread_%``
+  (max - min over the median of the 7 rounds) says how far the pooled truth itself moves, and the
+  summary's ``host steady`` groups keep the captures whose host held one speed around the window
+  (brackets within 10 % of each other and of the pooled truth).
 * ``tf32`` (each trace of a pair's fp32 side): ``whatif --scale GEMM=r``, ``r`` = the tf32 trace's GEMM
   GPU time per step over the fp32 trace's (kernels launched inside the profiled steps; the tf32 trace
   of the same profiler setting where there is one, else the plain one), against the tf32 truth:
@@ -53,7 +59,7 @@ from nongemm_trace import analyze  # noqa: E402
 from nongemm_trace.analyses.latency import latency_analysis, whatif_analysis  # noqa: E402
 from nongemm_trace.pipeline.analysis import Analysis  # noqa: E402
 
-THRESHOLDS = {("self", "alone"): 15.0, ("tf32", "alone"): 20.0, ("tf32", "told"): 10.0,
+THRESHOLDS = {("self", "alone"): 15.0, ("self", "bracket"): 15.0, ("tf32", "alone"): 20.0, ("tf32", "told"): 10.0,
               ("bf16", "alone"): 25.0, ("bf16", "told"): 25.0, ("graphs", "alone"): 25.0, ("graphs", "told"): 25.0}
 FAST = {"tf32": "tf32", "bf16": "bf16", "graphs": "graph"}
 
@@ -110,6 +116,16 @@ class Folder:
         return best
 
 
+def steady(t: dict) -> bool | None:
+    """Whether the host held one speed around the capture: its two bracket rounds agree within 10 %, and
+    their mean is within 10 % of the pooled truth (None without brackets)."""
+    b = t.get("bracket_us")
+    if not b:
+        return None
+    mean = statistics.fmean(b)
+    return abs(b[0] - b[1]) <= 0.10 * mean and abs(mean / t["truth_step_us"] - 1) <= 0.10
+
+
 def err(pred: float | None, truth: float) -> float | None:
     return None if pred is None else (pred / truth - 1) * 100
 
@@ -120,7 +136,8 @@ def folder_rows(folder: str) -> list[dict]:
     gpu = next(iter(f.truth.values()))["gpu"] if f.truth else ""
     for name, t in sorted(f.truth.items()):
         base = {"folder": os.path.basename(os.path.normpath(folder)), "gpu": gpu, "trace": name,
-                "workload": t["workload"], "variant": t["variant"], "setting": t["setting"]}
+                "workload": t["workload"], "variant": t["variant"], "setting": t["setting"],
+                "truth_spread_%": t.get("truth_spread_pct"), "host_steady": steady(t)}
         a = f.analysis(name)
         lat = latency_analysis(a).to_dict()
         un = lat["unprofiled"]
@@ -130,6 +147,10 @@ def folder_rows(folder: str) -> list[dict]:
                      "naive_us": profiled, "bound": un.get("bound"), "profiled_bound": un.get("profiled_bound"),
                      "whatif_unprofiled_us": None, "scales": ""})
         self_row = rows[-1]
+        if t.get("bracket_us"):
+            # the same figure against the host of the capture's own moment (one unprofiled round right
+            # before and right after the window): which misses are the host moving between rounds
+            rows.append({**self_row, "mode": "bracket", "truth_us": statistics.fmean(t["bracket_us"])})
         kind = t["kind"]
         if t["role"] != "slow" or kind not in FAST:
             continue
@@ -190,6 +211,9 @@ def summarize(rows: list[dict]) -> list[dict]:
             groups["host-bound"] = [r for r in mine if r["bound"] != "device-bound"]
             groups["plain"] = [r for r in mine if r["setting"] == "plain"]
             groups["other settings"] = [r for r in mine if r["setting"] != "plain"]
+            groups["host steady"] = [r for r in mine if r.get("host_steady")]
+            groups["host steady, host-bound"] = [r for r in mine
+                                                 if r.get("host_steady") and r["bound"] != "device-bound"]
         for g, rs in groups.items():
             if not rs:
                 continue

@@ -26,6 +26,8 @@ SGLANG = (K2, "tracelens__inference__sglang_decode__sglang_Qwen3-8B_decode.json.
 VLLM = (K2, "tracelens__inference__vllm_decode_full__graph_execution.json.gz")
 QWEN_FORWARD = (K2, "tracelens__mi300__Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz")
 GENERATE = sorted((SAMPLES / "serving").glob("*_generate_*.json.gz"))
+GRAPH_CAPTURE = SAMPLES / "serving" / "llama_decode_graph_capture.json.gz"
+GRAPH_REPLAY = SAMPLES / "serving" / "llama_decode_graph_replay.json.gz"
 ACTIVITY = {"kernel", "gpu_memcpy", "gpu_memset"}
 
 
@@ -106,6 +108,34 @@ def test_a_forward_pass_that_never_decodes_has_no_phases(which):
     assert "phases" not in doc
 
 
+def _capture_windows(ev: list) -> list[tuple]:
+    """(pid, tid, start, end) of each begin-capture .. end-capture span of a thread, from the raw calls."""
+    calls = sorted((e for e in ev if e.get("cat") == "cuda_runtime"
+                    and e.get("name") in ("cudaStreamBeginCapture", "cudaStreamEndCapture")), key=lambda e: e["ts"])
+    out, open_at = [], {}
+    for e in calls:
+        key = (e["pid"], e["tid"])
+        if e["name"] == "cudaStreamBeginCapture":
+            open_at.setdefault(key, ns(e["ts"]))
+        elif key in open_at:
+            out.append((*key, open_at.pop(key), ns(e["ts"]) + ns(e["dur"])))
+    return out
+
+
+def test_a_decode_step_captured_into_a_cuda_graph_is_no_iteration():
+    """The GPU capture of a Llama-shaped decode step (bench/capture_serving.py, H100): one forward pass
+    over one token per sequence, recorded inside torch.cuda.graph, its launches run nothing. It is a
+    capture, not a decode iteration; the replays of that graph have no generate() marks either."""
+    ev = raw_events(str(GRAPH_CAPTURE))
+    (win,) = _capture_windows(ev)
+    embeds = [e for e in ev if e.get("name") == "aten::embedding"]
+    assert embeds and all(win[2] <= ns(e["ts"]) < win[3] for e in embeds)
+    assert not [e for e in ev if e.get("cat") == "kernel" and win[2] <= ns(e["ts"]) < win[3]]
+    assert "phases" not in _doc(GRAPH_CAPTURE)
+    replay = _doc(GRAPH_REPLAY)
+    assert "phases" not in replay and replay["gpu_activities"] > 0
+
+
 def test_phases_are_in_the_json_of_the_command_and_read_back():
     path = shared(*VLLM)
     out = subprocess.run([sys.executable, "-m", "nongemm_trace", "analyze", str(path), "--format", "json"],
@@ -146,7 +176,7 @@ def _raw_props(path) -> list:
 
 def _every_trace():
     from conftest import SHARED, kineto_traces
-    return [*kineto_traces(), *sorted((SHARED / K2).glob("*.json.gz")), *GENERATE]
+    return [*kineto_traces(), *sorted((SHARED / K2).glob("*.json.gz")), *GENERATE, GRAPH_CAPTURE, GRAPH_REPLAY]
 
 
 ALL = _every_trace()
@@ -164,8 +194,10 @@ def test_phases_add_up_on_every_trace(path):
     engines = {m["name"].split("[")[0].split("_")[0] for m in marks}
     first = sorted(marks, key=lambda m: m["name"].startswith("execute"))  # SGLang's range read first
     counted = [m for m in first if m["name"][:4] == first[0]["name"][:4]] if first else []
+    windows = _capture_windows(ev)
     decodes = [e for e in ev if e.get("name") == "aten::embedding"
-               and re.match(r"\[\[\d+, ?\d+\], ?\[\d+, ?1\]", json.dumps((e.get("args") or {}).get("Input Dims")))]
+               and re.match(r"\[\[\d+, ?\d+\], ?\[\d+, ?1\]", json.dumps((e.get("args") or {}).get("Input Dims")))
+               and not any((e["pid"], e["tid"]) == w[:2] and w[2] <= ns(e["ts"]) < w[3] for w in windows)]
     doc = _doc(path)
     if not counted and not decodes:
         assert "phases" not in doc, engines

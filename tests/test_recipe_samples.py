@@ -63,6 +63,19 @@ def test_truth_is_consistent(folder):
     assert {"tf32", "bf16", "graphs"} <= kinds
 
 
+@pytest.mark.parametrize("folder", FOLDERS, ids=lambda p: p.name)
+def test_brackets_are_two_unprofiled_rounds(folder):
+    """Where a set brackets its captures (one unprofiled round right before and right after each
+    window), each holds two step times of the order of its rounds: the same loop, timed the same way."""
+    for name, t in _truth(folder).items():
+        if "bracket_us" not in t:
+            continue
+        before, after = t["bracket_us"]
+        assert before > 0 and after > 0, name
+        assert min(t["rounds"]) / 3 <= before <= max(t["rounds"]) * 3, name
+        assert min(t["rounds"]) / 3 <= after <= max(t["rounds"]) * 3, name
+
+
 @pytest.mark.parametrize("folder,name", _traces())
 def test_three_profiler_steps(folder, name):
     """The recipe's ``active=3`` window: ProfilerStep#2..#4, in the raw events and as the tool reads them."""

@@ -47,17 +47,19 @@ def rules() -> dict[str, Any]:
     return tomllib.loads(text)
 
 
-def iterations(ops: pl.DataFrame) -> tuple[str | None, pl.DataFrame]:
+def iterations(ops: pl.DataFrame, captures: pl.DataFrame | None = None) -> tuple[str | None, pl.DataFrame]:
     """The engine the iterations were told by (``vllm``, ``sglang``, ``generate``; None: no
     iteration found) and one row per iteration: ``start_ns, end_ns, phase, batch, tokens``
-    (batch and tokens null where the trace does not say them), in time order."""
+    (batch and tokens null where the trace does not say them), in time order. ``captures``: the
+    threads' CUDA-graph capture windows (``pid, tid, ts_ns, end_ns``), inside which a forward pass
+    is recorded into a graph, not run: not an iteration."""
     if ops.height == 0:
         return None, pl.DataFrame(schema=_ITERATION)
     for rule in rules().get("annotation", []):
         found = _annotated(ops, rule)
         if found.height:
             return str(rule["engine"]), found
-    found = _forward_passes(ops, rules().get("generate", {}))
+    found = _forward_passes(ops, rules().get("generate", {}), captures)
     return ("generate", found) if found.height else (None, found)
 
 
@@ -95,11 +97,13 @@ def _annotated(ops: pl.DataFrame, rule: dict[str, Any]) -> pl.DataFrame:
                       tokens.alias("tokens")).cast(_ITERATION).sort("start_ns")  # type: ignore[arg-type]
 
 
-def _forward_passes(ops: pl.DataFrame, rule: dict[str, Any]) -> pl.DataFrame:
+def _forward_passes(ops: pl.DataFrame, rule: dict[str, Any], captures: pl.DataFrame | None = None) -> pl.DataFrame:
     """A ``generate()`` loop's forward passes: each opened by the first embedding call after a GEMM
     or attention call (or the first of the trace), its batch and query tokens from the indices'
     shape ``[batch, tokens]``; ending where the next one opens, the last at the end of the ops that
-    start in it on its thread. None when no forward pass decodes (one query token)."""
+    start in it on its thread. A pass opened inside a graph capture window of its thread is left out
+    (a decode step captured once to be replayed ran nothing). None when no forward pass decodes (one
+    query token)."""
     emb_names, compute = rule.get("embedding", []), rule.get("compute", [])
     if not emb_names or "op_category" not in ops.columns:
         return pl.DataFrame(schema=_ITERATION)
@@ -108,8 +112,10 @@ def _forward_passes(ops: pl.DataFrame, rule: dict[str, Any]) -> pl.DataFrame:
         return pl.DataFrame(schema=_ITERATION)
     is_compute = per_value(ops, "op_category", lambda e: e.is_in(compute), pl.Boolean)
     marks = ops.filter(is_emb | is_compute).select(
-        "ts_ns", "tid", is_emb.alias("emb"), pl.col("input_dims").cast(pl.String)).sort("ts_ns")
+        "ts_ns", "pid", "tid", is_emb.alias("emb"), pl.col("input_dims").cast(pl.String)).sort("ts_ns")
     opens = marks.filter(pl.col("emb") & ~pl.col("emb").shift(1, fill_value=False))
+    if captures is not None and captures.height:
+        opens = opens.filter(~_inside(opens, captures))
     if opens.height == 0:
         return pl.DataFrame(schema=_ITERATION)
     # the indices are the embedding's second input: [[vocab, dim], [batch, tokens], ...]
@@ -126,6 +132,17 @@ def _forward_passes(ops: pl.DataFrame, rule: dict[str, Any]) -> pl.DataFrame:
         .then(pl.lit("prefill")).otherwise(pl.lit("other"))
     return shape.select(pl.col("ts_ns").alias("start_ns"), "end_ns", phase.alias("phase"), "batch",
                         (pl.col("batch").fill_null(1) * pl.col("query")).alias("tokens")).cast(_ITERATION)  # type: ignore[arg-type]
+
+
+def _inside(rows: pl.DataFrame, windows: pl.DataFrame) -> pl.Series:
+    """Whether each row's ``ts_ns`` falls inside a window of its own thread (``pid, tid, ts_ns,
+    end_ns``; windows of one thread do not overlap)."""
+    thread = [pl.col("pid").cast(pl.String), pl.col("tid").cast(pl.String)]
+    left = rows.select(pl.int_range(pl.len()).alias("_row"), *thread, "ts_ns").sort("ts_ns")
+    right = windows.select(*thread, pl.col("ts_ns").alias("_ws"), pl.col("end_ns").alias("_we")).sort("_ws")
+    got = left.join_asof(right, left_on="ts_ns", right_on="_ws", by=["pid", "tid"], strategy="backward",
+                          check_sortedness=False)  # sorted by time overall, so within each thread too
+    return got.sort("_row").select(pl.col("_we").is_not_null() & (pl.col("ts_ns") < pl.col("_we"))).to_series()
 
 
 def assign(acts: pl.DataFrame, its: pl.DataFrame) -> pl.DataFrame:
@@ -151,13 +168,14 @@ def _until_work_ends(its: pl.DataFrame, work: pl.DataFrame) -> pl.DataFrame:
         .select(its.columns)
 
 
-def phase_table(acts: pl.DataFrame, ops: pl.DataFrame) -> tuple[str | None, list[dict]]:
+def phase_table(acts: pl.DataFrame, ops: pl.DataFrame,
+                captures: pl.DataFrame | None = None) -> tuple[str | None, list[dict]]:
     """The engine and, per phase with iterations (in :data:`PHASES` order), a row of integer ns:
     ``phase, iterations, time_ns, step_ns`` (mean), ``batch`` (mean, where said), ``tokens`` (sum, where
     said), ``gpu_time_ns, activities, classes`` (``class, time_ns``) and ``categories`` (the top
     non-GEMM ones: ``category, time_ns``), each activity in the class and category the report counts
-    it in."""
-    engine, its = iterations(ops)
+    it in. ``captures``: the graph capture windows (:func:`iterations`)."""
+    engine, its = iterations(ops, captures)
     if its.height == 0:
         return None, []
     if "launch_ts_ns" in acts.columns:

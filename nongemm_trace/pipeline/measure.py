@@ -13,6 +13,7 @@ import polars as pl
 
 from ..classify.taxonomy import Taxonomy
 from ..core.frames import as_text
+from ..load.graph_capture import capture_windows
 from ..metrics.breakdown import (
     category_table,
     class_table,
@@ -52,7 +53,8 @@ def measure(sel: Selection, metric: str) -> Report:
     else:
         cats = gpu_cats
     attribution = dict(acts.group_by("attribution").len().iter_rows()) if acts.height else {}
-    phase_engine, phases = (None, []) if sel.engine else phase_table(acts, linked.ops)
+    phase_engine, phases = (None, []) if sel.engine else \
+        phase_table(acts, linked.ops, capture_windows(linked.trace.launches))
     return Report(
         trace=sel.trace,
         metric=effective_metric,
