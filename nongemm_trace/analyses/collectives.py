@@ -10,6 +10,7 @@ import polars as pl
 
 from ..load.kineto.collectives import read_collective_records
 from ..metrics.collectives import CALL_SCHEMA, rank_calls
+from ..metrics.late_work import top_level_host
 from ..pipeline.analysis import Analysis
 
 
@@ -24,7 +25,17 @@ def collective_calls(analysis: Analysis, **options: Any) -> pl.DataFrame:
     acts = sel.activities.select("device", pl.col("category").cast(pl.Utf8), "ts_ns",
                                  (pl.col("ts_ns") + pl.col("dur_ns")).alias("end_ns"))
     pg, size = _only_group(trace.metadata.get("distributedInfo"))
-    return rank_calls(records, sel.steps, trace.launches.select("correlation", "ts_ns"), acts, pg, size)
+    ops = analysis.linked().ops.select("op_id", "parent_id", "name", "cat", "tid", "ts_ns", "end_ns")
+    is_op = pl.col("cat").cast(pl.Utf8) == "cpu_op"
+    # the outermost ops (their parent, if any, is a range: a step, an annotation, not an op), and the
+    # user's ranges that hold nothing recorded (a region the user marked: its time is no op's)
+    in_op = ops.filter(is_op).select(pl.col("op_id").alias("parent_id"), pl.lit(True).alias("_in_op"))
+    parents = ops.select(pl.col("parent_id").alias("op_id")).drop_nulls().unique().with_columns(
+        pl.lit(True).alias("_has_child"))
+    ops = ops.join(in_op, on="parent_id", how="left").join(parents, on="op_id", how="left")
+    outer = ops.filter(pl.col("_in_op").is_null() & (is_op | pl.col("_has_child").is_null()))
+    top = top_level_host(outer, trace.launches)
+    return rank_calls(records, sel.steps, trace.launches.select("correlation", "ts_ns"), acts, pg, size, top)
 
 
 def _only_group(info: Any) -> tuple[str | None, int | None]:

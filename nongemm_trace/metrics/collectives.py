@@ -37,6 +37,7 @@ from typing import Any
 import polars as pl
 
 from .intervals import interval_cover, overlap
+from .late_work import HOST_TYPE, host_before_calls, late_work
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -45,7 +46,7 @@ else:  # pragma: no cover
 
 #: the columns of one rank's calls (:func:`rank_calls`)
 CALL_COLUMNS = ("source", "kind", "name", "pg", "seq", "step_name", "k", "bytes", "group_size", "dtype",
-                "start_ns", "end_ns", "dur_ns", "overlap_ns")
+                "start_ns", "end_ns", "dur_ns", "overlap_ns", "host")
 #: host records that are no collective (``record_param_comms`` also marks a work's wait)
 _NOT_COLLECTIVES = ("wait", "barrier")
 
@@ -82,7 +83,8 @@ def _chosen(records: pl.DataFrame) -> pl.DataFrame:
 
 
 def rank_calls(records: pl.DataFrame, steps: pl.DataFrame, launches: pl.DataFrame, activities: pl.DataFrame,
-               default_pg: str | None = None, default_group: int | None = None) -> pl.DataFrame:
+               default_pg: str | None = None, default_group: int | None = None,
+               ops: pl.DataFrame | None = None) -> pl.DataFrame:
     """One rank's collective calls (:data:`CALL_COLUMNS`, times in ns on the host's clock).
 
     ``records``: :func:`nongemm_trace.load.kineto.collectives.read_collective_records`; ``steps``: the
@@ -90,7 +92,8 @@ def rank_calls(records: pl.DataFrame, steps: pl.DataFrame, launches: pl.DataFram
     kernel's step is that of its launch call); ``activities``: ``device, category, ts_ns, end_ns``
     (the computation that hides a kernel; ``overlap_ns`` is null for host records); ``default_pg`` /
     ``default_group``: the process group and its size where a record names none (gloo's; a run with
-    one group: ``distributedInfo``)."""
+    one group: ``distributedInfo``); ``ops``: the top-level host ops (``name, tid, ts_ns, end_ns``), whose
+    time before each call is its ``host`` (:func:`~nongemm_trace.metrics.late_work.host_before_calls`)."""
     rec = _chosen(records)
     if rec.height == 0:
         return pl.DataFrame(schema={**CALL_SCHEMA})
@@ -112,21 +115,33 @@ def rank_calls(records: pl.DataFrame, steps: pl.DataFrame, launches: pl.DataFram
     rec = rec.join(calls, on="correlation", how="left").with_columns(
         pl.coalesce("_launch_ts", "ts_ns").alias("_t"))
     rec = rec.join(_step_names(rec.select("_r", "_t"), steps), on="_r", how="left")
+    starts = steps.select(pl.col("name").cast(pl.Utf8).alias("step_name"), pl.col("ts_ns").alias("_floor")) \
+        .unique("step_name", keep="first")
+    rec = rec.join(starts, on="step_name", how="left")
     # computation hides a device kernel; a host range (gloo's threads) is not measured against the host's work
     rec = rec.join(_hidden(rec, activities), on="_r", how="left").with_columns(
         pl.when(pl.col("source") == "kernel").then(pl.col("overlap_ns").fill_null(0)).alias("overlap_ns"))
+    rec = rec.join(_host(rec, ops), on="_r", how="left")
     rec = rec.sort("ts_ns", "_r").with_columns(
         pl.int_range(pl.len()).over([pl.col("pg").fill_null(""), pl.col("step_name").fill_null(""), "kind"])
         .alias("k"))
     return rec.select(
         "source", "kind", "name", "pg", "seq", "step_name", pl.col("k").cast(pl.Int64), "bytes", "group_size", "dtype",
         (pl.col("base_ns") + pl.col("ts_ns")).alias("start_ns"), (pl.col("base_ns") + pl.col("end_ns")).alias("end_ns"),
-        "dur_ns", pl.col("overlap_ns").cast(pl.Int64))
+        "dur_ns", pl.col("overlap_ns").cast(pl.Int64), pl.col("host").cast(HOST_TYPE))
 
 
-CALL_SCHEMA = {"source": pl.Utf8, "kind": pl.Utf8, "name": pl.Utf8, "pg": pl.Utf8, "seq": pl.Int64,
+def _host(rec: pl.DataFrame, ops: pl.DataFrame | None) -> pl.DataFrame:
+    """``_r, host`` of each call (empty lists without ``ops``)."""
+    if ops is None or ops.height == 0:
+        return rec.select("_r", pl.lit([], HOST_TYPE).alias("host"))
+    return host_before_calls(rec.select("_r", "_t", "_floor"), ops)
+
+
+CALL_SCHEMA: dict[str, pl.DataType | type[pl.DataType]] = {
+                "source": pl.Utf8, "kind": pl.Utf8, "name": pl.Utf8, "pg": pl.Utf8, "seq": pl.Int64,
                 "step_name": pl.Utf8, "k": pl.Int64, "bytes": pl.Int64, "group_size": pl.Int64, "dtype": pl.Utf8,
-                "start_ns": pl.Int64, "end_ns": pl.Int64, "dur_ns": pl.Int64, "overlap_ns": pl.Int64}
+                "start_ns": pl.Int64, "end_ns": pl.Int64, "dur_ns": pl.Int64, "overlap_ns": pl.Int64, "host": HOST_TYPE}
 
 
 def _step_names(times: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
@@ -196,10 +211,14 @@ def match_calls(calls: pl.DataFrame, link_gbps: float | None = None) -> tuple[pl
         pl.lit(link_gbps, pl.Float64).alias("link_gbps"))
     one = one.with_columns((pl.col("busbw_gbps") / pl.col("link_gbps")).alias("busbw_share")).sort("first_ns")
     one = one.rename({"rank": "ranks"})
+    late_call, late_rank = late_work(c, key, last)
+    one = one.join(late_call, on=key, how="left").with_columns(pl.col("late_work").fill_null(pl.lit([], HOST_TYPE)))
     per_rank = c.join(last.select(*key, "last_rank"), on=key).group_by("rank").agg(
         pl.len().alias("collectives"), (pl.col("rank") == pl.col("last_rank")).sum().alias("last"),
         pl.col("wait_ns").sum(), pl.col("dur_ns").sum().alias("collective_ns"),
         (pl.col("dur_ns") - pl.col("wait_ns")).sum().alias("transfer_ns"),
         pl.when(pl.col("exposed_ns").is_not_null().any()).then(pl.col("exposed_ns").sum()).alias("exposed_ns")
     ).sort("rank")
+    per_rank = per_rank.join(late_rank, on="rank", how="left").with_columns(
+        pl.col("late_work").fill_null(pl.lit([], HOST_TYPE)))
     return one, per_rank

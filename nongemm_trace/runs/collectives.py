@@ -24,6 +24,11 @@ def _us(ns: Any) -> float | None:
     return None if ns is None else round(ns / 1000, 3)
 
 
+def _late(rows: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
+    """The late rank's host work beyond the others' (:mod:`nongemm_trace.metrics.late_work`), in µs."""
+    return [{"op": r["op"], "excess_us": _us(r["ns"])} for r in rows or []]
+
+
 def collectives_view(reports: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[int, dict[str, Any]]]:
     """``(collectives, per rank)`` of the reports of distributed ranks (their worker calls taken out of
     every report)."""
@@ -53,10 +58,12 @@ def collectives_view(reports: list[dict[str, Any]]) -> tuple[list[dict[str, Any]
             "busbw_gbps": None if r["busbw_gbps"] is None else round(r["busbw_gbps"], 3),
             "link_gbps": r["link_gbps"],
             "busbw_share": None if r["busbw_share"] is None else round(r["busbw_share"], 4),
-            "overlap_us": [_us(v) for v in r["overlap_ns"]], "exposed_us": [_us(v) for v in r["exposed_ns"]]})
+            "overlap_us": [_us(v) for v in r["overlap_ns"]], "exposed_us": [_us(v) for v in r["exposed_ns"]],
+            "late_work": _late(r["late_work"])})
     ranks = {int(r["rank"]): {"collectives": r["collectives"], "last": r["last"], "wait_us": _us(r["wait_ns"]),
                               "collective_us": _us(r["collective_ns"]), "transfer_us": _us(r["transfer_ns"]),
-                              "exposed_us": _us(r["exposed_ns"])} for r in per_rank.iter_rows(named=True)}
+                              "exposed_us": _us(r["exposed_ns"]), "late_work": _late(r["late_work"])}
+             for r in per_rank.iter_rows(named=True)}
     return out, ranks
 
 
@@ -64,7 +71,8 @@ def collectives_frame(calls: list[dict[str, Any]]) -> pl.DataFrame:
     """The collectives as a table, one row per call and rank (the per-rank lists exploded), for the
     Parquet dataset (``table=collectives``)."""
     per_rank = ("ranks", "start_ns", "wait_us", "overlap_us", "exposed_us")
-    rows = pl.DataFrame(calls, infer_schema_length=None).with_row_index("call")
+    rows = pl.DataFrame([{k: v for k, v in c.items() if k != "late_work"} for c in calls],
+                        infer_schema_length=None).with_row_index("call")
     return rows.explode(list(per_rank)).rename({"ranks": "rank"})
 
 

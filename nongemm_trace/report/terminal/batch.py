@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ...models.batch import BatchResult
+from ..late_work import late_cell, late_sentences
 from ..palette import FAILED
 from ..sentences import ranks_lines, ranks_table, ranks_title
 from . import escape
@@ -69,13 +70,18 @@ def _render_collectives(calls: list[dict[str, Any]], ranks: list[dict[str, Any]]
             t.add_row(str(r["rank"]), str(c["collectives"]), str(c["last"]), f"{c['wait_us']:,.1f}",
                       f"{c['collective_us']:,.1f}", f"{c['transfer_us']:,.1f}", exposed)
     console.print(t)
+    for line in late_sentences(ranks):
+        console.print(escape(line))
     top = sorted(calls, key=lambda c: -(c["skew_us"] or 0))[:TOP_COLLECTIVES]
     t = Table(title=f"The {len(top)} collectives with the largest arrival skew", title_justify="left")
-    for col in ("collective", "group", "step", "#", "bytes", "skew (us)", "last rank", "busbw (GB/s)", "of link"):
-        t.add_column(col, justify="left" if col in ("collective", "group", "step") else "right")
+    for col in ("collective", "group", "step", "#", "bytes", "skew (us)", "last rank", "busbw (GB/s)", "of link",
+                "the last rank's host work beyond the others'"):
+        t.add_column(col, justify="left" if col in ("collective", "group", "step") or col.startswith("the last")
+                     else "right")
     dash = lambda v, f: "-" if v is None else f.format(v)  # noqa: E731
     for c in top:
         t.add_row(escape(c["name"]), escape(str(c["process_group"] or "-")), escape(str(c["step"] or "-")),
                   str(c["index"]), dash(c["bytes"], "{:,}"), f"{c['skew_us']:,.1f}", str(c["last_rank"]),
-                  dash(c["busbw_gbps"], "{:,.1f}"), dash(c["busbw_share"] and 100 * c["busbw_share"], "{:.1f} %"))
+                  dash(c["busbw_gbps"], "{:,.1f}"), dash(c["busbw_share"] and 100 * c["busbw_share"], "{:.1f} %"),
+                  escape(late_cell(c.get("late_work"))))
     console.print(t)
