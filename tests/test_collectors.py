@@ -117,3 +117,23 @@ def test_nsys_collector_needs_a_binary(monkeypatch, tmp_path):
     monkeypatch.setenv("PATH", str(tmp_path))
     with pytest.raises(SystemExit, match="no nsys binary"):
         col.find_nsys()
+
+
+def test_capture_runs_the_profiled_steps_back_to_back(tmp_path, monkeypatch):
+    """The profiled window is the user's loop as it runs: no synchronize between its steps (issue #41
+    item 5). With CUDA made to look present, every synchronize the collector makes is logged beside the
+    steps: none falls between two profiled steps."""
+    import torch
+
+    from nongemm_trace.collectors import torch_profiler
+
+    log: list[str] = []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a, **k: log.append("sync"))
+    monkeypatch.setattr(torch_profiler, "_activities", lambda: [torch.profiler.ProfilerActivity.CPU])
+    monkeypatch.setattr(torch_profiler, "run_metadata", lambda extra=None: dict(extra or {}))  # no device to name
+    x = torch.ones(8)
+    path = torch_profiler.capture(lambda: log.append("step") or torch.relu(x), tmp_path, "loop", steps=3,
+                                  unprofiled_rounds=0, summary=False)
+    assert path.exists()
+    assert log == ["step"] * 5 + ["sync"]
