@@ -91,7 +91,7 @@ def us_text(ns: Any) -> str:
 #: the tables of each result model that ``--table`` picks (csv, parquet), the default first; the
 #: models declare theirs from here (``Model.TABLES``) and the command line reads them without polars
 MODEL_TABLES = {
-    "report": ("categories", "ops", "kernels"),
+    "report": ("categories", "ops", "kernels", "phases"),
     "launch": ("streams", "steps", "devices", "categories", "activities"),
     "flops": ("ops", "categories", "calls"),
 }

@@ -108,7 +108,7 @@ def _written(argv: list[str], tmp: str, name: str) -> bytes:
 
 #: a command line that renders each model (the format appended); the tables its file formats write
 _MODEL_ARGV = {
-    "report": (["analyze", "{t}"], ("categories", "ops", "kernels")),
+    "report": (["analyze", "{t}"], ("categories", "ops", "kernels", "phases")),
     "batch": (["analyze", "{t}", "{p}", "--workers", "1"], ()),
     "comparison": (["compare", "{t}", "{p}"], ()),
     "launch": (["launch", "{t}"], ("streams", "steps", "devices", "categories", "activities")),

@@ -242,3 +242,28 @@ def test_each_engine_mark_gives_its_phase(tmp_path, which, old, new, phase, batc
     dst.write_bytes(gzip.compress(json.dumps(doc).encode()))
     (p,) = _doc(dst)["phases"]
     assert (p["phase"], p["iterations"], p["batch"], p["tokens"]) == (phase, 1, batch, tokens)
+
+
+@pytest.mark.parametrize("path", GENERATE, ids=[p.name[:30] for p in GENERATE])
+def test_phases_in_markdown_and_as_a_table(path, tmp_path, capsys):
+    """The phases are in the Markdown report and are a ``--table phases`` of the file formats, with the
+    JSON's figures; a trace without phases gives the table's header alone."""
+    import polars as pl
+
+    from nongemm_trace.cli import main
+    doc = _doc(path)
+    assert main(["analyze", str(path), "--format", "markdown"]) == 0
+    md = capsys.readouterr().out
+    for p in doc["phases"]:
+        assert re.search(rf"\| {p['phase']} \| {p['iterations']:,} \| {p['time_us']:,.1f} \|", md), p
+    out = tmp_path / "phases.parquet"
+    assert main(["analyze", str(path), "--format", "parquet", "--table", "phases", "-o", str(out)]) == 0
+    table = pl.read_parquet(out)
+    assert table["phase"].to_list() == [p["phase"] for p in doc["phases"]]
+    for row, p in zip(table.iter_rows(named=True), doc["phases"]):
+        assert (row["iterations"], row["time_us"], row["gpu_time_us"], row["tokens"]) == \
+            (p["iterations"], p["time_us"], p["gpu_time_us"], p["tokens"])
+        by = {c["class"]: c["time_us"] for c in p["classes"]}
+        assert row["GEMM_time_us"] == by.get("GEMM", 0) and row["non-GEMM_time_us"] == by.get("non-GEMM", 0)
+    assert main(["analyze", str(GRAPH_REPLAY), "--format", "csv", "--table", "phases"]) == 0
+    assert capsys.readouterr().out.strip().splitlines()[0].startswith("phase,iterations,time_ns")

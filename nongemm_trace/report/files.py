@@ -28,7 +28,30 @@ def table_frame(report: Report, table: str) -> pl.DataFrame:
                                        _us("self_cpu_time_ns"))
     if table == "kernels":
         return report.kernels.with_columns(_us("dur_ns"))
+    if table == "phases":
+        return phases_frame(report.phases)
     raise ValueError(f"unknown table {table!r}")
+
+
+def phases_frame(rows: list[dict]) -> pl.DataFrame:
+    """One row per phase (``Report.phases``): its figures in ns and µs, each class's GPU time
+    (``GEMM_time_ns``, ``non-GEMM_time_ns``, … the classes any phase has) and its top non-GEMM
+    categories as ``category share %`` text; no rows (the columns all the same) for a trace without
+    phases."""
+    classes = sorted({c["class"] for r in rows for c in r["classes"]} | {"GEMM", "non-GEMM"})
+    schema = {"phase": pl.Utf8, "iterations": pl.Int64, "time_ns": pl.Int64, "step_ns": pl.Int64,
+              "batch": pl.Float64, "tokens": pl.Int64, "gpu_time_ns": pl.Int64, "activities": pl.Int64,
+              **{f"{c}_time_ns": pl.Int64 for c in classes}, "top_categories": pl.Utf8}
+    out = []
+    for r in rows:
+        by = {c["class"]: c["time_ns"] for c in r["classes"]}
+        gpu = r["gpu_time_ns"]
+        top = ", ".join(f"{c['category']} {100 * c['time_ns'] / gpu:.1f}%" for c in r["categories"]) if gpu else ""
+        out.append({**{k: r[k] for k in ("phase", "iterations", "time_ns", "step_ns", "batch", "tokens",
+                                         "gpu_time_ns", "activities")},
+                    **{f"{c}_time_ns": by.get(c, 0) for c in classes}, "top_categories": top})
+    df = pl.DataFrame(out, schema=schema)
+    return df.with_columns(*(_us(c) for c in df.columns if c.endswith("_ns")))
 
 
 def _us(ns_column: str) -> pl.Expr:

@@ -37,6 +37,11 @@ def analyze_markdown(rep: Report, top: int = 10) -> str:
     lines += _table(["category", "class", "time (us)", "share", "activities"],
                     [[r["category"], r["class"], f"{r['time_ns'] / 1000:,.1f}", f"{100 * r['share']:.1f} %",
                       f"{r['activities']:,}"] for r in rep.categories.iter_rows(named=True)], right_from=2)
+    if rep.phases:
+        lines += ["", "Phases (iterations of the serving run):", ""]
+        lines += _table(["phase", "iterations", "time (us)", "step (us)", "batch", "tokens", "GPU time (us)",
+                         "GEMM", "non-GEMM", "top non-GEMM categories"],
+                        [_phase_row(r) for r in rep.phases], right_from=1)
     if rep.ops.height:
         by = "cpu" if rep.metric == "cpu" else "gpu"
         other = "self_cpu_time_ns" if by == "gpu" else "self_gpu_time_ns"
@@ -55,6 +60,16 @@ def analyze_markdown(rep: Report, top: int = 10) -> str:
     if rep.warnings:
         lines += ["", "Warnings:", ""] + [f"- `{w.code}` ({w.count:,}): {md_text(w.message)}" for w in rep.warnings]
     return "\n".join(lines) + "\n"
+
+
+def _phase_row(r: dict[str, Any]) -> list[Any]:
+    gpu = r["gpu_time_ns"]
+    by = {c["class"]: c["time_ns"] for c in r["classes"]}
+    share = lambda name: f"{100 * by.get(name, 0) / gpu:.1f} %" if gpu else "-"  # noqa: E731
+    return [r["phase"], f"{r['iterations']:,}", f"{r['time_ns'] / 1000:,.1f}", f"{r['step_ns'] / 1000:,.1f}",
+            "-" if r["batch"] is None else f"{r['batch']:g}", "-" if r["tokens"] is None else f"{r['tokens']:,}",
+            f"{gpu / 1000:,.1f}", share("GEMM"), share("non-GEMM"),
+            ", ".join(f"{c['category']} {100 * c['time_ns'] / gpu:.1f} %" for c in r["categories"]) if gpu else "-"]
 
 
 def compare_markdown(cmp: Comparison) -> str:
