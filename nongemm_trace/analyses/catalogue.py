@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..core.fields import option
-from ..vocabulary import AUTOCAST_DTYPES
+from ..vocabulary import AUTOCAST_DTYPES, TIME_BASES
 from .registry import AnalysisSpec, register
 
 _UNPROFILED = ("the run's measured step time without the profiler (us, mean per step): calibrates the answers for "
@@ -33,8 +33,15 @@ def _launch(sel: Any, ctx: Any, p: LaunchParams) -> Any:
     return launch_of(sel, ctx, p.short_us, p.unprofiled_step_us)
 
 
+def _timed(sel: Any) -> bool:
+    """Whether the trace is a timeline: a deployment stack's profile holds per-layer averages laid end to
+    end, no timeline to judge idle time or launches by."""
+    return sel.measured_as("gpu")[0] not in TIME_BASES
+
+
+#: on the page under each trace's breakdown, after the phases (the page's order since it first had both)
 register(AnalysisSpec("launch", "launch overhead, GPU idle gaps and communication overlap of one trace",
-                      LaunchParams, "launch", _launch))
+                      LaunchParams, "launch", _launch, page=20, applies=_timed))
 
 
 # -- flops --------------------------------------------------------------------------------------

@@ -32,4 +32,4 @@ def phases(sel: Selection, ctx: Context, params: PhasesParams) -> PhasesReport:
 SPEC = register(AnalysisSpec(
     "phases", "a serving or generate() run's iterations by phase (prefill, decode, mixed): step time, batch, "
               "tokens and the GEMM / non-GEMM shares of each", PhasesParams, "phases", phases,
-    trace_help="a vLLM, SGLang or Hugging Face generate() trace"))
+    trace_help="a vLLM, SGLang or Hugging Face generate() trace", page=10))
