@@ -52,7 +52,11 @@ class AnalysisSpec:
     trace's object of the batch JSON holds its document (under ``analyses``, by name). Both run it with
     its default ``Params`` (the page's own settings aside) and the selection options it takes;
     ``applies(selection)`` says whether it has anything to say of a trace (None: every trace), so a
-    profile it cannot read gets no section rather than an error."""
+    profile it cannot read gets no section rather than an error.
+
+    ``breakdown``: it reads the breakdown report of its selection (GPU time), which the registry
+    measures (once per trace and options, as ``analyze`` does) and hands it in the context
+    (``Context.breakdown``): the context offers no stage call to measure one itself."""
 
     name: str
     help: str
@@ -67,6 +71,7 @@ class AnalysisSpec:
     page: int | None = None
     batch: bool = False
     applies: Callable[[Selection], bool] | None = None
+    breakdown: bool = False
 
 
 #: the views that list the analyses (:attr:`AnalysisSpec.page`, :attr:`AnalysisSpec.batch`)
@@ -151,7 +156,8 @@ def _run_on(which: AnalysisSpec, analysis: Analysis, params: Any, asked: dict[st
     """Analysis ``which`` of an open analysis under the selection options ``asked``."""
     if which.refuse is not None:
         which.refuse(params, analysis.taxonomy, analysis.path)
-    return which.run(analysis.selection(**asked), analysis.context(**asked), params)
+    report = analysis.report(metric="gpu", **asked) if which.breakdown else None
+    return which.run(analysis.selection(**asked), analysis.context(report, **asked), params)
 
 
 def run_spec(which: AnalysisSpec, source: str | Path | Analysis, params: Any = None,
