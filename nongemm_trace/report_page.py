@@ -1,8 +1,12 @@
 """``nongemm-trace report TRACE… -o report.html``: one HTML page to share.
 
-Each trace is opened once (:class:`~nongemm_trace.pipeline.analysis.Analysis`); its report, its
-launch analysis and, for several traces, the comparison all read that one load. The
-page itself is drawn by :mod:`nongemm_trace.report.html` (self-contained: no network).
+Each trace is opened once (:class:`~nongemm_trace.pipeline.analysis.Analysis`); its report, the
+analyses the registry lists on the page and, for several traces, the comparison all read that one
+load. The page names none of those analyses: it draws, under each trace's breakdown, a section for
+every registered analysis whose spec gives it a place on the page (``AnalysisSpec.page``: launch and
+the serving phases today) and that applies to the trace, by the model's page renderer or a generic
+one (:mod:`nongemm_trace.report.html_sections`). The page itself is drawn by
+:mod:`nongemm_trace.report.html` (self-contained: no network).
 """
 
 from __future__ import annotations
@@ -10,34 +14,37 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .analyses import run
 from .analyses.compare import compare
+from .analyses.registry import listed, run_listed
 from .core.safe_write import refuse_input, write_file
 from .errors import OptionError, TraceError
 from .pipeline.analysis import Analysis, split_options
 from .report.html import render_html
 from .report.html_collectives import collectives_section
-from .report.html_phases import phases_section
+from .report.html_sections import listed_section, refused_section
 from .runs.batch import rank_entry, rank_of, ranks
-from .vocabulary import TIME_BASES
 
 
 def build_page(traces: list[str | Path | Analysis], *, top: int = 15, short_us: float = 10.0, per_step: bool = False,
-               title: str | None = None, **options: Any) -> str:
+               title: str | None = None, params: dict[str, Any] | None = None, **options: Any) -> str:
     """The HTML page of ``traces`` (paths or analyses); ``options`` as for :func:`nongemm_trace.analyze`
-    (``metric`` applies to the breakdown; the launch view and the comparison are of GPU time)."""
+    (``metric`` applies to the breakdown; the listed analyses and the comparison are of GPU time).
+    ``params``: by analysis name, the parameters of a listed analysis (``short_us``: launch's)."""
     if not traces:
         raise TraceError(None, "report needs at least one TRACE")
     if top < 0:
         raise OptionError(None, f"top must be >= 0, not {top}", "top")
     opened, report_opts = split_options(dict(options))
     analyses = [Analysis.of(t, **opened) for t in traces]
-    launch_opts = {k: v for k, v in report_opts.items() if k != "metric"}
+    selecting = {k: v for k, v in report_opts.items() if k != "metric"}
     reports = [a.report(**report_opts) for a in analyses]
-    # a deployment stack's profile holds per-layer averages laid end to end: no timeline to judge
-    launches = [None if r.metric in TIME_BASES else run("launch", a, {"short_us": short_us}, launch_opts)
-                for a, r in zip(analyses, reports)]
-    comparison = compare(analyses, per_step=per_step, **launch_opts) if len(analyses) > 1 else None
+    on_page = listed("page")
+    sections = [run_listed(a, on_page, selecting, {"launch": {"short_us": short_us}, **(params or {})})
+                for a in analyses]
+    # the ranks' time lines are their launch analyses' (none for a profile with no timeline)
+    launches = [next((m for s, m in got if s.name == "launch" and not isinstance(m, TraceError)), None)
+                for got in sections]
+    comparison = compare(analyses, per_step=per_step, **selecting) if len(analyses) > 1 else None
     # distributed ranks: the rank table and the straggler, as ``analyze RANK0 RANK1 …`` prints them
     entries = [rank_entry(r, lr.summary) for r, lr in zip(reports, launches)
                if lr is not None and rank_of(r) is not None]
@@ -45,10 +52,12 @@ def build_page(traces: list[str | Path | Analysis], *, top: int = 15, short_us: 
         title = f"nongemm-trace: {Path(str(reports[0].trace)).name}" if len(reports) == 1 else \
             f"nongemm-trace: {len(reports)} traces"
     view = ranks(entries)
-    calls = _collectives(analyses, reports, launch_opts, view)
-    return render_html(reports, launches, comparison, top=top, title=title, ranks=view,
+    calls = _collectives(analyses, reports, selecting, view)
+    return render_html(reports, None, comparison, top=top, title=title, ranks=view,
                        after_ranks=collectives_section(calls, (view or {}).get("ranks") or []),
-                       after_report=[phases_section(r.phases, r.phase_engine) for r in reports])
+                       after_report=["".join(refused_section(s.name, s.help, m.one_line()) if isinstance(m, TraceError)
+                                             else listed_section(m, s.name, s.help) for s, m in got)
+                                     for got in sections])
 
 
 def _collectives(analyses: list[Analysis], reports: list, options: dict[str, Any],

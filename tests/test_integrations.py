@@ -18,6 +18,10 @@ import warnings
 import pytest
 from conftest import REPO
 
+from nongemm_trace.integrations.gates import Gates
+from nongemm_trace.integrations.steps import ProfileWindow
+from nongemm_trace.pipeline.options import AnalysisOptions
+
 torch = pytest.importorskip("torch", reason="torch not installed (pip install torch)")
 
 
@@ -60,8 +64,9 @@ def hf_run(tmp_path_factory):
     data = [{"input_ids": torch.randint(0, 64, (16,)), "labels": torch.tensor(i % 2)} for i in range(16)]
     args = TrainingArguments(output_dir=str(out), max_steps=4, per_device_train_batch_size=4, report_to=[],
                              use_cpu=True, logging_strategy="no", save_strategy="no", disable_tqdm=True)
-    cb = NonGemmCallback(start=1, steps=2, warmup=1, name="bert", html=True, on_violation="warn",
-                         max_share={"non-GEMM": "99%"}, max_category_share={"gemm": 0.001})
+    cb = NonGemmCallback(window=ProfileWindow(start=1, steps=2, warmup=1, name="bert", html=True),
+                         gates=Gates(on_violation="warn", max_share={"non-GEMM": "99%"},
+                                     max_category_share={"gemm": 0.001}))
     trainer = Trainer(model=model, args=args, train_dataset=data, callbacks=[cb])
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")
@@ -92,7 +97,8 @@ def lightning_run(tmp_path_factory):
     torch.manual_seed(0)
     data = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.randn(96, 16), torch.randint(0, 2, (96,))),
                                        batch_size=8)
-    cb = NonGemmCallback(out / "traces", start=1, steps=2, warmup=1, max_category_share={"normalization": "0.01%"})
+    cb = NonGemmCallback(out / "traces", window=ProfileWindow(start=1, steps=2, warmup=1),
+                         gates=Gates(max_category_share={"normalization": "0.01%"}))
     trainer = L.Trainer(max_steps=6, accelerator="cpu", devices=1, logger=False, enable_checkpointing=False,
                         enable_progress_bar=False, enable_model_summary=False, default_root_dir=str(out),
                         accumulate_grad_batches=2, callbacks=[cb])
@@ -154,19 +160,21 @@ def _loop(profiler, out, n: int):
 def test_step_profiler_on_a_plain_loop(tmp_path):
     from nongemm_trace.integrations.steps import StepProfiler
 
-    held = StepProfiler(start=1, steps=2, warmup=0, max_share={"non-GEMM": 1.0}, metric="cpu")
+    held = StepProfiler(ProfileWindow(start=1, steps=2, warmup=0), gates=Gates(max_share={"non-GEMM": 1.0}),
+                        options=AnalysisOptions(metric="cpu"))
     _loop(held, tmp_path / "a", 5)
     assert held.violations == [] and json.loads(held.files["check"].read_text())["ok"] is True
     assert _steps(held.trace_path) == ["ProfilerStep#1", "ProfilerStep#2"] and "html" not in held.files
 
-    short = StepProfiler(start=1, steps=5, warmup=1)  # training ends inside the window: written as far as it ran
+    # training ends inside the window: written as far as it ran
+    short = StepProfiler(ProfileWindow(start=1, steps=5, warmup=1))
     with pytest.warns(UserWarning, match=r"inside the profiled window \(steps 1..5\): .* holds 2 whole steps and a "
                                          r"last, partial one \(ProfilerStep#3\)"):
         _loop(short, tmp_path / "b", 3)
     assert _steps(short.trace_path) == ["ProfilerStep#1", "ProfilerStep#2", "ProfilerStep#3"]
     assert "check" not in short.files  # no gates given
 
-    never = StepProfiler(start=4, steps=2)
+    never = StepProfiler(ProfileWindow(start=4, steps=2))
     with pytest.warns(UserWarning, match=r"training ended after 2 steps, before the profiled window \(steps 4..5\)"):
         _loop(never, tmp_path / "c", 2)
     assert never.trace_path is None and not (tmp_path / "c" / "loop.json.gz").exists()
@@ -185,8 +193,27 @@ def test_gates_are_validated_before_training():
                         ({"max_share": {"GEMM": 0.5}, "on_violation": "ignore"}, "on_violation"),
                         ({"start": 1, "warmup": 2}, "must not exceed start"),
                         ({"steps": 0}, "steps must be")):
+        window = {k: v for k, v in bad.items() if k in ("start", "steps", "warmup")}
         with pytest.raises(OptionError, match=needle):
-            StepProfiler(**bad)
+            StepProfiler(ProfileWindow(**window) if window else None,
+                         gates=Gates(**{k: v for k, v in bad.items() if k not in window}))
+        with pytest.raises(OptionError, match=needle), pytest.warns(DeprecationWarning):
+            StepProfiler(**bad)  # the keywords it took before: the same refusals, and the warning
+
+
+def test_the_keywords_the_profiler_took_before_still_work_with_a_warning():
+    from nongemm_trace.integrations.steps import StepProfiler
+
+    with pytest.warns(DeprecationWarning, match=r"StepProfiler\(ProfileWindow\(start=\.\.\.\), gates=Gates"):
+        old = StepProfiler(start=1, steps=2, warmup=0, html=True, max_share={"non-GEMM": "99%"}, level="top",
+                           metric="cpu")
+    new = StepProfiler(ProfileWindow(start=1, steps=2, warmup=0, html=True), gates=Gates(max_share={"non-GEMM": "99%"}),
+                       options=AnalysisOptions(level="top", metric="cpu"))
+    assert (old.window, old.gates, old.report_options) == (new.window, new.gates, new.report_options)
+    with pytest.raises(TypeError, match="start given beside window="):
+        StepProfiler(ProfileWindow(), start=3)
+    with pytest.raises(TypeError, match="takes no stepz"):
+        StepProfiler(stepz=3)
 
 
 def test_frameworks_are_imported_only_by_their_modules():

@@ -77,9 +77,9 @@ def test_latency_keeps_its_graph_in_the_analysis_memo_not_its_attributes():
     a = Analysis(_trace())
     first = nongemm_trace.run("latency", a)
     assert "_latency_graphs" not in vars(a) and a.memo["latency_graphs"]
-    graph = next(iter(a.memo["latency_graphs"].values()))[0]
+    graph = next(iter(a.memo["latency_graphs"].values()))
     nongemm_trace.run("whatif", a, {"scale": ("GEMM=0.5",)})
-    assert next(iter(a.memo["latency_graphs"].values()))[0] is graph, "the what-if reused the graph"
+    assert next(iter(a.memo["latency_graphs"].values())) is graph, "the what-if reused the graph"
     assert first.steps.height == a.selection(level=None).step_threads[0].height
 
 
@@ -121,4 +121,44 @@ def test_the_training_callbacks_take_the_options_object():
     typed = AnalysisOptions(taxonomy="ispass25", level="top", metric="cpu")
     p = StepProfiler(options=typed)
     assert (p.taxonomy.name, p.report_options) == ("ispass25", {"level": "top", "metric": "cpu"})
-    assert StepProfiler(options=typed, metric="gpu").report_options["metric"] == "gpu"
+    with pytest.warns(DeprecationWarning):  # a keyword beside options= still wins, as the old form did
+        assert StepProfiler(options=typed, metric="gpu").report_options["metric"] == "gpu"
+
+
+def test_the_context_offers_no_stage_calls_and_hands_the_breakdown_to_whom_reads_it():
+    """An analysis reads its tables, op tree, activities, taxonomy and memo; it cannot ask for another
+    selection or a breakdown. ``check`` and ``phases`` read the breakdown: the registry hands them the
+    one ``analyze`` measures, not a second."""
+    from dataclasses import fields as dc_fields
+
+    from nongemm_trace.pipeline.context import Context
+
+    names = {f.name for f in dc_fields(Context)}
+    assert not names & {"selection", "report"}, names
+    assert {s.name for s in specs() if s.breakdown} == {"check", "phases"}
+    a = Analysis(_trace())
+    rep = a.report(metric="gpu")
+    assert nongemm_trace.run("check", a, {"max_share": {"non-GEMM": 0.99}}).report is rep
+    assert a.context().breakdown is None
+
+
+def test_the_whatif_changes_are_one_typed_object_and_the_old_keywords_warn():
+    """``predict`` takes the ``whatif`` analysis's ``Params`` (the changes, typed and documented once);
+    its former eleven-parameter form gives the same report, with the deprecation warning (0.3)."""
+    from nongemm_trace.analyses.changes import WhatIfParams
+    from nongemm_trace.analyses.latency import graph_in
+    from nongemm_trace.analyses.latency.whatif import predict
+
+    a = Analysis(_trace())
+    sel = a.selection()
+    ctx = a.context()
+    g, warnings = graph_in(sel, ctx)
+    typed = predict(ctx, g, sel, warnings, WhatIfParams(scale=("GEMM=0.5",), cpu_scale=1.5, launch_us=2.0))
+    with pytest.warns(DeprecationWarning, match=r"WhatIfParams\(scale=.*0\.3"):
+        old = predict(ctx, g, sel, warnings, ["GEMM=0.5"], cpu_scale=1.5, launch_us=2.0)
+    assert old.to_dict() == typed.to_dict() == nongemm_trace.run("whatif", a, {
+        "scale": {"GEMM": 0.5}, "cpu_scale": 1.5, "launch_us": 2.0}).to_dict()
+    with pytest.raises(TypeError, match="not both"):
+        predict(ctx, g, sel, warnings, WhatIfParams(), cpu_scale=2.0)
+    with pytest.raises(TypeError, match="takes no change cpu_scal"):
+        predict(ctx, g, sel, warnings, None, cpu_scal=2.0)

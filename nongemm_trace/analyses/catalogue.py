@@ -11,12 +11,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..core.fields import option
-from ..vocabulary import AUTOCAST_DTYPES
+from ..vocabulary import TIME_BASES
+from .changes import UNPROFILED as _UNPROFILED
+from .changes import WhatIfParams
 from .registry import AnalysisSpec, register
 
-_UNPROFILED = ("the run's measured step time without the profiler (us, mean per step): calibrates the answers for "
-               "the run without the profiler (default: the trace's nongemm_unprofiled metadata, else the "
-               "profiler-overhead model alone)")
 #: the selection options of the analyses that replay the steps (every activity takes part in the timeline)
 _STEPPED = ("level", "step_marker", "skip_steps")
 
@@ -33,8 +32,15 @@ def _launch(sel: Any, ctx: Any, p: LaunchParams) -> Any:
     return launch_of(sel, ctx, p.short_us, p.unprofiled_step_us)
 
 
+def _timed(sel: Any) -> bool:
+    """Whether the trace is a timeline: a deployment stack's profile holds per-layer averages laid end to
+    end, no timeline to judge idle time or launches by."""
+    return sel.measured_as("gpu")[0] not in TIME_BASES
+
+
+#: on the page under each trace's breakdown, after the phases (the page's order since it first had both)
 register(AnalysisSpec("launch", "launch overhead, GPU idle gaps and communication overlap of one trace",
-                      LaunchParams, "launch", _launch))
+                      LaunchParams, "launch", _launch, page=20, applies=_timed))
 
 
 # -- flops --------------------------------------------------------------------------------------
@@ -69,33 +75,15 @@ register(AnalysisSpec("latency", "each step's wall time along its critical path,
                       selecting=_STEPPED, trace_help=_STEPS_HELP))
 
 
-@dataclass(frozen=True)
-class WhatIfParams:
-    scale: tuple[str, ...] = option((), "multiply the durations of GEMM, non-GEMM, communication, unclassified, a "
-                                        "category, op:NAME or kernel:REGEX activities by FACTOR (0.5 = twice as "
-                                        "fast; repeatable, the last matching wins)", metavar="SELECTOR=FACTOR",
-                                    repeat=True)
-    cpu_scale: float = option(1.0, "host work takes F times as long", metavar="F")
-    launch_us: float | None = option(None, "every launch call costs X us", metavar="X")
-    graphs: bool = option(False, "replay each step's launches as CUDA graphs")
-    graph_launch_us: float | None = option(None, "with --graphs: one graph replay call costs X us (default: as the "
-                                                 "trace's graph launches, else 1.6 us per replayed activity)",
-                                           metavar="X")
-    autocast: str | None = option(None, "the step under torch.autocast to this dtype: adds the casts and the host "
-                                        "work autocast brings (the kernels' own speed-up is your --scale, e.g. "
-                                        "GEMM=0.3)", choices=AUTOCAST_DTYPES)
-    unprofiled_step_us: float | None = option(None, _UNPROFILED, metavar="X")
-
-
+# its Params, WhatIfParams, is its own module's (analyses/changes.py): predict takes the same object
 def _whatif(sel: Any, ctx: Any, p: WhatIfParams) -> Any:
     from .latency import whatif_of
-    return whatif_of(sel, ctx, list(p.scale), cpu_scale=p.cpu_scale, launch_us=p.launch_us, graphs=p.graphs,
-                     graph_launch_us=p.graph_launch_us, autocast=p.autocast, unprofiled_step_us=p.unprofiled_step_us)
+    return whatif_of(sel, ctx, p)
 
 
 def _whatif_refuse(p: WhatIfParams, taxonomy: Any, path: Any) -> None:
     from .latency.whatif import parse_scales
-    parse_scales(list(p.scale), taxonomy.categories, path)  # before the trace is read
+    parse_scales(p.scale, taxonomy.categories, path)  # before the trace is read
 
 
 register(AnalysisSpec("whatif", "replay the steps with changed durations: predicted latency, shares and critical "
@@ -179,7 +167,7 @@ def _check_refuse(p: CheckParams, taxonomy: Any, path: Any) -> None:
 
 register(AnalysisSpec("check", "regression gates: exit 1 when a limit is broken", CheckParams, "check", _check,
                       trace_help="the trace to gate", refuse=_check_refuse, status=lambda m: 0 if m.ok else 1,
-                      example=("--max-share", "non-GEMM=0.99")))
+                      example=("--max-share", "non-GEMM=0.99"), breakdown=True))
 
 
 # the analyses added since, each module registering its own spec

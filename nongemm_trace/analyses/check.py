@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
@@ -235,7 +235,8 @@ def check(
                                   max_skew_us=max_skew_us, ranks=ranks)
     validate_limits(analysis.taxonomy, path=analysis.path, **limits)
     metric = report_opts.pop("metric")
-    return check_of(analysis.selection(**report_opts), analysis.context(**report_opts), metric=metric, **limits)
+    report = analysis.report(metric=metric, **report_opts)
+    return check_of(analysis.selection(**report_opts), analysis.context(report, **report_opts), metric=metric, **limits)
 
 
 def check_of(sel: Selection, ctx: Context, *, baseline: str | Path | Analysis | Report | None = None,
@@ -244,8 +245,11 @@ def check_of(sel: Selection, ctx: Context, *, baseline: str | Path | Analysis | 
              min_activities: float = MIN_ACTIVITIES, max_exposed_communication: float | None = None,
              max_skew_us: float | None = None, ranks: list[str | Path] | None = None,
              metric: str = "gpu") -> CheckResult:
-    """:func:`check` of a selection whose limits were validated (the analysis's ``run``)."""
-    rep = ctx.report(metric=metric, **ctx.options)
+    """:func:`check` of a selection whose limits were validated (the analysis's ``run``), under the
+    breakdown the context hands it (its spec's ``breakdown``; measured under ``metric``)."""
+    rep = ctx.breakdown
+    if rep is None:
+        raise ValueError("check reads the breakdown: give it in the context (Analysis.context(report, ...))")
     of = {"gpu": "GPU time", "cpu": "CPU time", "paper": "CPU + GPU time"}.get(rep.metric, rep.metric)
     out: list[Gate] = []
 
@@ -262,8 +266,7 @@ def check_of(sel: Selection, ctx: Context, *, baseline: str | Path | Analysis | 
         gate(f"max-category-share {name}", value, allowed, f"category {name} is {_percent(value)} % of {of}")
     if max_exposed_communication is not None or max_skew_us is not None:
         from .comm_gates import comm_gates
-        # the context answers trace(), selection() and path as an analysis does: all the gates read
-        out += [Gate(*g) for g in comm_gates(cast(Any, ctx), {"metric": metric, **ctx.options},
+        out += [Gate(*g) for g in comm_gates(sel, ctx, {"metric": metric, **ctx.options},
                                              max_exposed_communication=max_exposed_communication,
                                              max_skew_us=max_skew_us, ranks=ranks)]
     if baseline is not None:

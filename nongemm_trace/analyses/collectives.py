@@ -4,7 +4,7 @@ the collective records of the file (:mod:`nongemm_trace.load.kineto.collectives`
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
@@ -13,6 +13,10 @@ from ..metrics.collectives import CALL_SCHEMA, rank_calls
 from ..metrics.late_work import top_level_host
 from ..pipeline.analysis import Analysis
 
+if TYPE_CHECKING:  # pragma: no cover
+    from ..core.trace import Trace
+    from ..pipeline.selection import Selection
+
 
 def collective_calls(analysis: Analysis, **options: Any) -> pl.DataFrame:
     """The rank's calls (:data:`~nongemm_trace.metrics.collectives.CALL_COLUMNS`); none for a format
@@ -20,8 +24,14 @@ def collective_calls(analysis: Analysis, **options: Any) -> pl.DataFrame:
     trace = analysis.trace()
     if trace.source_format != "kineto":
         return pl.DataFrame(schema=CALL_SCHEMA)
-    sel = analysis.selection(**options)
-    records = read_collective_records(analysis.path)
+    return calls_of(analysis.selection(**options), trace, analysis.path)
+
+
+def calls_of(sel: Selection, trace: Trace, path: Any) -> pl.DataFrame:
+    """:func:`collective_calls` of a selection of the Kineto trace ``trace`` read from ``path``."""
+    if trace.source_format != "kineto":
+        return pl.DataFrame(schema=CALL_SCHEMA)
+    records = read_collective_records(path)
     acts = sel.activities.select("device", pl.col("category").cast(pl.Utf8), "ts_ns",
                                  (pl.col("ts_ns") + pl.col("dur_ns")).alias("end_ns"))
     pg, size = _only_group(trace.metadata.get("distributedInfo"))

@@ -18,14 +18,19 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
 from ..errors import OptionError
 from ..metrics.collectives import match_calls
 from ..metrics.launch import busy_ns, exposed_communication
-from ..pipeline.analysis import Analysis, open_analysis
+from ..pipeline.analysis import open_analysis
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..core.trace import Trace
+    from ..pipeline.context import Context
+    from ..pipeline.selection import Selection
 
 #: a gate as ``check``'s :class:`~.check.Gate` takes it: limit, measured value, allowed, ok, message
 GateRow = tuple[str, float, float, bool, str]
@@ -67,9 +72,8 @@ def parse_us(text: str | float, where: str) -> float:
         raise OptionError(None, f"{where}: {text!r} is not a time (500, 500us, 0.5ms)", where) from None
 
 
-def exposed_share(analysis: Analysis, options: dict[str, Any]) -> tuple[float, int, int]:
-    """The exposed communication's share of the busy time, with both (ns), over the kept activities."""
-    acts = analysis.selection(**options).activities
+def exposed_share(acts: pl.DataFrame) -> tuple[float, int, int]:
+    """The exposed communication's share of the busy time, with both (ns), over the kept activities ``acts``."""
     if acts.height == 0:
         return 0.0, 0, 0
     acts = acts.with_columns((pl.col("ts_ns") + pl.col("dur_ns")).alias("end_ns"))
@@ -78,43 +82,48 @@ def exposed_share(analysis: Analysis, options: dict[str, Any]) -> tuple[float, i
     return (exposed / busy if busy else 0.0), exposed, busy
 
 
-def _rank_of(analysis: Analysis, fallback: int) -> int:
-    info = analysis.trace().metadata.get("distributedInfo")
+def _rank_of(trace: Trace, fallback: int) -> int:
+    info = trace.metadata.get("distributedInfo")
     rank = info.get("rank") if isinstance(info, dict) else None
     return rank if isinstance(rank, int) and not isinstance(rank, bool) else fallback
 
 
-def matched_collectives(analysis: Analysis, ranks: list[str | Path], options: dict[str, Any]) -> pl.DataFrame:
-    """The collectives of this rank and the ``ranks`` given, matched across them (``match_calls``'
-    table; empty where fewer than two ranks hold collectives)."""
-    from .collectives import collective_calls
+def matched_collectives(sel: Selection, ctx: Context, ranks: list[str | Path], options: dict[str, Any]) -> pl.DataFrame:
+    """The collectives of this rank (its selection ``sel`` and context ``ctx``) and the ``ranks`` given
+    (opened under ``options``), matched across them (``match_calls``' table; empty where fewer than two
+    ranks hold collectives)."""
+    from .collectives import calls_of, collective_calls
 
     frames, seen = [], set()
-    for i, source in enumerate([analysis, *ranks]):
-        a, opts = (analysis, options) if i == 0 else open_analysis(source, options, metric="gpu")
-        rank = _rank_of(a, i)
+    for i, source in enumerate([None, *ranks]):
+        other = None if source is None else open_analysis(source, options, metric="gpu")
+        path, trace = (ctx.path, ctx.trace()) if other is None else (other[0].path, other[0].trace())
+        rank = _rank_of(trace, i)
         if rank in seen:
-            raise OptionError(a.path, f"rank {rank} is given twice (distributedInfo.rank): give each rank's "
-                                      "trace once", "ranks")
+            raise OptionError(path, f"rank {rank} is given twice (distributedInfo.rank): give each rank's "
+                                    "trace once", "ranks")
         seen.add(rank)
-        frames.append(collective_calls(a, **opts).with_columns(pl.lit(rank, pl.Int64).alias("rank")))
+        calls = calls_of(sel, trace, path) if other is None else collective_calls(other[0], **other[1])
+        frames.append(calls.with_columns(pl.lit(rank, pl.Int64).alias("rank")))
     one, _ = match_calls(pl.concat(frames)) if frames else (pl.DataFrame(), pl.DataFrame())
     return one
 
 
-def comm_gates(analysis: Analysis, options: dict[str, Any], *, max_exposed_communication: float | None = None,
-               max_skew_us: float | None = None, ranks: list[str | Path] | None = None) -> list[GateRow]:
-    """The gates asked for, each with its measured value (:data:`GateRow`)."""
+def comm_gates(sel: Selection, ctx: Context, options: dict[str, Any], *,
+               max_exposed_communication: float | None = None, max_skew_us: float | None = None,
+               ranks: list[str | Path] | None = None) -> list[GateRow]:
+    """The gates asked for, each with its measured value (:data:`GateRow`), of the rank whose selection
+    and context are ``sel`` and ``ctx`` (the other ``ranks`` opened under ``options``)."""
     out: list[GateRow] = []
     if max_exposed_communication is not None:
-        share, exposed, busy = exposed_share(analysis, options)
+        share, exposed, busy = exposed_share(sel.activities)
         ok = not share > max_exposed_communication
         out.append(("max-exposed-communication", share, max_exposed_communication, ok,
                     f"exposed communication is {_pct(share)} % of the busy GPU time ({exposed / 1000:,.1f} "
                     f"of {busy / 1000:,.1f} us), {'within' if ok else 'above'} the limit of "
                     f"{_pct(max_exposed_communication)} %"))
     if max_skew_us is not None:
-        one = matched_collectives(analysis, list(ranks or []), options)
+        one = matched_collectives(sel, ctx, list(ranks or []), options)
         if one.height == 0:
             out.append(("max-skew", math.inf, max_skew_us, False,
                         "no collective was matched across the ranks given: a skew gate cannot pass ranks "

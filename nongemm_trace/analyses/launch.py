@@ -72,7 +72,7 @@ def launch_of(sel: Selection, ctx: Context, short_us: float = 10.0,
             "activities_per_s": None, "idle_share": None, "host_bound_share_of_idle": None,
             "launch_overhead_per_activity_us": None, "launch_call_us": 0.0,
             "busy_by_class_us": dict.fromkeys((c for c in BUSY_CLASS_ORDER if c not in OPTIONAL_BUSY_CLASSES), 0.0),
-            "unprofiled": None, "bound": profiled_bound(ctx), "capture_idle_us": 0.0,
+            "unprofiled": None, "bound": profiled_bound(sel, ctx), "capture_idle_us": 0.0,
             **capture} | _step_summary(sel)
         verdict = "no GPU activities: nothing ran on the device"
         if capture["captured_launches"]:
@@ -99,7 +99,7 @@ def launch_of(sel: Selection, ctx: Context, short_us: float = 10.0,
     cats = category_overhead(acts.with_columns(pl.col("device").fill_null(-1)), cover)
     per_act = _per_activity(acts, cover)
     graphs = _graphs(acts)
-    summary["unprofiled"] = without_profiler_view(ctx, unprofiled_step_us)
+    summary["unprofiled"] = without_profiler_view(sel, ctx, unprofiled_step_us)
     un = summary["unprofiled"]
     summary["bound"] = None if un is None else un.get("profiled_bound")
     verdict = _verdict(summary, acts, short_ns)
@@ -109,37 +109,38 @@ def launch_of(sel: Selection, ctx: Context, short_us: float = 10.0,
                         graphs, verdict, sel.metadata.get("device"), warnings)
 
 
-def profiled_bound(ctx: Context) -> str | None:
+def profiled_bound(sel: Selection, ctx: Context) -> str | None:
     """The measured run's bound on the critical path over the kept steps, as latency reports it
     (``unprofiled.profiled_bound``); None for a format with no host timeline or no steps."""
     from ..models.latency import bound_of
     from .latency.path import attribute
 
-    found = _measured(ctx)
+    found = _measured(sel, ctx)
     if found is None:
         return None
-    g, sel, measured = found
+    g, measured = found
     measured.steps = measured.steps.filter(pl.col("step") >= sel.steps_skipped)
     return bound_of(attribute(measured, ctx.taxonomy.classes, g.queue_gap_ns))
 
 
-def _measured(ctx: Context) -> tuple[Any, Any, Any] | None:
-    """(dependency graph, selection, measured timeline) as latency builds them (its selection keeps
-    the unlinked activities), or None for a format with no host timeline."""
+def _measured(sel: Selection, ctx: Context) -> tuple[Any, Any] | None:
+    """(dependency graph, measured timeline) as latency builds them, or None for a format with no host
+    timeline. The graph replays every activity whatever ``drop_unlinked`` kept (it reads the level's
+    activities, not the selection's), and the steps, their threads and the skipped count it reads of
+    ``sel`` are the same under either choice: so launch's own selection serves, as latency's would."""
     from .latency import graph_in
     from .latency.replay import measured_timeline
 
     if not format_of(ctx.trace()).host_timeline:
         return None
-    sel = ctx.selection(**{k: v for k, v in ctx.options.items() if k in ("level", "step_marker", "skip_steps")})
     try:
         g, _ = graph_in(sel, ctx)
     except TraceError:
         return None
-    return g, sel, measured_timeline(g)
+    return g, measured_timeline(g)
 
 
-def without_profiler_view(ctx: Context, step_us: float | None) -> dict[str, Any] | None:
+def without_profiler_view(sel: Selection, ctx: Context, step_us: float | None) -> dict[str, Any] | None:
     """``busy_share`` and ``verdict`` of the run without the profiler (the replay of
     :mod:`.latency.unprofiled`), beside ``profiled_busy_share`` (the measured replay's, same scope: every
     activity, first start to last end); None for a format with no host timeline."""
@@ -147,10 +148,10 @@ def without_profiler_view(ctx: Context, step_us: float | None) -> dict[str, Any]
     from .latency.path import attribute
     from .latency.unprofiled import unprofiled_summary, without_profiler
 
-    found = _measured(ctx)
+    found = _measured(sel, ctx)
     if found is None:
         return None
-    g, sel, measured = found
+    g, measured = found
     kept = measured.steps.filter(pl.col("step") >= sel.steps_skipped)
     un = without_profiler(ctx, g, kept, step_us=step_us, path=sel.trace)
     busy = busy_share(un.timeline.acts)

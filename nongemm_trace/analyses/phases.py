@@ -22,14 +22,16 @@ class PhasesParams:
 
 
 def phases(sel: Selection, ctx: Context, params: PhasesParams) -> PhasesReport:
-    """The report's phase rows (GPU time) as their own model."""
+    """The breakdown's phase rows (GPU time) as their own model: the registry hands it the report it
+    measures for ``analyze`` too (the spec's ``breakdown``), so the two agree and it is measured once."""
     from ..models.phases import PhasesReport
 
-    rep = ctx.report(metric="gpu", **ctx.options)
+    rep = ctx.breakdown
+    assert rep is not None, "the phases spec reads the breakdown (breakdown=True)"
     return PhasesReport(sel.trace, rep.phase_engine, list(rep.phases))
 
 
 SPEC = register(AnalysisSpec(
     "phases", "a serving or generate() run's iterations by phase (prefill, decode, mixed): step time, batch, "
               "tokens and the GEMM / non-GEMM shares of each", PhasesParams, "phases", phases,
-    trace_help="a vLLM, SGLang or Hugging Face generate() trace"))
+    trace_help="a vLLM, SGLang or Hugging Face generate() trace", page=10, breakdown=True))

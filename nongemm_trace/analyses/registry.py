@@ -1,9 +1,14 @@
 """The analyses, each declared once: an :class:`AnalysisSpec` (its name, help, typed ``Params``, the
 model it returns and ``run(selection, context, params)``) registered here. The command line's
-subcommands (:mod:`nongemm_trace.commands.derived`), the HTML page, the pytest plugin, the tests and
-``nongemm_trace.run`` (the library's one entry to any of them) all read this table, through the
-package (:mod:`nongemm_trace.analyses`: ``specs``, ``spec``, ``run``); registering a name twice is
+subcommands (:mod:`nongemm_trace.commands.derived`), the HTML page, the batch, the pytest plugin, the
+tests and ``nongemm_trace.run`` (the library's one entry to any of them) all read this table, through
+the package (:mod:`nongemm_trace.analyses`: ``specs``, ``spec``, ``run``); registering a name twice is
 refused, as torch's ``register_flop_formula`` refuses a second formula for an op.
+
+The page and the batch do not name the analyses they show: they ask :func:`listed` which analyses a
+spec puts there (its ``page`` place, its ``batch`` flag) and run each that ``applies`` to the trace
+(:func:`run_listed`), so an analysis registered here shows on the page and in each trace's batch
+object with no edit to either.
 
 A ``Params`` class is a frozen dataclass whose fields are made by
 :func:`~nongemm_trace.core.fields.option`: the field is the parameter (typed, with its default) and
@@ -39,7 +44,19 @@ class AnalysisSpec:
     (the taxonomy always); ``refuse(params, taxonomy, path)``: refuses parameters that could never
     hold before the trace is read; ``status(model)``: the exit status of a result (a broken gate is
     1); ``example``: the arguments after the trace that make it answer on a real trace (the tests
-    and the golden outputs run it so)."""
+    and the golden outputs run it so).
+
+    Where it is listed without being named: ``page``, its place among the sections under each trace's
+    breakdown on the HTML page (lower first; None: not on the page), drawn by its model's ``html``
+    renderer (``report/registry.py``) or, without one, its terminal view as text; ``batch``, whether each
+    trace's object of the batch JSON holds its document (under ``analyses``, by name). Both run it with
+    its default ``Params`` (the page's own settings aside) and the selection options it takes;
+    ``applies(selection)`` says whether it has anything to say of a trace (None: every trace), so a
+    profile it cannot read gets no section rather than an error.
+
+    ``breakdown``: it reads the breakdown report of its selection (GPU time), which the registry
+    measures (once per trace and options, as ``analyze`` does) and hands it in the context
+    (``Context.breakdown``): the context offers no stage call to measure one itself."""
 
     name: str
     help: str
@@ -51,7 +68,14 @@ class AnalysisSpec:
     refuse: Callable[[Any, Taxonomy, Any], None] | None = None
     status: Callable[[Any], int] | None = None
     example: tuple[str, ...] = ()
+    page: int | None = None
+    batch: bool = False
+    applies: Callable[[Selection], bool] | None = None
+    breakdown: bool = False
 
+
+#: the views that list the analyses (:attr:`AnalysisSpec.page`, :attr:`AnalysisSpec.batch`)
+LISTS = ("page", "batch")
 
 _SPECS: dict[str, AnalysisSpec] = {}
 
@@ -69,6 +93,11 @@ def register(spec: AnalysisSpec) -> AnalysisSpec:
         raise ValueError(f"{spec.name}: no selection option {', '.join(sorted(unknown))}")
     _SPECS[spec.name] = spec
     return spec
+
+
+def unregister(name: str) -> AnalysisSpec:
+    """Take the analysis named ``name`` out of the table (a test, or a plugin that adds one for a while)."""
+    return _SPECS.pop(name)
 
 
 def registered() -> tuple[AnalysisSpec, ...]:
@@ -94,6 +123,43 @@ def params_of(which: AnalysisSpec, values: Any = None) -> Any:
     return which.params(**(values or {}))
 
 
+def listed(where: str) -> tuple[AnalysisSpec, ...]:
+    """The analyses ``where`` (``"page"``: in their page order; ``"batch"``: in the order registered) lists."""
+    if where == "page":
+        return tuple(sorted((s for s in _SPECS.values() if s.page is not None), key=lambda s: s.page or 0))
+    if where == "batch":
+        return tuple(s for s in _SPECS.values() if s.batch)
+    raise ValueError(f"no list named {where!r} ({', '.join(LISTS)})")
+
+
+def run_listed(analysis: Analysis, specs: tuple[AnalysisSpec, ...], options: dict[str, Any],
+               params: dict[str, Any] | None = None) -> list[tuple[AnalysisSpec, Any]]:
+    """Each of ``specs`` (:func:`listed`) that applies to the trace of ``analysis``, with its model, or the
+    :class:`~nongemm_trace.errors.TraceError` that refused the trace (one analysis that cannot read a trace
+    never costs the others their place). ``options``: the selection options of the view, each analysis
+    given those it takes; ``params``: by analysis name, the parameters the view sets (else the defaults)."""
+    from ..errors import TraceError
+
+    out: list[tuple[AnalysisSpec, Any]] = []
+    for which in specs:
+        asked = {k: v for k, v in options.items() if k in which.selecting}
+        try:
+            if which.applies is not None and not which.applies(analysis.selection(**asked)):
+                continue
+            out.append((which, _run_on(which, analysis, params_of(which, (params or {}).get(which.name)), asked)))
+        except TraceError as exc:
+            out.append((which, exc))
+    return out
+
+
+def _run_on(which: AnalysisSpec, analysis: Analysis, params: Any, asked: dict[str, Any]) -> Any:
+    """Analysis ``which`` of an open analysis under the selection options ``asked``."""
+    if which.refuse is not None:
+        which.refuse(params, analysis.taxonomy, analysis.path)
+    report = analysis.report(metric="gpu", **asked) if which.breakdown else None
+    return which.run(analysis.selection(**asked), analysis.context(report, **asked), params)
+
+
 def run_spec(which: AnalysisSpec, source: str | Path | Analysis, params: Any = None,
              options: AnalysisOptions | dict[str, Any] | None = None) -> Any:
     """The model of analysis ``which`` on ``source`` (a path or an open
@@ -109,7 +175,4 @@ def run_spec(which: AnalysisSpec, source: str | Path | Analysis, params: Any = N
         raise TypeError(f"{which.name} does not take {', '.join(ignored)}")
     analysis = Analysis.of(source, taxonomy=opts.taxonomy, keep_python=opts.keep_python or needs_python(opts.level),
                            layer_info=opts.layer_info)
-    if which.refuse is not None:
-        which.refuse(params, analysis.taxonomy, analysis.path)
-    asked = {k: v for k, v in selecting.items() if k in which.selecting}
-    return which.run(analysis.selection(**asked), analysis.context(**asked), params)
+    return _run_on(which, analysis, params, {k: v for k, v in selecting.items() if k in which.selecting})

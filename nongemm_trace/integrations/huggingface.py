@@ -3,12 +3,14 @@
     from nongemm_trace.integrations.huggingface import NonGemmCallback
 
     trainer = Trainer(model, args, train_dataset=ds,
-                      callbacks=[NonGemmCallback(start=10, steps=3, max_share={"non-GEMM": "45%"})])
+                      callbacks=[NonGemmCallback(window=ProfileWindow(start=10, steps=3),
+                                                 gates=Gates(max_share={"non-GEMM": "45%"}))])
     trainer.train()      # output_dir/nongemm/train.json.gz, train.nongemm.json, train.nongemm.txt, train.check.json
 
 Steps are optimizer steps (``on_step_end``: after gradient accumulation), counted from 0 when
 ``train()`` begins. Under several processes each rank writes ``NAME.rankN.*``. Options: those
-of :class:`~nongemm_trace.integrations.steps.StepProfiler`. ``transformers`` is imported by this
+of :class:`~nongemm_trace.integrations.steps.StepProfiler` (its ``ProfileWindow``, ``gates=`` and
+``options=``). ``transformers`` is imported by this
 module only: it is no dependency of nongemm-trace.
 """
 

@@ -2,16 +2,16 @@
 
     from nongemm_trace.integrations.lightning import NonGemmCallback
 
-    trainer = L.Trainer(max_steps=100, callbacks=[NonGemmCallback(start=10, steps=3,
-                                                                  max_category_share={"memory": 0.1})])
+    trainer = L.Trainer(max_steps=100, callbacks=[NonGemmCallback(
+        window=ProfileWindow(start=10, steps=3), gates=Gates(max_category_share={"memory": 0.1}))])
     trainer.fit(model, loader)   # default_root_dir/nongemm/train.json.gz, .nongemm.json, .nongemm.txt, .check.json
 
 Steps are optimizer steps (``trainer.global_step`` advancing; with ``accumulate_grad_batches``
 a step spans several batches), counted from 0 when fitting begins. Under several processes
 each rank writes ``NAME.rankN.*``. Options: those of
-:class:`~nongemm_trace.integrations.steps.StepProfiler`. The callback is built on
-``lightning.pytorch`` (``NonGemmCallback``) or, for the older package name, ``pytorch_lightning``
-(``PLNonGemmCallback``); neither is a dependency of nongemm-trace.
+:class:`~nongemm_trace.integrations.steps.StepProfiler` (its ``ProfileWindow``, ``gates=`` and
+``options=``). The callback is built on ``lightning.pytorch`` (``NonGemmCallback``) or, for the
+older package name, ``pytorch_lightning`` (``PLNonGemmCallback``); neither is a dependency of nongemm-trace.
 """
 
 from __future__ import annotations

@@ -21,10 +21,13 @@ from __future__ import annotations
 import contextlib
 import warnings
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..analyses.check import Violation
+from ..core.deprecation import deprecated
+from ..core.fields import option
 from ..errors import OptionError
 from ..pipeline.analysis import Analysis, needs_python
 from .gates import Gates, PerformanceGateError
@@ -34,46 +37,89 @@ if TYPE_CHECKING:
     from ..pipeline.options import AnalysisOptions
 
 
-class StepProfiler:
-    """Profile ``steps`` training steps from step ``start`` (counted from 0 when training begins),
-    after ``warmup`` traced-but-discarded steps.
+@dataclass(frozen=True)
+class ProfileWindow:
+    """Which training steps a :class:`StepProfiler` profiles and what it records and writes: ``steps``
+    steps from step ``start`` (counted from 0 when training begins), after ``warmup``
+    traced-but-discarded steps. A window that could never be profiled is refused when made."""
 
-    ``max_share`` / ``max_category_share`` / ``max_regression`` / ``max_category_regression`` /
-    ``baseline`` / ``min_activities``: the limits of ``nongemm-trace check`` (fractions or ``"45%"``),
-    checked on the profiled steps; ``on_violation``: ``"raise"`` (fail the run) or ``"warn"``. ``taxonomy``,
-    ``level``, ``metric``: the analysis' options (or ``options``, an
-    :class:`~nongemm_trace.pipeline.options.AnalysisOptions`; a keyword given beside it wins; the profiled
-    window is its steps, so its step options are not read). ``html``: also write the HTML page.
-    ``with_stack``, ``with_modules``: the profiler's. ``metadata``: added to the trace's run metadata.
+    start: int = option(2, "the first profiled step, counted from 0 when training begins")
+    steps: int = option(3, "how many steps are profiled")
+    warmup: int = option(1, "traced-but-discarded steps right before the first profiled one")
+    name: str = option("train", "the files' name (NAME.json.gz, NAME.nongemm.json, ...)")
+    html: bool = option(False, "also write the HTML page (NAME.html)")
+    with_stack: bool = option(False, "the profiler's with_stack (Python stacks: the module level reads them)")
+    with_modules: bool = option(False, "the profiler's with_modules")
+    metadata: dict[str, Any] | None = option(None, "added to the trace's run metadata")
+
+    def __post_init__(self) -> None:
+        for what, value, low in (("start", self.start, 0), ("steps", self.steps, 1), ("warmup", self.warmup, 0)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise OptionError(None, f"{what} must be an integer >= {low}, not {value!r}", what)
+        if self.warmup > self.start:
+            raise OptionError(None, f"warmup ({self.warmup}) must not exceed start ({self.start}): the warm-up steps "
+                                    "run before the first profiled one", "warmup", "start")
+
+
+#: the analysis options the profiler took as keywords before ``options=`` (a keyword given beside it wins)
+_ANALYSIS_KEYWORDS = ("taxonomy", "level", "metric")
+
+
+def _typed(window: ProfileWindow | None, gates: Gates | None, old: dict[str, Any]) -> tuple[ProfileWindow, Gates,
+                                                                                             dict[str, Any]]:
+    """The window, the gates and the analysis keywords of a profiler made the way it was before these
+    objects (every setting a keyword: ``StepProfiler(start=10, max_share=…, level="top")``), which keeps
+    working until 0.3 with the one deprecation warning. A keyword beside its object is refused."""
+    from dataclasses import fields
+
+    if not old:
+        return window or ProfileWindow(), gates or Gates(), {}
+    taken = {"window": {f.name for f in fields(ProfileWindow)}, "gates": {f.name for f in fields(Gates)},
+             "options": set(_ANALYSIS_KEYWORDS)}
+    unknown = sorted(set(old) - set().union(*taken.values()))
+    if unknown:
+        raise TypeError(f"StepProfiler takes no {', '.join(unknown)}")
+    for what, given in (("window", window), ("gates", gates)):
+        clash = sorted(taken[what] & set(old))
+        if given is not None and clash:
+            raise TypeError(f"StepProfiler: {', '.join(clash)} given beside {what}=: give each setting once")
+    deprecated("StepProfiler(start=..., max_share=..., level=..., ...)",
+               "StepProfiler(ProfileWindow(start=...), gates=Gates(max_share=...), options=AnalysisOptions(level=...))",
+               "0.3")
+    window = window or ProfileWindow(**{k: v for k, v in old.items() if k in taken["window"]})
+    gates = gates or Gates(**{k: v for k, v in old.items() if k in taken["gates"]})
+    return window, gates, {k: v for k, v in old.items() if k in taken["options"]}
+
+
+class StepProfiler:
+    """Profile the training steps ``window`` names (:class:`ProfileWindow`), summarise the trace and check
+    ``gates`` (:class:`~.gates.Gates`: the limits of ``nongemm-trace check``, fractions or ``"45%"``,
+    checked on the profiled steps; ``on_violation``: ``"raise"`` fails the run, ``"warn"`` warns), under
+    ``options`` (an :class:`~nongemm_trace.pipeline.options.AnalysisOptions`: its taxonomy, level and
+    metric; the profiled window is its steps, so its step options are not read).
+
+    Three typed objects rather than eighteen keywords: each is validated when made (a misspelt gate
+    fails before training), and the callbacks pass them on. The keywords it took before
+    (``start=``, ``max_share=``, ``level=`` …) still work until 0.3, with a deprecation warning; an
+    analysis keyword given beside ``options`` wins, as it always did.
     """
 
-    def __init__(self, *, start: int = 2, steps: int = 3, warmup: int = 1, name: str = "train",
-                 max_share: dict[str, Any] | None = None, max_category_share: dict[str, Any] | None = None,
-                 max_regression: float | str | None = None, max_category_regression: dict[str, Any] | None = None,
-                 baseline: str | Path | None = None, on_violation: str = "raise", taxonomy: str | Path | None = None,
-                 level: str | None = None, metric: str | None = None, html: bool = False, with_stack: bool = False,
-                 with_modules: bool = False, metadata: dict[str, Any] | None = None,
-                 min_activities: float | str | None = None, options: AnalysisOptions | None = None):
-        for what, value, low in (("start", start, 0), ("steps", steps, 1), ("warmup", warmup, 0)):
-            if not isinstance(value, int) or value < low:
-                raise OptionError(None, f"{what} must be an integer >= {low}, not {value!r}", what)
-        if warmup > start:
-            raise OptionError(None, f"warmup ({warmup}) must not exceed start ({start}): the warm-up steps run "
-                                    "before the first profiled one", "warmup", "start")
+    def __init__(self, window: ProfileWindow | None = None, *, gates: Gates | None = None,
+                 options: AnalysisOptions | None = None, **old: Any):
         from ..classify.taxonomy import load_taxonomy
 
-        self.start, self.steps, self.warmup, self.name = start, steps, warmup, name
+        window, gates, keywords = _typed(window, gates, old)
+        self.window = window
+        self.start, self.steps, self.warmup, self.name = window.start, window.steps, window.warmup, window.name
         typed = options.given() if options is not None else {}
-        taxonomy, level, metric = taxonomy or typed.get("taxonomy"), level or typed.get("level"), \
-            metric or typed.get("metric")
+        taxonomy, level, metric = (keywords.get(k) or typed.get(k) for k in _ANALYSIS_KEYWORDS)
         self.taxonomy = load_taxonomy(taxonomy or "default")
         self.report_options = {k: v for k, v in (("level", level), ("metric", metric)) if v is not None}
-        self.gates = Gates(max_share, max_category_share, max_regression, max_category_regression, baseline,
-                           on_violation, min_activities)
-        if self.gates.any or baseline is not None:
+        self.gates = gates
+        if self.gates.any or gates.baseline is not None:
             self.gates.validate(self.taxonomy)  # a typo fails now, not after the run
-        self.html, self.with_stack, self.with_modules = html, with_stack, with_modules
-        self.metadata = dict(metadata or {})
+        self.html, self.with_stack, self.with_modules = window.html, window.with_stack, window.with_modules
+        self.metadata = dict(window.metadata or {})
         self._stack: contextlib.ExitStack | None = None
         self._mark: Callable[[], None] | None = None
         self._steps_seen = 0

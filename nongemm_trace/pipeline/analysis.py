@@ -174,13 +174,13 @@ class Analysis:
             self._selections[key] = select(self.path, self.taxonomy, self.trace(), self.linked(), acts, key)
         return self._selections[key]
 
-    def context(self, **options: Any) -> Context:
+    def context(self, breakdown: Report | None = None, **options: Any) -> Context:
         """The narrow view an analysis reads besides its selection (:class:`~.context.Context`);
-        ``options``: the selection options it was asked for."""
+        ``options``: the selection options it was asked for; ``breakdown``: the report it reads, if any."""
         from .context import Context
 
-        return Context(self.path, self.taxonomy, dict(options), self.trace, self.linked, self.activities,
-                       self.selection, self.report, self.memo)
+        return Context(self.path, self.taxonomy, dict(options), self.trace, self.linked, self.activities, self.memo,
+                       breakdown)
 
     # -- analyses over it ----------------------------------------------------
     def report(self, **options: Any) -> Report:

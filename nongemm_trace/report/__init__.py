@@ -22,13 +22,15 @@ __all__ = ["Report", "SCHEMA_VERSION", "formats", "registered", "render", "rende
 
 
 def registered() -> tuple[Renderer, ...]:
-    """Every renderer, in the order registered (a model's formats in the order ``--help`` lists them)."""
-    return table()
+    """Every renderer of a whole output, in the order registered (a model's formats in the order ``--help``
+    lists them); the page's sections (``Renderer.section``) are not outputs of their own."""
+    return tuple(r for r in table() if not r.section)
 
 
 def formats(*models: str) -> tuple[str, ...]:
-    """The formats every one of ``models`` has, in table order."""
-    first = [r.format for r in table() if r.model == models[0]]
+    """The formats every one of ``models`` has, in table order (the command line's ``--format`` choices:
+    a page's section is none)."""
+    first = [r.format for r in registered() if r.model == models[0]]
     return tuple(f for f in first if all(lookup(m, f) for m in models))
 
 

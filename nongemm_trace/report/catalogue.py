@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from .registry import TERMINAL, View, as_json, renders
+from .registry import PAGE, TERMINAL, View, as_json, renders
 
 #: the models drawn on a rich console at the terminal; those whose view takes ``top`` rows
 DRAWN = ("report", "batch", "comparison", "launch", "flops", "latency", "whatif")
@@ -120,6 +120,14 @@ def _steps_csv(model: Any, view: View) -> str:
 
 renders("latency", "csv")(_steps_csv)
 renders("whatif", "csv")(_steps_csv)
+
+
+@renders("launch", PAGE)
+def _launch_section(model: Any, view: View) -> str:
+    """The launch verdict, measures and timeline under a trace's breakdown on the page (its warnings are
+    the report's, which the page shows once)."""
+    from .html import launch_section
+    return f"<h3>Launch overhead and idle time</h3>{launch_section(model, warnings=False)}"
 
 
 # -- check, explain, weak: documents ------------------------------------------------------------

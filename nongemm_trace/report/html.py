@@ -280,9 +280,10 @@ def render_html(reports: list, launches: list | None = None, comparison=None, to
     """The whole page: the comparison first (several traces), the ranks (distributed ranks: the rank
     table and the straggler, as the terminal prints them, then ``after_ranks``: the collectives'
     tables, ``html_collectives.py``), then one section per trace with its breakdown, top ops and
-    kernels (then its ``after_report``: a serving run's phases, ``html_phases.py``), and its launch
-    verdict and timeline. The sections given as HTML are drawn by their modules, which draw their
-    cells with this one's helpers."""
+    kernels, then its ``after_report``: the sections of the analyses the registry lists on the page
+    (``report_page.py``; a serving run's phases, the launch verdict and timeline), and its ``launches``
+    entry where one is given (the launch section as the page drew it before the registry listed it).
+    The sections given as HTML are drawn by their modules, which draw their cells with this one's helpers."""
     after_report = after_report or [""] * len(reports)
 
     launches = launches or [None] * len(reports)

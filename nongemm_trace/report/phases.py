@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .registry import TERMINAL, View, as_json, renders
+from .registry import PAGE, TERMINAL, View, as_json, renders
 
 
 @renders("phases", TERMINAL)
@@ -24,3 +24,10 @@ def phases_table(model: Any, view: View) -> Any:
 
 
 renders("phases", "json")(as_json)
+
+
+@renders("phases", PAGE)
+def phases_section(model: Any, view: View) -> str:
+    """The phases table under a trace's breakdown on the page; nothing for a trace that marks none."""
+    from .html_phases import phases_section
+    return phases_section(model.rows, model.engine)

@@ -21,6 +21,10 @@ from typing import Any
 #: the one word for the rendering meant for a person at a terminal
 TERMINAL = "table"
 
+#: the format of a section of the HTML page (``report_page.py`` lists the analyses there): a part of one
+#: page, so no format of the command line; the library renders it too (``render(model, "html")``)
+PAGE = "html"
+
 #: other names a format is accepted by (existing command lines keep working)
 ALIASES = {"text": TERMINAL}
 
@@ -50,12 +54,14 @@ class View:
 @dataclass(frozen=True)
 class Renderer:
     """One output: ``model`` (the model's ``NAME``) in ``format``. ``dataset``: the pipeline writes it
-    itself, into the folder ``-o`` names, while it runs (a batch's Parquet dataset)."""
+    itself, into the folder ``-o`` names, while it runs (a batch's Parquet dataset). ``section``: a part
+    of a page (:data:`PAGE`), not a whole output: no command offers it as a ``--format``."""
 
     model: str
     format: str
     render: Callable[[Any, View], Any]
     dataset: bool = False
+    section: bool = False
 
 
 _RENDERERS: dict[tuple[str, str], Renderer] = {}
@@ -63,14 +69,20 @@ _RENDERERS: dict[tuple[str, str], Renderer] = {}
 
 def renders(model: str, fmt: str, *, dataset: bool = False) -> Callable[[Callable[[Any, View], Any]],
                                                                          Callable[[Any, View], Any]]:
-    """Register the decorated function as the renderer of ``model`` in ``fmt``; a second one is refused."""
+    """Register the decorated function as the renderer of ``model`` in ``fmt``; a second one is refused.
+    A renderer in :data:`PAGE` is a section of the HTML page (``Renderer.section``)."""
     def register(fn: Callable[[Any, View], Any]) -> Callable[[Any, View], Any]:
         if (model, fmt) in _RENDERERS:
             raise ValueError(f"a renderer of {model!r} in {fmt!r} is registered already "
                              f"({_RENDERERS[(model, fmt)].render.__qualname__})")
-        _RENDERERS[(model, fmt)] = Renderer(model, fmt, fn, dataset)
+        _RENDERERS[(model, fmt)] = Renderer(model, fmt, fn, dataset, section=fmt == PAGE)
         return fn
     return register
+
+
+def unregister(model: str, fmt: str) -> Renderer:
+    """Take the renderer of ``model`` in ``fmt`` out of the table (a test, or a plugin that adds one for a while)."""
+    return _RENDERERS.pop((model, fmt))
 
 
 def as_json(model: Any, view: View) -> str:

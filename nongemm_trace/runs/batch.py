@@ -2,11 +2,13 @@
 (or Ray tasks), reported per trace, combined, and across distributed ranks.
 
 Each worker runs the same :func:`~nongemm_trace.analyze` as a single-file run and
-returns its JSON object; a file that cannot be analysed is named with its one-line
-error while the others still report, and so is one whose worker died or that ran past
-its time limit (the engines, which isolate each trace: :mod:`.batch_workers`). The
-combined view sums GPU time and activities per category over all traces; the ranks
-view compares per-rank step times (mean CPU span of the steps) and their straggler spread.
+returns its JSON object, with the documents of the analyses the registry lists for the batch
+(``AnalysisSpec.batch``) under ``analyses``: the driver sends the specs it lists to the workers, so an
+analysis registered where the batch is started is run in every worker with no edit here. A file
+that cannot be analysed is named with its one-line error while the others still report, and so
+is one whose worker died or that ran past its time limit (the engines, which isolate each
+trace: :mod:`.batch_workers`). The combined view sums GPU time and activities per category over
+all traces; the ranks view compares per-rank step times (mean CPU span of the steps) and their straggler spread.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import glob
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..core import env
 from ..core.remote import expand_url, is_url
@@ -24,6 +26,9 @@ from ..load.formats import suffix_text, trace_suffixes
 from ..models.batch import BatchResult
 from .collectives import CALLS_KEY, collectives_view, worker_calls, write_collectives
 from .summary import combined
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..analyses.registry import AnalysisSpec
 
 #: the file names of every input format (their registry entries)
 TRACE_SUFFIXES = trace_suffixes()
@@ -73,9 +78,12 @@ TIMELINE_FIELDS = ("span_us", "busy_us", "idle_us", "host_bound_idle_us", "commu
                    "exposed_communication_us", "busy_by_class_us")
 
 
-def _work(path: str, options: dict[str, Any], parquet_dir: str | None, index: int) -> dict[str, Any]:
-    """One trace, in a worker: the analyze JSON object, or the error line."""
+def _work(path: str, options: dict[str, Any], parquet_dir: str | None, index: int,
+          listing: tuple[AnalysisSpec, ...] = ()) -> dict[str, Any]:
+    """One trace, in a worker: the analyze JSON object (with the documents of the ``listing``'s analyses),
+    or the error line."""
     from ..analyses import run
+    from ..analyses.registry import run_listed
     from ..core.remote import local_path
     from ..pipeline.analysis import open_analysis
 
@@ -91,6 +99,7 @@ def _work(path: str, options: dict[str, Any], parquet_dir: str | None, index: in
                 s = run("launch", analysis, None, {k: v for k, v in report_opts.items() if k != "metric"}).summary
                 timeline = rank_timeline(rep, s)
                 calls = _collective_calls(analysis, report_opts, rep)
+            listed = run_listed(analysis, listing, {k: v for k, v in report_opts.items() if k != "metric"})
     except TraceError as exc:
         return {"trace": path, "error": exc.one_line()}
     except MemoryError:
@@ -103,6 +112,9 @@ def _work(path: str, options: dict[str, Any], parquet_dir: str | None, index: in
         d["timeline"] = timeline
         d[CALLS_KEY] = calls
     d["step_times_us"] = step_times_us(rep)
+    if listed:
+        d["analyses"] = {s.name: {"error": m.one_line()} if isinstance(m, TraceError) else m.to_dict()
+                         for s, m in listed}
     if parquet_dir:
         _write_parts(rep, Path(parquet_dir), index, d["rank"])
     return d
@@ -249,7 +261,10 @@ def run_batch(paths: list[str], options: dict[str, Any], *, engine: str = "proce
         raise OptionError(None, f"an address (a Ray cluster's) needs the Ray engine, not '{engine}'", "address")
     if engine not in ("process", "ray"):
         raise TraceError(None, f"unknown engine '{engine}' (process or ray)")
-    jobs = [(p, options, parquet_dir, i) for i, p in enumerate(paths)]
+    from ..analyses.registry import listed
+
+    listing = listed("batch")  # sent with each job: a worker's registry is its own imports'
+    jobs = [(p, options, parquet_dir, i, listing) for i, p in enumerate(paths)]
     count = [0]
 
     def done(i: int) -> None:

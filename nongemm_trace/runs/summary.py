@@ -14,10 +14,11 @@ from typing import Any
 
 from .collectives import CALLS_KEY, collectives_view
 
-#: the fields of a report a trace's row keeps: what the terminal, CSV and Markdown outputs print of it and
-#: what the ranks view reads (its categories are cut to the top non-GEMM one: the row's "top non-GEMM")
+#: the fields of a report a trace's row keeps: what the terminal, CSV and Markdown outputs print of it, what
+#: the ranks view reads and the listed analyses' documents (its categories are cut to the top non-GEMM one:
+#: the row's "top non-GEMM")
 ROW_FIELDS = ("trace", "rank", "metric", "level", "taxonomy", "gpu_time_us", "gpu_activities", "classes",
-              "step_times_us", "timeline")
+              "step_times_us", "timeline", "analyses")
 
 
 def part_of(report: dict[str, Any]) -> dict[str, Any]:

@@ -11,7 +11,7 @@ durations. Definitions: docs/latency.md.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
@@ -27,6 +27,9 @@ from .overlap import overlapping_steps
 from .path import attribute
 from .replay import measured_timeline
 from .unprofiled import latency_unprofiled, without_profiler
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..changes import WhatIfParams
 
 __all__ = ["latency_analysis", "whatif_analysis", "latency_of", "whatif_of", "LatencyReport", "WhatIfReport",
            "graph_of", "graph_in", "measured_timeline"]
@@ -45,20 +48,18 @@ def _refuse_without_host_timeline(ctx: Context | Analysis) -> None:
 
 
 def graph_in(sel: Selection, ctx: Context) -> tuple[Graph, list[Anomaly]]:
-    """The dependency graph of the selection's trace and level, and the warnings, built once per trace,
-    level and step marker (kept in the context's memo)."""
+    """The dependency graph of the selection's trace and level, built once per trace, level and step
+    marker (kept in the context's memo), and the warnings of this selection (its own: a selection that
+    skips steps or drops activities says so, whichever built the graph)."""
     _refuse_without_host_timeline(ctx)
     key = (sel.level, sel.marker)
     cache = ctx.memo.setdefault(_MEMO_KEY, {})
+    ranges, chosen = sel.step_threads
     if key not in cache:
-        ranges, chosen = sel.step_threads
-        warnings = sel.warnings_as("gpu") + chosen
         trace = ctx.trace()
-        g = build(ctx.linked().ops, trace.launches, ctx.activities(sel.level), ranges,
-                  list(ctx.taxonomy.semantics.generic_categories), sel.level, trace.cuda_syncs)
-        cache[key] = (g, warnings)
-    g, warnings = cache[key]
-    return g, list(warnings)
+        cache[key] = build(ctx.linked().ops, trace.launches, ctx.activities(sel.level), ranges,
+                           list(ctx.taxonomy.semantics.generic_categories), sel.level, trace.cuda_syncs)
+    return cache[key], sel.warnings_as("gpu") + chosen
 
 
 def graph_of(source: str | Path | Analysis, **options: Any) -> tuple[Analysis, Graph, Selection, list[Anomaly]]:
@@ -116,19 +117,24 @@ def whatif_analysis(source: str | Path | Analysis, scales: list[str] | dict[str,
     CUDA graphs), ``autocast`` (``"bf16"``/``"fp16"``: the casts and host work ``torch.autocast``
     adds, :mod:`.autocast`); each answered for the profiled run and for the run without the profiler
     (``unprofiled_step_us`` as :func:`latency_analysis`); ``options`` as :func:`latency_analysis`."""
+    from ..changes import WhatIfParams
     from .whatif import parse_scales
 
     analysis, _ = open_analysis(source, dict(options))
     parse_scales(scales, analysis.taxonomy.categories, analysis.path)  # refused before the trace is read
     analysis, _, sel, _ = graph_of(analysis, **options)
-    return whatif_of(sel, analysis.context(), scales, cpu_scale=cpu_scale, launch_us=launch_us, graphs=graphs,
-                     graph_launch_us=graph_launch_us, autocast=autocast, unprofiled_step_us=unprofiled_step_us)
+    changes = WhatIfParams(scale=scales if isinstance(scales, dict) else tuple(scales or ()), cpu_scale=cpu_scale,
+                           launch_us=launch_us, graphs=graphs, graph_launch_us=graph_launch_us, autocast=autocast,
+                           unprofiled_step_us=unprofiled_step_us)
+    return whatif_of(sel, analysis.context(), changes)
 
 
-def whatif_of(sel: Selection, ctx: Context, scales: list[str] | dict[str, float] | None,
-              **changes: Any) -> WhatIfReport:
-    """:func:`whatif_analysis` of a selection (the analysis's ``run``); ``changes``: its keywords."""
-    from .whatif import predict
+def whatif_of(sel: Selection, ctx: Context, changes: WhatIfParams | None = None, **old: Any) -> WhatIfReport:
+    """:func:`whatif_analysis` of a selection (the analysis's ``run``): ``changes``, the typed
+    :class:`~nongemm_trace.analyses.changes.WhatIfParams` (``old``: the scales-and-keywords form it took
+    before, with a deprecation warning: :func:`.whatif.whatif_params`)."""
+    from .whatif import predict, whatif_params
 
+    changes = whatif_params(changes, old, "whatif_of")
     g, warnings = graph_in(sel, ctx)
-    return predict(ctx, g, sel, warnings, scales, **changes)
+    return predict(ctx, g, sel, warnings, changes)

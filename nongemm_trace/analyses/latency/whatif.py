@@ -14,17 +14,20 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import fields
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import polars as pl
 
+from ...core.deprecation import deprecated
 from ...core.frames import int_scalar, per_value
 from ...core.trace import Anomaly
 from ...devices import match_device
 from ...errors import OptionError
 from ...models.latency import WhatIfReport, bound_of
 from ...vocabulary import AUTOCAST_DTYPES, CLASSES
+from ..changes import WhatIfParams
 from .autocast import Casts, cast_kernel_ns, find_casts
 from .autocast import facts as autocast_facts
 from .overlap import overlapping_steps
@@ -43,7 +46,7 @@ GRAPH_LAUNCH_NS_PER_ACTIVITY = 1600
 GRAPH_QUEUE_GAP_NS = 420
 
 
-def parse_scales(scales: list[str] | dict[str, float] | None, categories: tuple[str, ...],
+def parse_scales(scales: list[str] | tuple[str, ...] | dict[str, float] | None, categories: tuple[str, ...],
                  path: Any = None) -> list[tuple[str, str, str, float]]:
     """``(text, kind, value, factor)`` per selector; an unknown class or category, a bad regular
     expression or factor is refused with the names that are known."""
@@ -216,11 +219,34 @@ def unmatched_selectors(acts: pl.DataFrame, parsed: list[tuple[str, str, str, fl
     return out
 
 
-def predict(ctx: Context, g, sel, warnings, scales, *, cpu_scale: float = 1.0, launch_us: float | None = None,
-            graphs: bool = False, graph_launch_us: float | None = None, autocast: str | None = None,
-            unprofiled_step_us: float | None = None) -> WhatIfReport:
-    """The what-if report of graph ``g`` (of the trace ``ctx`` reads; ``sel`` its selection): the changes replayed on
-    the profiled run and on the run without the profiler (:mod:`.unprofiled`)."""
+def whatif_params(changes: Any = None, old: dict[str, Any] | None = None, where: str = "predict") -> WhatIfParams:
+    """``changes`` as the typed :class:`~nongemm_trace.analyses.changes.WhatIfParams`. The calling
+    convention it replaced (the scales in its place, each other change a keyword: ``scales, cpu_scale=…``)
+    still works until 0.3, with the one deprecation warning; both at once are refused (which would win?)."""
+    old = dict(old or {})
+    if isinstance(changes, WhatIfParams):
+        if old:
+            raise TypeError(f"{where}: give the changes as WhatIfParams or as keywords, not both ({', '.join(old)})")
+        return changes
+    if changes is None and not old:
+        return WhatIfParams()
+    known = {f.name for f in fields(WhatIfParams)} - {"scale"}
+    unknown = sorted(set(old) - known)
+    if unknown:
+        raise TypeError(f"{where} takes no change {', '.join(unknown)} (its changes: {', '.join(sorted(known))})")
+    deprecated(f"{where}(..., scales, cpu_scale=..., ...)", f"{where}(..., WhatIfParams(scale=..., cpu_scale=..., "
+                                                           "...))", "0.3")
+    return WhatIfParams(scale=changes if isinstance(changes, dict) else tuple(changes or ()), **old)
+
+
+def predict(ctx: Context, g, sel, warnings, changes: WhatIfParams | None = None, **old: Any) -> WhatIfReport:
+    """The what-if report of graph ``g`` (of the trace ``ctx`` reads; ``sel`` its selection): the ``changes``
+    replayed on the profiled run and on the run without the profiler (:mod:`.unprofiled`). The changes
+    are one typed object (the ``whatif`` analysis's ``Params``), not eleven parameters; ``old``: the
+    keywords it took before (:func:`whatif_params`)."""
+    p = whatif_params(changes, old, "predict")
+    scales, cpu_scale, launch_us, graphs = p.scale, p.cpu_scale, p.launch_us, p.graphs
+    graph_launch_us, autocast, unprofiled_step_us = p.graph_launch_us, p.autocast, p.unprofiled_step_us
     path = sel.trace
     for name, v in (("cpu_scale", cpu_scale), ("launch_us", launch_us), ("graph_launch_us", graph_launch_us)):
         if v is not None and (not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0):
