@@ -35,7 +35,7 @@ def calls_of(sel: Selection, trace: Trace, path: Any) -> pl.DataFrame:
     acts = sel.activities.select("device", pl.col("category").cast(pl.Utf8), "ts_ns",
                                  (pl.col("ts_ns") + pl.col("dur_ns")).alias("end_ns"))
     pg, size = _only_group(trace.metadata.get("distributedInfo"))
-    ops = analysis.linked().ops.select("op_id", "parent_id", "name", "cat", "tid", "ts_ns", "end_ns")
+    ops = sel.linked.ops.select("op_id", "parent_id", "name", "cat", "tid", "ts_ns", "end_ns")
     is_op = pl.col("cat").cast(pl.Utf8) == "cpu_op"
     # the outermost ops (their parent, if any, is a range: a step, an annotation, not an op), and the
     # user's ranges that hold nothing recorded (a region the user marked: its time is no op's)
