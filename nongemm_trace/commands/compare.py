@@ -32,18 +32,22 @@ def plot_arguments(pp: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..analyses.compare import compare
+    from ..core.remote import local_paths
 
     if len(args.traces) < 2:
         raise TraceError(args.traces[0], "compare needs BASE and at least one more trace")
-    cmp = compare(args.traces, per_step=args.per_step, **analysis_options(args))
+    with local_paths(args.traces) as local:  # URLs: fetched, bounded, removed after the comparison
+        cmp = compare(local, per_step=args.per_step, **analysis_options(args))
     return render(cmp, args)
 
 
 def run_plot(args: argparse.Namespace) -> int:
     from ..analyses.compare import compare
+    from ..core.remote import local_paths
     from ..report.figures import plot_bars
 
-    cmp = compare(args.traces, per_step=args.per_step, **analysis_options(args))
+    with local_paths(args.traces) as local:
+        cmp = compare(local, per_step=args.per_step, **analysis_options(args))
     plot_bars(cmp, args.output, absolute=args.absolute, title=args.title)
     wrote(f"wrote {args.output}")
     return 0

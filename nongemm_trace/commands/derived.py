@@ -102,10 +102,13 @@ def run_of(spec: AnalysisSpec) -> Callable[[argparse.Namespace], int]:
 
 def _run(spec: AnalysisSpec, args: argparse.Namespace) -> int:
     from ..analyses import run
+    from ..core.remote import local_path, named_as
 
     figures.check(args, spec.name)
     opts = {"taxonomy": args.taxonomy, **{name: getattr(args, name) for name in spec.selecting}}
-    model = run(spec.name, args.trace, params_from(spec.params, args), opts)
+    with local_path(args.trace) as local:  # a URL: fetched, bounded, removed after the analysis
+        model = run(spec.name, local, params_from(spec.params, args), opts)
+    named_as(model, local, args.trace)
     figures.draw(args, spec.name, model)
     render(model, args)
     return spec.status(model) if spec.status else 0

@@ -4,6 +4,7 @@ on weak evidence and the rules that would classify them)."""
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from ..errors import TraceError
 from . import options
@@ -25,8 +26,15 @@ def arguments(e: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.weak == (args.name is not None):
         raise TraceError(args.trace, "explain takes a NAME or --weak (one of them)")
-    if args.weak:
-        from ..analyses.weak import weak_kernels
-        return render(weak_kernels(args.trace, taxonomy=args.taxonomy, top=args.top), args)
-    from ..analyses.explain import explain
-    return render(explain(args.trace, args.name, taxonomy=args.taxonomy), args)
+    from ..core.remote import local_path, named_as
+
+    with local_path(args.trace) as local:  # a URL: fetched, bounded, removed after the analysis
+        model: Any
+        if args.weak:
+            from ..analyses.weak import weak_kernels
+            model = weak_kernels(local, taxonomy=args.taxonomy, top=args.top)
+        else:
+            from ..analyses.explain import explain
+            model = explain(local, args.name, taxonomy=args.taxonomy)
+    named_as(model, local, args.trace)
+    return render(model, args)

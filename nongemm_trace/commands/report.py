@@ -26,9 +26,11 @@ def arguments(rp: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..core.remote import local_paths
     from ..report_page import write_page
 
-    out = write_page(args.traces, args.output, top=args.top, short_us=args.short_us, per_step=args.per_step,
-                     title=args.title, metric=args.metric, **analysis_options(args))
+    with local_paths(args.traces) as local:  # URLs: fetched, bounded, removed once the page is written
+        out = write_page(local, args.output, top=args.top, short_us=args.short_us, per_step=args.per_step,
+                         title=args.title, metric=args.metric, **analysis_options(args))
     wrote(f"wrote {out}")
     return 0

@@ -143,3 +143,22 @@ def local_path(trace: str | Path) -> Iterator[str | Path]:
             yield local
     else:
         yield trace
+
+
+@contextlib.contextmanager
+def local_paths(traces: list) -> Iterator[list]:
+    """:func:`local_path` of each of ``traces`` (the local ones as they are), for a command of several."""
+    with contextlib.ExitStack() as stack:
+        yield [stack.enter_context(local_path(t)) for t in traces]
+
+
+def named_as(model: object, local: object, url: object) -> None:
+    """A result computed from a fetched copy names the URL the user gave, not the copy (its ``trace``
+    attribute, or its document's, where it has one)."""
+    if local is url:
+        return
+    if isinstance(getattr(model, "trace", None), str):
+        model.trace = str(url)  # type: ignore[attr-defined]
+    doc = getattr(model, "document", None)  # the verdicts' documents (explain, --weak) carry it inside
+    if isinstance(doc, dict) and doc.get("trace") == str(local):
+        doc["trace"] = str(url)
