@@ -189,3 +189,4 @@ def test_parquet_dataset_has_the_collectives(ddp, ddp_report, tmp_path):
         j = c["ranks"].index(rank)
         assert rows["wait_us"][0] == c["wait_us"][j] and rows["start_ns"][0] == c["start_ns"][j]
         assert (rows["name"][0], rows["skew_us"][0], rows["last_rank"][0]) == (c["name"], c["skew_us"], c["last_rank"])
+        assert rows["late_work"].to_list()[0] == c["late_work"]

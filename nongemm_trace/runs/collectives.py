@@ -68,11 +68,11 @@ def collectives_view(reports: list[dict[str, Any]]) -> tuple[list[dict[str, Any]
 
 
 def collectives_frame(calls: list[dict[str, Any]]) -> pl.DataFrame:
-    """The collectives as a table, one row per call and rank (the per-rank lists exploded), for the
-    Parquet dataset (``table=collectives``)."""
+    """The collectives as a table, one row per call and rank (the per-rank lists exploded; the last
+    rank's ``late_work`` on every row of its call), for the Parquet dataset (``table=collectives``)."""
     per_rank = ("ranks", "start_ns", "wait_us", "overlap_us", "exposed_us")
-    rows = pl.DataFrame([{k: v for k, v in c.items() if k != "late_work"} for c in calls],
-                        infer_schema_length=None).with_row_index("call")
+    late = pl.List(pl.Struct({"op": pl.Utf8, "excess_us": pl.Float64}))
+    rows = pl.DataFrame(calls, infer_schema_length=None, schema_overrides={"late_work": late}).with_row_index("call")
     return rows.explode(list(per_rank)).rename({"ranks": "rank"})
 
 
