@@ -1,22 +1,31 @@
 #!/usr/bin/env python3
-"""Benchmark: nongemm-trace analyze vs the JSON decode floor vs Holistic Trace Analysis.
+"""Benchmark: every nongemm-trace command vs the JSON decode floor vs Holistic Trace Analysis.
 
-    python3 bench/bench.py --sizes 40,200,1000 [--repeat 3] [--source TRACE] [--stack-source TRACE] [--no-hta]
+    python3 bench/bench.py --sizes 40,200,1000 [--repeat 3] [--commands analyze,latency,...] [--source TRACE]
+                           [--stack-source TRACE] [--no-hta] [--no-gz]
 
 Makes traces of about the given sizes (MB of JSON) with ../shared/tools/scale_trace.py
 from a real trace (plain and .gz), then runs each tool in a fresh process and reads
-its wall time and peak RSS (wait4). ``nongemm`` and ``floor`` run ``--repeat`` times,
-interleaved, and the fastest wall time is kept (the machine is a shared VM: single runs
-vary by 20 %); peak RSS is the largest of the runs. Side by side, in the same run:
+its wall time, user and system CPU time and peak RSS (wait4). The commands and ``floor``
+run ``--repeat`` times, interleaved, and the fastest wall time is kept with its CPU times
+(the machine is a shared VM: single runs vary by 20 %); peak RSS is the largest of the runs.
+The load average is printed before and after: figures taken under load are not comparable.
+Side by side, in the same run:
 
-* ``nongemm``: ``nongemm-trace analyze FILE --format json`` end to end, this tree's code with its
+* each command (``analyze``, ``latency``, ``launch``, ``whatif --scale GEMM=0.5``, ``flops``):
+  ``nongemm-trace COMMAND FILE --format json -o OUT --quiet`` end to end, this tree's code with its
   bytecode compiled first (as ``pip install`` leaves an installed package);
 * ``floor``: ``msgspec.json.Decoder`` of a typed Struct holding only ph, cat, name, ts,
   dur, pid, tid per event (the least any decoder of this file must do);
-* ``hta``: HolisticTraceAnalysis ``TraceAnalysis`` construction + ``get_gpu_kernel_breakdown``.
+* ``hta``: HolisticTraceAnalysis ``TraceAnalysis`` construction + ``get_gpu_kernel_breakdown`` (once:
+  it takes ten times as long).
 
-Also the per-stage time of nongemm (decode+tables, link, classify, measure+report).
-Prints a Markdown table with MB/s, peak RSS / file size and the ratios.
+AMD's TraceLens is not on PyPI (the ``tracelens`` package there is another project); where its
+``TraceLens`` module is importable, ``TreePerfAnalyzer.from_file`` + its kernel table runs beside HTA.
+
+Also the per-stage time of analyze (decode+tables, link, classify, measure+report).
+Prints a Markdown table with MB/s, peak RSS / file size and the ratios (to the floor, to analyze,
+HTA's to each command).
 """
 
 from __future__ import annotations
@@ -69,6 +78,16 @@ kt, k = ta.get_gpu_kernel_breakdown(visualize=False)
 print(len(k))
 '''
 
+TRACELENS = r'''
+import sys
+from TraceLens import TreePerfAnalyzer
+a = TreePerfAnalyzer.from_file(sys.argv[1])
+print(len(a.get_df_kernel_launchers()))
+'''
+
+#: the commands benchmarked (their extra arguments), each as the user runs it
+COMMANDS = {"analyze": [], "latency": [], "launch": [], "whatif": ["--scale", "GEMM=0.5"], "flops": []}
+
 STAGES = r'''
 import sys, time, json
 sys.path.insert(0, sys.argv[2])
@@ -108,10 +127,10 @@ def _tree_rss_kb(pid: int) -> int:
     return total
 
 
-def run(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, float, str]:
-    """(wall seconds, peak RSS MB, stdout) of a child process. Peak RSS is that of the whole process
-    tree (a tool's helper processes count): the larger of the child's own peak (wait4) and the
-    largest sum over the tree seen by sampling /proc every 5 ms."""
+def run(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, float, str, float, float]:
+    """(wall seconds, peak RSS MB, stdout, user s, system s) of a child process. Peak RSS is that of
+    the whole process tree (a tool's helper processes count): the larger of the child's own peak
+    (wait4) and the largest sum over the tree seen by sampling /proc every 5 ms."""
     t0 = time.perf_counter()
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
     peak = [0]
@@ -132,8 +151,19 @@ def run(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, float
     p.returncode = os.waitstatus_to_exitcode(status)
     rss = max(ru.ru_maxrss, peak[0]) / 1024
     if p.returncode != 0:
-        return float("nan"), rss, f"exit {p.returncode}"
-    return wall, rss, out.strip()
+        return float("nan"), rss, f"exit {p.returncode}", ru.ru_utime, ru.ru_stime
+    return wall, rss, out.strip(), ru.ru_utime, ru.ru_stime
+
+
+def _fastest(rs: list[tuple]) -> tuple[float, float, str, float, float]:
+    """The fastest run's wall and CPU times, with the largest peak RSS of all runs."""
+    best = min(rs, key=lambda r: r[0] if r[0] == r[0] else float("inf"))
+    return best[0], max(r[1] for r in rs), best[2], best[3], best[4]
+
+
+def _has_tracelens() -> bool:
+    import importlib.util
+    return importlib.util.find_spec("TraceLens") is not None
 
 
 def make(source: Path, target_mb: float, out: Path) -> Path:
@@ -161,7 +191,12 @@ def main() -> int:
     ap.add_argument("--no-hta", action="store_true")
     ap.add_argument("--repeat", type=int, default=3, help="runs of nongemm and floor per file (fastest kept)")
     ap.add_argument("--no-gz", action="store_true")
+    ap.add_argument("--commands", default=",".join(COMMANDS), help="the commands to run (default: all)")
     args = ap.parse_args()
+    commands = [c for c in args.commands.split(",") if c]
+    unknown = set(commands) - set(COMMANDS)
+    if unknown:
+        ap.error(f"unknown commands: {sorted(unknown)}")
     work = Path(args.workdir)
     work.mkdir(parents=True, exist_ok=True)
     py = sys.executable
@@ -170,6 +205,9 @@ def main() -> int:
     # is otherwise compiled again by every run: 0.05-0.06 s; HTA and msgspec are installed, compiled)
     compileall.compile_dir(str(ROOT / "nongemm_trace"), quiet=1)
     tree_env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(ROOT), os.environ.get("PYTHONPATH"))))}
+    load_before = os.getloadavg()
+    print(f"load average before: {load_before[0]:.2f} {load_before[1]:.2f} {load_before[2]:.2f}", flush=True)
+    tracelens = _has_tracelens()
     rows = []
     for mb in [float(x) for x in args.sizes.split(",")]:
         for label, src in (("no stack", Path(args.source)), ("with stack", Path(args.stack_source))):
@@ -181,38 +219,48 @@ def main() -> int:
                 variants.append(make(Path(src), mb, Path(str(base) + ".json.gz")))
             json_mb = variants[0].stat().st_size / 1e6
             for f in variants:
-                res = {}
-                # the report to a regular file of the work folder, never a device path (a writer
+                # each report to a regular file of the work folder, never a device path (a writer
                 # replaces its output file: an older tree's would replace the node itself)
-                ours = [py, "-m", "nongemm_trace", "analyze", str(f), "--format", "json", "-o",
-                        str(work / "report.json"), "--quiet"]
-                runs: dict[str, list] = {"nongemm": [], "floor": []}
-                for _ in range(max(1, args.repeat)):
-                    runs["nongemm"].append(run(ours, tree_env))
+                argv = {c: [py, "-m", "nongemm_trace", c, str(f), *COMMANDS[c], "--format", "json", "-o",
+                            str(work / f"{c}.json"), "--quiet"] for c in commands}
+                runs: dict[str, list] = {**{c: [] for c in commands}, "floor": []}
+                for _ in range(max(1, args.repeat)):  # interleaved: a slow minute slows every tool alike
+                    for c in commands:
+                        runs[c].append(run(argv[c], tree_env))
                     runs["floor"].append(run([py, "-c", FLOOR, str(f)]))
-                for tool, rs in runs.items():
-                    res[tool] = (min(r[0] for r in rs), max(r[1] for r in rs), rs[0][2])
+                res = {tool: _fastest(rs) for tool, rs in runs.items()}
                 if not args.no_hta and f.suffix != ".gz":
                     res["hta"] = run([py, "-c", HTA, str(f)])
+                    if tracelens:
+                        res["tracelens"] = run([py, "-c", TRACELENS, str(f)])
                 st = run([py, "-c", STAGES, str(f), str(ROOT)])
                 stages = json.loads(st[2]) if st[2].startswith("{") else {}
                 rows.append((label, json_mb, f.name.endswith(".gz"), res, stages))
                 print(json.dumps({"file": f.name, "json_mb": round(json_mb, 1),
-                                  **{k: {"s": round(v[0], 2), "rss_mb": round(v[1])} for k, v in res.items()},
+                                  **{k: {"s": round(v[0], 2), "user": round(v[3], 2), "sys": round(v[4], 2),
+                                         "rss_mb": round(v[1])} for k, v in res.items()},
                                   "stages": stages}), flush=True)
+    load_after = os.getloadavg()
+    print(f"load average after: {load_after[0]:.2f} {load_after[1]:.2f} {load_after[2]:.2f}")
+    if not tracelens:
+        print("TraceLens: not installed (AMD's TraceLens is not on PyPI), not run")
     print()
-    print("| trace | JSON MB | file | tool | wall (s) | MB/s | peak RSS (MB) | RSS / JSON | x floor | HTA / nongemm |")
-    print("|---|---:|---|---|---:|---:|---:|---:|---:|---:|")
+    print("| trace | JSON MB | file | tool | wall (s) | user (s) | sys (s) | MB/s | peak RSS (MB) | RSS / JSON "
+          "| x floor | x analyze | HTA / tool |")
+    print("|---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for label, mb, gz, res, _stages in rows:
         floor = res["floor"][0]
+        ours = res.get("analyze", (None,))[0]
         hta = res.get("hta", (None,))[0]
-        for tool, (wall, rss, _) in res.items():
+        for tool, (wall, rss, _, user, sys_s) in res.items():
             ratio_floor = wall / floor if floor and floor == floor else float("nan")
-            vs = f"{hta / wall:.1f}x" if tool == "nongemm" and hta and wall == wall else ""
-            print(f"| {label} | {mb:,.0f} | {'.json.gz' if gz else '.json'} | {tool} | {wall:.2f} | {mb / wall:,.0f} "
-                  f"| {rss:,.0f} | {rss / mb:.2f} | {ratio_floor:.2f} | {vs} |")
+            vs_ours = f"{wall / ours:.2f}" if tool in COMMANDS and ours and wall == wall else ""
+            vs = f"{hta / wall:.1f}x" if tool in COMMANDS and hta and wall == wall else ""
+            print(f"| {label} | {mb:,.0f} | {'.json.gz' if gz else '.json'} | {tool} | {wall:.2f} | {user:.2f} "
+                  f"| {sys_s:.2f} | {mb / wall:,.0f} | {rss:,.0f} | {rss / mb:.2f} | {ratio_floor:.2f} | {vs_ours} "
+                  f"| {vs} |")
     print()
-    print("Stages of nongemm (seconds): " + "; ".join(
+    print("Stages of analyze (seconds): " + "; ".join(
         f"{label} {mb:,.0f} MB{' gz' if gz else ''}: " + ", ".join(f"{k} {v}" for k, v in st.items())
         for label, mb, gz, _, st in rows))
     return 0
