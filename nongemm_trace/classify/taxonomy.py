@@ -147,6 +147,13 @@ class Taxonomy:
     def class_of(self, category: str) -> str:
         return self.classes.get(category, "unclassified")
 
+    def __repr__(self) -> str:
+        """One line: its name, version and how many categories and rules (the generated repr printed
+        every rule and pattern: 57,150 characters for the default taxonomy)."""
+        ops = len(self.op_full) + len(self.op_base) + len(self.op_patterns) + len(self.op_token_runs)
+        return (f"Taxonomy(name={self.name!r}, version={self.version!r}, categories={len(self.classes)}, "
+                f"op_rules={ops}, kernel_rules={len(self.kernel_rules)}, source={Path(self.source).name!r})")
+
 
 def builtin_names() -> list[str]:
     return sorted(p.name[:-5] for p in resources.files("nongemm_trace.taxonomy").iterdir()

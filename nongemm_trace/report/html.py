@@ -18,7 +18,7 @@ from .._version import __version__
 from ..vocabulary import METRIC_TEXT
 from . import svg
 from .palette import IDLE_HOST_BOUND, IDLE_OTHER
-from .sentences import launch_verdicts, ranks_lines, ranks_table, ranks_title
+from .sentences import graph_sentence, launch_verdicts, ranks_lines, ranks_table, ranks_title, step_sentences
 
 #: what a deployment stack's activities are
 _UNITS = {"layer": "engine layers", "node": "ONNX nodes"}
@@ -214,6 +214,8 @@ def launch_section(lrep, timeline: bool = True, width: int = 1000, warnings: boo
         if d.get(k) is not None:
             rows.append(html_text(label) + html_num(d[k]))
     out.append(html_table("launch", ["measure", "value (us or count)"], rows))
+    notes = [graph_sentence(lrep.graphs), *step_sentences(lrep.summary)]  # the terminal's lines too
+    out.extend(f'<p class="meta">{escape(line)}</p>' for line in notes if line is not None)
     if timeline:
         out.append(svg.timeline(lrep.activities, width=width))
         cats = lrep.activities["category"].unique().sort().to_list() if lrep.activities.height else []

@@ -31,6 +31,31 @@ def launch_verdicts(verdict: str, summary: dict[str, Any]) -> list[str]:
     return lines
 
 
+def graph_sentence(graphs: dict[str, Any]) -> str | None:
+    """What CUDA-graph replay saved in launch calls (None where the trace replays no graph)."""
+    if not graphs.get("graph_launches"):
+        return None
+    return (f"CUDA graphs: {graphs['graph_launches']:,} launches replayed {graphs['graph_activities']:,} activities "
+            f"({graphs['activities_per_graph_launch']:,.1f} each); launch call time "
+            f"{graphs['amortized_launch_us_per_graph_activity']:,.2f} us per replayed activity vs "
+            f"{graphs['launch_us_per_eager_activity']:,.2f} us per eagerly launched one")
+
+
+def step_sentences(summary: dict[str, Any]) -> list[str]:
+    """``launch``'s step time (the loop's period) and the device span per step, where known."""
+    lines = []
+    if "step_us" in summary:
+        sp = summary["step_us"]
+        lines.append(f"step time (the loop's period): mean {summary['mean_step_us']:,.1f} us, min {sp['min']:,.1f} us, "
+                     f"median {sp['median']:,.1f} us, max {sp['max']:,.1f} us "
+                     f"(spread {100 * (sp['spread'] or 0):.1f} % of the mean)")
+    if "step_span_us" in summary:
+        sp = summary["step_span_us"]
+        lines.append(f"device span per step (its first activity's start to its last one's end): min "
+                     f"{sp['min']:,.1f} us, median {sp['median']:,.1f} us, max {sp['max']:,.1f} us")
+    return lines
+
+
 def busy_classes(rows: list[dict[str, Any]]) -> list[str]:
     """The compute classes of the span, in the order that owns overlaps; a class listed only where
     the time line has it (host<->device transfers), so the span's sum is whole on every rank."""
