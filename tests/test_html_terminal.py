@@ -82,3 +82,17 @@ def test_the_cuda_graph_sentence_prints_two_decimals(capsys, monkeypatch):
     path = str(shared("h200", "llama_1b_bf16_bs1_s2048__compiled_cudagraphs.json.gz"))
     line = next(s for s in _terminal(capsys, ["launch", path, "-q"]) if s.startswith("CUDA graphs: "))
     assert re.search(r"launch call time \d+\.\d\d us per replayed activity vs \d[\d,]*\.\d\d us per", line), line
+
+
+@pytest.mark.parametrize("trace", [("h200", "llama_1b_bf16_bs1_s2048__compiled_cudagraphs.json.gz"),
+                                   ("h200x2", "bert_ddp_train_rank0.json.gz"),
+                                   ("external/hta", "cpu_only__rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz")])
+def test_every_sentence_of_analyze_is_on_the_page(capsys, monkeypatch, trace):
+    """The page's head said the total its own way (no step marker, no op calls under the CPU metric),
+    its evidence line without what the shares are of, and the step time's meaning only in brackets."""
+    monkeypatch.setenv("COLUMNS", "400")
+    path = str(shared(*trace))
+    said = _sentences(_terminal(capsys, ["analyze", path, "-q"]))
+    assert any(s.startswith("total: ") for s in said) and any(s.startswith("step time: ") for s in said)
+    page = " ".join(html.unescape(re.sub(r"<[^>]+>", "", build_page([path]))).split())
+    assert [s for s in said if s not in page] == []

@@ -8,7 +8,35 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..vocabulary import BUSY_CLASS_ORDER, OPTIONAL_BUSY_CLASSES
+from ..vocabulary import BUSY_CLASS_ORDER, OPTIONAL_BUSY_CLASSES, STEP_TIME
+
+#: what a deployment stack's activities are called where they are counted
+COUNTED_UNITS = {"layer": "engine layers", "node": "ONNX nodes"}
+
+
+def counted_text(metric: str, gpu_activities: int, op_calls: int) -> str:
+    """What the total is summed over: GPU activities (engine layers, ONNX nodes), or under the CPU
+    metric the op calls (and the GPU's activities, where the trace has any)."""
+    if metric == "cpu":
+        return f"{op_calls:,} op calls" + (f" ({gpu_activities:,} GPU activities)" if gpu_activities else "")
+    return f"{gpu_activities:,} {COUNTED_UNITS.get(metric, 'GPU activities')}"
+
+
+def total_sentence(total_us: float, counted: str, steps: int, marker: str | None) -> str:
+    """``analyze``'s total: ``total: 7,724.7 us over 270 GPU activities, 2 steps (## step ##)``."""
+    return (f"total: {total_us:,.1f} us over {counted}"
+            + (f", {steps} step{'s' if steps != 1 else ''} ({marker})" if steps else ""))
+
+
+def evidence_sentence(shares: dict[str, float], of: str) -> str:
+    """What the categories rest on: each rung of the evidence ladder with its share of ``of``."""
+    rungs = " · ".join(f"{k} {100 * v:.1f} %" for k, v in shares.items() if v)
+    return f"categories rest on: {rungs} (of {of}; docs/taxonomy.md, the evidence ladder)"
+
+
+def step_time_sentence() -> str:
+    """What a step time is, said under every table of step times."""
+    return f"step time: the loop's {STEP_TIME}"
 
 
 def unprofiled_source(un: dict) -> str:
