@@ -96,3 +96,18 @@ def test_every_sentence_of_analyze_is_on_the_page(capsys, monkeypatch, trace):
     assert any(s.startswith("total: ") for s in said) and any(s.startswith("step time: ") for s in said)
     page = " ".join(html.unescape(re.sub(r"<[^>]+>", "", build_page([path]))).split())
     assert [s for s in said if s not in page] == []
+
+
+@pytest.mark.parametrize("pair", [("gpt2_fp32_bs8_s128__eager.json.gz", "gpt2_fp32_bs8_s128__compiled.json.gz"),
+                                  ("llama_1b_bf16_bs1_s2048__eager.json.gz",
+                                   "llama_1b_fp8dyn_bs1_s2048__eager.json.gz")])
+def test_every_sentence_of_compare_is_on_the_page(capsys, monkeypatch, pair):
+    """The page named BASE without the level and taxonomy compared, and its fusion and quantization
+    sentences in other words than the terminal's (``fusion name: …`` for ``fusion (name): …``)."""
+    monkeypatch.setenv("COLUMNS", "400")
+    paths = [str(shared("h200", name)) for name in pair]
+    said = [ln for ln in _terminal(capsys, ["compare", *paths, "-q"]) if ln and ln[0] not in "┏┃┡│└"]
+    said = [ln for ln in said if ln.startswith(("BASE: ", "fusion (", "quantization ("))]
+    assert len(said) == 2
+    page = " ".join(html.unescape(re.sub(r"<[^>]+>", "", build_page(paths))).split())
+    assert [s for s in said if s not in page] == []

@@ -19,10 +19,12 @@ from ..vocabulary import METRIC_TEXT
 from . import svg
 from .palette import IDLE_HOST_BOUND, IDLE_OTHER
 from .sentences import (
+    base_sentence,
     counted_text,
     evidence_sentence,
     graph_sentence,
     launch_verdicts,
+    pair_sentence,
     ranks_lines,
     ranks_table,
     ranks_title,
@@ -260,7 +262,8 @@ def compare_section(cmp) -> str:
     names = [Path(t["trace"]).name for t in d["traces"]]
     unit = "us per step" if d["per_step"] else "us"
     basis, things = cmp.time_basis
-    out = [f'<p class="meta">BASE: <code>{escape(names[0])}</code> · {basis} in {unit} · ratio = trace / BASE</p>']
+    lead, rest = base_sentence(names[0].replace(".json.gz", ""), basis, unit, d["level"], d["taxonomy"])
+    out = [f'<p class="meta"><b>{escape(lead)}</b>{escape(rest)}</p>']  # the terminal's words
     labels = ["BASE", *(f"#{i}" for i in range(1, len(names)))]
     head = ["", "trace", basis, things, "steps", "non-GEMM share"]
     out.append(html_table("traces", head, [html_text(label) + html_text(n, "name") + html_num(t["gpu_time_us"])
@@ -286,7 +289,8 @@ def compare_section(cmp) -> str:
     out.append(html_table("compare", head, rows, numeric_from=2))
     for section in ("quantization", "fusion"):
         for p in (d.get(section) or {}).get("pairs", []):
-            out.append(f'<p><b>{section}</b> <code>{escape(Path(p["trace"]).name)}</code>: {escape(p["summary"])}</p>')
+            lead, rest = pair_sentence(section, Path(p["trace"]).name, p["summary"])
+            out.append(f"<p><b>{escape(lead)}</b>{escape(rest)}</p>")
     out.append(html_warnings(d["warnings"]))
     return "".join(out)
 

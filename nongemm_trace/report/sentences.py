@@ -39,6 +39,16 @@ def step_time_sentence() -> str:
     return f"step time: the loop's {STEP_TIME}"
 
 
+def base_sentence(name: str, basis: str, unit: str, level: str, taxonomy: str) -> tuple[str, str]:
+    """A comparison's first line, as (its lead, the rest): which trace is BASE and what is compared."""
+    return f"BASE: {name}", f" — {basis} in {unit}, ratio = trace / BASE (level {level}, taxonomy {taxonomy})"
+
+
+def pair_sentence(section: str, trace: str, summary: str) -> tuple[str, str]:
+    """A comparison's fusion or quantization sentence for one trace against BASE, as (lead, rest)."""
+    return section, f" ({trace}): {summary}"
+
+
 def unprofiled_source(un: dict) -> str:
     """Where a figure for the run without the profiler comes from, in words."""
     if un.get("source") == "measured":
