@@ -86,3 +86,14 @@ def test_the_roofline_key_names_the_category_of_an_op_that_ran_as_two():
     key = next(t.get_text() for t in fig.axes[0].texts if t.get_text().startswith("top ops"))
     assert "aten::mul (arithmetic)" in key and "aten::mul (normalization)" in key
     assert "aten::mm (" not in key  # a name that does not repeat stays bare
+
+
+def test_the_shapes_table_names_each_rows_category(capsys, monkeypatch):
+    """Llama's aten::mul runs as its RMSNorm's scaling and as the rotary embedding's product: the
+    shapes table listed both as ``aten::mul`` with nothing but their dims to tell them apart."""
+    monkeypatch.setenv("COLUMNS", "200")
+    trace = str(shared("h200", "llama_1b_bf16_bs1_s2048__eager.json.gz"))
+    assert cli.main(["shapes", trace, "-q"]) == 0
+    rows = [[c.strip() for c in ln.strip("│").split("│")] for ln in capsys.readouterr().out.splitlines()
+            if ln.startswith("│ aten::mul ")]
+    assert {r[1] for r in rows} == {"arithmetic", "normalization"}, rows
