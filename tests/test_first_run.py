@@ -86,11 +86,18 @@ def test_every_model_has_a_short_repr():
     a = nongemm_trace.Analysis(path)
     models = [a.report(), nongemm_trace.launch_analysis(a), nongemm_trace.flops_analysis(path),
               latency_analysis(path), whatif_analysis(path, scales={"GEMM": 0.5}),
-              nongemm_trace.compare([path, path])]
+              nongemm_trace.compare([path, path]), a, a.taxonomy, nongemm_trace.load_taxonomy("ispass25"),
+              nongemm_trace.check(a, max_share={"non-GEMM": 0.01}), nongemm_trace.weak_kernels(a),
+              nongemm_trace.explain(a, "aten::add"), nongemm_trace.run("shapes", a), nongemm_trace.run("phases", a)]
     for m in models:
         text = repr(m)
         assert text.startswith(type(m).__name__ + "(") and "\n" not in text and len(text) < 700, text[:200]
+        assert ", )" not in text and "<1 items>" not in text, text
     assert "kernel_rows=<308x" in repr(models[0])
+    # the Taxonomy's generated repr was 57,150 characters; the Analysis's said nothing but an address
+    assert repr(a.taxonomy).startswith("Taxonomy(name='default', version=") and "classified" in repr(a)
+    # a gate's result says its verdict (it said only the trace's path)
+    assert "ok=False" in repr(models[9]) and "broken=['max-share non-GEMM']" in repr(models[9])
 
 
 def test_dir_lists_the_public_names_only():

@@ -17,7 +17,8 @@ LIMITS = dict(max_share={"non-GEMM": 0.45}, max_category_share={"memory": 0.2})
 
 def test_every_gate_is_listed_with_its_value_and_limit_on_a_real_trace(capsys):
     trace = str(shared("h200", "gpt2_fp32_bs8_s128__compiled.json.gz"))
-    violations, rep = check(trace, **LIMITS)
+    result = check(trace, **LIMITS)
+    violations, rep = result.violations, result.report  # not the deprecated unpacking
     assert violations == [] and [g.limit for g in violations.gates] == ["max-share non-GEMM",
                                                                         "max-category-share memory"]
     g = violations.gates[0]

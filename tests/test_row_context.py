@@ -29,6 +29,43 @@ def test_kernel_rows_that_shorten_alike_show_where_they_differ(capsys, monkeypat
     assert "128x64x8" in rows[0] and "64x64x8" in rows[1]
 
 
+@pytest.mark.parametrize("columns", ["95", "200"])
+def test_every_kernel_row_of_the_llama_trace_reads_apart(capsys, monkeypatch, columns):
+    """Llama's eager trace: five ``elementwise_kernel<128, …>`` kernels, one of them ``<128, 2, …>``.
+    Shown where the whole group first parted (at the ``2``), the mul, add and neg kernels over
+    BFloat16 read ``void at::nativ…8, 4, at::native::gpu_kernel_i…ambda(int)#1})`` alike."""
+    from nongemm_trace import analyze
+
+    monkeypatch.setenv("COLUMNS", columns)
+    trace = str(shared("h200", "llama_1b_bf16_bs1_s2048__eager.json.gz"))
+    assert cli.main(["analyze", trace, "--top", "40", "-q"]) == 0
+    out = capsys.readouterr().out
+    table = out[out.index("Top 40 kernels"):out.index("Steps")]
+    shown = [[c.strip() for c in ln.strip("│").split("│")][:2] for ln in table.splitlines() if ln.startswith("│ ")]
+    kernels = analyze(trace).kernel_summary.head(40)
+    assert len(shown) == kernels.height
+    # rows that read alike (name and category) are the same kernel, and distinct kernels read apart
+    full = {}
+    for (name, category), real in zip(shown, kernels["name"].to_list()):
+        full.setdefault((name, category), set()).add(real)
+    assert all(len(v) == 1 for v in full.values()), [k for k, v in full.items() if len(v) > 1]
+    by_name = {}
+    for (name, _), real in zip(shown, kernels["name"].to_list()):
+        by_name.setdefault(name, set()).add(real)
+    assert all(len(v) == 1 for v in by_name.values())
+
+
+def test_names_that_differ_in_two_far_places_show_both():
+    """cub's radix sort kernels (HTA's trace_diff traces) differ in the policy's types and again in the
+    kernel's own template list; and a name parted from one group may read as one of another group."""
+    kinds = ["Histogram", "Onesweep"]
+    names = [f"void cub::DeviceRadixSort{k}Kernel<cub::DeviceRadixSortPolicy<long, {t}, int>::Policy800, false, "
+             f"long, {t}, int>(int*, long const*, int, int, int)" for k in kinds for t in ("float", "int")]
+    for width in (40, 60):
+        short = shorten_apart(names, width)
+        assert len(set(short)) == len(names) and max(map(len, short)) <= width, short
+
+
 def test_shortened_names_stay_apart_and_equal_names_stay_equal():
     a = "sm80_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize128x64x8_stage3_warpsize2x2x1_ffma_aligna4_kernel__5x_cublas"
     b = "sm80_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize64x64x8_stage3_warpsize1x4x1_ffma_aligna4_kernel__5x_cublas"
@@ -49,3 +86,14 @@ def test_the_roofline_key_names_the_category_of_an_op_that_ran_as_two():
     key = next(t.get_text() for t in fig.axes[0].texts if t.get_text().startswith("top ops"))
     assert "aten::mul (arithmetic)" in key and "aten::mul (normalization)" in key
     assert "aten::mm (" not in key  # a name that does not repeat stays bare
+
+
+def test_the_shapes_table_names_each_rows_category(capsys, monkeypatch):
+    """Llama's aten::mul runs as its RMSNorm's scaling and as the rotary embedding's product: the
+    shapes table listed both as ``aten::mul`` with nothing but their dims to tell them apart."""
+    monkeypatch.setenv("COLUMNS", "200")
+    trace = str(shared("h200", "llama_1b_bf16_bs1_s2048__eager.json.gz"))
+    assert cli.main(["shapes", trace, "-q"]) == 0
+    rows = [[c.strip() for c in ln.strip("│").split("│")] for ln in capsys.readouterr().out.splitlines()
+            if ln.startswith("│ aten::mul ")]
+    assert {r[1] for r in rows} == {"arithmetic", "normalization"}, rows

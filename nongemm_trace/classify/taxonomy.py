@@ -1,11 +1,9 @@
 """Taxonomies are TOML data files: read once, validated, versioned by name.
 
-A taxonomy names each category's class, the op names and patterns of each
-category, the wrapper patterns (ranges that are not operators), the kernel-name
-rules, and the Inductor fusion rules. A user file may say ``extends = "default"``
-(or a path): its lists are added in front of the parent's (user rules win), its
-scalars replace the parent's.
-"""
+A taxonomy names each category's class, the op names and patterns of each category, the wrapper
+patterns (ranges that are not operators), the kernel-name rules, and the Inductor fusion rules. A user
+file may say ``extends = "default"`` (or a path): its lists are added in front of the parent's (user
+rules win), its scalars replace the parent's."""
 
 from __future__ import annotations
 
@@ -147,6 +145,12 @@ class Taxonomy:
     def class_of(self, category: str) -> str:
         return self.classes.get(category, "unclassified")
 
+    def __repr__(self) -> str:
+        """One line of counts (the generated repr printed every rule: 57,150 characters for the default)."""
+        ops = len(self.op_full) + len(self.op_base) + len(self.op_patterns) + len(self.op_token_runs)
+        return (f"Taxonomy(name={self.name!r}, version={self.version!r}, categories={len(self.classes)}, "
+                f"op_rules={ops}, kernel_rules={len(self.kernel_rules)}, source={Path(self.source).name!r})")
+
 
 def builtin_names() -> list[str]:
     return sorted(p.name[:-5] for p in resources.files("nongemm_trace.taxonomy").iterdir()
@@ -260,8 +264,7 @@ def _build(raw: dict[str, Any], where: str) -> Taxonomy:
             pattern=_compile(k["pattern"], where, f"kernel rule #{i + 1}", re.IGNORECASE) if "pattern" in k else None,
             category=_check_category(known, k["category"], where, f"kernel rule #{i + 1}"),
             priority=int(k.get("priority", 0)), authoritative=bool(k.get("authoritative", False)), order=i,
-            runs=parse_runs(toks), evidence=evidence,
-        ))
+            runs=parse_runs(toks), evidence=evidence))
     kernel_rules.sort(key=lambda r: (-r.priority, r.order))
 
     fz = raw.get("fusion", {})

@@ -16,7 +16,8 @@ import polars as pl
 TEXT_CHARS = 60
 
 
-def _text(value: str) -> str:
+def short_repr_text(value: str) -> str:
+    """``repr(value)``, cut in the middle when longer than :data:`TEXT_CHARS`."""
     if len(value) <= TEXT_CHARS:
         return repr(value)
     return repr(value[:12] + "…" + value[-(TEXT_CHARS - 13):])
@@ -26,7 +27,7 @@ def _field(value: Any) -> str | None:
     if isinstance(value, pl.DataFrame):
         return f"<{value.height}x{value.width}>"
     if isinstance(value, str):
-        return _text(value)
+        return short_repr_text(value)
     if isinstance(value, (bool, int, float)):
         return repr(value)
     if isinstance(value, (list, tuple, dict)) and value:

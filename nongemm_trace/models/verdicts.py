@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 
 from ..core.deprecation import deprecated
 from .report import Report
-from .short_repr import short_repr
+from .short_repr import short_repr_text
 
 #: the release that drops the tuple and dict forms of these results
 REMOVAL = "0.3"
@@ -27,7 +27,6 @@ class CheckResult:
     """Every limit ``check`` checked on ``trace``: ``violations`` (the broken ones, a list with
     ``.gates``: every limit with its measured value) and the breakdown ``report`` they were read from."""
 
-    __repr__ = short_repr  # one line, tables as sizes (models/short_repr.py)
     NAME: ClassVar[str] = "check"
 
     trace: str
@@ -43,6 +42,13 @@ class CheckResult:
         (deprecated: read ``.violations`` and ``.report``)."""
         deprecated("unpacking check()'s result as (violations, report)", "its .violations and .report", REMOVAL)
         return iter((self.violations, self.report))
+
+    def __repr__(self) -> str:
+        """One line with the verdict: ``CheckResult(trace=…, ok=False, gates=2, broken=['max-share non-GEMM'])``."""
+        gates = getattr(self.violations, "gates", None)
+        return (f"CheckResult(trace={short_repr_text(self.trace)}, ok={self.ok}"
+                + (f", gates={len(gates)}" if gates is not None else "")
+                + (f", broken={[getattr(v, 'limit', v) for v in self.violations]!r}" if self.violations else "") + ")")
 
     def to_dict(self) -> dict[str, Any]:
         doc: dict[str, Any] = {"trace": self.trace, "ok": self.ok, "violations": [v.__dict__ for v in self.violations]}
@@ -71,8 +77,9 @@ class _Document:
 
     def __repr__(self) -> str:
         d = self.document
-        return f"{type(self).__name__}(trace={d.get('trace')!r}, taxonomy={d.get('taxonomy')!r}, " \
-               f"{', '.join(f'{k}=<{len(d[k])} items>' for k in self.LISTS if d.get(k))})"
+        parts = [f"trace={short_repr_text(str(d.get('trace')))}", f"taxonomy={d.get('taxonomy')!r}",
+                 *(f"{k}=<{len(d[k])} item{'' if len(d[k]) == 1 else 's'}>" for k in self.LISTS if d.get(k))]
+        return f"{type(self).__name__}({', '.join(parts)})"
 
     LISTS: ClassVar[tuple[str, ...]] = ()
 

@@ -115,6 +115,12 @@ class Analysis:
         #: what analyses keep between calls on this trace (:attr:`Context.memo`)
         self.memo: dict[str, Any] = {}
 
+    def __repr__(self) -> str:
+        """One line: the trace, the taxonomy and how far the work has gone (its tables are large)."""
+        done = "classified" if self._linked is not None else "read" if self._trace is not None else "not read yet"
+        reports = f", reports={len(self._reports)}" if self._reports else ""
+        return f"Analysis(path={str(self.path)!r}, taxonomy={self.taxonomy.name!r}, {done}{reports})"
+
     @classmethod
     def of(cls, source: str | Path | Analysis, **options: Any) -> Analysis:
         """``source`` itself when it is an analysis (its taxonomy must be the one asked for), else a new one."""

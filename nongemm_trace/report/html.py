@@ -18,7 +18,20 @@ from .._version import __version__
 from ..vocabulary import METRIC_TEXT
 from . import svg
 from .palette import IDLE_HOST_BOUND, IDLE_OTHER
-from .sentences import launch_verdicts, ranks_lines, ranks_table, ranks_title
+from .sentences import (
+    base_sentence,
+    counted_text,
+    evidence_sentence,
+    graph_sentence,
+    launch_verdicts,
+    pair_sentence,
+    ranks_lines,
+    ranks_table,
+    ranks_title,
+    step_sentences,
+    step_time_sentence,
+    total_sentence,
+)
 
 #: what a deployment stack's activities are
 _UNITS = {"layer": "engine layers", "node": "ONNX nodes"}
@@ -84,13 +97,16 @@ def report_section(rep, top: int = 15, full: bool = True) -> str:
     total = d.get(key, d["gpu_time_us"])
     steps = len(d["steps"])
     out = [f'<p class="meta">{escape(dev)} · metric <b>{escape(d["metric"])}</b> ({escape(metric)}) · level '
-           f'<b>{escape(d["level"])}</b> · taxonomy {escape(d["taxonomy"])} v{escape(str(d["taxonomy_version"]))} · '
-           f'<span class="total" data-value="{total!r}">{total:,.1f} us</span>'
-           + (f' over {d["gpu_activities"]:,} {_UNITS.get(d["metric"], "GPU activities")}' if d["gpu_activities"]
-              else "")
-           + (f" · {steps} step{'s' if steps != 1 else ''}" if steps else "")
-           + (f' · mean step <span class="step" data-value="{d["mean_step_us"]!r}">{d["mean_step_us"]:,.1f} us</span>'
-              f' ({escape(d["step_time"])})' if d.get("mean_step_us") is not None else "") + "</p>"]
+           f'<b>{escape(d["level"])}</b> · taxonomy {escape(d["taxonomy"])} v{escape(str(d["taxonomy_version"]))}</p>']
+    # the terminal's sentence (report/sentences.py), its total marked with the exact value
+    sentence = escape(total_sentence(total, counted_text(d["metric"], d["gpu_activities"],
+                                                         sum(c["activities"] for c in d["categories"])),
+                                     steps, d.get("step_marker")))
+    out.append('<p class="meta">' + sentence.replace(
+        f"{total:,.1f} us", f'<span class="total" data-value="{total!r}">{total:,.1f} us</span>', 1)
+        + (f' · mean step <span class="step" data-value="{d["mean_step_us"]!r}">{d["mean_step_us"]:,.1f} us</span>'
+           + ("" if full else f' ({escape(d["step_time"])})')  # a full page says it under the steps
+           if d.get("mean_step_us") is not None else "") + "</p>")
     counted = "op calls" if d["metric"] == "cpu" else "activities"
     out.append(svg.stacked_bar([(c["class"], c["share"]) for c in d["classes"]], label=f"share of {metric} by class"))
     out.append(svg.legend(c["class"] for c in d["classes"] if c["share"] > 0))
@@ -131,9 +147,12 @@ def report_section(rep, top: int = 15, full: bool = True) -> str:
                            + html_num(s.get("latency_us"))
                            + html_num(s["cpu_time_us"]) + html_num(s["gpu_time_us"]) + html_num(s["activities"])
                            for s in d["steps"]], numeric_from=2))
+    if full and d.get("mean_step_us") is not None and d["steps"]:
+        out.append(f'<p class="meta">{escape(step_time_sentence())}</p>')
     if full and any(v["share"] for v in d["evidence"].values()):
-        out.append('<p class="meta">categories rest on: ' + " · ".join(
-            f"{escape(k)} {100 * v['share']:.1f} %" for k, v in d["evidence"].items() if v["share"]) + "</p>")
+        of = f"{d['metric']} time" if d["metric"] in _UNITS else "GPU time"
+        out.append(f'<p class="meta">{escape(evidence_sentence({k: v["share"] for k, v in d["evidence"].items()}, of))}'
+                   "</p>")
     out.append(html_warnings(d["warnings"]))
     return "".join(out)
 
@@ -214,6 +233,8 @@ def launch_section(lrep, timeline: bool = True, width: int = 1000, warnings: boo
         if d.get(k) is not None:
             rows.append(html_text(label) + html_num(d[k]))
     out.append(html_table("launch", ["measure", "value (us or count)"], rows))
+    notes = [graph_sentence(lrep.graphs), *step_sentences(lrep.summary)]  # the terminal's lines too
+    out.extend(f'<p class="meta">{escape(line)}</p>' for line in notes if line is not None)
     if timeline:
         out.append(svg.timeline(lrep.activities, width=width))
         cats = lrep.activities["category"].unique().sort().to_list() if lrep.activities.height else []
@@ -241,7 +262,8 @@ def compare_section(cmp) -> str:
     names = [Path(t["trace"]).name for t in d["traces"]]
     unit = "us per step" if d["per_step"] else "us"
     basis, things = cmp.time_basis
-    out = [f'<p class="meta">BASE: <code>{escape(names[0])}</code> · {basis} in {unit} · ratio = trace / BASE</p>']
+    lead, rest = base_sentence(names[0].replace(".json.gz", ""), basis, unit, d["level"], d["taxonomy"])
+    out = [f'<p class="meta"><b>{escape(lead)}</b>{escape(rest)}</p>']  # the terminal's words
     labels = ["BASE", *(f"#{i}" for i in range(1, len(names)))]
     head = ["", "trace", basis, things, "steps", "non-GEMM share"]
     out.append(html_table("traces", head, [html_text(label) + html_text(n, "name") + html_num(t["gpu_time_us"])
@@ -267,7 +289,8 @@ def compare_section(cmp) -> str:
     out.append(html_table("compare", head, rows, numeric_from=2))
     for section in ("quantization", "fusion"):
         for p in (d.get(section) or {}).get("pairs", []):
-            out.append(f'<p><b>{section}</b> <code>{escape(Path(p["trace"]).name)}</code>: {escape(p["summary"])}</p>')
+            lead, rest = pair_sentence(section, Path(p["trace"]).name, p["summary"])
+            out.append(f"<p><b>{escape(lead)}</b>{escape(rest)}</p>")
     out.append(html_warnings(d["warnings"]))
     return "".join(out)
 

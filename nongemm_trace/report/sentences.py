@@ -8,7 +8,45 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..vocabulary import BUSY_CLASS_ORDER, OPTIONAL_BUSY_CLASSES
+from ..vocabulary import BUSY_CLASS_ORDER, OPTIONAL_BUSY_CLASSES, STEP_TIME
+
+#: what a deployment stack's activities are called where they are counted
+COUNTED_UNITS = {"layer": "engine layers", "node": "ONNX nodes"}
+
+
+def counted_text(metric: str, gpu_activities: int, op_calls: int) -> str:
+    """What the total is summed over: GPU activities (engine layers, ONNX nodes), or under the CPU
+    metric the op calls (and the GPU's activities, where the trace has any)."""
+    if metric == "cpu":
+        return f"{op_calls:,} op calls" + (f" ({gpu_activities:,} GPU activities)" if gpu_activities else "")
+    return f"{gpu_activities:,} {COUNTED_UNITS.get(metric, 'GPU activities')}"
+
+
+def total_sentence(total_us: float, counted: str, steps: int, marker: str | None) -> str:
+    """``analyze``'s total: ``total: 7,724.7 us over 270 GPU activities, 2 steps (## step ##)``."""
+    return (f"total: {total_us:,.1f} us over {counted}"
+            + (f", {steps} step{'s' if steps != 1 else ''} ({marker})" if steps else ""))
+
+
+def evidence_sentence(shares: dict[str, float], of: str) -> str:
+    """What the categories rest on: each rung of the evidence ladder with its share of ``of``."""
+    rungs = " · ".join(f"{k} {100 * v:.1f} %" for k, v in shares.items() if v)
+    return f"categories rest on: {rungs} (of {of}; docs/taxonomy.md, the evidence ladder)"
+
+
+def step_time_sentence() -> str:
+    """What a step time is, said under every table of step times."""
+    return f"step time: the loop's {STEP_TIME}"
+
+
+def base_sentence(name: str, basis: str, unit: str, level: str, taxonomy: str) -> tuple[str, str]:
+    """A comparison's first line, as (its lead, the rest): which trace is BASE and what is compared."""
+    return f"BASE: {name}", f" — {basis} in {unit}, ratio = trace / BASE (level {level}, taxonomy {taxonomy})"
+
+
+def pair_sentence(section: str, trace: str, summary: str) -> tuple[str, str]:
+    """A comparison's fusion or quantization sentence for one trace against BASE, as (lead, rest)."""
+    return section, f" ({trace}): {summary}"
 
 
 def unprofiled_source(un: dict) -> str:
@@ -28,6 +66,31 @@ def launch_verdicts(verdict: str, summary: dict[str, Any]) -> list[str]:
     if un:
         lines.append(un["verdict"])  # the profiled busy share is the line above's: said once
         lines.append(f"({unprofiled_source(un)})")
+    return lines
+
+
+def graph_sentence(graphs: dict[str, Any]) -> str | None:
+    """What CUDA-graph replay saved in launch calls (None where the trace replays no graph)."""
+    if not graphs.get("graph_launches"):
+        return None
+    return (f"CUDA graphs: {graphs['graph_launches']:,} launches replayed {graphs['graph_activities']:,} activities "
+            f"({graphs['activities_per_graph_launch']:,.1f} each); launch call time "
+            f"{graphs['amortized_launch_us_per_graph_activity']:,.2f} us per replayed activity vs "
+            f"{graphs['launch_us_per_eager_activity']:,.2f} us per eagerly launched one")
+
+
+def step_sentences(summary: dict[str, Any]) -> list[str]:
+    """``launch``'s step time (the loop's period) and the device span per step, where known."""
+    lines = []
+    if "step_us" in summary:
+        sp = summary["step_us"]
+        lines.append(f"step time (the loop's period): mean {summary['mean_step_us']:,.1f} us, min {sp['min']:,.1f} us, "
+                     f"median {sp['median']:,.1f} us, max {sp['max']:,.1f} us "
+                     f"(spread {100 * (sp['spread'] or 0):.1f} % of the mean)")
+    if "step_span_us" in summary:
+        sp = summary["step_span_us"]
+        lines.append(f"device span per step (its first activity's start to its last one's end): min "
+                     f"{sp['min']:,.1f} us, median {sp['median']:,.1f} us, max {sp['max']:,.1f} us")
     return lines
 
 

@@ -25,12 +25,13 @@ def shapes_table(model: Any, view: View) -> Any:
 
         console.print(f"[{TITLE}]{escape(model.trace)}[/{TITLE}]  device: {escape(model.device or 'unknown')}")
         t = Table(title=f"Top {view.top} op shapes by GPU time (of {model.shapes.height})", title_justify="left")
-        for c in ("op", "input dims", "dtype", "calls", "GPU time (us)", "mean (us)", "FLOPs/call", "TFLOP/s",
-                  "GB/s"):
-            left = c in ("op", "input dims", "dtype")
+        # the category too: one op name runs under two (Llama's aten::mul: its RMSNorm and its rotary embedding)
+        for c in ("op", "category", "input dims", "dtype", "calls", "GPU time (us)", "mean (us)", "FLOPs/call",
+                  "TFLOP/s", "GB/s"):
+            left = c in ("op", "category", "input dims", "dtype")
             t.add_column(c, justify="left" if left else "right", overflow="fold" if c == "input dims" else "ellipsis")
         for r in model.shapes.head(view.top).iter_rows(named=True):
-            t.add_row(escape(shorten(r["op"])), escape(shorten(r["input_dims"], 60)),
+            t.add_row(escape(shorten(r["op"])), escape(r["category"] or "-"), escape(shorten(r["input_dims"], 60)),
                       escape(shorten(r["input_type"], 40)), f"{r['calls']:,}", f"{r['time_ns'] / 1000:,.1f}",
                       f"{r['mean_ns'] / 1000:,.2f}", si(r["flops_per_call"]), _f(r["achieved_tflops"]),
                       _f(r["achieved_gbps"]))

@@ -10,6 +10,7 @@ from rich.table import Table
 from ...models.comparison import Comparison
 from ..names import shorten, shorten_list
 from ..palette import TITLE
+from ..sentences import base_sentence, pair_sentence
 from . import escape, warning_line
 
 
@@ -18,8 +19,8 @@ def render_compare(cmp: Comparison, console: Console) -> None:
     names = [Path(t["trace"]).name.replace(".json.gz", "") for t in d["traces"]]
     unit = "us per step" if d["per_step"] else "us"
     basis, things = cmp.time_basis
-    console.print(f"[{TITLE}]BASE: {escape(names[0])}[/{TITLE}] — {basis} in {unit}, ratio = trace / BASE "
-                  f"(level {d['level']}, taxonomy {d['taxonomy']})")
+    lead, rest = base_sentence(names[0], basis, unit, d["level"], d["taxonomy"])  # the page's words too
+    console.print(f"[{TITLE}]{escape(lead)}[/{TITLE}]{escape(rest)}")
     t = Table(title="Traces", title_justify="left")
     t.add_column("trace")
     for c in (basis, things, "steps", "non-GEMM share"):
@@ -45,7 +46,8 @@ def render_compare(cmp: Comparison, console: Console) -> None:
         console.print(t)
     for section in ("quantization", "fusion"):
         for p in (d.get(section) or {}).get("pairs", []):
-            console.print(f"[{TITLE}]{section}[/{TITLE}] ({escape(Path(p['trace']).name)}): {escape(p['summary'])}")
+            lead, rest = pair_sentence(section, Path(p["trace"]).name, p["summary"])
+            console.print(f"[{TITLE}]{escape(lead)}[/{TITLE}]{escape(rest)}")
     fus = (d.get("fusion") or {}).get("pairs", [])
     if fus:
         t = Table(title="Eager non-GEMM ops and the fused kernels that replaced them", title_justify="left")

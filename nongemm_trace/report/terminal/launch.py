@@ -9,7 +9,7 @@ from rich.table import Table
 
 from ...models.launch import LaunchReport
 from ..palette import TITLE
-from ..sentences import launch_verdicts
+from ..sentences import graph_sentence, launch_verdicts, step_sentences
 from . import escape, first_rows, more_rows_line, warning_line
 
 
@@ -52,12 +52,9 @@ def render_launch(rep: LaunchReport, console: Console) -> None:
     for k, v in rows:
         t.add_row(k, v)
     console.print(t)
-    g = rep.graphs
-    if g.get("graph_launches"):
-        console.print(f"CUDA graphs: {g['graph_launches']} launches replayed {g['graph_activities']:,} activities "
-                      f"({g['activities_per_graph_launch']} each); launch call time "
-                      f"{g['amortized_launch_us_per_graph_activity']} us "
-                      f"per replayed activity vs {g['launch_us_per_eager_activity']} us per eagerly launched one")
+    graphs = graph_sentence(rep.graphs)
+    if graphs is not None:
+        console.print(graphs, highlight=False)
     for name, by in (("streams", ["device", "stream"]), ("steps", ["step"])):
         df = getattr(rep, name)
         if df.height == 0:
@@ -73,15 +70,8 @@ def render_launch(rep: LaunchReport, console: Console) -> None:
         console.print(t)
         if more:
             console.print(more_rows_line(more, name), highlight=False)
-    if "step_us" in s:
-        sp = s["step_us"]
-        console.print(f"step time (the loop's period): mean {s['mean_step_us']:,.1f} us, min {sp['min']:,.1f} us, "
-                      f"median {sp['median']:,.1f} us, max {sp['max']:,.1f} us "
-                      f"(spread {100 * (sp['spread'] or 0):.1f} % of the mean)", highlight=False)
-    if "step_span_us" in s:
-        sp = s["step_span_us"]
-        console.print(f"device span per step (its first activity's start to its last one's end): min "
-                      f"{sp['min']:,.1f} us, median {sp['median']:,.1f} us, max {sp['max']:,.1f} us", highlight=False)
+    for line in step_sentences(s):  # the HTML page shows the same lines
+        console.print(line, highlight=False)
     t = Table(title="Per category", title_justify="left")
     for c in ("category", "activities", "GPU time (us)", "short", "launch overhead (us)"):
         t.add_column(c, justify="left" if c == "category" else "right")

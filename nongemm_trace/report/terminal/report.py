@@ -8,9 +8,10 @@ from rich.console import Console
 from rich.table import Table
 
 from ...models.report import Report
-from ...vocabulary import METRIC_TEXT, STEP_TIME
+from ...vocabulary import METRIC_TEXT
 from ..names import NAME_WIDTH, shorten_apart
 from ..palette import TITLE, WARNINGS_HEADING
+from ..sentences import counted_text, evidence_sentence, step_time_sentence, total_sentence
 from . import escape, first_rows, more_rows_line, warning_line
 from .phases import render_phases
 
@@ -31,20 +32,13 @@ def render_report(report: Report, console: Console, top: int = 15) -> None:
     total = int(report.categories["time_ns"].sum())
     console.print(f"device: {escape(dev)} | metric: {report.metric} ({metric}) | level: {report.level} | "
                   f"taxonomy: {report.taxonomy} v{report.taxonomy_version}")
-    unit, kernels = _UNITS.get(report.metric, ("GPU activities", "kernels"))
-    counted = f"{report.gpu_activities:,} {unit}"
-    if report.metric == "cpu":  # the total is op CPU time: count its op calls (and the GPU's work, if any)
-        calls = int(report.categories["activities"].sum())
-        counted = f"{calls:,} op calls" + (f" ({report.gpu_activities:,} GPU activities)" if report.gpu_activities
-                                           else "")
-    console.print(f"total: {_us(total or 0)} us over {counted}"
-                  + (f", {len(report.steps)} step{'s' if len(report.steps) != 1 else ''} ({report.step_marker})"
-                     if report.steps.height else ""))
+    _, kernels = _UNITS.get(report.metric, ("GPU activities", "kernels"))
+    counted = counted_text(report.metric, report.gpu_activities, int(report.categories["activities"].sum()))
+    # the HTML page says the same sentences (report/sentences.py)
+    console.print(escape(total_sentence((total or 0) / 1000, counted, report.steps.height, report.step_marker)))
     if report.gpu_time_ns and report.evidence:
-        rungs = " · ".join(f"{k} {100 * v / report.gpu_time_ns:.1f} %" for k, v in report.evidence.items() if v)
         of = f"{report.metric} time" if report.metric in _UNITS else "GPU time"
-        console.print(f"categories rest on: {rungs} (of {of}; "
-                      "docs/taxonomy.md, the evidence ladder)")
+        console.print(escape(evidence_sentence({k: v / report.gpu_time_ns for k, v in report.evidence.items()}, of)))
 
     t = Table(title=f"Classes — share of {metric}", title_justify="left")
     for c in ("class", "time (us)", "share", "op calls" if report.metric == "cpu" else "activities"):
@@ -97,7 +91,7 @@ def render_report(report: Report, console: Console, top: int = 15) -> None:
         if more:
             console.print(more_rows_line(more), highlight=False)
         if periods:
-            console.print(f"step time: the loop's {STEP_TIME}", highlight=False)
+            console.print(step_time_sentence(), highlight=False)
 
     render_phases(report.phases, report.phase_engine, console)
     if report.warnings:
