@@ -184,7 +184,9 @@ def capture(step: Callable[[], Any], out_dir: str | os.PathLike, name: str, *, s
             warmup: int = 1, metadata: dict[str, Any] | None = None, with_stack: bool = False,
             summary: bool = True, unprofiled_rounds: int = 6, unprofiled_steps: int = 5,
             **settings: bool) -> Path:
-    """Run ``step`` wait + warmup + steps times under the profiler; returns the trace path.
+    """Run ``step`` wait + warmup + steps times under the profiler, back to back as a training or
+    inference loop runs (no synchronize between steps: PyTorch's profiler recipe; the steps are told
+    apart by the loop's period, docs/latency.md); returns the trace path.
 
     Around the profiled window, ``unprofiled_rounds`` rounds of ``unprofiled_steps`` steps run
     without the profiler (half before, half after; :mod:`.unprofiled`), and their times go into
@@ -205,8 +207,8 @@ def capture(step: Callable[[], Any], out_dir: str | os.PathLike, name: str, *, s
                        **chosen) as mark:
         for _ in range(wait + warmup + steps):
             step()
-            sync()
             mark()
+        sync()  # the queue drained before the rounds after the window (the profiler syncs as it stops)
     if unprofiled_rounds:
         rounds.run(unprofiled_rounds // 2, "after")
     for path, doc in held:
