@@ -84,6 +84,17 @@ def test_the_cuda_graph_sentence_prints_two_decimals(capsys, monkeypatch):
     assert re.search(r"launch call time \d+\.\d\d us per replayed activity vs \d[\d,]*\.\d\d us per", line), line
 
 
+def test_a_trace_of_replays_only_has_no_eager_launch_to_compare(capsys, monkeypatch):
+    """A decode step replayed from a CUDA graph launches nothing eagerly: the sentence says so (it
+    failed with a TypeError formatting the missing figure), in the terminal and on the page."""
+    monkeypatch.setenv("COLUMNS", "400")
+    path = str(SAMPLES / "recipe_h100" / "bert4_bs1_s64__graph.json.gz")
+    line = next(s for s in _terminal(capsys, ["launch", path, "-q"]) if s.startswith("CUDA graphs: "))
+    assert line.endswith("per replayed activity (no activity was launched eagerly to compare with)"), line
+    page = " ".join(html.unescape(re.sub(r"<[^>]+>", "", build_page([path]))).split())
+    assert line in page
+
+
 @pytest.mark.parametrize("trace", [("h200", "llama_1b_bf16_bs1_s2048__compiled_cudagraphs.json.gz"),
                                    ("h200x2", "bert_ddp_train_rank0.json.gz"),
                                    ("external/hta", "cpu_only__rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz")])

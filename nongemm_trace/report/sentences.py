@@ -73,10 +73,13 @@ def graph_sentence(graphs: dict[str, Any]) -> str | None:
     """What CUDA-graph replay saved in launch calls (None where the trace replays no graph)."""
     if not graphs.get("graph_launches"):
         return None
+    eager = graphs.get("launch_us_per_eager_activity")
+    # a trace of replays only (a graph's decode step, replayed) launched nothing eagerly to compare with
+    vs = f" vs {eager:,.2f} us per eagerly launched one" if eager is not None else \
+        " (no activity was launched eagerly to compare with)"
     return (f"CUDA graphs: {graphs['graph_launches']:,} launches replayed {graphs['graph_activities']:,} activities "
             f"({graphs['activities_per_graph_launch']:,.1f} each); launch call time "
-            f"{graphs['amortized_launch_us_per_graph_activity']:,.2f} us per replayed activity vs "
-            f"{graphs['launch_us_per_eager_activity']:,.2f} us per eagerly launched one")
+            f"{graphs['amortized_launch_us_per_graph_activity']:,.2f} us per replayed activity{vs}")
 
 
 def step_sentences(summary: dict[str, Any]) -> list[str]:
