@@ -156,7 +156,11 @@ def classify(linked: Linked, tax: Taxonomy, level: str = "launch") -> pl.DataFra
     if engine:  # a deployment stack's layers or nodes: their ONNX nodes and layer types decide first
         acts = with_engine_columns(tax, acts)
     kn = kernel_name_table(tax, acts)
-    acts = acts.join(kn, on="name", how="left")
+    # only the names go through the join (a left join copies every column of the activities: 100 bytes
+    # a row of a GPU-only trace, beside the linked table that still holds them), and the texts are
+    # gathered as codes (4 bytes a row, each text held once), as classify() returns them
+    acts = add_columns(acts, kn.with_columns(pl.col("kernel_category", "kernel_evidence", "fused_ops")
+                                             .cast(pl.Categorical)), "name")
     # the launching op's answer from the call rules, folded once per op; a top-level op that is one
     # call of a written-out operation (or a backward node's) counts as that operation too
     ctx = Context.of(tax)

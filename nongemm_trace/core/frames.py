@@ -83,6 +83,9 @@ def add_columns(df: pl.DataFrame, right: pl.DataFrame, on: str | list[str], *,
     order. Only the key columns go through the join; the rest of ``df`` is not copied (a
     plain join followed by a sort would copy every column of a table of millions of rows twice)."""
     keys = [on] if isinstance(on, str) else list(on)
+    if right.height == 0:
+        # nothing to attach (a trace without launch calls): a join would write a null per row and column
+        return df.with_columns(_nulls(df.height, right.drop(keys).schema))
     if len(keys) == 1 and is_row_index(df[keys[0]]):
         return _scatter_columns(df, right, keys[0])
     got = df.select(keys).join(right, on=keys, how="left", nulls_equal=nulls_equal, maintain_order="left")
@@ -96,11 +99,20 @@ def lookup_columns(df: pl.DataFrame, key: str, table: pl.DataFrame, table_key: s
     on ``table[table_key]``, unique there; rows kept in order, null where no row matches). When
     ``table_key`` is the row number (the loader numbers every table), the columns are gathered:
     no hash table over a table of millions of rows for a few hundred thousand lookups."""
+    if table.height == 0:
+        # nothing to find (a trace without ops): the join below would copy every column of ``df``
+        return df.with_columns(_nulls(df.height, table.drop(table_key).schema))
     if is_row_index(table[table_key]):
         idx = df[key].cast(pl.Int64)
         idx = pl.select(pl.when((idx >= 0) & (idx < table.height)).then(idx)).to_series()
         return df.with_columns(table[c].gather(idx) for c in table.columns if c != table_key)
     return df.join(table.rename({table_key: key}), on=key, how="left", maintain_order="left")
+
+
+def _nulls(height: int, schema: pl.Schema) -> list[pl.Series]:
+    """A column of nulls per ``schema`` entry, made as such: its values are never written (pages the
+    system gives only when touched), where a join or a gather writes a value per row."""
+    return [pl.repeat(None, height, dtype=t, eager=True).alias(c) for c, t in schema.items()]
 
 
 def is_row_index(s: pl.Series) -> bool:
