@@ -46,8 +46,10 @@ def starts_with(df: pl.DataFrame, col: str, prefix: str) -> pl.Expr:
 def per_value(df: pl.DataFrame, col: str, fn: Any, dtype: Any) -> pl.Expr:
     """``fn`` (text expression -> expression of ``dtype``) of each row's ``col``, worked out once per
     distinct value and mapped back (``col`` text or categorical: no text copy of every row)."""
-    uniq = df.select(pl.col(col).unique().cast(pl.String)).to_series()
-    got = pl.DataFrame({col: uniq}).select(fn(pl.col(col)).cast(dtype)).to_series()
+    uniq = df.select(pl.col(col).unique()).to_series()
+    got = pl.DataFrame({col: uniq.cast(pl.String)}).select(fn(pl.col(col)).cast(dtype)).to_series()
+    if uniq.dtype == pl.Categorical:  # mapped back by code: a hash of integers, not of every distinct text
+        return pl.col(col).to_physical().replace_strict(uniq.to_physical(), got, default=None, return_dtype=dtype)
     return pl.col(col).replace_strict(uniq, got, default=None, return_dtype=dtype)
 
 
