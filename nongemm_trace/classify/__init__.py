@@ -172,14 +172,20 @@ def classify(linked: Linked, tax: Taxonomy, level: str = "launch") -> pl.DataFra
                       pl.col("qdq_call").alias("_lop_qdq")),
         *_per_activity(acts, "top_op_id", ops, pl.col("name").alias("top_op"), top_cat.alias("_top_cat"),
                       pl.col("is_composite").alias("_top_comp")))
+    # host <-> device copies are memcpys: a trace without any needs no search of every name (+32 bytes a row)
+    copies = bool(acts.select((pl.col("kind") == "memcpy").any()).item()) if acts.height else False
     transfer = (pl.col("kind") == "memcpy") & per_value(acts, "name", lambda e: e.str.contains(tax.transfers[0]),
-                                                        pl.Boolean) if tax.transfers else pl.lit(False)
+                                                        pl.Boolean) if tax.transfers and copies else pl.lit(False)
     acts = acts.with_columns(transfer.fill_null(False).alias("_transfer"))
     hit = module_of_activities(acts, module_table(linked.trace.python, tax)) if level == "module" else None
     # the folds are row by row: made a block of rows at a time, their texts held for that block only
     blocks = [_fold_block(acts.slice(lo, FOLD_ROWS), ctx, tax, level, engine, hit)
               for lo in range(0, max(acts.height, 1), FOLD_ROWS)]
-    acts = acts.with_columns(pl.concat(blocks).get_columns() if len(blocks) > 1 else blocks[0].get_columns())
+    folded = pl.concat(blocks).get_columns() if len(blocks) > 1 else blocks[0].get_columns()
+    del blocks
+    # a column no row has a value in (``op`` and ``module`` of a trace without ops) as nulls never written
+    acts = acts.with_columns(s if s.null_count() < s.len() else pl.repeat(None, s.len(), dtype=s.dtype, eager=True)
+                             .alias(s.name) for s in folded)
     if engine:
         acts = acts.with_columns(pl.coalesce("engine_fused", "fused_ops").alias("fused_ops")).drop(
             "engine_category", "engine_rule", "engine_fused")

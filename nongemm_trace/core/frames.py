@@ -85,9 +85,14 @@ def add_columns(df: pl.DataFrame, right: pl.DataFrame, on: str | list[str], *,
     order. Only the key columns go through the join; the rest of ``df`` is not copied (a
     plain join followed by a sort would copy every column of a table of millions of rows twice)."""
     keys = [on] if isinstance(on, str) else list(on)
-    if right.height == 0:
-        # nothing to attach (a trace without launch calls): a join would write a null per row and column
-        return df.with_columns(_nulls(df.height, right.drop(keys).schema))
+    filled = [c for c in right.columns if c not in keys and right[c].null_count() < right.height]
+    if len(filled) + len(keys) < right.width:
+        # columns with no value to attach (a trace without launch calls, kernels no rule fuses): nulls
+        # made as such, where a join or a scatter writes a null per row and column
+        nulls = {s.name: s for s in _nulls(df.height, right.drop(*keys, *filled).schema)}
+        got = add_columns(df.select(keys), right.select(*keys, *filled), keys, nulls_equal=nulls_equal) \
+            if filled else df.select(keys)
+        return df.with_columns(got[c] if c in filled else nulls[c] for c in right.columns if c not in keys)
     if len(keys) == 1 and is_row_index(df[keys[0]]):
         return _scatter_columns(df, right, keys[0])
     got = df.select(keys).join(right, on=keys, how="left", nulls_equal=nulls_equal, maintain_order="left")
