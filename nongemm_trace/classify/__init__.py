@@ -183,6 +183,12 @@ def classify(linked: Linked, tax: Taxonomy, level: str = "launch") -> pl.DataFra
               for lo in range(0, max(acts.height, 1), FOLD_ROWS)]
     folded = pl.concat(blocks).get_columns() if len(blocks) > 1 else blocks[0].get_columns()
     del blocks
+    # columns that equal another one are that one, not a copy of its codes (4 bytes a row each): the
+    # launch level's category is the launching op's, and the op at the launch and top levels is the
+    # launching or top-level op
+    same = {"op": acts["launch_op"] if level == "launch" else acts["top_op"] if level == "top" else None,
+            "category": folded[0] if level == "launch" else None}
+    folded = [s if same.get(s.name) is None else same[s.name].alias(s.name) for s in folded]
     # a column no row has a value in (``op`` and ``module`` of a trace without ops) as nulls never written
     acts = acts.with_columns(s if s.null_count() < s.len() else pl.repeat(None, s.len(), dtype=s.dtype, eager=True)
                              .alias(s.name) for s in folded)
