@@ -183,12 +183,11 @@ def classify(linked: Linked, tax: Taxonomy, level: str = "launch") -> pl.DataFra
               for lo in range(0, max(acts.height, 1), FOLD_ROWS)]
     folded = pl.concat(blocks).get_columns() if len(blocks) > 1 else blocks[0].get_columns()
     del blocks
-    # columns that equal another one are that one, not a copy of its codes (4 bytes a row each): the
-    # launch level's category is the launching op's, and the op at the launch and top levels is the
-    # launching or top-level op
-    same = {"op": acts["launch_op"] if level == "launch" else acts["top_op"] if level == "top" else None,
-            "category": folded[0] if level == "launch" else None}
-    folded = [s if same.get(s.name) is None else same[s.name].alias(s.name) for s in folded]
+    # columns that equal another one are that one, not a copy of its codes (4 bytes a row each; SAME)
+    made = {s.name: s for s in folded}
+    same = SAME.get(level, {})
+    folded = [s if s.name not in same else (made.get(same[s.name]) if same[s.name] in made else acts[same[s.name]])
+              .alias(s.name) for s in folded]
     # a column no row has a value in (``op`` and ``module`` of a trace without ops) as nulls never written
     acts = acts.with_columns(s if s.null_count() < s.len() else pl.repeat(None, s.len(), dtype=s.dtype, eager=True)
                              .alias(s.name) for s in folded)
@@ -205,8 +204,9 @@ def classify(linked: Linked, tax: Taxonomy, level: str = "launch") -> pl.DataFra
     return acts
 
 
-#: rows per block of :func:`_fold_block` (each of its text columns costs 16 bytes a row while made)
-FOLD_ROWS = 1 << 18
+#: rows per block of :func:`_fold_block` (each of its text columns costs 16 bytes a row while made: a
+#: block's scratch is a few MB, and the blocks' loop a few hundred iterations at 20 M activities)
+FOLD_ROWS = 1 << 16
 
 
 def _fold_block(part: pl.DataFrame, ctx: Context, tax: Taxonomy, level: str, engine: bool,
@@ -241,7 +241,18 @@ def _fold_block(part: pl.DataFrame, ctx: Context, tax: Taxonomy, level: str, eng
     )
     made = ["launch_category", "rule", *(["module"] if level == "module" else []), "category", "op",
             *([] if level == "module" else ["module"]), "class", "evidence"]
-    return part.select(pl.col(c).cast(pl.Categorical) for c in made)
+    # the columns classify() takes from another one (``SAME``) and those with no value in the block
+    # (``op`` and ``module`` without ops) as nulls never written
+    same = SAME.get(level, {})
+    out = part.select(pl.col(c).cast(pl.Categorical) if c not in same else pl.lit(None, pl.Categorical).alias(c)
+                      for c in made)
+    return out.with_columns(pl.repeat(None, out.height, dtype=pl.Categorical, eager=True).alias(c)
+                            for c in made if out[c].null_count() == out.height)
+
+
+#: level -> the columns of :func:`_fold_block` that equal another column, and which: at the launch level
+#: the category is the launch category and the op the launching op, at the top level the op the top-level op
+SAME = {"launch": {"category": "launch_category", "op": "launch_op"}, "top": {"op": "top_op"}}
 
 
 #: the text columns link and classify add to every activity, held as categorical codes: 4 bytes a
