@@ -186,7 +186,7 @@ def classify(linked: Linked, tax: Taxonomy, level: str = "launch") -> pl.DataFra
     # columns that equal another one are that one, not a copy of its codes (4 bytes a row each; SAME)
     made = {s.name: s for s in folded}
     same = SAME.get(level, {})
-    folded = [s if s.name not in same else (made.get(same[s.name]) if same[s.name] in made else acts[same[s.name]])
+    folded = [s if s.name not in same else (made[same[s.name]] if same[s.name] in made else acts[same[s.name]])
               .alias(s.name) for s in folded]
     # a column no row has a value in (``op`` and ``module`` of a trace without ops) as nulls never written
     acts = acts.with_columns(s if s.null_count() < s.len() else pl.repeat(None, s.len(), dtype=s.dtype, eager=True)

@@ -52,8 +52,8 @@ def stream_overlaps(acts: pl.DataFrame) -> pl.DataFrame:
 
 
 #: the result's columns
-_SCHEMA = {"device": pl.Int64, "stream": pl.Int64, "activities": pl.UInt32, "dur_ns": pl.Int64,
-           "overlap_ns": pl.Int64}
+_SCHEMA = pl.Schema({"device": pl.Int64, "stream": pl.Int64, "activities": pl.UInt32, "dur_ns": pl.Int64,
+                     "overlap_ns": pl.Int64})
 #: above this many streams, :func:`stream_overlaps` sweeps them all in one sort instead of one each
 MANY_STREAMS = 64
 

@@ -97,7 +97,7 @@ def narrow_ids(trace: Trace) -> None:
         have = [df[col] for df in tables.values() if col in df.columns and df.height]
         lo = min((s.min() for s in have if s.null_count() < s.len()), default=0)
         hi = max((s.max() for s in have if s.null_count() < s.len()), default=0)
-        if _INT32[0] <= lo and hi <= _INT32[1]:  # type: ignore[operator]
+        if _INT32[0] <= lo and hi <= _INT32[1]:
             tables = {t: df.with_columns(pl.col(col).cast(pl.Int32)) if col in df.columns else df
                       for t, df in tables.items()}
     for t, df in tables.items():
