@@ -28,10 +28,17 @@ DType: TypeAlias = "DataTypeClass | pl.DataType"
 #: ``frames.as_text`` before a join with or a concatenation to a text column of elsewhere
 TEXT = (pl.String, pl.Categorical)
 
+#: id columns a loader may give as Int32 where every value of the trace fits 32 bits (the Kineto loader
+#: does, for the ops, launches, activities and python tables: a dense trace's rows are mostly ids);
+#: they are keys of joins and lookups, never summed. Code that builds a frame to join or concatenate
+#: with them takes the table's dtype, not Int64
+NARROW = ("ev_idx", "external_id", "correlation")
+ID = (pl.Int64, pl.Int32)
+
 _EVENT: dict[str, DType | tuple[DType, ...]] = {
     "name": TEXT, "cat": TEXT, "pid": TEXT, "tid": TEXT,
-    "ts_ns": pl.Int64, "dur_ns": pl.Int64, "end_ns": pl.Int64, "external_id": pl.Int64,
-    "ev_idx": pl.Int64,  # the event's index in the file (null where the format has none)
+    "ts_ns": pl.Int64, "dur_ns": pl.Int64, "end_ns": pl.Int64, "external_id": ID,
+    "ev_idx": ID,  # the event's index in the file (null where the format has none)
 }
 
 #: table -> column -> dtype (or a tuple of accepted dtypes)
@@ -42,10 +49,10 @@ TABLES: dict[str, dict[str, DType | tuple[DType, ...]]] = {
             "concrete_inputs": TEXT, "seq": pl.Int64},
     # host launch calls; graph_launch: the call replays a CUDA/HIP graph (one call, many activities);
     # captured: a launch recorded into a graph while its thread was capturing, not run (load/graph_capture.py)
-    "launches": {"launch_id": pl.UInt32, **_EVENT, "correlation": pl.Int64, "graph_launch": pl.Boolean,
+    "launches": {"launch_id": pl.UInt32, **_EVENT, "correlation": ID, "graph_launch": pl.Boolean,
                  "captured": pl.Boolean},
     # device activities: kernels, memcpys, memsets
-    "activities": {"activity_id": pl.UInt32, **_EVENT, "kind": TEXT, "correlation": pl.Int64,
+    "activities": {"activity_id": pl.UInt32, **_EVENT, "kind": TEXT, "correlation": ID,
                    "device": pl.Int64, "stream": pl.Int64, "bytes": pl.Int64},
     # python_function events, when the loader was asked to keep them (else empty)
     "python": {"op_id": pl.UInt32, **_EVENT},
@@ -53,7 +60,7 @@ TABLES: dict[str, dict[str, DType | tuple[DType, ...]]] = {
     # (correlation), kind ("Stream Wait Event", "Event Sync", "Stream Sync", "Context Sync"), the
     # stream it synchronizes (-1: none), and for the event kinds the stream the awaited event was
     # recorded on and that cudaEventRecord call's correlation
-    "cuda_syncs": {"sync_id": pl.UInt32, **_EVENT, "kind": TEXT, "correlation": pl.Int64,
+    "cuda_syncs": {"sync_id": pl.UInt32, **_EVENT, "kind": TEXT, "correlation": ID,
                    "device": pl.Int64, "stream": pl.Int64, "wait_on_stream": pl.Int64,
                    "wait_on_cuda_event_record_corr_id": pl.Int64},
 }

@@ -156,7 +156,11 @@ def classify(linked: Linked, tax: Taxonomy, level: str = "launch") -> pl.DataFra
     if engine:  # a deployment stack's layers or nodes: their ONNX nodes and layer types decide first
         acts = with_engine_columns(tax, acts)
     kn = kernel_name_table(tax, acts)
-    acts = acts.join(kn, on="name", how="left")
+    # only the names go through the join (a left join copies every column of the activities: 100 bytes
+    # a row of a GPU-only trace, beside the linked table that still holds them), and the texts are
+    # gathered as codes (4 bytes a row, each text held once), as classify() returns them
+    acts = add_columns(acts, kn.with_columns(pl.col("kernel_category", "kernel_evidence", "fused_ops")
+                                             .cast(pl.Categorical)), "name")
     # the launching op's answer from the call rules, folded once per op; a top-level op that is one
     # call of a written-out operation (or a backward node's) counts as that operation too
     ctx = Context.of(tax)
@@ -168,38 +172,87 @@ def classify(linked: Linked, tax: Taxonomy, level: str = "launch") -> pl.DataFra
                       pl.col("qdq_call").alias("_lop_qdq")),
         *_per_activity(acts, "top_op_id", ops, pl.col("name").alias("top_op"), top_cat.alias("_top_cat"),
                       pl.col("is_composite").alias("_top_comp")))
-    # the op names as text once gathered (the op table holds them as categorical codes, schema.py)
-    acts = acts.with_columns(pl.col("launch_op", "top_op").cast(pl.String))
+    # host <-> device copies are memcpys: a trace without any needs no search of every name (+32 bytes a row)
+    copies = bool(acts.select((pl.col("kind") == "memcpy").any()).item()) if acts.height else False
     transfer = (pl.col("kind") == "memcpy") & per_value(acts, "name", lambda e: e.str.contains(tax.transfers[0]),
-                                                        pl.Boolean) if tax.transfers else pl.lit(False)
+                                                        pl.Boolean) if tax.transfers and copies else pl.lit(False)
     acts = acts.with_columns(transfer.fill_null(False).alias("_transfer"))
-    launch_cat, launch_rule = launch_fold(ctx, engine)
-    acts = acts.with_columns(launch_cat.alias("launch_category"), launch_rule.alias("rule"))
-    launch = (pl.col("launch_category"), pl.col("rule"))
-    if level == "top":
-        cat, rule = level_fold(ctx, "top", launch)
-        acts = acts.with_columns(cat.alias("category"), rule.alias("rule"), pl.col("top_op").alias("op"))
-    elif level == "module":
-        mods = module_table(linked.trace.python, tax)
-        hit = module_of_activities(acts, mods)
-        acts = acts.join(hit, on="activity_id", how="left")
-        cat, rule = level_fold(ctx, "module", launch)
-        acts = acts.with_columns(cat.alias("category"), rule.alias("rule"),
-                                 pl.coalesce(pl.col("module"), pl.col("launch_op")).alias("op")).drop("module_category")
-    else:
-        acts = acts.with_columns(pl.col("launch_category").alias("category"), pl.col("launch_op").alias("op"))
-    if "module" not in acts.columns:
-        acts = acts.with_columns(pl.lit(None, pl.Utf8).alias("module"))
-    acts = acts.with_columns(
-        pl.col("category").replace_strict(tax.classes, default="unclassified", return_dtype=pl.Utf8).alias("class"),
-        evidence_of(pl.col("rule")).alias("evidence"),
-    )
+    hit = module_of_activities(acts, module_table(linked.trace.python, tax)) if level == "module" else None
+    # the folds are row by row: made a block of rows at a time, their texts held for that block only
+    blocks = [_fold_block(acts.slice(lo, FOLD_ROWS), ctx, tax, level, engine, hit)
+              for lo in range(0, max(acts.height, 1), FOLD_ROWS)]
+    folded = pl.concat(blocks).get_columns() if len(blocks) > 1 else blocks[0].get_columns()
+    del blocks
+    # columns that equal another one are that one, not a copy of its codes (4 bytes a row each; SAME)
+    made = {s.name: s for s in folded}
+    same = SAME.get(level, {})
+    folded = [s if s.name not in same else (made[same[s.name]] if same[s.name] in made else acts[same[s.name]])
+              .alias(s.name) for s in folded]
+    # a column no row has a value in (``op`` and ``module`` of a trace without ops) as nulls never written
+    acts = acts.with_columns(s if s.null_count() < s.len() else pl.repeat(None, s.len(), dtype=s.dtype, eager=True)
+                             .alias(s.name) for s in folded)
     if engine:
         acts = acts.with_columns(pl.coalesce("engine_fused", "fused_ops").alias("fused_ops")).drop(
             "engine_category", "engine_rule", "engine_fused")
-    acts = acts.drop("_lop_cat", "_lop_rule", "_lop_wrap", "_lop_qdq", "_top_cat", "_top_comp", "_transfer")
-    return acts.with_columns(pl.col(c).cast(pl.Categorical) for c in _ACTIVITY_TEXT
-                             if c in acts.columns and acts.schema[c] == pl.String)
+    acts = acts.drop("_lop_cat", "_lop_rule", "_lop_wrap", "_lop_qdq", "_top_cat", "_top_comp", "_transfer",
+                     *(["module_category"] if "module_category" in acts.columns else []))
+    # one column at a time: each text is let go as its codes are made (all at once held every text
+    # column and its codes together, the classify stage's peak: 8 bytes a row for each)
+    for c in _ACTIVITY_TEXT:
+        if c in acts.columns and acts.schema[c] == pl.String:
+            acts = acts.with_columns(pl.col(c).cast(pl.Categorical))
+    return acts
+
+
+#: rows per block of :func:`_fold_block` (each of its text columns costs 16 bytes a row while made: a
+#: block's scratch is a few MB, and the blocks' loop a few hundred iterations at 20 M activities)
+FOLD_ROWS = 1 << 16
+
+
+def _fold_block(part: pl.DataFrame, ctx: Context, tax: Taxonomy, level: str, engine: bool,
+                hit: pl.DataFrame | None) -> pl.DataFrame:
+    """The columns the rules' folds give ``part`` (a block of the activities' rows): ``launch_category``,
+    ``rule``, ``category``, ``op``, ``module``, ``class``, ``evidence`` (``module`` after ``rule`` at the
+    module level), in the order classify() has always added them, as categorical codes. The folds read
+    texts (the op names among them); made over every activity at once, those texts and the folds' own
+    were the classify stage's peak (130-150 MB at 2 M kernels). ``hit``: the module level's
+    ``activity_id, module, module_category``."""
+    # the op names as text (the op table holds them as categorical codes, schema.py)
+    part = part.with_columns(pl.col("launch_op", "top_op").cast(pl.String))
+    launch_cat, launch_rule = launch_fold(ctx, engine)
+    part = part.with_columns(launch_cat.alias("launch_category"), launch_rule.alias("rule"))
+    launch = (pl.col("launch_category"), pl.col("rule"))
+    if level == "top":
+        cat, rule = level_fold(ctx, "top", launch)
+        part = part.with_columns(cat.alias("category"), rule.alias("rule"), pl.col("top_op").alias("op"))
+    elif level == "module":
+        assert hit is not None
+        part = part.join(hit, on="activity_id", how="left", maintain_order="left")
+        cat, rule = level_fold(ctx, "module", launch)
+        part = part.with_columns(cat.alias("category"), rule.alias("rule"),
+                                 pl.coalesce(pl.col("module"), pl.col("launch_op")).alias("op"))
+    else:
+        part = part.with_columns(pl.col("launch_category").alias("category"), pl.col("launch_op").alias("op"))
+    if "module" not in part.columns:
+        part = part.with_columns(pl.lit(None, pl.Utf8).alias("module"))
+    part = part.with_columns(
+        pl.col("category").replace_strict(tax.classes, default="unclassified", return_dtype=pl.Utf8).alias("class"),
+        evidence_of(pl.col("rule")).alias("evidence"),
+    )
+    made = ["launch_category", "rule", *(["module"] if level == "module" else []), "category", "op",
+            *([] if level == "module" else ["module"]), "class", "evidence"]
+    # the columns classify() takes from another one (``SAME``) and those with no value in the block
+    # (``op`` and ``module`` without ops) as nulls never written
+    same = SAME.get(level, {})
+    out = part.select(pl.col(c).cast(pl.Categorical) if c not in same else pl.lit(None, pl.Categorical).alias(c)
+                      for c in made)
+    return out.with_columns(pl.repeat(None, out.height, dtype=pl.Categorical, eager=True).alias(c)
+                            for c in made if out[c].null_count() == out.height)
+
+
+#: level -> the columns of :func:`_fold_block` that equal another column, and which: at the launch level
+#: the category is the launch category and the op the launching op, at the top level the op the top-level op
+SAME = {"launch": {"category": "launch_category", "op": "launch_op"}, "top": {"op": "top_op"}}
 
 
 #: the text columns link and classify add to every activity, held as categorical codes: 4 bytes a

@@ -195,5 +195,5 @@ def evidence_of(rule: pl.Expr) -> pl.Expr:
     fixed = {r.name: r.evidence for r in LADDER if not r.evidence_column}
     out = rule.replace_strict(fixed, default="none", return_dtype=pl.Utf8)
     for name, r in per_row.items():
-        out = pl.when(rule == name).then(pl.col(r.evidence_column).fill_null(r.evidence)).otherwise(out)  # type: ignore[arg-type]
+        out = pl.when(rule == name).then(pl.col(r.evidence_column).cast(pl.String).fill_null(r.evidence)).otherwise(out)  # type: ignore[arg-type]
     return out

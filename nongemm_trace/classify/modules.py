@@ -40,7 +40,7 @@ def module_of_activities(acts: pl.DataFrame, modules: pl.DataFrame) -> pl.DataFr
     """``activity_id, module, module_category`` for activities launched inside a named module."""
     pts = acts.filter(pl.col("launch_ts_ns").is_not_null()).select(
         pl.col("activity_id").alias("qid"), pl.col("launch_pid").alias("pid"), pl.col("launch_tid").alias("tid"),
-        pl.col("launch_ts_ns").alias("ts_ns"), pl.col("launch_end_ns").alias("end_ns"))
+        pl.col("launch_ts_ns").alias("ts_ns"), (pl.col("launch_ts_ns") + pl.col("launch_dur_ns")).alias("end_ns"))
     hit = innermost_containing(modules, pts)
     return hit.rename({"qid": "activity_id"}).join(
         modules.select("op_id", "module", "module_category"), on="op_id", how="inner").drop("op_id")

@@ -46,8 +46,10 @@ def starts_with(df: pl.DataFrame, col: str, prefix: str) -> pl.Expr:
 def per_value(df: pl.DataFrame, col: str, fn: Any, dtype: Any) -> pl.Expr:
     """``fn`` (text expression -> expression of ``dtype``) of each row's ``col``, worked out once per
     distinct value and mapped back (``col`` text or categorical: no text copy of every row)."""
-    uniq = df.select(pl.col(col).unique().cast(pl.String)).to_series()
-    got = pl.DataFrame({col: uniq}).select(fn(pl.col(col)).cast(dtype)).to_series()
+    uniq = df.select(pl.col(col).unique()).to_series()
+    got = pl.DataFrame({col: uniq.cast(pl.String)}).select(fn(pl.col(col)).cast(dtype)).to_series()
+    if uniq.dtype == pl.Categorical:  # mapped back by code: a hash of integers, not of every distinct text
+        return pl.col(col).to_physical().replace_strict(uniq.to_physical(), got, default=None, return_dtype=dtype)
     return pl.col(col).replace_strict(uniq, got, default=None, return_dtype=dtype)
 
 
@@ -83,6 +85,14 @@ def add_columns(df: pl.DataFrame, right: pl.DataFrame, on: str | list[str], *,
     order. Only the key columns go through the join; the rest of ``df`` is not copied (a
     plain join followed by a sort would copy every column of a table of millions of rows twice)."""
     keys = [on] if isinstance(on, str) else list(on)
+    filled = [c for c in right.columns if c not in keys and right[c].null_count() < right.height]
+    if len(filled) + len(keys) < right.width:
+        # columns with no value to attach (a trace without launch calls, kernels no rule fuses): nulls
+        # made as such, where a join or a scatter writes a null per row and column
+        nulls = {s.name: s for s in _nulls(df.height, right.drop(*keys, *filled).schema)}
+        got = add_columns(df.select(keys), right.select(*keys, *filled), keys, nulls_equal=nulls_equal) \
+            if filled else df.select(keys)
+        return df.with_columns(got[c] if c in filled else nulls[c] for c in right.columns if c not in keys)
     if len(keys) == 1 and is_row_index(df[keys[0]]):
         return _scatter_columns(df, right, keys[0])
     got = df.select(keys).join(right, on=keys, how="left", nulls_equal=nulls_equal, maintain_order="left")
@@ -96,11 +106,20 @@ def lookup_columns(df: pl.DataFrame, key: str, table: pl.DataFrame, table_key: s
     on ``table[table_key]``, unique there; rows kept in order, null where no row matches). When
     ``table_key`` is the row number (the loader numbers every table), the columns are gathered:
     no hash table over a table of millions of rows for a few hundred thousand lookups."""
+    if table.height == 0:
+        # nothing to find (a trace without ops): the join below would copy every column of ``df``
+        return df.with_columns(_nulls(df.height, table.drop(table_key).schema))
     if is_row_index(table[table_key]):
         idx = df[key].cast(pl.Int64)
         idx = pl.select(pl.when((idx >= 0) & (idx < table.height)).then(idx)).to_series()
         return df.with_columns(table[c].gather(idx) for c in table.columns if c != table_key)
     return df.join(table.rename({table_key: key}), on=key, how="left", maintain_order="left")
+
+
+def _nulls(height: int, schema: pl.Schema) -> list[pl.Series]:
+    """A column of nulls per ``schema`` entry, made as such: its values are never written (pages the
+    system gives only when touched), where a join or a gather writes a value per row."""
+    return [pl.repeat(None, height, dtype=t, eager=True).alias(c) for c, t in schema.items()]
 
 
 def is_row_index(s: pl.Series) -> bool:

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from ..core.frames import add_columns, int_of_text
+from ..core.frames import add_columns, int_of_text, lookup_columns
 from ..core.trace import Anomaly, Trace
 from ..vocabulary import ATTRIBUTIONS  # noqa: F401  (re-exported)
 from .nesting import op_tree
@@ -62,7 +62,7 @@ def link(trace: Trace, ops: pl.DataFrame | None = None) -> Linked:
 
     acts = _attach_launches(trace, found)
     assert launch_ops is not None  # asked for: the launch points
-    acts = _attach_ops(ops, acts, launch_ops, found)
+    acts = _attach_ops(ops, acts, trace.launches, launch_ops, found)
     if launch_ops is not None:
         launch_ops = launch_ops.select(pl.col("qid").alias("launch_id"), "op_id")
     return Linked(trace=trace, ops=ops, activities=acts, anomalies=tuple(found), launch_ops=launch_ops)
@@ -75,10 +75,11 @@ def _note(found: list[Anomaly], code: str, count: int, message: str) -> None:
 
 def _attach_launches(trace: Trace, found: list[Anomaly]) -> pl.DataFrame:
     acts = trace.activities
+    # filled from the event's pid / tid only where the args lack them: a column written anew is a copy
+    # beside the trace's own (16 bytes an activity for the two, held as long as the analysis)
     acts = acts.with_columns(
-        pl.coalesce(pl.col("device"), int_of_text(acts, "pid")).alias("device"),
-        pl.coalesce(pl.col("stream"), int_of_text(acts, "tid")).alias("stream"),
-    )
+        pl.coalesce(pl.col(col), int_of_text(acts, text)).alias(col)
+        for col, text in (("device", "pid"), ("stream", "tid")) if acts[col].null_count())
     la = trace.launches.filter(pl.col("correlation").is_not_null())
     wanted = acts.select(pl.col("correlation").drop_nulls().unique())
     la = la.join(wanted, on="correlation", how="semi")
@@ -86,19 +87,29 @@ def _attach_launches(trace: Trace, found: list[Anomaly]) -> pl.DataFrame:
     _note(found, "duplicate_correlation", dup,
           f"{dup} launch calls reuse a correlation id already taken; the earliest one was used")
     la = la.sort(["correlation", "ts_ns", "tid", "name"]).unique(subset=["correlation"], keep="first")
+    # the launch call's columns that later stages read (its end is ts + dur, and its External id is read
+    # by _attach_ops alone, through launch_id: neither is held per activity, 16 bytes a row each)
     la = la.select(
         "correlation", "launch_id", pl.col("name").alias("launch_name"), pl.col("pid").alias("launch_pid"),
         pl.col("tid").alias("launch_tid"), pl.col("ts_ns").alias("launch_ts_ns"),
-        pl.col("end_ns").alias("launch_end_ns"), pl.col("dur_ns").alias("launch_dur_ns"),
-        pl.col("external_id").alias("launch_external_id"), pl.col("graph_launch").alias("_graph_launch"),
+        pl.col("dur_ns").alias("launch_dur_ns"), pl.col("graph_launch").alias("_graph_launch"),
     )
     # only the key column goes through the join (a left join gathers every column of the left table
     # anew: a copy of all activities, most of a GPU-only trace's memory); at most one call per key
     return add_columns(acts, la, "correlation", nulls_equal=False)
 
 
-def _attach_ops(ops: pl.DataFrame, acts: pl.DataFrame, launch_ops: pl.DataFrame, found: list[Anomaly]) -> pl.DataFrame:
-    launched = acts.filter(pl.col("launch_id").is_not_null())
+def _attach_ops(ops: pl.DataFrame, acts: pl.DataFrame, launches: pl.DataFrame, launch_ops: pl.DataFrame,
+                found: list[Anomaly]) -> pl.DataFrame:
+    # the launched activities' columns read here, with their call's External id and end (gathered for
+    # these rows only: the activities do not keep them)
+    launched = lookup_columns(
+        acts.filter(pl.col("launch_id").is_not_null()).select(
+            "activity_id", "launch_id", "external_id", "launch_pid", "launch_tid", "launch_ts_ns"),
+        "launch_id",
+        launches.select("launch_id", pl.col("external_id").alias("launch_external_id"),
+                        pl.col("end_ns").alias("launch_end_ns")),
+        "launch_id")
     # 1. External id, accepted only when that op contains the launch call on its thread
     # (only ops whose id some launched activity names: most ops launch nothing, and sorting
     # them all would copy the op table's keys several times)

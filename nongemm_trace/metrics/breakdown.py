@@ -92,8 +92,10 @@ def op_table(ops: pl.DataFrame, acts: pl.DataFrame, cpu: pl.DataFrame | None = N
         idle = names.with_columns(ops["op_category"]).filter(~touched)
     else:
         idle = names.with_columns(ops["op_category"]).join(per_call.select("op_id"), on="op_id", how="anti")
-    idle = idle.select("op", pl.col("op_category").fill_null("unclassified").alias("category")) \
-        .group_by(["op", "category"]).agg(pl.len().alias("calls")).with_columns(pl.col("category").cast(pl.String))
+    # streamed too: a million steps are a million idle calls of a million names (+200 MB in memory)
+    idle = _streamed(idle.lazy().select("op", pl.col("op_category").fill_null("unclassified").alias("category"))
+                     .group_by(["op", "category"]).agg(pl.len().alias("calls"))) \
+        .with_columns(pl.col("category").cast(pl.String))
     parts = [busy, idle] + ([cpu_rows] if cpu_rows is not None else [])
     out = pl.concat(parts, how="diagonal_relaxed")
     out = out.with_columns([pl.lit(0, pl.Int64).alias(c) for c in CPU_COLUMNS if c not in out.columns]
@@ -104,16 +106,30 @@ def op_table(ops: pl.DataFrame, acts: pl.DataFrame, cpu: pl.DataFrame | None = N
         pl.col("calls").sum().cast(pl.Int64), pl.col("gpu_time_ns").sum().cast(pl.Int64),
         pl.col("self_gpu_time_ns").sum().cast(pl.Int64), pl.col("activities").sum().cast(pl.Int64),
         *(pl.col(c).sum().cast(pl.Int64) for c in CPU_COLUMNS), pl.col("wrapper").any()))
-    if code is not None:  # codes back to names (the first op of each code: unique on ints, not on the names)
-        first = code.arg_unique()
-        back = pl.DataFrame({"op": code.gather(first), "_name": ops["name"].gather(first).cast(pl.String)})
-        out = out.join(back, on="op", how="left").drop("op").rename({"_name": "op"}).select(
-            "op", "category", "calls", "gpu_time_ns", "self_gpu_time_ns", "activities", *CPU_COLUMNS, "wrapper")
     keys = ["self_gpu_time_ns", "gpu_time_ns"] if order == "gpu" else ["self_cpu_time_ns", "cpu_time_ns"]
-    return out.with_columns(*(pl.col(c).fill_null(0) for c in ("gpu_time_ns", "self_gpu_time_ns", "activities",
-                                                               *CPU_COLUMNS)),
-                            pl.col("wrapper").fill_null(False).any().over("op")) \
-        .sort([*keys, "op", "category"], descending=[True, True, False, False])
+    out = out.with_columns(*(pl.col(c).fill_null(0) for c in ("gpu_time_ns", "self_gpu_time_ns", "activities",
+                                                              *CPU_COLUMNS)),
+                           pl.col("wrapper").fill_null(False).any().over("op"))
+    columns = ["op", "category", "calls", "gpu_time_ns", "self_gpu_time_ns", "activities", *CPU_COLUMNS, "wrapper"]
+    if code is None:
+        return out.sort([*keys, "op", "category"], descending=[True, True, False, False]).select(columns)
+    # codes back to names once sorted (the first op of each code: unique on ints, not on the names); the
+    # names' order is their rank among the distinct names, so the sort and the group above move integers,
+    # not a text per row (a million steps: a million distinct names, this table's peak)
+    first = code.arg_unique()
+    names_of = ops["name"].gather(first).cast(pl.String)
+    back = pl.DataFrame({"op": code.gather(first), "_rank": names_of.rank("ordinal")})
+    out = add_columns(out, back, "op")
+    # sorted a column at a time, each let go once gathered (a table sorted whole is held twice: +100 MB)
+    rows = out.select(pl.arg_sort_by([*keys, "_rank", "category"], descending=[True, True, False, False])).to_series()
+    done = []
+    for name in out.columns:
+        done.append(out.get_column(name).gather(rows))
+        out = out.drop(name)
+    out = pl.DataFrame(done)
+    back = pl.DataFrame({"op": code.gather(first), "_name": names_of})
+    return out.join(back, on="op", how="left", maintain_order="left").drop("op", "_rank") \
+        .rename({"_name": "op"}).select(columns)
 
 
 def _inclusive(ops: pl.DataFrame, base: pl.DataFrame, named, code: pl.Series | None,

@@ -50,10 +50,14 @@ def subtree_ranges(ops: pl.DataFrame) -> pl.DataFrame | None:
         return None  # a parent id that names no op
     keyed = keyed.with_columns(parent_row.alias("_prow")).drop("op_id", "parent_id")
     # preorder: the tree's ops by thread, start, longest first, id; ops outside the tree (no depth) after
-    order = keyed.sort(["_loose", "pid", "tid", "ts_ns", "dur_ns", "_row"],
-                       descending=[False, False, False, False, True, False])["_row"]
+    # the order alone (rows are numbered, so it is the ``_row`` a sort of the whole table would give,
+    # without the sorted copy of every column), and the times left out of the gathered table, which
+    # only that order reads
+    order = keyed.select(pl.arg_sort_by(["_loose", "pid", "tid", "ts_ns", "dur_ns", "_row"],
+                                        descending=[False, False, False, False, True, False])).to_series() \
+        .cast(pl.Int64).alias("_row")
     pos_of_row = order.arg_sort().cast(pl.Int64).alias(POS)  # the inverse permutation
-    by_pos = keyed[order]
+    by_pos = keyed.drop("ts_ns", "dur_ns")[order]
     by_pos = by_pos.with_columns(pl.int_range(n, dtype=pl.Int64).alias(POS),
                                  pos_of_row.gather(by_pos["_prow"].cast(pl.Int64)).alias("_ppos"))
     # siblings: the same parent, or roots of one thread (an op outside the tree is its own group)

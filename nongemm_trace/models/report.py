@@ -17,6 +17,7 @@ from .._version import __version__
 from ..core.frames import as_text
 from ..core.trace import Anomaly
 from ..errors import TraceError
+from ..schema import NARROW
 from ..vocabulary import CLASSES, MODEL_TABLES, SCHEMA_VERSION, STEP_TIME, TIME_BASES, ns
 from ..vocabulary import us as _us
 from .phases import phases_json, phases_of_json
@@ -176,6 +177,10 @@ class Report:
         name as text was the peak memory of a trace with many activities."""
         if any(t == pl.Categorical for t in self.kernel_rows.schema.values()):
             self.kernel_rows = as_text(self.kernel_rows)
+        # ids the loader held in 32 bits (schema.NARROW) leave as the Int64 every format gives
+        narrow = [c for c in NARROW if self.kernel_rows.schema.get(c) == pl.Int32]
+        if narrow:
+            self.kernel_rows = self.kernel_rows.with_columns(pl.col(narrow).cast(pl.Int64))
         return self.kernel_rows
 
     # -- derived numbers -------------------------------------------------

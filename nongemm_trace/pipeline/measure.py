@@ -52,7 +52,8 @@ def measure(sel: Selection, metric: str) -> Report:
             cats = _paper_table(cpu_cats, gpu_cats, tax)
     else:
         cats = gpu_cats
-    attribution = dict(acts.group_by("attribution").len().iter_rows()) if acts.height else {}
+    # the one column first: a group-by of the whole table copied every column of it (its chunks made one)
+    attribution = dict(acts.select("attribution").group_by("attribution").len().iter_rows()) if acts.height else {}
     phase_engine, phases = (None, []) if sel.engine else \
         phase_table(acts, linked.ops, capture_windows(linked.trace.launches))
     return Report(

@@ -9,6 +9,7 @@ from typing import Any
 import polars as pl
 
 from ...core.trace import Trace, no_overhead
+from ...schema import NARROW
 from .. import roles
 from ..graph_capture import capture_note
 from .tables import MAX_NAME_CHARS, TABLES, Tally
@@ -49,6 +50,7 @@ def build(path: str, meta: dict[str, Any], parts: dict[str, list[pl.DataFrame]],
         cuda_syncs=table("syncs", "sync_id"),
         profiler_overhead=overhead,
     )
+    narrow_ids(trace)
     for code, n, msg in pending:
         trace.note(code, n, msg)
     for cat, n in sorted(tally.bad_time.items()):
@@ -75,6 +77,35 @@ def build(path: str, meta: dict[str, Any], parts: dict[str, list[pl.DataFrame]],
             f"{tally.other_ns / 1000:,.1f} us summed, overlapping) and are not in the GPU totals",
         )
     return trace
+
+
+#: id columns held as Int32 where every value of the trace fits (schema.NARROW): each is a key of
+#: joins and lookups only (never summed or shifted past the load), and of the dense trace's 96 bytes a
+#: kernel row, these are 24. One dtype per column over every table, so that a join of two tables'
+#: ids meets the same type (an as-of join by a key refuses two)
+_ID_TABLES = ("ops", "launches", "activities", "python")
+_INT32 = (-(1 << 31), (1 << 31) - 1)
+
+
+def narrow_ids(trace: Trace) -> None:
+    """The trace's id columns (:data:`schema.NARROW`) as Int32 where all their values fit, and integer
+    columns with no value at all as nulls whose buffer is never written (a GPU-only trace's ``bytes``:
+    the scanner wrote a zero per row). Done once the chunks are one table: a chunk cannot know
+    whether a later one needs 64 bits."""
+    tables = {t: getattr(trace, t) for t in _ID_TABLES}
+    for col in NARROW:
+        have = [df[col] for df in tables.values() if col in df.columns and df.height]
+        lo = min((s.min() for s in have if s.null_count() < s.len()), default=0)
+        hi = max((s.max() for s in have if s.null_count() < s.len()), default=0)
+        if _INT32[0] <= lo and hi <= _INT32[1]:
+            tables = {t: df.with_columns(pl.col(col).cast(pl.Int32)) if col in df.columns else df
+                      for t, df in tables.items()}
+    for t, df in tables.items():
+        empty = [c for c, dtype in df.schema.items()
+                 if dtype.is_integer() and df.height and df[c].null_count() == df.height]
+        if empty:
+            df = df.with_columns(pl.repeat(None, df.height, dtype=df.schema[c], eager=True).alias(c) for c in empty)
+        setattr(trace, t, df)
 
 
 def _set_apart_overhead(ops: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
