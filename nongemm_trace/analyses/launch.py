@@ -162,14 +162,14 @@ def without_profiler_view(sel: Selection, ctx: Context, step_us: float | None) -
     bound = bound_of(attribute(un.timeline, classes, g.queue_gap_ns))
     measured.steps = kept
     profiled_bound = bound_of(attribute(measured, classes, g.queue_gap_ns))
-    # the kind follows the critical path's bound, the one latency reports (busy share where it has none)
-    kind = ("launch-bound" if bound == "host-bound" else "GPU-bound" if bound == "device-bound"
+    # the kind is the critical path's bound, the word latency reports (the busy share's where it has none)
+    kind = (bound if bound in ("host-bound", "device-bound")
             else CAPTURE_KIND if bound == CAPTURE_BOUND else "GPU-bound" if busy >= 0.7 else "idle (not launch-bound)")
     return unprofiled_summary(un) | {
         "busy_share": round(busy, 6), "profiled_busy_share": busy_share(measured.acts), "kind": kind,
         "bound": bound, "profiled_bound": profiled_bound,
         "verdict": f"{kind} without the profiler ({un.source}): GPU busy {100 * busy:.0f} % of the span"
-                   + (f"; {bound} on the critical path" if bound else "")}
+                   + (f"; {bound} on the critical path" if bound and bound != kind else "")}
 
 
 def _step_summary(sel: Any) -> dict[str, Any]:
@@ -311,17 +311,16 @@ def _verdict(s: dict[str, Any], acts: pl.DataFrame, short_ns: int) -> str:
     span = s["span_us"] or 0.0
     exposed = s["exposed_communication_us"] or 0.0
     bound = s.get("bound")  # the critical path's, as latency reports it; None: no host timeline or steps
-    why = f" ({bound} on the critical path)" if bound else ""
     if span and exposed / span > 0.2:
         kind = "communication-bound"
         head = f"exposed communication is {100 * exposed / span:.0f} % of the span"
-    elif bound == "device-bound":
-        kind = "GPU-bound"
-        head = f"GPU busy {100 * (1 - idle_share):.0f} % of the span{why}"
+    elif bound == "device-bound":  # the word latency says, for one bound per trace in every command
+        kind = bound
+        head = f"GPU busy {100 * (1 - idle_share):.0f} % of the span"
     elif bound == "host-bound":
-        kind = "launch-bound" if host_share > 0.5 else "idle (not launch-bound)"
+        kind = bound
         head = (f"GPU idle {100 * idle_share:.0f} % of the span, {100 * host_share:.0f} % of it waiting for the "
-                f"CPU{why}")
+                f"CPU ({'launch-bound' if host_share > 0.5 else 'not launch-bound'})")
     elif idle_share > 0.3 and host_share > 0.5:
         kind = "launch-bound"
         head = f"GPU idle {100 * idle_share:.0f} % of the span, {100 * host_share:.0f} % of it waiting for the CPU"
