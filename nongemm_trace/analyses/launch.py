@@ -153,20 +153,22 @@ def without_profiler_view(sel: Selection, ctx: Context, step_us: float | None) -
         return None
     g, measured = found
     kept = measured.steps.filter(pl.col("step") >= sel.steps_skipped)
+    classes = ctx.taxonomy.classes
+    measured.steps = kept
+    profiled_bound = bound_of(attribute(measured, classes, g.queue_gap_ns))
+    profiled_busy = busy_share(measured.acts)
+    del measured, found  # the measured timeline's tables freed before the replays without the profiler
     un = without_profiler(ctx, g, kept, step_us=step_us, path=sel.trace)
     busy = busy_share(un.timeline.acts)
     if busy is None:
         return None
     un.timeline.steps = un.timeline.steps.filter(pl.col("step").is_in(kept["step"].implode()))
-    classes = ctx.taxonomy.classes
     bound = bound_of(attribute(un.timeline, classes, g.queue_gap_ns))
-    measured.steps = kept
-    profiled_bound = bound_of(attribute(measured, classes, g.queue_gap_ns))
     # the kind follows the critical path's bound, the one latency reports (busy share where it has none)
     kind = ("launch-bound" if bound == "host-bound" else "GPU-bound" if bound == "device-bound"
             else CAPTURE_KIND if bound == CAPTURE_BOUND else "GPU-bound" if busy >= 0.7 else "idle (not launch-bound)")
     return unprofiled_summary(un) | {
-        "busy_share": round(busy, 6), "profiled_busy_share": busy_share(measured.acts), "kind": kind,
+        "busy_share": round(busy, 6), "profiled_busy_share": profiled_busy, "kind": kind,
         "bound": bound, "profiled_bound": profiled_bound,
         "verdict": f"{kind} without the profiler ({un.source}): GPU busy {100 * busy:.0f} % of the span"
                    + (f"; {bound} on the critical path" if bound else "")}
