@@ -165,24 +165,37 @@ def _host_share(tl: Timeline, host: pl.DataFrame) -> pl.DataFrame:
     # pieces are numbered by position (``row`` = index): each stretch's pieces are rows p_lo..p_hi
     n = np.where((p_lo >= 0) & (p_hi >= p_lo), p_hi - p_lo + 1, 0)
     first = np.cumsum(n) - n
-    seg = np.repeat(np.arange(len(n)), n)
-    rows = np.arange(int(n.sum()), dtype=np.int64) + np.repeat(p_lo - first, n)
-    ts, end = tl.pieces["ts"].to_numpy(), tl.pieces["end"].to_numpy()
-    ns = np.minimum(end[rows], hi[seg]) - np.maximum(ts[rows], lo[seg])
+    rows = np.arange(int(n.sum()), dtype=np.int64)
+    rows += np.repeat(p_lo - first, n)
+    # each covered piece's time inside its stretch (in place: these arrays have a slot per covered piece)
+    ns = tl.pieces["end"].to_numpy()[rows]
+    np.minimum(ns, np.repeat(hi, n), out=ns)
+    start = tl.pieces["ts"].to_numpy()[rows]
+    np.maximum(start, np.repeat(lo, n), out=start)
+    ns -= start
+    del start
     np.maximum(ns, 0, out=ns)
     summed = np.r_[0, np.cumsum(ns)]
     rest = pl.DataFrame({"step": step, "bound": "other", "category": "unclassified",
                          "ns": hi - lo - (summed[first + n] - summed[first])},
                         schema=empty.schema)
+    del summed
+    # one key per (stretch, bound, category), summed; a step's stretches are added up by the attribution
     b, b_names = _codes(tl.pieces["bound"])
     c, c_names = _codes(tl.pieces["category"])
-    label = b[rows].astype(np.int64) * len(c_names) + c[rows]
-    del rows
-    cover = (pl.DataFrame({"step": step[seg], "label": label, "ns": ns}).lazy()
-             .group_by("step", "label").agg(pl.col("ns").sum()).collect())
-    return pl.concat([cover.select("step", b_names.gather(cover["label"] // len(c_names)).alias("bound"),
-                                   c_names.gather(cover["label"] % len(c_names)).alias("category"), "ns")
-                      .cast(empty.schema), rest])
+    n_c, n_label = len(c_names), len(b_names) * len(c_names)
+    key = b[rows].astype(np.int64)
+    key *= n_c
+    key += c[rows]
+    del rows, b, c
+    key += np.repeat(np.arange(len(n), dtype=np.int64) * n_label, n)
+    cover = pl.DataFrame({"key": key, "ns": ns}).lazy().group_by("key").agg(pl.col("ns").sum()).collect()
+    del key, ns
+    k = cover["key"]
+    return pl.concat([pl.DataFrame({"step": pl.Series(step).gather(k // n_label),
+                                    "bound": b_names.gather(k % n_label // n_c),
+                                    "category": c_names.gather(k % n_c), "ns": cover["ns"]}).cast(empty.schema),
+                      rest])
 
 
 def _device_share(tl: Timeline, chains: pl.DataFrame, queue_gap_ns: int) -> pl.DataFrame:
