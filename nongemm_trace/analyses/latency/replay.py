@@ -118,9 +118,7 @@ def _host_positions(g: Graph, piece_dur: np.ndarray) -> tuple[np.ndarray, np.nda
     np.subtract(before, gseg, out=gseg)  # the segment on its thread
     del before
     base = np.r_[0, np.cumsum(n_seg_thr)[:-1]].astype(np.int64)
-    thr_index = np.cumsum(starts)
-    thr_index -= 1
-    gseg += base[thr_index]
+    gseg += np.repeat(base, np.diff(np.r_[thr_first, n]))  # each thread's first segment, over its pieces
     return o, gseg, starts, n_seg_thr
 
 
@@ -317,7 +315,7 @@ def measured_timeline(g: Graph) -> Timeline:
 def measured_piece_lengths(g: Graph) -> np.ndarray:
     """Each host piece's measured length; a sync's piece: its return cost (its wait is the replay's)."""
     p = g.pieces
-    length = (p["end"] - p["ts"]).to_numpy().copy()
+    length = np.subtract(p["end"].to_numpy(), p["ts"].to_numpy())  # one array: no Series, then its copy
     sy = g.syncs
     if sy.height:
         length[sy["piece"].to_numpy()] = sy["tail"].to_numpy()

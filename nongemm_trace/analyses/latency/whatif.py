@@ -289,6 +289,9 @@ def predict(ctx: Context, g, sel, warnings, changes: WhatIfParams | None = None,
     kept_steps = kept_measured["step"].implode()
     un.timeline.steps = un.timeline.steps.filter(pl.col("step").is_in(kept_steps))
     un_bound = bound_of(attribute(un.timeline, classes, g.queue_gap_ns))
+    # only its steps are read from here: its pieces, activities and syncs freed before the next replay
+    un.timeline = replace(un.timeline, pieces=un.timeline.pieces.clear(), acts=un.timeline.acts.clear(),
+                          syncs=un.timeline.syncs.clear())
     # a graph launch without the profiler costs what the model leaves of the profiled one (unless given)
     un_cost = None if graph_cost is None else graph_cost if graph_launch_us is not None else (
         None if graph_cost[0] is None else int(graph_cost[0] * un.model.remains["graph_launch"]),
