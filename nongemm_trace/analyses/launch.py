@@ -80,6 +80,8 @@ def launch_of(sel: Selection, ctx: Context, short_us: float = 10.0,
         return LaunchReport(str(path), sel.taxonomy, sel.level, short_ns, summary, empty, empty, empty, empty, empty,
                             {}, verdict, sel.metadata.get("device"), warnings)
 
+    # the replays first: their per-piece arrays are freed before this report's own tables are made
+    un_view = without_profiler_view(sel, ctx, unprofiled_step_us)
     trace_stats = timeline_stats(acts, [], short_ns, cover)
     comm_dev = exposed_communication(acts, ["device"])
     summary = _summary(trace_stats.row(0, named=True), comm_dev)
@@ -99,7 +101,7 @@ def launch_of(sel: Selection, ctx: Context, short_us: float = 10.0,
     cats = category_overhead(acts.with_columns(pl.col("device").fill_null(-1)), cover)
     per_act = _per_activity(acts, cover)
     graphs = _graphs(acts)
-    summary["unprofiled"] = without_profiler_view(sel, ctx, unprofiled_step_us)
+    summary["unprofiled"] = un_view
     un = summary["unprofiled"]
     summary["bound"] = None if un is None else un.get("profiled_bound")
     verdict = _verdict(summary, acts, short_ns)

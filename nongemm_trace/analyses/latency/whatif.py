@@ -270,7 +270,8 @@ def predict(ctx: Context, g, sel, warnings, changes: WhatIfParams | None = None,
         settings["autocast"] = autocast
         settings["autocast_casts"] = casts.per_step.filter(pl.col("step") >= sel.steps_skipped).select(
             pl.col("step"), pl.col("casts"), pl.col("wrapped_ops"), pl.col("cast_bytes")).to_dicts()
-    measured = measured_timeline(g)
+    # each timeline attributed as soon as it is made, then freed, one at a time: four of them at once (a
+    # million host pieces each) were this command's peak; the steps reported are those kept in both
     predicted, new_d = _changed(g, d, measured_piece_lengths(g), a["lat"].to_numpy(allow_copy=True), factors,
                                 cpu_scale=cpu_scale, launch_us=launch_us, graph_cost=graph_cost, settings=settings,
                                 casts=casts)
@@ -279,12 +280,12 @@ def predict(ctx: Context, g, sel, warnings, changes: WhatIfParams | None = None,
     predicted.steps = keep
     classes = ctx.taxonomy.classes
     att = attribute(predicted, classes, g.queue_gap_ns)
+    del predicted
+    measured = measured_timeline(g)
     kept_measured = measured.steps.filter(pl.col("step").is_in(keep["step"].implode()))
-    # each timeline attributed as soon as it is replayed, then freed: four of them at once (a million host
-    # pieces each) were this command's peak; the steps reported are those kept in both (``kept_measured``)
     profiled_bound = bound_of(attribute(replace(measured, steps=kept_measured), classes, g.queue_gap_ns))
     measured_steps = measured.steps
-    del measured, predicted
+    del measured
     un = without_profiler(ctx, g, kept_measured, step_us=unprofiled_step_us, path=path)
     kept_steps = kept_measured["step"].implode()
     un.timeline.steps = un.timeline.steps.filter(pl.col("step").is_in(kept_steps))
