@@ -53,7 +53,7 @@ def features(path):
     p = g.pieces.select("ts")
     lo, hi = int(steps["ts"].min()), int(steps["end"].max())
     inside = ((p["ts"] >= lo) & (p["ts"] < hi)).to_numpy()
-    sums = {k: float(lengths[inside & (kinds == k)].sum()) for k in U.PIECE_KINDS}
+    sums = {k: float(lengths[inside & (kinds == U.KIND_CODES.index(k))].sum()) for k in U.PIECE_KINDS}
     total = sum(sums.values()) or 1.0
     host_us = float(host["wall"].mean()) / 1000.0
     meta = analysis.trace().metadata

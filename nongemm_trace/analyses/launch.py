@@ -80,6 +80,8 @@ def launch_of(sel: Selection, ctx: Context, short_us: float = 10.0,
         return LaunchReport(str(path), sel.taxonomy, sel.level, short_ns, summary, empty, empty, empty, empty, empty,
                             {}, verdict, sel.metadata.get("device"), warnings)
 
+    # the replays first: their per-piece arrays are freed before this report's own tables are made
+    un_view = without_profiler_view(sel, ctx, unprofiled_step_us)
     trace_stats = timeline_stats(acts, [], short_ns, cover)
     comm_dev = exposed_communication(acts, ["device"])
     summary = _summary(trace_stats.row(0, named=True), comm_dev)
@@ -99,7 +101,7 @@ def launch_of(sel: Selection, ctx: Context, short_us: float = 10.0,
     cats = category_overhead(acts.with_columns(pl.col("device").fill_null(-1)), cover)
     per_act = _per_activity(acts, cover)
     graphs = _graphs(acts)
-    summary["unprofiled"] = without_profiler_view(sel, ctx, unprofiled_step_us)
+    summary["unprofiled"] = un_view
     un = summary["unprofiled"]
     summary["bound"] = None if un is None else un.get("profiled_bound")
     verdict = _verdict(summary, acts, short_ns)
@@ -153,20 +155,22 @@ def without_profiler_view(sel: Selection, ctx: Context, step_us: float | None) -
         return None
     g, measured = found
     kept = measured.steps.filter(pl.col("step") >= sel.steps_skipped)
+    classes = ctx.taxonomy.classes
+    measured.steps = kept
+    profiled_bound = bound_of(attribute(measured, classes, g.queue_gap_ns))
+    profiled_busy = busy_share(measured.acts)
+    del measured, found  # the measured timeline's tables freed before the replays without the profiler
     un = without_profiler(ctx, g, kept, step_us=step_us, path=sel.trace)
     busy = busy_share(un.timeline.acts)
     if busy is None:
         return None
     un.timeline.steps = un.timeline.steps.filter(pl.col("step").is_in(kept["step"].implode()))
-    classes = ctx.taxonomy.classes
     bound = bound_of(attribute(un.timeline, classes, g.queue_gap_ns))
-    measured.steps = kept
-    profiled_bound = bound_of(attribute(measured, classes, g.queue_gap_ns))
     # the kind is the critical path's bound, the word latency reports (the busy share's where it has none)
     kind = (bound if bound in ("host-bound", "device-bound")
             else CAPTURE_KIND if bound == CAPTURE_BOUND else "GPU-bound" if busy >= 0.7 else "idle (not launch-bound)")
     return unprofiled_summary(un) | {
-        "busy_share": round(busy, 6), "profiled_busy_share": busy_share(measured.acts), "kind": kind,
+        "busy_share": round(busy, 6), "profiled_busy_share": profiled_busy, "kind": kind,
         "bound": bound, "profiled_bound": profiled_bound,
         "verdict": f"{kind} without the profiler ({un.source}): GPU busy {100 * busy:.0f} % of the span"
                    + (f"; {bound} on the critical path" if bound and bound != kind else "")}

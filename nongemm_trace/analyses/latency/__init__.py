@@ -95,6 +95,7 @@ def latency_of(sel: Selection, ctx: Context, unprofiled_step_us: float | None = 
     tl.steps = steps
     att = attribute(tl, ctx.taxonomy.classes, g.queue_gap_ns)
     overlap = overlapping_steps(tl.steps, "measured")
+    del tl  # not read again: its tables freed before the replays without the profiler
     if overlap is not None:
         warnings.append(overlap)
     un = without_profiler(ctx, g, steps, step_us=unprofiled_step_us, path=sel.trace)

@@ -52,24 +52,8 @@ def replay(g: Graph, act_dur: np.ndarray, piece_dur: np.ndarray, lat: np.ndarray
     """The timeline of ``g`` with activity durations ``act_dur`` (by act row), host piece lengths
     ``piece_dur`` (by piece row; a sync's piece: its return cost), launch latencies ``lat`` and
     queue gaps ``gap`` (default the graph's)."""
-    p = g.pieces
-    thr = p["thr"].to_numpy()
-    starts = np.r_[True, thr[1:] != thr[:-1]] if len(thr) else np.zeros(0, bool)
-    origin = np.maximum.accumulate(np.where(starts, p["ts"].to_numpy(), _NEG)) if len(thr) else np.zeros(0, np.int64)
-    csum = np.cumsum(piece_dur) - piece_dur
-    o = origin + csum - np.maximum.accumulate(np.where(starts, csum, _NEG)) if len(thr) else csum
-    is_sync = np.zeros(len(thr), np.int64)
-    sy = g.syncs
-    sync_piece = sy["piece"].to_numpy()
-    is_sync[sync_piece] = 1
-    cs = np.cumsum(is_sync)
-    seg = cs - is_sync - np.maximum.accumulate(np.where(starts, cs - is_sync, _NEG)) if len(thr) else cs
-    thr_first = np.flatnonzero(starts)
-    # global segment index: threads one after another, each with (its syncs + 1) segments
-    n_seg_thr = np.add.reduceat(is_sync, thr_first) + 1 if len(thr) else np.zeros(0, np.int64)
-    base = np.r_[0, np.cumsum(n_seg_thr)[:-1]].astype(np.int64)
-    thr_index = np.cumsum(starts) - 1
-    gseg = base[thr_index] + seg
+    o, gseg, starts, n_seg_thr = _host_positions(g, piece_dur)
+    sync_piece = g.syncs["piece"].to_numpy()
     W = np.zeros(int(n_seg_thr.sum()) + 1, np.int64)  # the last slot stays 0: activities with no launch call
 
     a = g.acts
@@ -94,7 +78,48 @@ def replay(g: Graph, act_dur: np.ndarray, piece_dur: np.ndarray, lat: np.ndarray
     V = np.maximum(U + W[act_seg], streams.X)
     E = C + _stream_cummax(skey, V)
     launch_t = np.where(launched, o_lp + W[gseg_lp], E - d)
-    return _assemble(g, d, E, launch_t, lat_v, gap, launched, o + W[gseg], starts)
+    o += W[gseg]  # the host pieces' starts, in place: a million pieces' arrays are most of a replay's peak
+    del gseg
+    return _assemble(g, d, E, launch_t, lat_v, gap, launched, o, starts)
+
+
+def _host_positions(g: Graph, piece_dur: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``o`` (each piece's start on its thread before any wait: the thread's first start plus the lengths
+    before it), ``gseg`` (its global segment: threads one after another, each with its syncs + 1
+    segments, a sync's piece closing one), the threads' first pieces and each thread's segment count.
+    Worked in place, each temporary freed once read: these arrays have one slot per host piece and a
+    replay runs many times (the calibration, every what-if)."""
+    p = g.pieces
+    thr = p["thr"].to_numpy()
+    n = len(thr)
+    if n == 0:
+        z = np.zeros(0, np.int64)
+        return z, z, np.zeros(0, bool), z
+    starts = np.r_[True, thr[1:] != thr[:-1]]
+    csum = np.cumsum(piece_dur)
+    csum -= piece_dur
+    o = np.where(starts, csum, _NEG)
+    np.maximum.accumulate(o, out=o)
+    np.subtract(csum, o, out=o)
+    del csum
+    origin = np.where(starts, p["ts"].to_numpy(), _NEG)
+    np.maximum.accumulate(origin, out=origin)
+    o += origin
+    del origin
+    is_sync = np.zeros(n, np.int64)
+    is_sync[g.syncs["piece"].to_numpy()] = 1
+    thr_first = np.flatnonzero(starts)
+    n_seg_thr = np.add.reduceat(is_sync, thr_first) + 1
+    before = np.cumsum(is_sync)
+    before -= is_sync  # the syncs before each piece on the whole timeline
+    del is_sync
+    gseg = np.where(starts, before, _NEG)
+    np.maximum.accumulate(gseg, out=gseg)
+    np.subtract(before, gseg, out=gseg)  # the segment on its thread
+    del before
+    base = np.r_[0, np.cumsum(n_seg_thr)[:-1]].astype(np.int64)
+    gseg += np.repeat(base, np.diff(np.r_[thr_first, n]))  # each thread's first segment, over its pieces
+    return o, gseg, starts, n_seg_thr
 
 
 def _assemble(g: Graph, d, E, launch_t, lat_v, gap, launched, t, starts) -> Timeline:
@@ -112,9 +137,12 @@ def _assemble(g: Graph, d, E, launch_t, lat_v, gap, launched, t, starts) -> Time
     acts = a.with_columns(pl.Series("ts", S), pl.Series("end", E), pl.Series("dur", d), pl.Series("head", head),
                           pl.Series("head_row", head_row), pl.Series("launch_t", launch_t),
                           pl.Series("launched", launched), pl.Series("jump", jump))
-    nxt = np.r_[t[1:], 0] if len(t) else t
-    last = np.r_[starts[1:], True] if len(t) else starts
-    pieces = g.pieces.with_columns(pl.Series("ts", t), pl.Series("end", np.where(last, t, nxt)))
+    end = np.empty_like(t)  # the next piece's start, a thread's last piece its own
+    if len(t):
+        end[:-1] = t[1:]
+        last = np.r_[starts[1:], True]
+        end[last] = t[last]
+    pieces = g.pieces.with_columns(pl.Series("ts", t), pl.Series("end", end))
     return Timeline(pieces, acts, _sync_times(g, pieces, acts), _step_times(g, pieces, acts))
 
 
@@ -287,7 +315,7 @@ def measured_timeline(g: Graph) -> Timeline:
 def measured_piece_lengths(g: Graph) -> np.ndarray:
     """Each host piece's measured length; a sync's piece: its return cost (its wait is the replay's)."""
     p = g.pieces
-    length = (p["end"] - p["ts"]).to_numpy().copy()
+    length = np.subtract(p["end"].to_numpy(), p["ts"].to_numpy())  # one array: no Series, then its copy
     sy = g.syncs
     if sy.height:
         length[sy["piece"].to_numpy()] = sy["tail"].to_numpy()

@@ -49,6 +49,8 @@ if TYPE_CHECKING:  # pragma: no cover
 METADATA_KEY = "nongemm_unprofiled"
 #: the piece kinds the model scales (a graph launch is a ``launch`` piece of a ``cudaGraphLaunch``)
 PIECE_KINDS = ("op", "wrapper", "gap", "launch", "call", "graph_launch")
+#: every kind a piece can have, by the code :func:`piece_kinds` gives it (the model's kinds first)
+KIND_CODES = PIECE_KINDS + ("sync", "wait", "unknown")
 #: a measured step or issue time past this (us: about 11.6 days) is no measurement of a step
 _MAX_STEP_US = 1e12
 #: the calibration factor's search range and its bisection steps
@@ -128,18 +130,25 @@ def on_side_threads(g: Graph, cut: np.ndarray, model: OverheadModel) -> np.ndarr
 
 
 def piece_kinds(g: Graph, graph_launch_ids: pl.Series) -> np.ndarray:
-    """Each piece's kind for the model: the graph's kinds, a ``cudaGraphLaunch``'s pieces ``graph_launch``."""
-    p = g.pieces
+    """Each piece's kind for the model, as its index in :data:`KIND_CODES` (int8): the graph's kinds, a
+    ``cudaGraphLaunch``'s pieces ``graph_launch``. Codes, not text: a numpy text array of a million
+    pieces holds 48 bytes a piece (and its making a Python string each), and it lives through every
+    replay of the calibration."""
+    p = g.pieces.select("kind", "launch_id")
     graph = p["launch_id"].is_in(graph_launch_ids.implode()).fill_null(False) & (p["kind"] == "launch")
-    return np.where(graph.to_numpy(), "graph_launch", p["kind"].to_numpy())
+    code = p["kind"].replace_strict(list(KIND_CODES), list(range(len(KIND_CODES))),
+                                    default=KIND_CODES.index("unknown"), return_dtype=pl.Int8)
+    return np.where(graph.to_numpy(), np.int8(KIND_CODES.index("graph_launch")), code.to_numpy())
 
 
 def removable(g: Graph, kinds: np.ndarray, lengths: np.ndarray, model: OverheadModel) -> np.ndarray:
-    """The profiler's time in each piece (float ns): ``(1 - remains[kind]) x length``; 0 for syncs and waits."""
-    share = np.zeros(len(kinds), np.float64)
+    """The profiler's time in each piece (float ns): ``(1 - remains[kind]) x length``; 0 for syncs and waits.
+    ``kinds``: :func:`piece_kinds`'s codes."""
+    share = np.zeros(len(KIND_CODES), np.float64)
     for kind, r in model.remains.items():
-        share[kinds == kind] = 1.0 - r
-    return share * lengths
+        if kind in KIND_CODES:
+            share[KIND_CODES.index(kind)] = 1.0 - r
+    return share[kinds] * lengths
 
 
 @dataclass

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import fields
+from dataclasses import fields, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -161,9 +161,9 @@ def _changed(g, base_d: np.ndarray, base_len: np.ndarray, base_lat: np.ndarray, 
         new_d = new_d + casts.device_extra(len(new_d))
     piece_len = np.rint(base_len * float(cpu_scale)).astype(np.int64)
     if launch_us is not None:
-        kinds = g.pieces["kind"].to_numpy()
-        launch_rows = g.pieces.filter(pl.col("kind") == "launch").group_by("launch_id").agg(pl.col("row").min())["row"]
-        piece_len[kinds == "launch"] = 0
+        is_launch = (g.pieces["kind"] == "launch").fill_null(False)  # a mask: no text array of every piece
+        launch_rows = g.pieces.filter(is_launch).group_by("launch_id").agg(pl.col("row").min())["row"]
+        piece_len[is_launch.to_numpy()] = 0
         piece_len[launch_rows.to_numpy()] = int(round(launch_us * 1000))
     lat = np.asarray(base_lat, np.float64).copy()
     gap = g.acts["gap"].to_numpy().copy()
@@ -270,16 +270,29 @@ def predict(ctx: Context, g, sel, warnings, changes: WhatIfParams | None = None,
         settings["autocast"] = autocast
         settings["autocast_casts"] = casts.per_step.filter(pl.col("step") >= sel.steps_skipped).select(
             pl.col("step"), pl.col("casts"), pl.col("wrapped_ops"), pl.col("cast_bytes")).to_dicts()
-    measured = measured_timeline(g)
+    # each timeline attributed as soon as it is made, then freed, one at a time: four of them at once (a
+    # million host pieces each) were this command's peak; the steps reported are those kept in both
     predicted, new_d = _changed(g, d, measured_piece_lengths(g), a["lat"].to_numpy(allow_copy=True), factors,
                                 cpu_scale=cpu_scale, launch_us=launch_us, graph_cost=graph_cost, settings=settings,
                                 casts=casts)
     skip = sel.steps_skipped
     keep = predicted.steps.filter(pl.col("step") >= skip) if skip else predicted.steps
     predicted.steps = keep
-    att = attribute(predicted, ctx.taxonomy.classes, g.queue_gap_ns)
+    classes = ctx.taxonomy.classes
+    att = attribute(predicted, classes, g.queue_gap_ns)
+    del predicted
+    measured = measured_timeline(g)
     kept_measured = measured.steps.filter(pl.col("step").is_in(keep["step"].implode()))
+    profiled_bound = bound_of(attribute(replace(measured, steps=kept_measured), classes, g.queue_gap_ns))
+    measured_steps = measured.steps
+    del measured
     un = without_profiler(ctx, g, kept_measured, step_us=unprofiled_step_us, path=path)
+    kept_steps = kept_measured["step"].implode()
+    un.timeline.steps = un.timeline.steps.filter(pl.col("step").is_in(kept_steps))
+    un_bound = bound_of(attribute(un.timeline, classes, g.queue_gap_ns))
+    # only its steps are read from here: its pieces, activities and syncs freed before the next replay
+    un.timeline = replace(un.timeline, pieces=un.timeline.pieces.clear(), acts=un.timeline.acts.clear(),
+                          syncs=un.timeline.syncs.clear())
     # a graph launch without the profiler costs what the model leaves of the profiled one (unless given)
     un_cost = None if graph_cost is None else graph_cost if graph_launch_us is not None else (
         None if graph_cost[0] is None else int(graph_cost[0] * un.model.remains["graph_launch"]),
@@ -294,7 +307,7 @@ def predict(ctx: Context, g, sel, warnings, changes: WhatIfParams | None = None,
     if un.note:
         warnings.append(Anomaly("unprofiled_calibration", 1, un.note))
     saved = a.select("step", pl.Series("saved", d - new_d)).group_by("step").agg(pl.col("saved").sum())
-    steps = measured.steps.select("step", "name", pl.col("wall").alias("measured")).join(
+    steps = measured_steps.select("step", "name", pl.col("wall").alias("measured")).join(
         keep.select("step", pl.col("wall").alias("predicted")), on="step").join(saved, on="step", how="left")
     steps = (steps.with_columns((pl.col("measured") - pl.col("saved").fill_null(0)).alias("amdahl"))
              .drop("saved").sort("step"))
@@ -313,13 +326,9 @@ def predict(ctx: Context, g, sel, warnings, changes: WhatIfParams | None = None,
     shares = shares.sort(pl.col("class").replace_strict(order, default=len(order), return_dtype=pl.Int64))
     span = {what: int_scalar(t["end"].max()) - int_scalar(t["ts"].min()) if t.height else None
             for what, t in (("measured", kept_measured), ("predicted", keep))}
-    kept = steps["step"].implode()
-    un_pred.steps = un_pred.steps.filter(pl.col("step").is_in(kept))
-    un.timeline.steps = un.timeline.steps.filter(pl.col("step").is_in(kept))
-    bounds = {"profiled_bound": bound_of(attribute(_kept(measured, kept), ctx.taxonomy.classes, g.queue_gap_ns)),
-              "predicted_profiled_bound": bound_of(att),
-              "bound": bound_of(attribute(un.timeline, ctx.taxonomy.classes, g.queue_gap_ns)),
-              "predicted_bound": bound_of(attribute(un_pred, ctx.taxonomy.classes, g.queue_gap_ns))}
+    un_pred.steps = un_pred.steps.filter(pl.col("step").is_in(kept_steps))
+    bounds = {"profiled_bound": profiled_bound, "predicted_profiled_bound": bound_of(att), "bound": un_bound,
+              "predicted_bound": bound_of(attribute(un_pred, classes, g.queue_gap_ns))}
     return WhatIfReport(str(path), sel.taxonomy, sel.level, [{"selector": t, "factor": f} for t, _, _, f in parsed],
                         settings, steps, att, shares, warnings, span, unprofiled_summary(un) | bounds)
 
@@ -330,7 +339,3 @@ def _speeds_up_only(factors: np.ndarray, cpu_scale: float, launch_us: float | No
     nothing that replaces work by other work (a launch cost, graphs, autocast's casts)."""
     return bool((factors <= 1).all()) and cpu_scale <= 1 and launch_us is None and not graphs and autocast is None
 
-
-def _kept(tl, kept):
-    tl.steps = tl.steps.filter(pl.col("step").is_in(kept))
-    return tl
