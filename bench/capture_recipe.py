@@ -513,6 +513,29 @@ class Timer:
         return (time.perf_counter() - t) * 1e6 / n
 
 
+def warm_up(configs, timer):
+    """Each configuration warmed up and its step timed once (synchronized, 3 steps), which sets the
+    steps a round times (``N``: about TARGET_ROUND_S of steps); those that fail are left out."""
+    for c in configs:
+        try:
+            c.setup()
+            with c.ctx():
+                for _ in range(2):
+                    c.step()
+                timer.sync()
+                t = time.perf_counter()
+                for _ in range(3):
+                    c.step()
+                timer.sync()
+                dt = (time.perf_counter() - t) / 3
+            c.n = int(min(60, max(5, round(TARGET_ROUND_S / max(dt, 1e-6)))))
+            log(f"{c.key}: ~{dt * 1e3:.2f} ms/step (synced), N={c.n}")
+        except Exception:  # noqa: BLE001
+            log(f"WARMUP FAILED {c.key}\n{traceback.format_exc()}")
+            c.n = 0
+    return [c for c in configs if c.n]
+
+
 def truth_round(configs, timer, r):
     k = max(1, len(configs) // ROUNDS + 1)
     order = configs[(r * k) % len(configs):] + configs[: (r * k) % len(configs)]
@@ -631,25 +654,7 @@ def main(argv=None):
     configs = build(torch, dev, only)
     over = lambda: time.time() - T0 > args.budget_s  # noqa: E731
 
-    # warm-up and choice of N: each configuration's step timed once (synchronized, 3 steps)
-    for c in configs:
-        try:
-            c.setup()
-            with c.ctx():
-                for _ in range(2):
-                    c.step()
-                timer.sync()
-                t = time.perf_counter()
-                for _ in range(3):
-                    c.step()
-                timer.sync()
-                dt = (time.perf_counter() - t) / 3
-            c.n = int(min(60, max(5, round(TARGET_ROUND_S / max(dt, 1e-6)))))
-            log(f"{c.key}: ~{dt * 1e3:.2f} ms/step (synced), N={c.n}")
-        except Exception:  # noqa: BLE001
-            log(f"WARMUP FAILED {c.key}\n{traceback.format_exc()}")
-            c.n = 0
-    configs = [c for c in configs if c.n]
+    configs = warm_up(configs, timer)
 
     for r in range(ROUNDS_BEFORE):
         truth_round(configs, timer, r)

@@ -22,7 +22,6 @@ import argparse
 import json
 import os
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
@@ -46,18 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     dev = "cuda" if torch.cuda.is_available() else "cpu"
     timer = cr.Timer(torch, dev)
     configs = [c for c in cr.build(torch, dev, set(args.only.split(","))) if c.role in ("slow", "single")]
-    for c in configs:  # warm-up and N, as the recipe script chooses it
-        c.setup()
-        with c.ctx():
-            for _ in range(2):
-                c.step()
-            timer.sync()
-            t = time.perf_counter()
-            for _ in range(3):
-                c.step()
-            timer.sync()
-            dt = (time.perf_counter() - t) / 3
-        c.n = int(min(60, max(5, round(cr.TARGET_ROUND_S / max(dt, 1e-6)))))
+    configs = cr.warm_up(configs, timer)  # and N, as the recipe script chooses it
     rows = []
     for rep in range(args.repeats):
         for c in configs:
