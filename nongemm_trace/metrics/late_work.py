@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import polars as pl
 
+from .intervals import interval_cover, overlap
+
 #: the ops a call's window keeps by name (the largest); the rest are summed as one row
 KEPT = 12
 #: the row for a window's ops beyond the :data:`KEPT` largest
@@ -34,8 +36,8 @@ HOST_TYPE: pl.DataType = pl.List(pl.Struct({"op": pl.Utf8, "ns": pl.Int64}))
 
 
 def top_level_host(ops: pl.DataFrame, calls: pl.DataFrame) -> pl.DataFrame:
-    """``name, tid, ts_ns, end_ns``: the host's top-level work, the top-level ops (``ops``: depth 0) and
-    the runtime calls (``calls``) made outside every op of their thread: a ``cudaEventSynchronize``
+    """``name, tid, ts_ns, end_ns``: the host's top-level work, ``ops`` (the outermost ones: the caller's
+    choice) and the runtime calls (``calls``) made outside every one of them on their thread: a ``cudaEventSynchronize``
     under no op is the host waiting on the device, time a rank spends that no op shows."""
     cols = ("name", "tid", "ts_ns", "end_ns")
     top = ops.select(pl.col("name").cast(pl.Utf8), pl.col("tid").cast(pl.Utf8), "ts_ns", "end_ns")
@@ -73,15 +75,11 @@ def host_before_calls(calls: pl.DataFrame, ops: pl.DataFrame) -> pl.DataFrame:
     named = ranked.filter(pl.col("_k") <= KEPT).select("_r", pl.col("name").alias("op"), "ns")
     rest = ranked.filter(pl.col("_k") > KEPT).group_by("_r").agg(pl.col("ns").sum()).select(
         "_r", pl.lit(OTHER_OPS).alias("op"), "ns")
-    # the window's time in no op of any thread: its length minus the union of the ops' clipped spans
-    spans = inside.sort("_r", "ts_ns").with_columns(
-        pl.col("_end").cum_max().shift(1).over("_r").alias("_reach"))
-    covered = spans.group_by("_r").agg(
-        (pl.col("_end") - pl.max_horizontal("ts_ns", pl.col("_reach").fill_null(0))).clip(lower_bound=0).sum()
-        .alias("_in"))
-    outside = c.filter(pl.col("_from").is_not_null()).join(covered, on="_r", how="left").select(
-        "_r", pl.lit(OUTSIDE_OPS).alias("op"),
-        (pl.col("_t") - pl.col("_from") - pl.col("_in").fill_null(0)).clip(lower_bound=0).alias("ns"))
+    # the window's time in no op of any thread: its length minus what the union of the ops covers of it
+    windows = c.filter(pl.col("_from").is_not_null())
+    covered = overlap(windows["_from"], windows["_t"], interval_cover(o))
+    outside = windows.select("_r", pl.lit(OUTSIDE_OPS).alias("op"),
+                             (pl.col("_t") - pl.col("_from") - covered).clip(lower_bound=0).alias("ns"))
     rows = pl.concat([named, rest, outside]).filter(pl.col("ns") > 0).sort(["_r", "ns", "op"],
                                                                             descending=[False, True, False])
     got = rows.group_by("_r", maintain_order=True).agg(pl.struct("op", "ns").alias("host"))
