@@ -111,22 +111,30 @@ def test_waits_and_exposure_add_up_to_each_ranks_communication(ddp_report):
 DEVICE_CATS = {"kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation", "cuda_sync"}
 
 
-def _shift_rank(src: Path, dst: Path, from_step: str, shift_us: float) -> None:
-    """A copy of a rank trace whose host stalled ``shift_us`` at the start of step ``from_step``: every
-    host event from then on happens that much later, and so does the device work those launched
-    (work launched before the stall runs when it ran)."""
-    doc = json.loads(gzip.decompress(src.read_bytes()))
-    events = doc["traceEvents"]
-    t0 = min(e["ts"] for e in events if e.get("name") == from_step)
+def delay_host(events: list[dict], t0: float, shift_us: float, stretch: bool = False) -> None:
+    """Every host event of ``events`` from ``t0`` (µs) on happens ``shift_us`` later, and so does the
+    device work those launched (work launched before runs when it ran); ``stretch``: the host ranges
+    that held ``t0`` grow by as much (an op that ran longer), rather than staying as they were (a stall
+    between events)."""
     host = [e for e in events if isinstance(e.get("ts"), (int, float)) and e.get("cat") not in DEVICE_CATS]
     late = {(e.get("args") or {}).get("correlation") for e in host
             if e["ts"] >= t0 and e.get("cat") in ("cuda_runtime", "cuda_driver")} - {None}
     for e in host:
         if e["ts"] >= t0:
             e["ts"] += shift_us
+        elif stretch and e.get("ph") == "X" and e["ts"] + e.get("dur", 0) >= t0:
+            e["dur"] += shift_us
     for e in events:
         if e.get("cat") in DEVICE_CATS and (e.get("args") or {}).get("correlation") in late:
             e["ts"] += shift_us
+
+
+def _shift_rank(src: Path, dst: Path, from_step: str, shift_us: float) -> None:
+    """A copy of a rank trace whose host stalled ``shift_us`` at the start of step ``from_step``
+    (:func:`delay_host`)."""
+    doc = json.loads(gzip.decompress(src.read_bytes()))
+    events = doc["traceEvents"]
+    delay_host(events, min(e["ts"] for e in events if e.get("name") == from_step), shift_us)
     dst.write_bytes(gzip.compress(json.dumps(doc).encode()))
 
 

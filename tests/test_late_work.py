@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ns, raw_events, shared
-from test_collectives import DEVICE_CATS, _batch, _shift_rank
+from test_collectives import _batch, _shift_rank, delay_host
 
 from nongemm_trace.metrics.late_work import OUTSIDE_OPS
 
@@ -103,25 +103,13 @@ def test_a_stall_in_no_op_is_named_as_such(tmp_path, capsys):
 
 def _stretch_op(src: Path, dst: Path, step: str, name: str, extra_us: float) -> dict:
     """A copy of a rank trace where the first top-level ``name`` op of ``step`` on the step's thread ran
-    ``extra_us`` longer: every host event after its end happens that much later (with the device work it
-    launched), and the ranges that held its end grow by as much."""
+    ``extra_us`` longer (:func:`test_collectives.delay_host` from its end, the ranges holding it grown)."""
     doc = json.loads(gzip.decompress(src.read_bytes()))
     events = doc["traceEvents"]
     (s,) = [e for e in events if e.get("name") == step and e.get("cat") == "user_annotation"]
     op = min((e for e in events if e.get("cat") == "cpu_op" and e.get("name") == name and e["tid"] == s["tid"]
               and e["ts"] >= s["ts"]), key=lambda e: e["ts"])
-    t = op["ts"] + op["dur"]
-    host = [e for e in events if isinstance(e.get("ts"), (int, float)) and e.get("cat") not in DEVICE_CATS]
-    late = {(e.get("args") or {}).get("correlation") for e in host
-            if e["ts"] >= t and e.get("cat") in ("cuda_runtime", "cuda_driver")} - {None}
-    for e in host:
-        if e["ts"] >= t:
-            e["ts"] += extra_us
-        elif e.get("ph") == "X" and e["ts"] + e.get("dur", 0) >= t:  # it held the op's end (the op too)
-            e["dur"] += extra_us
-    for e in events:
-        if e.get("cat") in DEVICE_CATS and (e.get("args") or {}).get("correlation") in late:
-            e["ts"] += extra_us
+    delay_host(events, op["ts"] + op["dur"], extra_us, stretch=True)  # the op among the ranges that grow
     dst.write_bytes(gzip.compress(json.dumps(doc).encode()))
     return op
 
