@@ -100,10 +100,14 @@ def late_work(calls: pl.DataFrame, key: list[str], last: pl.DataFrame) -> tuple[
     rows = calls.select(*key, "rank", "host").explode("host").drop_nulls("host").unnest("host")
     if rows.height == 0:
         return empty_call, empty_rank
-    # every rank of a call against every op seen on any of them (an op a rank did not run: 0 there)
-    grid = calls.select(*key, "rank").join(rows.select(*key, "op").unique(), on=key)
+    # every rank of a call against the ops of its last rank's window, the only ones that can exceed the
+    # others' (at most KEPT + 2 a call, whatever the other ranks ran: the grid stays ranks x 14 a call);
+    # an op a rank did not run counts 0 there
+    last = last.select(*key, "last_rank")
+    late_ops = rows.join(last, on=key).filter(pl.col("rank") == pl.col("last_rank")).select(*key, "op")
+    grid = calls.select(*key, "rank").join(late_ops, on=key)
     grid = grid.join(rows, on=[*key, "rank", "op"], how="left").with_columns(pl.col("ns").fill_null(0))
-    grid = grid.join(last.select(*key, "last_rank"), on=key)
+    grid = grid.join(last, on=key)
     is_last = pl.col("rank") == pl.col("last_rank")
     excess = grid.group_by(*key, "op").agg(
         pl.col("ns").filter(is_last).first().alias("_late"), pl.col("ns").filter(~is_last).median().alias("_others"),
