@@ -76,3 +76,24 @@ def test_a_missing_object_is_one_line(cmd, capsys, tmp_path):
     assert main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert err == f"nongemm-trace: error: {missing}: no such object", err
+
+
+@pytest.mark.parametrize("cmd", ["analyze", "latency", "compare"])
+def test_a_file_url_input_is_never_overwritten(cmd, capsys, tmp_path):
+    """``-o`` naming the file a ``file://`` URL reads is refused before any work, as its plain path is
+    (the check compared the URL's text with the output and let the report replace the trace)."""
+    import shutil
+    trace = tmp_path / "a.json.gz"
+    shutil.copy(TRACE, trace)
+    before = trace.read_bytes()
+    argv = [cmd, trace.as_uri(), *([str(OTHER)] if cmd == "compare" else []), "--format", "json", "-o", str(trace)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert "refusing to overwrite an input" in err and "\n" not in err, err
+    assert trace.read_bytes() == before
+
+
+def test_compare_names_the_urls_it_was_given(capsys):
+    d = _json(capsys, ["compare", _url(TRACE), _url(OTHER)])
+    assert [t["trace"] for t in d["traces"]] == [_url(TRACE), _url(OTHER)]
+    assert "nongemm-fetch" not in json.dumps(d)

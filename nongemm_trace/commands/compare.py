@@ -32,12 +32,13 @@ def plot_arguments(pp: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..analyses.compare import compare
-    from ..core.remote import local_paths
+    from ..core.remote import local_paths, named_as_urls
 
     if len(args.traces) < 2:
         raise TraceError(args.traces[0], "compare needs BASE and at least one more trace")
     with local_paths(args.traces) as local:  # URLs: fetched, bounded, removed after the comparison
         cmp = compare(local, per_step=args.per_step, **analysis_options(args))
+    named_as_urls(cmp, local, args.traces)
     return render(cmp, args)
 
 

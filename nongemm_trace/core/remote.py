@@ -162,3 +162,36 @@ def named_as(model: object, local: object, url: object) -> None:
     doc = getattr(model, "document", None)  # the verdicts' documents (explain, --weak) carry it inside
     if isinstance(doc, dict) and doc.get("trace") == str(local):
         doc["trace"] = str(url)
+
+
+def named_as_urls(model: object, locals_: list, urls: list) -> None:
+    """A result of several traces (a comparison) computed from fetched copies names the URLs the user
+    gave: every ``trace`` column of its tables, every text in its documents (the fusion and
+    quantization views name their traces) and its reports' ``trace``."""
+    import dataclasses
+
+    import polars as pl
+
+    names = {str(a): str(b) for a, b in zip(locals_, urls) if a is not b}
+    if not names or not dataclasses.is_dataclass(model):
+        return
+
+    def swap(v: object) -> object:
+        if isinstance(v, str):
+            return names.get(v, v)
+        if isinstance(v, dict):
+            return {k: swap(x) for k, x in v.items()}
+        if isinstance(v, list):
+            return [swap(x) for x in v]
+        return v
+
+    for f in dataclasses.fields(model):
+        v = getattr(model, f.name)
+        if isinstance(v, pl.DataFrame) and "trace" in v.columns:
+            v = v.with_columns(pl.col("trace").replace(names))
+        elif isinstance(v, (dict, list)) and f.name != "reports":
+            v = swap(v)
+        setattr(model, f.name, v)
+    for r in getattr(model, "reports", None) or []:
+        if isinstance(getattr(r, "trace", None), str):
+            r.trace = names.get(r.trace, r.trace)

@@ -64,12 +64,22 @@ def reading(paths: Iterable[str | Path | None]) -> Iterator[None]:
         del _INPUTS[len(_INPUTS) - len(added):]
 
 
+def _local(path: str) -> str:
+    """A ``file://`` URL as the local path it names (every command reads one as a trace); anything
+    else as it is (an ``s3://`` object is no file an output could destroy)."""
+    if path[:7].lower() != "file://":
+        return path
+    from urllib.parse import unquote, urlparse
+    return unquote(urlparse(path).path)
+
+
 def _same_file(a: str, b: str) -> bool:
-    """``a`` and ``b`` are one existing regular file (the same device and inode: links and other
-    spellings included). A path that does not exist holds nothing to lose, and a stream (``-``, a
-    device, a FIFO) is not a file an output could destroy."""
+    """``a`` and ``b`` are one existing regular file (the same device and inode: links, other
+    spellings and ``file://`` URLs included). A path that does not exist holds nothing to lose, and a
+    stream (``-``, a device, a FIFO) is not a file an output could destroy."""
     if a == "-" or b == "-":
         return False
+    a, b = _local(a), _local(b)
     try:
         return os.path.samefile(a, b) and stat.S_ISREG(os.stat(a).st_mode)
     except OSError:
