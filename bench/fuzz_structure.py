@@ -29,10 +29,13 @@ import threading
 import time
 from pathlib import Path
 
+from nongemm_trace.core.memory_guard import SANITIZER_FACTOR
+
 ROOT = Path(__file__).resolve().parent.parent
-#: a run's budget (NONGEMM_MAX_MEMORY) and what its peak may reach (the budget plus the floor)
+#: a run's budget (NONGEMM_MAX_MEMORY) and what its peak may reach (the budget plus the floor; on a
+#: sanitizer build, whose shadow memory and quarantine the watchdog allows for, that times its factor)
 BUDGET = 256 << 20
-PEAK_BYTES = BUDGET + (400 << 20)
+PEAK_BYTES = (BUDGET + (400 << 20)) * (SANITIZER_FACTOR if os.environ.get("NONGEMM_EXT_DIR") else 1)
 #: the time an input may take: a start-up share plus a linear share per unit of its size
 LIMIT_S, PER_UNIT_S = 20.0, 300e-6
 PATHS = {"C": {}, "Python": {"NONGEMM_NATIVE": "off"}}

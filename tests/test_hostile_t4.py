@@ -267,3 +267,17 @@ def test_the_address_space_limit_is_set_except_under_a_sanitizer():
     sanitized = "import os\nos.environ['LD_PRELOAD'] = 'libasan.so'\n" + driver
     code, out, _, _ = run_measured([], driver=sanitized, timeout=60)
     assert code == 0 and int(out) == resource.RLIM_INFINITY
+
+
+def test_the_watchdog_allows_for_a_sanitizer_runtime():
+    """Under a sanitizer the resident set holds shadow memory, red zones and freed blocks in
+    quarantine (CI's structure tier was stopped at 0.54 GB by a 0.27 GB budget on a trace that
+    peaks at 145 MB plainly): the watchdog's line is then SANITIZER_FACTOR times the plain one."""
+    from nongemm_trace.core import memory_guard
+    driver = ("from nongemm_trace.core import memory_guard as g\ng.start(1 << 30)\n"
+              "print(g._state['limit'] + g.FLOOR_BYTES)\n")
+    code, plain, _, _ = run_measured([], driver=driver, timeout=60)
+    assert code == 0
+    code, sanitized, _, _ = run_measured([], driver="import os\nos.environ['LD_PRELOAD'] = 'libasan.so'\n" + driver,
+                                         timeout=60)
+    assert code == 0 and int(sanitized) == int(plain) * memory_guard.SANITIZER_FACTOR

@@ -13,7 +13,11 @@ touch) is the last guard, for an allocation too sudden for the watchdog: Python'
 past it fail as ``MemoryError``, which the command line reports in one line. Under a sanitizer
 runtime (AddressSanitizer, ThreadSanitizer: bench/sanitize.sh) the hard limit is left unset: their
 shadow memory is terabytes of address space reserved at start-up, and any limit below it makes
-the runtime's next mapping fail and abort the process.
+the runtime's next mapping fail and abort the process. Their resident set is also not the
+program's: shadow memory, red zones around every allocation and a quarantine of freed blocks
+make it a few times what the same run holds without them, so under a sanitizer the watchdog's
+line is :data:`SANITIZER_FACTOR` times the usual one (the memory a run may hold is judged on a
+plain build, bench/fuzz_structure.py).
 """
 
 from __future__ import annotations
@@ -32,6 +36,9 @@ EXIT_STATUS = 2
 #: line is the budget plus this, so that the budget is the trace's share, as the loader's table
 #: budget counts it
 FLOOR_BYTES = 256 << 20
+#: how many times the usual line the watchdog allows under a sanitizer runtime (AddressSanitizer
+#: documents about 3x the memory of the plain program, ThreadSanitizer 5-10x for the memory it tracks)
+SANITIZER_FACTOR = 3
 #: address space beyond the budget the hard limit leaves (thread stacks and the allocators' reserves)
 AS_HEADROOM = 8 << 30
 
@@ -72,7 +79,10 @@ def start(limit: int, *, hard: bool = False) -> None:
     in a process that hosts others: a Ray driver's shared object store reserves address space of
     its own)."""
     base = resident_bytes() or 0  # a Ray worker holds 200 MB and more of its own before any trace
-    _state["limit"] = limit + max(0, base + (64 << 20) - FLOOR_BYTES)
+    allowed = limit + max(0, base + (64 << 20) - FLOOR_BYTES)
+    if _sanitized():  # the line is allowed + FLOOR_BYTES: the whole of it scaled
+        allowed = allowed * SANITIZER_FACTOR + FLOOR_BYTES * (SANITIZER_FACTOR - 1)
+    _state["limit"] = allowed
     if hard:
         _hard_limit(limit)
     if _state["thread"] is not None or resident_bytes() is None:
