@@ -320,3 +320,34 @@ def test_the_memory_factor_is_what_its_fit_gives_on_the_first_set():
 
     data = _models()["profile_memory"]["remains"]
     assert data["op"] == pytest.approx(factor, abs=0.001) and data["wrapper"] == pytest.approx(factor, abs=0.001)
+
+
+RECIPE_SET3 = SAMPLES / "recipe_h100_set3"
+
+
+def test_a_device_bound_estimate_takes_a_measured_step_as_the_devices():
+    """Told the real step of a device-bound run (2 % longer than the estimate), the calibration once
+    took 98 % of the profiler's time back into the host (k = 0.02), and autocast's what-if then put its
+    casts on that host: +90 %. The device, which paces the estimate, is what differs."""
+    path = RECIPE_SET3 / "gpt2_bs8_s256__fp32.json.gz"
+    real = json.loads((RECIPE_SET3 / "truth.json").read_text())[path.name]["truth_step_us"]
+    told = latency_analysis(path, unprofiled_step_us=real).unprofiled
+    assert told["calibration_k"] == 1.0 and told["step_us"] == pytest.approx(real, rel=1e-3)
+    assert told["device_scale"] != 1.0
+    alone = whatif_analysis(path, ["GEMM=0.37"], autocast="bf16").to_dict()["predicted_unprofiled_step_us"]
+    with_told = whatif_analysis(path, ["GEMM=0.37"], autocast="bf16", unprofiled_step_us=real).to_dict()
+    assert with_told["predicted_unprofiled_step_us"] == pytest.approx(alone, rel=0.1)
+
+
+def test_the_backlog_gets_faster_with_the_device():
+    """A pipelined loop's trace opens with a step of kernels launched before the profiler's window
+    (no launch call in the file). They are queued work: with the device 1000x faster, the steps are
+    the host's (about its CPU span each), not held at the backlog's measured times (once 0.27 ms for
+    the first two of three 9 ms host steps)."""
+    path = RECIPE_SET3 / "vit_b16_bs16__fp32.json.gz"
+    a, g, _, _ = graph_of(path)
+    assert g.acts["backlog"].sum() > 50
+    cpu_span = (g.steps["end"] - g.steps["ts"]).to_numpy() / 1000
+    w = whatif_analysis(path, ["GEMM=0.001", "non-GEMM=0.001"])
+    predicted = w.steps["predicted"].to_numpy()
+    assert (predicted > 0.8 * cpu_span.min()).all()

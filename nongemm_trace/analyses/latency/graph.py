@@ -46,7 +46,8 @@ class Graph:
     """The tables of one trace's dependency graph (times in int64 ns, measured)."""
 
     pieces: pl.DataFrame   # row, thr, ts, end, kind, bound, category, op_id, launch_id, sync (row in syncs or null)
-    # row, skey, pos, activity_id, name, category, class, ts, end, dur, lp (launch piece row), lat, gap, step
+    # row, skey, pos, activity_id, name, category, class, ts, end, dur, lp (launch piece row), lat, gap, step,
+    # backlog (queued behind the previous activity, with no launch call)
     acts: pl.DataFrame
     # sync (row), piece, end_piece, thr, kind, launch_id, late, tail, point (awaited host piece), key
     syncs: pl.DataFrame
@@ -72,6 +73,9 @@ def _stream_order(acts: pl.DataFrame) -> pl.DataFrame:
 DEFAULT_QUEUE_GAP_NS = 1000
 #: how many clearly queued activities a trace needs for its own queue gap
 _MIN_QUEUED = 5
+#: an activity with no launch call this many queue gaps or less after the previous one on its stream
+#: ended was queued behind it (the backlog of a loop whose host runs ahead: :func:`start_terms`)
+BACKLOG_GAPS = 4
 
 
 def start_terms(acts: pl.DataFrame) -> tuple[pl.DataFrame, int, int]:
@@ -84,8 +88,12 @@ def start_terms(acts: pl.DataFrame) -> tuple[pl.DataFrame, int, int]:
     (``launch + L0 > previous end + g0``): then ``lat`` = its start minus the call's start and
     ``gap`` = min(``g0``, what there was). Otherwise it was queued: ``gap`` = its start minus the
     previous end, ``lat`` = min(``L0``, what there was). Either way ``max(launch + lat, previous end
-    + gap)`` is its measured start. Activities with no launch call in the file keep their measured
-    start (``lat`` null)."""
+    + gap)`` is its measured start. Activities with no launch call in the file (``lat`` null) keep
+    their measured start, except the **backlog**: one that follows the previous activity on its
+    stream within :data:`BACKLOG_GAPS` queue gaps was queued behind it (a loop whose host runs ahead
+    has a step's kernels queued when the profiler's window opens, launched before it), so its start
+    is the queue's (previous end + gap): when the device work gets faster, so does the backlog,
+    instead of holding the first steps at the measured times."""
     launched = pl.col("launch_ts").is_not_null()
     since_launch = pl.col("ts") - pl.col("launch_ts")
     since_prev = pl.col("ts") - pl.col("prev_end")
@@ -95,7 +103,8 @@ def start_terms(acts: pl.DataFrame) -> tuple[pl.DataFrame, int, int]:
     gap0 = int(queued.select(since_prev.clip(lower_bound=0).median()).item() or 0) \
         if queued.height >= _MIN_QUEUED else DEFAULT_QUEUE_GAP_NS
     bound = launched & (pl.col("prev_end").is_null() | (pl.col("launch_ts") + lat0 > pl.col("prev_end") + gap0))
-    acts = acts.with_columns(bound.alias("launch_bound"))
+    backlog = ~launched & pl.col("prev_end").is_not_null() & (since_prev <= BACKLOG_GAPS * max(gap0, 1))
+    acts = acts.with_columns(bound.alias("launch_bound"), backlog.alias("backlog"))
     acts = acts.with_columns(
         pl.when(~launched).then(None).when(pl.col("launch_bound")).then(since_launch)
         .otherwise(pl.min_horizontal(pl.lit(lat0), since_launch)).alias("lat"),

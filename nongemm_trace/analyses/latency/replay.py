@@ -67,7 +67,7 @@ def replay(g: Graph, act_dur: np.ndarray, piece_dur: np.ndarray, lat: np.ndarray
     lat_v = np.where(launched, np.nan_to_num(lat.astype(np.float64), nan=0.0), 0).astype(np.int64)
     o_lp = o[lp] if len(o) else np.zeros(len(lp), np.int64)
     gseg_lp = gseg[lp] if len(o) else np.zeros(len(lp), np.int64)
-    U = np.where(launched, o_lp + lat_v, a["ts"].to_numpy()) + d - C
+    U = np.where(launched, o_lp + lat_v, _unlaunched_ready(a)) + d - C
     act_seg = np.where(launched, gseg_lp, len(W) - 1)
 
     # cross-stream waits (recorded, or on a communication kernel): start >= the awaited end + the delay
@@ -128,10 +128,11 @@ def _assemble(g: Graph, d, E, launch_t, lat_v, gap, launched, t, starts) -> Time
     a = g.acts
     skey = a["skey"].to_numpy()
     S = E - d
-    R = np.where(launched, launch_t + lat_v, a["ts"].to_numpy())
+    R = np.where(launched, launch_t + lat_v, _unlaunched_ready(a))
     first = np.r_[True, skey[1:] != skey[:-1]] if len(skey) else np.zeros(0, bool)
     E_prev = np.r_[_NEG, E[:-1]] if len(E) else E
-    head, jump = _heads(g.deps, first, launched, R, E, E_prev, gap)
+    # the backlog is queued, like a launched activity whose launch came early: the queue sets its start
+    head, jump = _heads(g.deps, first, launched | a["backlog"].to_numpy(), R, E, E_prev, gap)
     rows = np.arange(len(E))
     head_row = np.maximum.accumulate(np.where(head, rows, -1)) if len(E) else rows
     acts = a.with_columns(pl.Series("ts", S), pl.Series("end", E), pl.Series("dur", d), pl.Series("head", head),
@@ -144,6 +145,12 @@ def _assemble(g: Graph, d, E, launch_t, lat_v, gap, launched, t, starts) -> Time
         end[last] = t[last]
     pieces = g.pieces.with_columns(pl.Series("ts", t), pl.Series("end", end))
     return Timeline(pieces, acts, _sync_times(g, pieces, acts), _step_times(g, pieces, acts))
+
+
+def _unlaunched_ready(a: pl.DataFrame) -> np.ndarray:
+    """When an activity with no launch call could start: its measured start, or for the backlog
+    (:func:`.graph.start_terms`) no earlier bound than its stream's queue."""
+    return np.where(a["backlog"].to_numpy(), _NEG, a["ts"].to_numpy())
 
 
 def _stream_cumsum(skey: np.ndarray, x: np.ndarray) -> np.ndarray:

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import functools
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
@@ -39,7 +39,9 @@ import polars as pl
 
 from ...core.frames import number
 from ...errors import OptionError
+from ...models.latency import bound_of
 from .graph import Graph
+from .path import attribute
 from .replay import Timeline, measured_piece_lengths, replay
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -296,7 +298,14 @@ def without_profiler(ctx: Context, g: Graph, kept_steps: pl.DataFrame, *, step_u
         goal = target
     lo, hi = wall_at(K_MAX), wall_at(0.0)
     note = None
-    if issue is None and hi - lo < 0.02 * hi:
+    if issue is None and _device_bound(ctx, g, run(1.0)[0], steps):
+        # the model's run is paced by the device: a measured step that differs says the device differs
+        # (clocks, contention), not a host several times slower or faster than the model (a step 2 % longer
+        # once took 98 % of the profiler's time back in, and autocast's what-if then added casts to that host)
+        k = 1.0
+        note = (f"the model's estimate is device-bound: the measured {what} calibrates the device, not the host's "
+                f"cost (the model's estimate is kept)")
+    elif issue is None and hi - lo < 0.02 * hi:
         k = 1.0
         note = (f"the measured {what} cannot calibrate the host's cost: the step is device-bound whatever the host "
                 f"costs (the model's estimate is kept)")
@@ -317,6 +326,12 @@ def without_profiler(ctx: Context, g: Graph, kept_steps: pl.DataFrame, *, step_u
         k = _bisect(lambda x: wall_at(x) <= goal, 0.0, K_MAX)  # less removed, a longer step
     return result(k, "measured", target if issue is None else meta_step, note,
                   "step" if issue is None else "host_issue")
+
+
+def _device_bound(ctx: Context, g: Graph, tl: Timeline, steps: pl.Series) -> bool:
+    """Whether the device holds more of the steps' critical path than the host on timeline ``tl``."""
+    kept = replace(tl, steps=tl.steps.filter(pl.col("step").is_in(steps.implode())))
+    return bound_of(attribute(kept, ctx.taxonomy.classes, g.queue_gap_ns)) == "device-bound"
 
 
 def _anchor(wall_at: Any, goal: float) -> tuple[float, float, str | None]:
