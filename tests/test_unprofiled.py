@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 
 import numpy as np
 import polars as pl
@@ -351,3 +352,40 @@ def test_the_backlog_gets_faster_with_the_device():
     w = whatif_analysis(path, ["GEMM=0.001", "non-GEMM=0.001"])
     predicted = w.steps["predicted"].to_numpy()
     assert (predicted > 0.8 * cpu_span.min()).all()
+
+
+def test_the_graph_constants_are_what_their_fit_gives_on_the_first_set():
+    """``graph_activity_ns`` and ``graph_replay_gap_ns`` are bench/fit_graph_tracing.py's answer on the
+    first H100 recipe set (the others held out): refitting gives the same numbers."""
+    import re
+    import subprocess
+    import sys
+
+    from nongemm_trace.analyses.latency.unprofiled import _models
+
+    out = subprocess.run([sys.executable, str(REPO / "bench" / "fit_graph_tracing.py"), str(SAMPLES / "recipe_h100")],
+                         capture_output=True, text=True, check=True, env={**os.environ, "PYTHONPATH": str(REPO)}).stdout
+    a, b = (float(x) for x in re.search(r"graph_activity_ns = (\d+), graph_replay_gap_ns = (\d+)", out).groups())
+    device = _models()["device"]
+    assert (device["graph_activity_ns"], device["graph_replay_gap_ns"]) == (a, b)
+
+
+def test_a_graph_replay_loses_the_graph_constants_not_the_eager_ones():
+    """The Llama-shaped decode step replayed as a CUDA graph (455 kernels of 1.3 us) was 23 % short
+    without the profiler on all three sets when each kernel lost the eager 0.8 us: its replayed
+    activities lose graph_activity_ns, and each queued replay's first one its replay gap."""
+    from nongemm_trace.analyses.latency.unprofiled import graph_replayed
+
+    path = RECIPE_SET3 / "llama_decode_bs1__graph.json.gz"
+    a, g, _, _ = graph_of(path)
+    replayed, first = graph_replayed(g, a.trace().launches)
+    assert replayed.sum() > 1000 and 1 <= first.sum() <= replayed.sum() / 300
+    un = without_profiler(a, g, g.steps)
+    model = un.model
+    lost = g.acts["dur"].to_numpy() - un.act_dur
+    wide = g.acts["dur"].to_numpy() >= 2 * model.activity_ns
+    assert (lost[replayed & wide] == model.graph_activity_ns).all()
+    assert (lost[~replayed & wide] == model.activity_ns).all()
+    gaps = g.acts["gap"].to_numpy()
+    assert (un.gap[first] == np.maximum(gaps[first] - int(model.graph_replay_gap_ns), 0)).all()
+    assert (un.gap[~first] == gaps[~first]).all()

@@ -74,6 +74,8 @@ class OverheadModel:
     torch: str
     fit: str  # where the numbers come from (captures, error)
     side_thread: float = 1.0  # the factor on the profiler's time in the pieces of threads other than the steps'
+    graph_activity_ns: float | None = None  # activity_ns for an activity a CUDA/HIP graph replay ran (None: the same)
+    graph_replay_gap_ns: float = 0.0  # the device time the profiler adds before each graph replay's first activity
 
 
 @functools.cache
@@ -116,8 +118,11 @@ def model_for(settings: dict[str, bool]) -> OverheadModel:
     if settings.get("profile_memory") and memory:
         remains = {k: v * float(memory["remains"].get(k, 1.0)) for k, v in remains.items()}
         name, fit = f"{name}+profile_memory", f"{fit}; profile_memory: {memory.get('fit', '')}"
-    return OverheadModel(name, remains, float(data.get("device", {}).get("activity_ns", 0.0)),
-                         str(data.get("torch", "")), fit, float(row.get("side_thread", 1.0)))
+    device = data.get("device", {})
+    graph_ns = device.get("graph_activity_ns")
+    return OverheadModel(name, remains, float(device.get("activity_ns", 0.0)), str(data.get("torch", "")), fit,
+                         float(row.get("side_thread", 1.0)), None if graph_ns is None else float(graph_ns),
+                         float(device.get("graph_replay_gap_ns", 0.0)))
 
 
 def on_side_threads(g: Graph, cut: np.ndarray, model: OverheadModel) -> np.ndarray:
@@ -162,6 +167,7 @@ class Unprofiled:
     piece_len: np.ndarray       # the host pieces without the profiler's cost (int64 ns)
     act_dur: np.ndarray         # the activities' durations without the profiler (int64 ns)
     lat: np.ndarray             # the launch latencies without the profiler (ns)
+    gap: np.ndarray             # the queue gaps without the profiler (int64 ns)
     source: str                 # "measured" (calibrated on a measured step) or "estimated" (the model alone)
     k: float
     model: OverheadModel
@@ -190,9 +196,6 @@ def latency_unprofiled(un: Unprofiled, steps: pl.DataFrame, profiled_att: pl.Dat
                        queue_gap_ns: int) -> dict[str, Any]:
     """The latency report's ``unprofiled``: per kept step and on average, the step without the profiler,
     the profiler's share of the step (profiled minus unprofiled wall time) and which side bounds it."""
-    from ...models.latency import bound_of
-    from .path import attribute
-
     kept = steps["step"].implode()
     un.timeline.steps = un.timeline.steps.filter(pl.col("step").is_in(kept))
     att = attribute(un.timeline, classes, queue_gap_ns)
@@ -224,6 +227,22 @@ def measured_unprofiled(metadata: dict[str, Any]) -> tuple[float | None, float |
     return num(doc.get("step_us")), num(doc.get("host_issue_us"))
 
 
+def graph_replayed(g: Graph, launches: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """Which activities a graph launch (``cudaGraphLaunch``, ``hipGraphLaunch``) ran, and which of them
+    is a replay's first on its stream and was queued behind earlier work (its gap is the queue's)."""
+    n = g.acts.height
+    if "graph_launch" not in launches.columns or n == 0:
+        return np.zeros(n, bool), np.zeros(n, bool)
+    ids = launches.filter(pl.col("graph_launch"))["launch_id"].implode()
+    a = g.acts.select("row", "skey", "launch_id", "launch_bound", "prev_end").with_columns(
+        pl.col("launch_id").is_in(ids).fill_null(False).alias("replayed"))
+    first = a.filter(pl.col("replayed")).group_by("launch_id", "skey").agg(pl.col("row").min())["row"]
+    is_first = np.zeros(n, bool)
+    is_first[first.to_numpy()] = True
+    queued = (~a["launch_bound"].fill_null(True) & a["prev_end"].is_not_null()).to_numpy()
+    return a["replayed"].to_numpy(), is_first & queued
+
+
 def without_profiler(ctx: Context, g: Graph, kept_steps: pl.DataFrame, *, step_us: float | None = None,
                      path: Any = None, model: OverheadModel | None = None) -> Unprofiled:
     """The unchanged run replayed without the profiler's cost. ``step_us``: the run's measured step
@@ -247,8 +266,14 @@ def without_profiler(ctx: Context, g: Graph, kept_steps: pl.DataFrame, *, step_u
     target = float(step_us) if step_us is not None else meta_step
     issue = meta_issue if step_us is None else None  # a step time given by hand wins over the metadata
     dur = g.acts["dur"].to_numpy()
-    # the activity tracing's own device time, never more than half an activity
-    d = np.rint(dur - np.minimum(model.activity_ns, dur / 2)).astype(np.int64)
+    replayed, replay_first = graph_replayed(g, launches)
+    # the activity tracing's own device time, never more than half an activity (less for a graph's kernels)
+    tracing = np.where(replayed, model.activity_ns if model.graph_activity_ns is None else model.graph_activity_ns,
+                       model.activity_ns)
+    d = np.rint(dur - np.minimum(tracing, dur / 2)).astype(np.int64)
+    # the device time the profiler adds before each graph replay, where the replay was queued
+    base_gap = g.acts["gap"].to_numpy()
+    gap = np.where(replay_first, np.maximum(base_gap - int(model.graph_replay_gap_ns), 0), base_gap).astype(np.int64)
     lat = g.acts["lat"].to_numpy(allow_copy=True).astype(np.float64)
     lp = g.acts["lp"].fill_null(0).to_numpy()
     waited = g.acts["launch_bound"].fill_null(False).to_numpy() & g.acts["lp"].is_not_null().to_numpy()
@@ -261,7 +286,7 @@ def without_profiler(ctx: Context, g: Graph, kept_steps: pl.DataFrame, *, step_u
 
     def run(k: float, scale: float = 1.0) -> tuple[Timeline, np.ndarray]:
         new, new_lat = terms(k)
-        return replay(g, scaled(scale), new, new_lat, None), new
+        return replay(g, scaled(scale), new, new_lat, gap), new
 
     def scaled(scale: float) -> np.ndarray:
         return d if scale == 1.0 else np.rint(d * scale).astype(np.int64)
@@ -275,8 +300,8 @@ def without_profiler(ctx: Context, g: Graph, kept_steps: pl.DataFrame, *, step_u
         if measured is not None:
             scale, anchor, why = _anchor(lambda s: mean_wall(run(k, s)[0]), measured)
         new, new_lat = terms(k)
-        un = Unprofiled(replay(g, scaled(scale), new, new_lat, None), new, scaled(scale), new_lat, source, k, model,
-                        settings, measured, "; ".join(n for n in (note, why) if n) or None, on, scale, anchor)
+        un = Unprofiled(replay(g, scaled(scale), new, new_lat, gap), new, scaled(scale), new_lat, gap, source, k,
+                        model, settings, measured, "; ".join(n for n in (note, why) if n) or None, on, scale, anchor)
         return un
 
     if target is None and issue is None:

@@ -150,7 +150,7 @@ def _graph_launch_cost(trace_launches: pl.DataFrame, acts: pl.DataFrame,
 
 def _changed(g, base_d: np.ndarray, base_len: np.ndarray, base_lat: np.ndarray, factors: np.ndarray, *,
              cpu_scale: float, launch_us: float | None, graph_cost: tuple[int | None, int] | None,
-             settings: dict[str, Any] | None = None, casts: Casts | None = None):
+             settings: dict[str, Any] | None = None, casts: Casts | None = None, base_gap: np.ndarray | None = None):
     """The replay of ``g`` from the given durations, piece lengths and launch latencies with the
     changes applied (the measured run's or the run without the profiler's); ``casts``: autocast's
     host work (at this run's cost per op event) and cast kernels, added before the scaling of the
@@ -166,7 +166,7 @@ def _changed(g, base_d: np.ndarray, base_len: np.ndarray, base_lat: np.ndarray, 
         piece_len[is_launch.to_numpy()] = 0
         piece_len[launch_rows.to_numpy()] = int(round(launch_us * 1000))
     lat = np.asarray(base_lat, np.float64).copy()
-    gap = g.acts["gap"].to_numpy().copy()
+    gap = (g.acts["gap"].to_numpy() if base_gap is None else base_gap).copy()
     if graph_cost is not None:
         n = graph_regions(g, piece_len, lat, gap, graph_cost[0], graph_cost[1])
         if settings is not None:
@@ -298,7 +298,7 @@ def predict(ctx: Context, g, sel, warnings, changes: WhatIfParams | None = None,
         None if graph_cost[0] is None else int(graph_cost[0] * un.model.remains["graph_launch"]),
         int(graph_cost[1] * un.model.remains["graph_launch"]))
     un_pred, _ = _changed(g, un.act_dur, un.piece_len, un.lat, factors, cpu_scale=cpu_scale, launch_us=launch_us,
-                          graph_cost=un_cost, casts=casts)
+                          graph_cost=un_cost, casts=casts, base_gap=un.gap)
     warnings = list(warnings) + unmatched
     for kept, what in ((kept_measured, "measured"), (keep, "predicted")):  # the steps left out are not reported
         overlap = overlapping_steps(kept, what)
