@@ -14,17 +14,17 @@ import sys
 
 # polars' allocator (jemalloc) keeps several arenas per core, and pages freed in one are not
 # reused by another; and it returns freed pages to the system only after 10 s, longer than most
-# runs: one arena. Freed pages returned at once lower the peaks, which come within a step (a decay
-# of 10 or 100 ms lowers none), at a system-time cost in proportion to the memory freed and used
-# again (pages faulted in anew). Below LARGE_TRACE_BYTES of JSON the fixed floor (interpreter,
-# polars' code) is a large part of the peak and that cost small; above it the tables are, the peak
-# stays far under the JSON's size with a 100 ms decay, and returning pages at once cost a fifth
-# more time; each thread's cache of freed blocks holds small ones only (4 KiB), which cost no time
-# measured here (the figures: docs/benchmarks.md, "Memory as a budget"). jemalloc reads this once, when
-# polars is first imported, so it is set before anything imports polars; a value already set wins.
+# runs: one arena. Freed pages returned at once lower the peaks a little (5-7 % from 47 MB of JSON
+# up), at a system-time cost in proportion to the memory freed and used again (pages faulted in
+# anew): nothing on a small trace, where the interpreter and polars' code are the peak, but a fifth
+# more time at 47 MB and half as much again at 184 MB. So at once only below LARGE_TRACE_BYTES, and
+# after 100 ms above (figures: docs/benchmarks.md, "Memory as a budget"); each thread's cache of
+# freed blocks holds small ones only (4 KiB), which cost no time measured here. jemalloc reads this
+# once, when polars is first imported, so it is set before anything imports polars; a value already
+# set wins.
 ALLOCATOR = "narenas:1,dirty_decay_ms:0,muzzy_decay_ms:0,tcache_max:4096"
 ALLOCATOR_LARGE = "narenas:1,background_thread:true,dirty_decay_ms:100,muzzy_decay_ms:0"
-LARGE_TRACE_BYTES = 512 << 20
+LARGE_TRACE_BYTES = 32 << 20
 
 
 def _json_bytes(arg: str) -> int:
