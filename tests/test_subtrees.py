@@ -109,3 +109,57 @@ def test_deep_nesting_and_overlapping_steps_are_linear(tmp_path):
     assert time.perf_counter() - t0 < 20
     assert ops.filter(pl.col("op") == "aten::lin0")["gpu_time_ns"].item() == 5000
     assert ops.filter(pl.col("op") == "aten::lin0")["calls"].item() == len(range(0, n, 3))
+
+
+def _swept_ops(seed: int, n: int = 400) -> pl.DataFrame:
+    """Random intervals on three threads (shared starts and ends, zero lengths, some overlapping
+    without nesting) with the nesting sweep's depth and parents, ids the row numbers."""
+    from nongemm_trace.link.nesting import op_tree
+
+    rng = random.Random(seed)
+    ts = [rng.choice([0, 0, 5, 10]) * 10 + rng.randrange(0, 400, rng.choice([1, 10, 50])) for _ in range(n)]
+    dur = [rng.choice([0, 1, 7, 30, 100, 300]) for _ in range(n)]
+    ops = pl.DataFrame({"op_id": pl.Series(range(n), dtype=pl.UInt32), "pid": ["1"] * n,
+                        "tid": [rng.choice(["7", "8", "9"]) for _ in range(n)], "ts_ns": ts, "dur_ns": dur})
+    ops = ops.with_columns((pl.col("ts_ns") + pl.col("dur_ns")).alias("end_ns"))
+    return op_tree(ops)[0]
+
+
+def _same(ops: pl.DataFrame) -> pl.DataFrame | None:
+    got, by_siblings = subtrees.subtree_ranges(ops), subtrees._ranges_by_siblings(ops)
+    assert (got is None) == (by_siblings is None)
+    if got is not None and by_siblings is not None:
+        assert_frame_equal(got, by_siblings, check_exact=True)
+    return got
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_ranges_by_time_are_the_siblings(seed):
+    """The ranges from the times (one search per op) are the sibling construction's, None included:
+    on the sweep's trees (in the loader's row order, and shuffled: the full sort), on ops that
+    overlap without nesting, and on parents or depths the sweep would not give (another thread's, a
+    loose op's, one later in the order, an id past the last row; a depth off by one)."""
+    rng = random.Random(seed)
+    ops = _swept_ops(seed, rng.choice([5, 60, 400]))
+    kids = ops.filter(pl.col("parent_id").is_not_null())
+    nested = not bool((kids["end_ns"] > ops["end_ns"].gather(kids["parent_id"])).any())
+    got = _same(ops)
+    if nested:
+        assert got is not None and subtrees._ranges_by_time(ops) is not None
+    # the same ops in another row order, renumbered
+    perm = list(range(ops.height))
+    rng.shuffle(perm)
+    back = pl.Series(perm).arg_sort()
+    moved = ops[perm].with_columns(pl.Series("op_id", range(ops.height), dtype=pl.UInt32),
+                                   back.gather(ops["parent_id"].gather(perm)).cast(pl.UInt32).alias("parent_id"))
+    _same(moved)
+    n = ops.height
+    for _ in range(3):
+        i, j = rng.randrange(n), rng.randrange(n)
+        parents = ops["parent_id"].to_list()
+        parents[i] = rng.choice([j, None, n, parents[j]])
+        _same(ops.with_columns(pl.Series("parent_id", parents, dtype=pl.UInt32)))
+        _same(ops.with_columns(pl.Series("tid", ops["tid"].to_list()[:i] + ["x"] + ops["tid"].to_list()[i + 1:])))
+        depths = ops["depth"].to_list()
+        depths[i] = rng.choice([None, 0, 1, (depths[i] or 0) + 1])
+        _same(ops.with_columns(pl.Series("depth", depths, dtype=pl.Int32)))
