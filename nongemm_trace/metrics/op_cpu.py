@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from ..core.frames import add_columns
+from ..core.frames import add_columns, int_scalar
 
 CPU_COLUMNS = ("cpu_time_ns", "self_cpu_time_ns")
 
@@ -41,13 +41,13 @@ def call_cpu_times(ops: pl.DataFrame, launches: pl.DataFrame | None = None,
     # table is let go as soon as the next is made (they were the measure stage's peak, all held at once)
     thread = (_code("pid").cast(pl.Int64) * (1 << 32) + _code("tid").cast(pl.Int64)).rank("dense").cast(pl.Int64)
     group = (thread * (1 << 32) + _code("name").cast(pl.Int64)).alias("_g")
-    order = ops.select("op_id", group, "ts_ns", "end_ns").sort(["_g", "ts_ns", "end_ns"],
-                                                               descending=[False, False, True], maintain_order=True)
-    inside = order.select(
-        "op_id", (pl.col("end_ns").cum_max().shift(1).over("_g") >= pl.col("end_ns")).fill_null(False).alias("_nested"))
-    del order
-    out = add_columns(ops.select("op_id", "dur_ns"), inside, "op_id")
-    del inside
+    keyed = ops.select(group, "ts_ns", "end_ns")
+    rows = _ordered(keyed)
+    # the flags are written back to the rows they were read from (the permutation): no join on the ids
+    nested = pl.repeat(False, ops.height, eager=True).scatter(rows, _nested(keyed[rows]))
+    del keyed, rows
+    out = ops.select("op_id", "dur_ns").with_columns(nested.alias("_nested"))
+    del nested
     # the columns first, then the rows: a filter of the whole op table copies every column of it
     # (340 MB at 1 GB of JSON, the measure stage's peak); the sums by the streaming engine, whose
     # scratch memory is a third of the in-memory group-by's
@@ -68,6 +68,44 @@ def call_cpu_times(ops: pl.DataFrame, launches: pl.DataFrame | None = None,
     )
 
 
+def _ordered(keyed: pl.DataFrame) -> pl.Series:
+    """The rows of ``keyed`` (``_g, ts_ns, end_ns``) group by group (the groups in any order), each
+    group's by start, longer first, then row. The loader's rows follow start and end on each thread
+    already, so the rows gathered per group (a group-by keeps each group's rows in order) are in that
+    order where a check finds them so: no sort (three sort keys, the ends descending, were a third
+    of the CPU times' cost, and a stable sort of the group alone half of what was left); else the
+    sort by all three."""
+    rows = keyed.select(pl.int_range(pl.len(), dtype=pl.Int64).alias("_r"), "_g").group_by("_g").agg("_r") \
+        .explode("_r")["_r"]
+    if not (keyed["ts_ns"].null_count() or keyed["end_ns"].null_count()):
+        g, ts, end = (keyed[c].gather(rows) for c in ("_g", "ts_ns", "end_ns"))
+        step = (g != g.shift(-1)) | (ts < ts.shift(-1)) | ((ts == ts.shift(-1)) & (end >= end.shift(-1)))
+        if bool(step.fill_null(True).all()):
+            return rows
+    return keyed.select(pl.arg_sort_by(["_g", "ts_ns", "end_ns"], descending=[False, False, True],
+                                       maintain_order=True)).to_series()
+
+
+def _nested(by_group: pl.DataFrame) -> pl.Series:
+    """Per row of ``by_group`` (``_g, ts_ns, end_ns`` in :func:`_ordered`'s order): an earlier row of
+    its group ends at or after its end. The running maximum of the ends within each group is one
+    running maximum over (group's rank along the rows, end) packed in an int64 (a window per group:
+    a hash of the groups); the window where the packed keys would overflow."""
+    g, end = by_group["_g"], by_group["end_ns"]
+    if by_group.height and not end.null_count():
+        rank = pl.select((g != g.shift()).fill_null(True).cum_sum().cast(pl.Int64)).to_series()
+        lo, hi = int_scalar(end.min()), int_scalar(end.max())
+        span = hi - lo + 1
+        if int_scalar(rank[-1]) * span + span < _INT64_MAX:
+            key = rank * span + (end - lo)
+            return pl.select((key.cum_max().shift(1) >= key).fill_null(False)).to_series()
+    return by_group.select((pl.col("end_ns").cum_max().shift(1).over("_g") >= pl.col("end_ns"))
+                           .fill_null(False)).to_series()
+
+
+_INT64_MAX = (1 << 63) - 1
+
+
 def _code(col: str) -> pl.Expr:
     """A text column's categorical code (u32): equal texts, equal codes."""
     return pl.col(col).cast(pl.Categorical).to_physical()
@@ -83,14 +121,49 @@ def in_window(ops: pl.DataFrame, lo: int | None, hi: int | None) -> pl.DataFrame
 
 def _interrupted(ops: pl.DataFrame, overhead: pl.DataFrame) -> pl.DataFrame:
     """``op_id, dur_ns``: for each overhead event, the innermost op (the latest start; the earliest end
-    at equal starts) whose range holds it, on any thread; an event inside no op is left out. A trace
-    holds one or two such events, so each is a filter over the ops."""
-    rows = []
-    for ts, dur in overhead.select("ts_ns", "dur_ns").iter_rows():
-        holding = ops.lazy().select("op_id", "ts_ns", "end_ns").filter(
-            (pl.col("ts_ns") <= ts) & (pl.col("end_ns") >= ts + dur)).sort(
-            ["ts_ns", "end_ns"], descending=[True, False]).head(1).collect()
-        if holding.height:
-            rows.append({"op_id": holding["op_id"][0], "dur_ns": int(dur)})
-    return pl.DataFrame(rows, schema={"op_id": ops.schema["op_id"], "dur_ns": pl.Int64}, orient="row") \
-        if rows else pl.DataFrame(schema={"op_id": ops.schema["op_id"], "dur_ns": pl.Int64})
+    at equal starts) whose range holds it, on any thread; an event inside no op is left out.
+
+    Only the ops that hold some event can be one: found for all events at once (the events by start,
+    the earliest end among those starting at or after an op's start), they are a few tens of 400 k;
+    each event is then paired with each of them (a filter of every op per event was 1.5 ms an
+    event, and a trace of 200 MB holds 30 events). Two holding ops of one start and end leave the
+    pick to the query over every op, as before (which of them it takes is its sort's)."""
+    events = overhead.select(pl.int_range(pl.len(), dtype=pl.Int64).alias("_e"), "ts_ns", "dur_ns").drop_nulls()
+    near = ops.select("op_id", pl.col("ts_ns").alias("_ots"), pl.col("end_ns").alias("_oend")).clear()
+    if events.height:
+        by_start = events.select("ts_ns", (pl.col("ts_ns") + pl.col("dur_ns")).alias("_end")).sort("ts_ns")
+        first_end = by_start["_end"].reverse().cum_min().reverse()
+        at = by_start["ts_ns"].search_sorted(ops["ts_ns"], "left").cast(pl.Int64)
+        holds = (at < by_start.height) & (first_end.gather(at.clip(upper_bound=by_start.height - 1)) <= ops["end_ns"])
+        near = ops.select("op_id", pl.col("ts_ns").alias("_ots"), pl.col("end_ns").alias("_oend")).filter(
+            holds & ops["ts_ns"].is_not_null() & ops["end_ns"].is_not_null())
+    if events.height * near.height > _PAIRS_AT_ONCE:  # very many of both: each event on its own
+        picks = [_innermost(near.rename({"_ots": "ts_ns", "_oend": "end_ns"}), ts, dur, 2).select(
+            pl.lit(e, pl.Int64).alias("_e"), pl.col("op_id"), pl.col("ts_ns").alias("_ots"),
+            pl.col("end_ns").alias("_oend")) for e, ts, dur in events.iter_rows()]
+        pairs = pl.concat([near.head(0).select(pl.lit(0, pl.Int64).alias("_e"), "op_id", "_ots", "_oend"), *picks])
+    else:
+        pairs = events.join(near, how="cross").filter(
+            (pl.col("_ots") <= pl.col("ts_ns")) & (pl.col("_oend") >= pl.col("ts_ns") + pl.col("dur_ns"))) \
+            .sort(["_e", "_ots", "_oend"], descending=[False, True, False]).select("_e", "op_id", "_ots", "_oend")
+    same = (pl.col("_e") == pl.col("_e").shift(-1)) & (pl.col("_ots") == pl.col("_ots").shift(-1)) \
+        & (pl.col("_oend") == pl.col("_oend").shift(-1))
+    first = pairs.with_columns(same.fill_null(False).alias("_tie")).filter(pl.col("_e").is_first_distinct()) \
+        .join(events, on="_e").sort("_e")
+    ties = first["_tie"].arg_true()
+    if ties.len():  # a tie of start and end: as the query over every op picks
+        chosen = [_innermost(ops, ts, dur, 1)["op_id"][0]
+                  for ts, dur in first[ties].select("ts_ns", "dur_ns").iter_rows()]
+        first = first.with_columns(first["op_id"].scatter(ties, chosen))
+    return first.select(pl.col("op_id").cast(ops.schema["op_id"]), pl.col("dur_ns").cast(pl.Int64))
+
+
+#: events x holding ops paired in one table at most (else each event is a query of its own)
+_PAIRS_AT_ONCE = 1 << 22
+
+
+def _innermost(ops: pl.DataFrame, ts, dur, k: int) -> pl.DataFrame:
+    """``op_id, ts_ns, end_ns`` of the first ``k`` ops holding ``[ts, ts + dur]``, innermost first."""
+    return ops.lazy().select("op_id", "ts_ns", "end_ns").filter(
+        (pl.col("ts_ns") <= ts) & (pl.col("end_ns") >= ts + dur)).sort(
+        ["ts_ns", "end_ns"], descending=[True, False]).head(k).collect()

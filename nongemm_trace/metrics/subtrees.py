@@ -133,7 +133,10 @@ def _ranges_by_time(ops: pl.DataFrame) -> pl.DataFrame | None:
     # the preorder (loose ops last; thread, start, longest first, row): where each thread's rows already
     # follow start and duration (the loader's order), a stable sort of the one integer key gives it
     key = (loose.cast(pl.Int64) * threads + thread).alias("_key")
-    order = pl.DataFrame([key]).select(pl.arg_sort_by("_key", maintain_order=True)).to_series().cast(pl.Int64)
+    # (the rows gathered per key by a group-by, which keeps each key's rows in order, the few keys sorted:
+    # a stable sort of the key itself was 25 ms for 400 k ops)
+    order = pl.DataFrame([key]).select(pl.int_range(pl.len(), dtype=pl.Int64).alias("_r"), "_key") \
+        .group_by("_key").agg("_r").sort("_key").explode("_r")["_r"]
     k_o, ts_o, dur_o = key.gather(order), ts.gather(order), dur.gather(order)
     in_order = pl.select(((k_o != k_o.shift(-1)) | (ts_o < ts_o.shift(-1))
                           | ((ts_o == ts_o.shift(-1)) & (dur_o >= dur_o.shift(-1)))).fill_null(True).all()).item()
