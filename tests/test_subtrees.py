@@ -163,3 +163,46 @@ def test_ranges_by_time_are_the_siblings(seed):
         depths = ops["depth"].to_list()
         depths[i] = rng.choice([None, 0, 1, (depths[i] or 0) + 1])
         _same(ops.with_columns(pl.Series("depth", depths, dtype=pl.Int32)))
+
+
+def _inclusive_plain(ranges: pl.DataFrame, acts: pl.DataFrame) -> pl.DataFrame:
+    """Two binary searches per op and category, every op."""
+    at = acts.select("category", "dur_ns", ranges[subtrees.POS].gather(acts["_row"]).alias("p")).sort(["category", "p"])
+    rows = pl.int_range(ranges.height, dtype=pl.Int64, eager=True).alias("_row")
+    out = []
+    for part in at.partition_by("category", maintain_order=True):
+        cum = pl.Series([0], dtype=pl.Int64).append(part["dur_ns"].cast(pl.Int64).cum_sum())
+        lo = part["p"].search_sorted(ranges[subtrees.POS], "left").cast(pl.Int64)
+        hi = part["p"].search_sorted(ranges[subtrees.END], "left").cast(pl.Int64)
+        got = pl.DataFrame({"_row": rows, "activities": hi - lo, "dur_ns": cum.gather(hi) - cum.gather(lo)})
+        out.append(got.filter(pl.col("activities") > 0).with_columns(
+            pl.lit(part["category"][0], part.schema["category"]).alias("category")))
+    return pl.concat(out).select("_row", "category", "activities", "dur_ns")
+
+
+def _outermost_plain(ranges: pl.DataFrame, names: pl.Series) -> list[bool]:
+    """An op is outermost of its name when no op of its name holds its range."""
+    pos, end, names_ = ranges[subtrees.POS].to_list(), ranges[subtrees.END].to_list(), names.to_list()
+    return [not any(names_[j] == names_[i] and pos[j] < pos[i] < end[j] for j in range(len(pos)))
+            for i in range(len(pos))]
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_inclusive_times_and_outermost_are_the_plain_ones(seed):
+    """Per op and category by running counts over the activities in position order (the ops with
+    none left out first) as by a search per op and category; the outermost op of each name as by
+    its definition."""
+    rng = random.Random(seed)
+    ops = _swept_ops(seed, rng.choice([5, 80]))
+    ranges = subtrees.subtree_ranges(ops)
+    assert ranges is not None
+    k = rng.choice([1, 10, 200])
+    acts = pl.DataFrame({"category": pl.Series([rng.choice(["gemm", "norm", "other", None]) for _ in range(k)],
+                                               dtype=pl.Categorical),
+                         "dur_ns": [rng.randint(1, 9) for _ in range(k)],
+                         "_row": [rng.randrange(ops.height) for _ in range(k)]})
+    assert_frame_equal(subtrees.inclusive_times(ranges, acts), _inclusive_plain(ranges, acts), check_exact=True)
+    names = pl.Series([rng.choice(["a", "b", None]) for _ in range(ops.height)])
+    got = subtrees.outermost_of_name(ranges, names).to_list()
+    want = _outermost_plain(ranges, names)
+    assert [g for g, nm in zip(got, names) if nm is not None] == [w for w, nm in zip(want, names) if nm is not None]

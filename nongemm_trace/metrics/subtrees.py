@@ -10,9 +10,10 @@ overlap, a deep recursion) made a hundred million rows from a 323 KB trace. Inst
   preorder of the tree the sweep built), and each op's descendants are the positions
   ``[pos, end)``; ``end`` is the position of the op's next sibling, or of its nearest
   ancestor's next sibling, found by pointer jumping (log2 of the depth rounds of gathers);
-* each activity gets its launching op's position; per category, the activities sorted by
-  position with a running sum of their durations give any op's count and time by two binary
-  searches (:func:`inclusive_times`).
+* each activity gets its launching op's position; the activities sorted by position give each
+  op's activities as a slice (two binary searches), and per category a running count and a
+  running sum of the durations over that order give its count and time in the slice
+  (:func:`inclusive_times`).
 
 Work and memory are linear in ops x categories plus activities, whatever the depth. The ranges
 are checked before they are used (leaves one position long, a first child right after its
@@ -232,24 +233,38 @@ def inclusive_times(ranges: pl.DataFrame, acts: pl.DataFrame) -> pl.DataFrame:
     """``_row`` (an op's row in the op table), ``category``, ``activities``, ``dur_ns``: per op and
     category, the activities launched by the op or any op below it and their summed duration; only
     the pairs with activities. ``acts``: ``category, dur_ns, _row`` (the launching op's row)."""
-    pos = ranges[POS]
-    at = acts.select("category", "dur_ns", pos.gather(acts["_row"]).alias(POS)).sort(["category", POS])
-    # only the ops with an activity in their range, found by one search over all categories: the
-    # others get nothing in any (five in six ops of a training step launch nothing, themselves or below)
-    every = at[POS].sort()
-    busy = (every.search_sorted(ranges[END], "left") > every.search_sorted(pos, "left")).arg_true()
-    starts, ends = pos.gather(busy), ranges[END].gather(busy)
+    pos, end = ranges[POS], ranges[END]
+    at = acts.select("category", pl.col("dur_ns").cast(pl.Int64), pos.gather(acts["_row"]).alias(POS)).sort(POS)
+    # each op's activities, all categories, are the positions [lo, hi) of the sorted table: two binary
+    # searches per op, once; only the ops with one there go on (five in six ops of a training step
+    # launch nothing, themselves or below)
+    lo_all, hi_all = at[POS].search_sorted(pos, "left"), at[POS].search_sorted(end, "left")
+    busy = (hi_all > lo_all).arg_true()
+    lo, hi = lo_all.gather(busy).cast(pl.Int64), hi_all.gather(busy).cast(pl.Int64)
+    del lo_all, hi_all
     rows = busy.cast(pl.Int64).alias("_row")
     out = []
-    for part in at.partition_by("category", maintain_order=True):
-        where = part[POS]
-        # the running sum, with a zero in front: the time of positions [lo, hi) is cum[hi] - cum[lo]
-        cum = pl.Series([0], dtype=pl.Int64).append(part["dur_ns"].cast(pl.Int64).cum_sum())
-        lo = where.search_sorted(starts, "left").cast(pl.Int64)
-        hi = where.search_sorted(ends, "left").cast(pl.Int64)
-        got = pl.DataFrame({"_row": rows, "activities": hi - lo, "dur_ns": cum.gather(hi) - cum.gather(lo)}) \
-            .filter(pl.col("activities") > 0)
-        out.append(got.with_columns(pl.lit(part["category"][0], part.schema["category"]).alias("category")))
+    # per category (in the order the categories sort), a running count and a running sum of the
+    # durations over that table, with a zero in front: the category's activities of an op are
+    # cum[hi] - cum[lo], gathers where a binary search per op and category was twice the time
+    for cat in at["category"].unique().sort():
+        mine = at["category"].eq_missing(pl.Series([cat], dtype=at.schema["category"]))
+        if at["dur_ns"].null_count():  # a running sum holds a null from one on: the category's own
+            part = at.filter(mine)
+            starts, ends = pos.gather(busy), end.gather(busy)
+            count_lo = part[POS].search_sorted(starts, "left").cast(pl.Int64)
+            count_hi = part[POS].search_sorted(ends, "left").cast(pl.Int64)
+            time = pl.Series([0], dtype=pl.Int64).append(part["dur_ns"].cum_sum())
+            got = pl.DataFrame({"_row": rows, "activities": count_hi - count_lo,
+                                "dur_ns": time.gather(count_hi) - time.gather(count_lo)})
+        else:
+            count = pl.Series([0], dtype=pl.Int64).append(mine.cast(pl.Int64).cum_sum())
+            time = pl.Series([0], dtype=pl.Int64).append(
+                pl.select(pl.when(mine).then(at["dur_ns"]).otherwise(0).cum_sum()).to_series())
+            got = pl.DataFrame({"_row": rows, "activities": count.gather(hi) - count.gather(lo),
+                                "dur_ns": time.gather(hi) - time.gather(lo)})
+        got = got.filter(pl.col("activities") > 0)
+        out.append(got.with_columns(pl.lit(cat, at.schema["category"]).alias("category")))
     if not out:
         return pl.DataFrame(schema={"_row": pl.Int64, "category": acts.schema["category"], "activities": pl.Int64,
                                     "dur_ns": pl.Int64})
@@ -260,15 +275,20 @@ def outermost_of_name(ranges: pl.DataFrame, names: pl.Series) -> pl.Series:
     """Per op row: no op above it has its name (``names``, one per row), so an activity below
     several ops of one name is counted once for that name, at the outermost."""
     n = ranges.height
-    df = pl.DataFrame({"n": names, POS: ranges[POS], END: ranges[END]}).with_columns(
-        pl.int_range(pl.len(), dtype=pl.Int64).alias("_row")).sort(["n", POS])
+    # each name's ops by position: the names read in position order, then the positions gathered per
+    # name by a group-by (which keeps each name's positions in that order; the names in any order): a
+    # sort of every op by name and position was half of this function's time
+    at = pl.zeros(n, pl.Int64, eager=True).scatter(ranges[POS], pl.int_range(n, dtype=pl.Int64, eager=True))
+    df = pl.DataFrame({"n": names.gather(at), POS: pl.int_range(n, dtype=pl.Int64, eager=True)}) \
+        .group_by("n").agg(POS).explode(POS)
     # ranges nest or are apart: an op is inside an earlier one of its name when the furthest end
     # among the earlier ones of its name lies past its start. The running maximum per name is one
     # running maximum over (name's rank, end) packed in an int64 (a window per name: a million
     # distinct step names made a million groups)
     rank = (pl.col("n") != pl.col("n").shift()).fill_null(True).cum_sum().cast(pl.Int64)
     span = n + 1
-    df = df.with_columns((rank * span).alias("_base"))
+    df = df.with_columns((rank * span).alias("_base"), ranges[END].gather(at).gather(df[POS]).alias(END))
     reach = (pl.col("_base") + pl.col(END)).cum_max().shift(1)
-    df = df.select("_row", (reach.is_null() | (reach < pl.col("_base") + pl.col(POS) + 1)).alias("_out"))
+    df = df.select(at.gather(df[POS]).alias("_row"),
+                   (reach.is_null() | (reach < pl.col("_base") + pl.col(POS) + 1)).alias("_out"))
     return pl.repeat(False, n, eager=True).scatter(df["_row"], df["_out"])
