@@ -37,15 +37,15 @@ def call_cpu_times(ops: pl.DataFrame, launches: pl.DataFrame | None = None,
     # at its end (starts ascending, longer first at equal starts, so a parent precedes its children)
     # (thread, name) as one int64: the thread's dense rank in the high half, the name's categorical
     # code in the low one (a struct of three strings ranked cost 100 MB at 200 MB of JSON, the
-    # measure stage's peak); only the four columns needed are taken before the sort, and each working
-    # table is let go as soon as the next is made (they were the measure stage's peak, all held at once)
+    # measure stage's peak); only the three columns needed are taken before they are ordered, and each
+    # working table is let go as soon as the next is made (they were the measure stage's peak, all held
+    # at once)
     thread = (_code("pid").cast(pl.Int64) * (1 << 32) + _code("tid").cast(pl.Int64)).rank("dense").cast(pl.Int64)
     group = (thread * (1 << 32) + _code("name").cast(pl.Int64)).alias("_g")
-    keyed = ops.select(group, "ts_ns", "end_ns")
-    rows = _ordered(keyed)
+    rows, by_group = _ordered(ops.select(group, "ts_ns", "end_ns"))
     # the flags are written back to the rows they were read from (the permutation): no join on the ids
-    nested = pl.repeat(False, ops.height, eager=True).scatter(rows, _nested(keyed[rows]))
-    del keyed, rows
+    nested = pl.repeat(False, ops.height, eager=True).scatter(rows, _nested(by_group))
+    del by_group, rows
     out = ops.select("op_id", "dur_ns").with_columns(nested.alias("_nested"))
     del nested
     # the columns first, then the rows: a filter of the whole op table copies every column of it
@@ -68,22 +68,25 @@ def call_cpu_times(ops: pl.DataFrame, launches: pl.DataFrame | None = None,
     )
 
 
-def _ordered(keyed: pl.DataFrame) -> pl.Series:
+def _ordered(keyed: pl.DataFrame) -> tuple[pl.Series, pl.DataFrame]:
     """The rows of ``keyed`` (``_g, ts_ns, end_ns``) group by group (the groups in any order), each
-    group's by start, longer first, then row. The loader's rows follow start and end on each thread
-    already, so the rows gathered per group (a group-by keeps each group's rows in order) are in that
-    order where a check finds them so: no sort (three sort keys, the ends descending, were a third
-    of the CPU times' cost, and a stable sort of the group alone half of what was left); else the
-    sort by all three."""
+    group's by start, longer first, then row, and ``keyed`` in that order. The loader's rows follow
+    start and end on each thread already, so the rows gathered per group (a group-by keeps each
+    group's rows in order) are in that order where a check finds them so: no sort (three sort keys,
+    the ends descending, were a third of the CPU times' cost, and a stable sort of the group alone
+    half of what was left); else the sort by all three."""
     rows = keyed.select(pl.int_range(pl.len(), dtype=pl.Int64).alias("_r"), "_g").group_by("_g").agg("_r") \
         .explode("_r")["_r"]
     if not (keyed["ts_ns"].null_count() or keyed["end_ns"].null_count()):
-        g, ts, end = (keyed[c].gather(rows) for c in ("_g", "ts_ns", "end_ns"))
+        by_group = keyed[rows]
+        g, ts, end = by_group["_g"], by_group["ts_ns"], by_group["end_ns"]
         step = (g != g.shift(-1)) | (ts < ts.shift(-1)) | ((ts == ts.shift(-1)) & (end >= end.shift(-1)))
         if bool(step.fill_null(True).all()):
-            return rows
-    return keyed.select(pl.arg_sort_by(["_g", "ts_ns", "end_ns"], descending=[False, False, True],
+            return rows, by_group
+        del by_group, g, ts, end
+    rows = keyed.select(pl.arg_sort_by(["_g", "ts_ns", "end_ns"], descending=[False, False, True],
                                        maintain_order=True)).to_series()
+    return rows, keyed[rows]
 
 
 def _nested(by_group: pl.DataFrame) -> pl.Series:
