@@ -135,17 +135,16 @@ def _same(ops: pl.DataFrame) -> pl.DataFrame | None:
 
 @pytest.mark.parametrize("seed", range(40))
 def test_ranges_by_time_are_the_siblings(seed):
-    """The ranges from the times (one search per op) are the sibling construction's, None included:
+    """The ranges from the times (one search per op) or the depths are the sibling construction's, None included:
     on the sweep's trees (in the loader's row order, and shuffled: the full sort), on ops that
     overlap without nesting, and on parents or depths the sweep would not give (another thread's, a
     loose op's, one later in the order, an id past the last row; a depth off by one)."""
     rng = random.Random(seed)
     ops = _swept_ops(seed, rng.choice([5, 60, 400]))
-    kids = ops.filter(pl.col("parent_id").is_not_null())
-    nested = not bool((kids["end_ns"] > ops["end_ns"].gather(kids["parent_id"])).any())
     got = _same(ops)
-    if nested:
-        assert got is not None and subtrees._ranges_by_time(ops) is not None
+    # the sweep's trees never reach the sibling construction: by the times, or where ops overlap
+    # without nesting, by the depths
+    assert got is not None and subtrees._ranges_by_time(ops) is not None
     # the same ops in another row order, renumbered
     perm = list(range(ops.height))
     rng.shuffle(perm)
@@ -206,3 +205,18 @@ def test_inclusive_times_and_outermost_are_the_plain_ones(seed):
     got = subtrees.outermost_of_name(ranges, names).to_list()
     want = _outermost_plain(ranges, names)
     assert [g for g, nm in zip(got, names) if nm is not None] == [w for w, nm in zip(want, names) if nm is not None]
+
+
+def test_overlapping_ops_take_their_ranges_from_the_depths():
+    """An op starting inside another and ending after it is its child (the sweep's), and so is an
+    op starting after the first ended but inside the second: the times alone would leave it out of
+    the first's range; the depths put it in."""
+    from nongemm_trace.link.nesting import op_tree
+
+    ops = pl.DataFrame({"op_id": pl.Series(range(3), dtype=pl.UInt32), "pid": ["1"] * 3, "tid": ["1"] * 3,
+                        "ts_ns": [0, 5, 12], "dur_ns": [10, 15, 3]})
+    ops = op_tree(ops.with_columns((pl.col("ts_ns") + pl.col("dur_ns")).alias("end_ns")))[0]
+    assert ops["parent_id"].to_list() == [None, 0, 0]
+    got = _same(ops)
+    assert got is not None and subtrees._ranges_by_time(ops) is not None
+    assert got[subtrees.END].to_list() == [3, 2, 3]

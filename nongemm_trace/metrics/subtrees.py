@@ -24,10 +24,11 @@ Where the op ids are the row numbers (the loader's tables), the ranges come firs
 alone (:func:`_ranges_by_time`): the nesting sweep puts into an op every later op of its thread
 that starts before it ends, so its range ends at the first position of its thread starting at or
 after its end, one binary search per op in place of the parent join, the two windows and the
-pointer-jumping rounds (0.4 s for 400 k ops). They are then checked against the parents (each op
-inside its parent's range, each range as long as its children's plus one: the ranges are then the
-subtrees, whatever made the parents), and where that fails (ops overlapping without nesting,
-parents from elsewhere) the sibling construction above decides, None included.
+pointer-jumping rounds (0.4 s for 400 k ops). They are then checked against the parents and
+depths (:func:`_subtrees`: the ranges are then the subtrees, whatever made the parents); where
+that fails because ops overlap without nesting, the ranges from the depths (:func:`_ends_by_depth`)
+are checked the same way, and where that fails too (parents from elsewhere) the sibling
+construction above decides, None included.
 """
 
 from __future__ import annotations
@@ -150,22 +151,56 @@ def _ranges_by_time(ops: pl.DataFrame) -> pl.DataFrame | None:
     # the inverse permutation, by one scatter (not a second sort)
     pos_of_row = pl.zeros(n, pl.Int64, eager=True).alias(POS).scatter(order, pl.int_range(n, dtype=pl.Int64,
                                                                                        eager=True))
-    # tree ops: (thread, start) packed in one int64, ascending along the order; an op's end searched there
     m = n - int(loose.sum())
-    end = pl.int_range(m + 1, n + 1, dtype=pl.Int64, eager=True)  # loose ops: one position
+    loose_end = pl.int_range(m + 1, n + 1, dtype=pl.Int64, eager=True)  # loose ops: one position
+
+    def checked(tree_end: pl.Series | None) -> pl.DataFrame | None:
+        if tree_end is None:
+            return None
+        end_of_row = pl.concat([tree_end, loose_end]).gather(pos_of_row).alias(END)
+        return pl.DataFrame([pos_of_row, end_of_row]) \
+            if _subtrees(parent, has_parent, ops["depth"], pos_of_row, end_of_row) else None
+
+    # tree ops: (thread, start) packed in one int64, ascending along the order; an op's end searched there
+    by_time: pl.Series | None = pl.Series(END, [], dtype=pl.Int64)
     if m:
         t_o = thread.gather(order.head(m))
         lo = int_scalar(ts_o.head(m).min())
         span = max(int_scalar((ts_o.head(m) + dur_o.head(m)).max()), int_scalar(ts_o.head(m).max())) - lo + 1
-        if threads * span >= _INT64_MAX:
-            return None
-        start_k = t_o * span + (ts_o.head(m) - lo)
-        end_k = start_k + dur_o.head(m)
-        end = start_k.search_sorted(end_k, "left").cast(pl.Int64).append(end)
-    end_of_row = end.gather(pos_of_row).alias(END)
-    if not _subtrees(parent, has_parent, ops["depth"], pos_of_row, end_of_row):
+        if threads * span < _INT64_MAX:
+            start_k = t_o * span + (ts_o.head(m) - lo)
+            by_time = start_k.search_sorted(start_k + dur_o.head(m), "left").cast(pl.Int64)
+        else:
+            by_time = None
+    got = checked(by_time)
+    if got is None and m:  # ops overlapping without nesting: the depths tell
+        got = checked(_ends_by_depth(ops["depth"].gather(order.head(m)).cast(pl.Int64)))
+    return got
+
+
+def _ends_by_depth(depth: pl.Series) -> pl.Series | None:
+    """Per position of the tree ops in preorder (``depth`` there: the sweep's, each op one level
+    below the last op before it one level up), one past its last descendant: the first later
+    position at its depth or above. Before each position ``j`` the ops at depths ``depth[j]`` to
+    ``depth[j - 1]`` end (all of them after the last position), so at each depth the ops and their
+    ends alternate, and the k-th op at a depth ends at the k-th end at that depth: both listed per
+    depth by a group-by (each depth's in position order), no search, no sort of the positions. An
+    op starting inside another and ending after it is still its child here, where the times put it
+    outside (None: the depths are not a preorder's)."""
+    m = depth.len()
+    below = pl.concat([depth.slice(1), pl.Series([0], dtype=pl.Int64)])  # the depth the next position opens at
+    ending = (depth - below + 1).clip(lower_bound=0)
+    upto = ending.cum_sum()
+    if int_scalar(upto[-1]) != m:
         return None
-    return pl.DataFrame([pos_of_row, end_of_row])
+    k = pl.int_range(m, dtype=pl.Int64, eager=True)
+    before = upto.search_sorted(k, "right").cast(pl.Int64)  # the k-th end: before position before + 1
+    level = depth.gather(before) - (k - (upto - ending).gather(before))
+    ends = pl.DataFrame({"d": level, "at": before + 1}).group_by("d").agg("at", pl.len()).sort("d")
+    opens = pl.DataFrame({"d": depth, "at": k}).group_by("d").agg("at", pl.len()).sort("d")
+    if not (ends["d"].equals(opens["d"]) and ends["len"].equals(opens["len"])):
+        return None
+    return pl.zeros(m, pl.Int64, eager=True).alias(END).scatter(opens["at"].explode(), ends["at"].explode())
 
 
 _INT64_MAX = (1 << 63) - 1
