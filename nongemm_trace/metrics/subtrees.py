@@ -104,16 +104,14 @@ def _ranges_by_siblings(ops: pl.DataFrame) -> pl.DataFrame | None:
 def _ranges_by_time(ops: pl.DataFrame) -> pl.DataFrame | None:
     """:func:`subtree_ranges` from the times, for op ids that are row numbers: each tree op's range
     ends at the first position of its thread whose op starts at or after its end (the sweep nests
-    every op starting inside another, after it in the order, below it); None where the parents are
-    not the sweep's (then :func:`_ranges_by_siblings` decides, giving None or the same ranges).
+    every op starting inside another, after it in the order, below it), or, where ops overlap
+    without nesting, from the depths (:func:`_ends_by_depth`); None where the parents are not the
+    sweep's (then :func:`_ranges_by_siblings` decides, giving None or the same ranges).
 
-    Checked against the parents, not trusted: each op's range lies inside its parent's, after the
-    parent's position, and is as long as its children's together plus one. Positions being a
-    permutation, that makes every range exactly its op's subtree (by induction from the leaves: the
-    children's ranges are disjoint, inside the parent's, and fill it but for its first position), so
-    the ranges are the ones the sibling construction gives, which holds for such a tree; the
+    Checked against the parents, not trusted (:func:`_subtrees`): ranges that pass are exactly the
+    subtrees, so they are the ones the sibling construction gives, which holds for such a tree; the
     parents on the op's thread and no loose op in the tree make that construction's groups (siblings
-    of one thread, loose ops alone) the tree's."""
+    of one thread, loose ops alone) the tree's, and the same preorder its positions."""
     n = ops.height
     if not is_row_index(ops["op_id"]):
         return None
@@ -132,6 +130,8 @@ def _ranges_by_time(ops: pl.DataFrame) -> pl.DataFrame | None:
     if bool((thread.gather(parent) != thread).any()):  # null where there is no parent: not counted
         return None
     ts, dur = ops["ts_ns"].cast(pl.Int64), ops["dur_ns"].cast(pl.Int64)
+    if ts.null_count() or dur.null_count():
+        return None  # ordered where the sort puts its nulls
     # the preorder (loose ops last; thread, start, longest first, row): where each thread's rows already
     # follow start and duration (the loader's order), a stable sort of the one integer key gives it
     key = (loose.cast(pl.Int64) * threads + thread).alias("_key")
