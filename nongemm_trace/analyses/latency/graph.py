@@ -32,7 +32,7 @@ import polars as pl
 from ...core.frames import add_columns, int_scalar, lookup_columns, per_value
 from ...load.graph_capture import capture_windows
 from ...schema import empty
-from .pieces import host_pieces, thread_codes
+from .pieces import BOUND, INDEX, KIND, host_pieces, thread_codes
 from .runtime import EVENT_RECORDS, SYNC_KINDS
 from .threads import with_thread_waits
 from .waits import DEPS_SCHEMA, dependencies, recorded_sync_targets
@@ -45,7 +45,8 @@ _VERSION_SUFFIX = r"_v\d{4,}$"
 class Graph:
     """The tables of one trace's dependency graph (times in int64 ns, measured)."""
 
-    pieces: pl.DataFrame   # row, thr, ts, end, kind, bound, category, op_id, launch_id, sync (row in syncs or null)
+    # row, thr, ts, end, kind, bound, category, op_id, launch_id, sync (row in syncs or null): dtypes in .pieces
+    pieces: pl.DataFrame
     # row, skey, pos, activity_id, name, category, class, ts, end, dur, lp (launch piece row), lat, gap, step,
     # backlog (queued behind the previous activity, with no launch call)
     acts: pl.DataFrame
@@ -231,10 +232,11 @@ def label_pieces(pieces: pl.DataFrame, op_cats: pl.DataFrame, launch_cats: pl.Da
     category = (pl.when(pl.col("k") == 1).then(pl.col("launch_category"))
                 .when(pl.col("k").is_in([3, 4])).then(unclassified).otherwise(own.fill_null(unclassified)))
     codes = p.select(kind.alias("k")).with_columns(p["is_wrapper"], p["category"], p["launch_category"])
-    codes = codes.select("k", category.alias("c"))
+    codes = codes.select(pl.col("k").cast(pl.UInt8), category.alias("c"))
     return p.select("row", "thr", "ts", "end").with_columns(
-        pl.Series("kind", _KINDS).gather(codes["k"]), pl.Series("bound", _BOUNDS).gather(codes["k"]),
-        names.rename("category").gather(codes["c"]), p["op_id"], p["launch_id"], p["sync"])
+        pl.Series("kind", _KINDS, KIND).gather(codes["k"]), pl.Series("bound", _BOUNDS, BOUND).gather(codes["k"]),
+        names.cast(pl.Enum(names)).rename("category").gather(codes["c"]), p["op_id"], p["launch_id"],
+        p["sync"].cast(INDEX))
 
 
 def capture_bound(pieces: pl.DataFrame, windows: pl.DataFrame, threads: pl.DataFrame) -> pl.DataFrame:

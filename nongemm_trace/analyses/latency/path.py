@@ -141,7 +141,10 @@ def _running_at(k: int, t: int, S: np.ndarray, stream_first: np.ndarray) -> int:
 
 
 def _codes(column: pl.Series) -> tuple[np.ndarray, pl.Series]:
-    """A text column as small codes and the sorted texts they index (an Enum of its own values)."""
+    """A text column as small codes and the sorted texts they index (an Enum of its own values); an
+    enum column (the pieces' labels) as its own codes and values."""
+    if isinstance(column.dtype, pl.Enum):
+        return column.to_physical().to_numpy(), column.dtype.categories
     names = column.unique().drop_nulls().sort()
     return column.cast(pl.Enum(names)).to_physical().to_numpy(), names
 

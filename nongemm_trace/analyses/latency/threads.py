@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from .pieces import locate
+from .pieces import INDEX, locate
 
 #: the shortest host piece read as a wait on another thread (shorter idle pieces are Python
 #: between ops; a hand-off to autograd's thread and back costs tens of microseconds alone)
@@ -87,7 +87,7 @@ def thread_waits(pieces: pl.DataFrame, threads: pl.DataFrame) -> pl.DataFrame:
         {"first_row": "piece", "a_row": "point", "b": "thr", "ts": "key"})
     fork = fork.join(p.select(pl.col("row").alias("piece"), pl.col("thr").alias("t2"), "kind"), on="piece").filter(
         (pl.col("t2") == pl.col("thr")) & (pl.col("kind") == "gap")).select(list(_SCHEMA))
-    return pl.concat([join.select(list(_SCHEMA)), fork]).cast(_SCHEMA)
+    return pl.concat([join.select(list(_SCHEMA)).cast(_SCHEMA), fork.cast(_SCHEMA)])
 
 
 def with_thread_waits(pieces: pl.DataFrame, syncs: pl.DataFrame, awaits: pl.DataFrame,
@@ -115,8 +115,8 @@ def with_thread_waits(pieces: pl.DataFrame, syncs: pl.DataFrame, awaits: pl.Data
     remap = new.filter(pl.col("old").is_not_null()).select(pl.col("old").alias("sync"), pl.col("sync").alias("new"))
     awaits = awaits.join(remap, on="sync").select(pl.col("new").alias("sync"), "act").sort(["sync", "act"])
     # pieces are numbered by position (``row`` = index): the marks are written to their rows
-    sync = pl.repeat(None, pieces.height, dtype=pl.Int64, eager=True).alias("sync")
+    sync = pl.repeat(None, pieces.height, dtype=INDEX, eager=True).alias("sync")
     waiting = new.filter(pl.col("kind") == "thread")["piece"]
     kind = pieces["kind"].scatter(waiting, "wait") if waiting.len() else pieces["kind"]
-    pieces = pieces.with_columns(sync.scatter(new["piece"], new["sync"]) if new.height else sync, kind)
+    pieces = pieces.with_columns(sync.scatter(new["piece"], new["sync"].cast(INDEX)) if new.height else sync, kind)
     return pieces, new.drop("old"), awaits

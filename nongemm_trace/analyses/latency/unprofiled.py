@@ -42,6 +42,7 @@ from ...errors import OptionError
 from ...models.latency import bound_of
 from .graph import Graph
 from .path import attribute
+from .pieces import KIND
 from .replay import Timeline, measured_piece_lengths, replay
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -143,9 +144,11 @@ def piece_kinds(g: Graph, graph_launch_ids: pl.Series) -> np.ndarray:
     replay of the calibration."""
     p = g.pieces.select("kind", "launch_id")
     graph = p["launch_id"].is_in(graph_launch_ids.implode()).fill_null(False) & (p["kind"] == "launch")
-    code = p["kind"].replace_strict(list(KIND_CODES), list(range(len(KIND_CODES))),
-                                    default=KIND_CODES.index("unknown"), return_dtype=pl.Int8)
-    return np.where(graph.to_numpy(), np.int8(KIND_CODES.index("graph_launch")), code.to_numpy())
+    # the kinds are an enum (:data:`.pieces.KIND`): each of its values' code, gathered by the pieces' codes
+    of_value = np.array([KIND_CODES.index(k) if k in KIND_CODES else KIND_CODES.index("unknown")
+                         for k in KIND.categories], np.int8)
+    code = of_value[p["kind"].cast(KIND).to_physical().to_numpy()]
+    return np.where(graph.to_numpy(), np.int8(KIND_CODES.index("graph_launch")), code)
 
 
 def removable(g: Graph, kinds: np.ndarray, lengths: np.ndarray, model: OverheadModel) -> np.ndarray:
