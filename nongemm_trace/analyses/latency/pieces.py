@@ -70,37 +70,52 @@ def host_pieces(ops: pl.DataFrame, calls: pl.DataFrame, op_thr: pl.Series, call_
 def _packed_pieces(ops: pl.DataFrame, calls: pl.DataFrame, op_thr: pl.Series, call_thr: pl.Series,
                    lo: int, span: int, n_thr: int) -> pl.DataFrame:
     """:func:`host_pieces` from packed keys and the C sweep (the op ids rise with the rows, so the
-    sweep's ties, by id, are the same by row position, which it is given as ids)."""
+    sweep's ties, by id, are the same by row position, which it is given as ids). Each array has a
+    slot per piece (or per op): each is dropped once read, and the times are taken from the keys
+    last (``key % span``: the time since the first), so few are alive at once."""
     base_o, base_c = op_thr.cast(pl.Int64) * span - lo, call_thr.cast(pl.Int64) * span - lo
     o_start, o_end = base_o + ops["ts_ns"], base_o + ops["end_ns"]
     c_start, c_end = base_c + calls["ts_ns"], base_c + calls["end_ns"]
+    del base_o, base_c
     k = pl.concat([o_start, o_end, c_start, c_end]).sort()
-    k = k.filter(k.diff().fill_null(1) != 0).rename("k")  # the boundaries, each once
+    # the boundaries, each once, in one chunk (a filter may cut its output in chunks): the columns made
+    # from these keys are then read as numpy arrays (the sweep, every replay) without a copy
+    k = k.filter(k.diff().fill_null(1) != 0).rename("k").rechunk()
     thr = (k // span).rename("thr")
-    nxt = k.shift(-1)
-    end_k = pl.select(pl.when(nxt // span == thr).then(nxt).otherwise(k)).to_series()
-    ts, end = (k - thr * span + lo).rename("ts"), (end_k - thr * span + lo).rename("end")
-    real = end_k > k
     # innermost op: the sweep's hit (a row of ``ops``) when it contains the whole piece
     rows = pl.int_range(ops.height, eager=True, dtype=pl.Int64)
     _, _, hit = fast_sweep.op_tree(o_start, o_end, -ops["dur_ns"], rows, op_thr, k, thr, n_thr)
+    del rows
+    thr = thr.cast(INDEX)
+    nxt = k.shift(-1)
+    end_k = pl.select(pl.when(nxt // span == thr).then(nxt).otherwise(k)).to_series()
+    del nxt
+    real = end_k > k
     h = hit.fill_null(0)
     inside = hit.is_not_null() & real & (o_start.gather(h) <= k) & (end_k <= o_end.gather(h))
+    del hit, o_start, o_end
     op_id = pl.select(pl.when(inside).then(ops["op_id"].gather(h))).to_series().rename("op_id")
-    del hit, h, inside, o_start, o_end, base_o
+    del h, inside
     # runtime calls are leaves that do not overlap on a thread: the call around a piece is the last one
     # started at or before it (placed at its first piece, carried forward), if it ends at or after the piece
-    order = c_start.arg_sort()
-    launch_id = pl.repeat(None, k.len(), dtype=calls.schema["launch_id"], eager=True)
     if calls.height:
-        last_call = pl.Series("c", [None], dtype=pl.Int64).extend_constant(None, k.len() - 1)
+        order = c_start.arg_sort().cast(INDEX)
+        last_call = pl.Series("c", [None], dtype=INDEX).extend_constant(None, k.len() - 1)
         first = k.search_sorted(c_start.gather(order), side="left")
-        last_call = last_call.scatter(first, order.cast(pl.Int64)).fill_null(strategy="forward")
+        last_call = last_call.scatter(first, order).fill_null(strategy="forward")
+        del order, first
         c = last_call.fill_null(0)
         around = last_call.is_not_null() & real & (c_end.gather(c) >= end_k)
         del last_call
         launch_id = pl.select(pl.when(around).then(calls["launch_id"].gather(c))).to_series()
-    return pl.DataFrame([pl.int_range(k.len(), eager=True, dtype=INDEX).alias("row"), thr.cast(INDEX), ts, end,
+        del c, around
+    else:
+        launch_id = pl.repeat(None, k.len(), dtype=calls.schema["launch_id"], eager=True)
+    ts = (k % span + lo).rename("ts")
+    del k
+    end = (end_k % span + lo).rename("end")
+    del end_k
+    return pl.DataFrame([pl.int_range(ts.len(), eager=True, dtype=INDEX).alias("row"), thr, ts, end,
                          op_id, launch_id.rename("launch_id")])
 
 

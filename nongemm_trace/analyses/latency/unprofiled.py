@@ -283,9 +283,13 @@ def without_profiler(ctx: Context, g: Graph, kept_steps: pl.DataFrame, *, step_u
     steps = kept_steps["step"]
 
     def terms(k: float) -> tuple[np.ndarray, np.ndarray]:
-        taken = np.minimum(cut * k, lengths)
+        # in place: a slot per host piece, and the calibration runs this many times
+        taken = np.multiply(cut, k)
+        np.minimum(taken, lengths, out=taken)
         # an activity that waited for its launch call starts as much earlier as the call got shorter
-        return np.rint(lengths - taken).astype(np.int64), np.where(waited, np.maximum(lat - taken[lp], 0.0), lat)
+        new_lat = np.where(waited, np.maximum(lat - taken[lp], 0.0), lat)
+        np.subtract(lengths, taken, out=taken)
+        return np.rint(taken, out=taken).astype(np.int64), new_lat
 
     def run(k: float, scale: float = 1.0) -> tuple[Timeline, np.ndarray]:
         new, new_lat = terms(k)
