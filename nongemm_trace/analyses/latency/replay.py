@@ -35,6 +35,8 @@ from ...metrics.period import step_periods
 from .graph import Graph
 
 _NEG = np.iinfo(np.int64).min // 4
+#: the host pieces a replay adds their waits to at once (a loop per block of pieces, not per piece)
+_BLOCK = 1 << 16
 
 
 @dataclass
@@ -78,7 +80,10 @@ def replay(g: Graph, act_dur: np.ndarray, piece_dur: np.ndarray, lat: np.ndarray
     V = np.maximum(U + W[act_seg], streams.X)
     E = C + _stream_cummax(skey, V)
     launch_t = np.where(launched, o_lp + W[gseg_lp], E - d)
-    o += W[gseg]  # the host pieces' starts, in place: a million pieces' arrays are most of a replay's peak
+    # the host pieces' starts, in place and by blocks (no gathered copy of every piece's wait): a million
+    # pieces' arrays are most of a replay's peak
+    for lo in range(0, len(o), _BLOCK):
+        o[lo:lo + _BLOCK] += W[gseg[lo:lo + _BLOCK]]
     del gseg
     return _assemble(g, d, E, launch_t, lat_v, gap, launched, o, starts)
 
