@@ -259,11 +259,11 @@ def without_profiler(ctx: Context, g: Graph, kept_steps: pl.DataFrame, *, step_u
     shapes = "input_dims" in ops.columns and bool(ops["input_dims"].is_not_null().any())
     settings = profiler_settings(trace.metadata, shapes)
     model = model or model_for(settings)
-    lengths = measured_piece_lengths(g)
     launches = trace.launches
     kinds = piece_kinds(g, launches.filter(pl.col("graph_launch"))["launch_id"] if "graph_launch" in launches.columns
                         else pl.Series([], dtype=pl.Int64))
-    cut = removable(g, kinds, lengths.astype(np.float64), model)
+    cut = removable(g, kinds, measured_piece_lengths(g).astype(np.float64), model)
+    del kinds
     cut = on_side_threads(g, cut, model)
     meta_step, meta_issue = measured_unprofiled(trace.metadata)
     target = float(step_us) if step_us is not None else meta_step
@@ -283,7 +283,9 @@ def without_profiler(ctx: Context, g: Graph, kept_steps: pl.DataFrame, *, step_u
     steps = kept_steps["step"]
 
     def terms(k: float) -> tuple[np.ndarray, np.ndarray]:
-        # in place: a slot per host piece, and the calibration runs this many times
+        # in place: a slot per host piece, and the calibration runs this many times; the measured lengths
+        # made anew each time (a subtraction), not kept alive through every replay
+        lengths = measured_piece_lengths(g)
         taken = np.multiply(cut, k)
         np.minimum(taken, lengths, out=taken)
         # an activity that waited for its launch call starts as much earlier as the call got shorter
