@@ -20,6 +20,9 @@ goes as on text: about half the bytes of the int64 and text columns they were.
 
 from __future__ import annotations
 
+from typing import Literal, cast
+
+import numpy as np
 import polars as pl
 
 from ...core.frames import appearance_codes, int_scalar
@@ -182,10 +185,17 @@ def locate(thr: pl.Series, ts: pl.Series, queries: list[tuple[pl.Series, pl.Seri
             cuts.append(cuts[-1] + t.len())
         times = [ranks.slice(a, b - a) for a, b in zip(cuts, cuts[1:])]
         ts, lo, span = times[0], 1, int(ranks.max())
-    key = thr.cast(pl.Int64) * span + ts - lo
+    # one array for the keys of every row, made in place with numpy (whose memory goes back to the system
+    # once freed; each step of a polars expression would make a column of its own)
+    key_np = thr.to_numpy().astype(np.int64)
+    key_np *= span
+    key_np -= lo
+    key_np += ts.to_numpy()
+    key = pl.Series(key_np)
     out = []
     for (q_thr, _, side, shift), q_t in zip(queries, times[1:]):
-        i = key.search_sorted(q_thr.cast(pl.Int64) * span + q_t - lo, side=side).cast(pl.Int64) + shift
+        i = key.search_sorted(q_thr.cast(pl.Int64) * span + q_t - lo,
+                              side=cast(Literal["left", "right"], side)).cast(pl.Int64) + shift
         i = pl.select(pl.when((i >= 0) & (i < thr.len())).then(i)).to_series()
         same = thr.gather(i) == q_thr
         out.append(pl.select(pl.when(same).then(i)).to_series())
