@@ -32,7 +32,7 @@ import polars as pl
 from ...core.frames import add_columns, int_scalar, lookup_columns, per_value
 from ...load.graph_capture import capture_windows
 from ...schema import empty
-from .pieces import host_pieces, thread_codes
+from .pieces import BOUND, INDEX, KIND, host_pieces, thread_codes
 from .runtime import EVENT_RECORDS, SYNC_KINDS
 from .threads import with_thread_waits
 from .waits import DEPS_SCHEMA, dependencies, recorded_sync_targets
@@ -45,7 +45,8 @@ _VERSION_SUFFIX = r"_v\d{4,}$"
 class Graph:
     """The tables of one trace's dependency graph (times in int64 ns, measured)."""
 
-    pieces: pl.DataFrame   # row, thr, ts, end, kind, bound, category, op_id, launch_id, sync (row in syncs or null)
+    # row, thr, ts, end, kind, bound, category, op_id, launch_id, sync (row in syncs or null): dtypes in .pieces
+    pieces: pl.DataFrame
     # row, skey, pos, activity_id, name, category, class, ts, end, dur, lp (launch piece row), lat, gap, step,
     # backlog (queued behind the previous activity, with no launch call)
     acts: pl.DataFrame
@@ -219,10 +220,11 @@ def label_pieces(pieces: pl.DataFrame, op_cats: pl.DataFrame, launch_cats: pl.Da
     names = pl.concat([s.unique().cast(pl.String) for s in (op_cats["category"], per_call["launch_category"],
                                                             pl.Series(["unclassified"]))])  # text or categorical
     names = names.drop_nulls().unique().sort()
-    code = {c: pl.col(c).cast(pl.Enum(names)).to_physical().cast(pl.Int64) for c in ("category", "launch_category")}
+    # codes as narrow as the enum's (a column of these per piece, until the labels are gathered)
+    code = {c: pl.col(c).cast(pl.Enum(names)).to_physical() for c in ("category", "launch_category")}
     p = lookup_columns(pieces, "op_id", op_cats.select("op_id", code["category"], "is_wrapper"), "op_id")
-    p = lookup_columns(p, "launch_id", _dense(per_call.select("launch_id", code["launch_category"], "sync"),
-                                              p["launch_id"]), "launch_id")
+    p = lookup_columns(p, "launch_id", _dense(per_call.select("launch_id", code["launch_category"],
+                                                              pl.col("sync").cast(INDEX)), p["launch_id"]), "launch_id")
     kind = (pl.when(pl.col("sync").is_not_null()).then(0).when(pl.col("launch_category").is_not_null()).then(1)
             .when(pl.col("launch_id").is_not_null()).then(2).when(pl.col("op_id").is_null()).then(3)
             .when(pl.col("is_wrapper").fill_null(False)).then(4).otherwise(5))
@@ -231,10 +233,10 @@ def label_pieces(pieces: pl.DataFrame, op_cats: pl.DataFrame, launch_cats: pl.Da
     category = (pl.when(pl.col("k") == 1).then(pl.col("launch_category"))
                 .when(pl.col("k").is_in([3, 4])).then(unclassified).otherwise(own.fill_null(unclassified)))
     codes = p.select(kind.alias("k")).with_columns(p["is_wrapper"], p["category"], p["launch_category"])
-    codes = codes.select("k", category.alias("c"))
+    codes = codes.select(pl.col("k").cast(pl.UInt8), category.alias("c"))
     return p.select("row", "thr", "ts", "end").with_columns(
-        pl.Series("kind", _KINDS).gather(codes["k"]), pl.Series("bound", _BOUNDS).gather(codes["k"]),
-        names.rename("category").gather(codes["c"]), p["op_id"], p["launch_id"], p["sync"])
+        pl.Series("kind", _KINDS, KIND).gather(codes["k"]), pl.Series("bound", _BOUNDS, BOUND).gather(codes["k"]),
+        names.cast(pl.Enum(names)).rename("category").gather(codes["c"]), p["op_id"], p["launch_id"], p["sync"])
 
 
 def capture_bound(pieces: pl.DataFrame, windows: pl.DataFrame, threads: pl.DataFrame) -> pl.DataFrame:
@@ -278,9 +280,15 @@ def build(ops: pl.DataFrame, calls: pl.DataFrame, activities: pl.DataFrame, step
     records, if any)."""
     if cuda_syncs is None:
         cuda_syncs = empty("cuda_syncs")
-    real_ops, real_calls = ops.filter(pl.col("dur_ns") > 0), calls.filter(pl.col("dur_ns") > 0)
+    # the columns the pieces are cut from, filtered only where some have no length (a filter copies every
+    # column it is given, kept or not)
+    when = ("pid", "tid", "ts_ns", "dur_ns", "end_ns")
+    real_ops, real_calls = (t.select(i, *when) for t, i in ((ops, "op_id"), (calls, "launch_id")))
+    real_ops, real_calls = (t if t.height == 0 or int_scalar(t["dur_ns"].min()) > 0 else t.filter(pl.col("dur_ns") > 0)
+                            for t in (real_ops, real_calls))
     threads, op_thr, call_thr = thread_codes(real_ops, real_calls)
     pieces = host_pieces(real_ops, real_calls, op_thr, call_thr)
+    del real_ops, real_calls, op_thr, call_thr
     # a call's first piece: where its id starts (only those rows are grouped: most pieces are not calls)
     starts_call = pl.col("launch_id").is_not_null() & pl.col("launch_id").ne_missing(pl.col("launch_id").shift(1))
     first_piece = pieces.filter(starts_call).group_by("launch_id").agg(pl.col("row").min().alias("lp"),

@@ -141,7 +141,10 @@ def _running_at(k: int, t: int, S: np.ndarray, stream_first: np.ndarray) -> int:
 
 
 def _codes(column: pl.Series) -> tuple[np.ndarray, pl.Series]:
-    """A text column as small codes and the sorted texts they index (an Enum of its own values)."""
+    """A text column as small codes and the sorted texts they index (an Enum of its own values); an
+    enum column (the pieces' labels) as its own codes and values."""
+    if isinstance(column.dtype, pl.Enum):
+        return column.to_physical().to_numpy(), column.dtype.categories
     names = column.unique().drop_nulls().sort()
     return column.cast(pl.Enum(names)).to_physical().to_numpy(), names
 
@@ -165,21 +168,29 @@ def _host_share(tl: Timeline, host: pl.DataFrame) -> pl.DataFrame:
     # pieces are numbered by position (``row`` = index): each stretch's pieces are rows p_lo..p_hi
     n = np.where((p_lo >= 0) & (p_hi >= p_lo), p_hi - p_lo + 1, 0)
     first = np.cumsum(n) - n
-    rows = np.arange(int(n.sum()), dtype=np.int64)
-    rows += np.repeat(p_lo - first, n)
-    # each covered piece's time inside its stretch (in place: these arrays have a slot per covered piece)
-    ns = tl.pieces["end"].to_numpy()[rows]
-    np.minimum(ns, np.repeat(hi, n), out=ns)
-    start = tl.pieces["ts"].to_numpy()[rows]
-    np.maximum(start, np.repeat(lo, n), out=start)
-    ns -= start
-    del start
+    full = n > 0
+    # the covered rows, one array: steps of 1, each stretch's first slot set so the running sum lands on its p_lo
+    rows = np.ones(int(n.sum()), np.int64)
+    if len(rows):
+        at, p0 = first[full], p_lo[full]
+        rows[at] = p0 - np.r_[0, (p0 + n[full] - 1)[:-1]]
+        np.cumsum(rows, out=rows)
+    # each covered piece's time inside its stretch (in place: these arrays have a slot per covered piece).
+    # A piece ends where the next one on its thread starts, and they start in order: only a stretch's
+    # first piece can start before it (clipped to ``lo``) and only its last end after it (to ``hi``)
+    ts, end = tl.pieces["ts"].to_numpy(), tl.pieces["end"].to_numpy()
+    ns = end[rows]
+    ns -= ts[rows]
+    ends = np.r_[first[full], (first + n - 1)[full]]
+    s_of = np.r_[np.flatnonzero(full), np.flatnonzero(full)]
+    r = rows[ends]
+    ns[ends] = np.minimum(end[r], hi[s_of]) - np.maximum(ts[r], lo[s_of])
     np.maximum(ns, 0, out=ns)
-    summed = np.r_[0, np.cumsum(ns)]
-    rest = pl.DataFrame({"step": step, "bound": "other", "category": "unclassified",
-                         "ns": hi - lo - (summed[first + n] - summed[first])},
+    covered = np.zeros(len(n), np.int64)
+    if len(rows):
+        covered[full] = np.add.reduceat(ns, first[full])
+    rest = pl.DataFrame({"step": step, "bound": "other", "category": "unclassified", "ns": hi - lo - covered},
                         schema=empty.schema)
-    del summed
     # one key per (stretch, bound, category), summed; a step's stretches are added up by the attribution
     b, b_names = _codes(tl.pieces["bound"])
     c, c_names = _codes(tl.pieces["category"])

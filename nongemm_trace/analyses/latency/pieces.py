@@ -9,10 +9,20 @@ directly, checked by gathers; the call around a piece from the calls' starts pla
 pieces' keys and carried forward. Where the C sweep is not built, the keys would overflow or
 op ids do not rise with their rows, the reference path (:func:`..link.nesting.innermost_containing`
 and a ``join_asof``) gives the same table; ``tests/test_latency_pieces.py`` compares the two.
+
+The table lives as long as the graph, through every replay, and is the largest the latency
+commands hold: its columns are as narrow as their values allow. Times stay int64 ns; row, thread and sync
+numbers are 32-bit (:data:`INDEX`: a trace has far fewer pieces and threads), the op and call ids
+keep their tables' UInt32, and the labels are enums (:data:`KIND`, :data:`BOUND`, the category an
+enum of the trace's own names), each of its values in text order, so sorting and comparing them
+goes as on text: about half the bytes of the int64 and text columns they were.
 """
 
 from __future__ import annotations
 
+from typing import Literal, cast
+
+import numpy as np
 import polars as pl
 
 from ...core.frames import appearance_codes, int_scalar
@@ -20,6 +30,13 @@ from ...link import fast_sweep
 from ...link.nesting import innermost_containing
 
 _INT64_MAX = (1 << 63) - 1
+
+#: a piece's kind (:mod:`.graph`; ``wait``: :mod:`.threads`) and bound (``capture``: a graph being
+#: captured), each listed in text order: an enum sorts by its list
+KIND = pl.Enum(sorted(("sync", "launch", "call", "gap", "wrapper", "op", "wait")))
+BOUND = pl.Enum(sorted(("sync", "launch", "cpu", "other", "capture")))
+#: the pieces' row, thread and sync numbers (rows of the pieces and the syncs, codes of the threads)
+INDEX = pl.Int32
 
 
 def thread_codes(ops: pl.DataFrame, calls: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series, pl.Series]:
@@ -34,7 +51,7 @@ def thread_codes(ops: pl.DataFrame, calls: pl.DataFrame) -> tuple[pl.DataFrame, 
     width = int_scalar(codes["t"].max() or 0) + 1 if codes.height else 1
     raw = (codes["p"] * width + codes["t"]).rename("raw")
     table = both.with_columns(raw).unique("raw").sort("raw").with_row_index("thr").with_columns(
-        pl.col("thr").cast(pl.Int64))
+        pl.col("thr").cast(INDEX))
     thr = raw.to_frame().join(table.select("raw", "thr"), on="raw", how="left", maintain_order="left")["thr"]
     return table.select("pid", "tid", "thr"), thr.slice(0, ops.height), thr.slice(ops.height)
 
@@ -56,37 +73,53 @@ def host_pieces(ops: pl.DataFrame, calls: pl.DataFrame, op_thr: pl.Series, call_
 def _packed_pieces(ops: pl.DataFrame, calls: pl.DataFrame, op_thr: pl.Series, call_thr: pl.Series,
                    lo: int, span: int, n_thr: int) -> pl.DataFrame:
     """:func:`host_pieces` from packed keys and the C sweep (the op ids rise with the rows, so the
-    sweep's ties, by id, are the same by row position, which it is given as ids)."""
+    sweep's ties, by id, are the same by row position, which it is given as ids). Each array has a
+    slot per piece (or per op): each is dropped once read, and the times are taken from the keys
+    last (``key % span``: the time since the first), so few are alive at once."""
     base_o, base_c = op_thr.cast(pl.Int64) * span - lo, call_thr.cast(pl.Int64) * span - lo
     o_start, o_end = base_o + ops["ts_ns"], base_o + ops["end_ns"]
     c_start, c_end = base_c + calls["ts_ns"], base_c + calls["end_ns"]
+    del base_o, base_c
     k = pl.concat([o_start, o_end, c_start, c_end]).sort()
-    k = k.filter(k.diff().fill_null(1) != 0).rename("k")  # the boundaries, each once
+    # the boundaries, each once, in one chunk (a filter may cut its output in chunks): the columns made
+    # from these keys are then read as numpy arrays (the sweep, every replay) without a copy
+    k = k.filter(k.diff().fill_null(1) != 0).rename("k").rechunk()
     thr = (k // span).rename("thr")
-    nxt = k.shift(-1)
-    end_k = pl.select(pl.when(nxt // span == thr).then(nxt).otherwise(k)).to_series()
-    ts, end = (k - thr * span + lo).rename("ts"), (end_k - thr * span + lo).rename("end")
-    real = end_k > k
     # innermost op: the sweep's hit (a row of ``ops``) when it contains the whole piece
     rows = pl.int_range(ops.height, eager=True, dtype=pl.Int64)
     _, _, hit = fast_sweep.op_tree(o_start, o_end, -ops["dur_ns"], rows, op_thr, k, thr, n_thr)
+    del rows
+    thr = thr.cast(INDEX)
+    nxt = k.shift(-1)
+    end_k = pl.select(pl.when(nxt // span == thr).then(nxt).otherwise(k)).to_series()
+    del nxt
+    real = end_k > k
     h = hit.fill_null(0)
     inside = hit.is_not_null() & real & (o_start.gather(h) <= k) & (end_k <= o_end.gather(h))
-    op_id = pl.select(pl.when(inside).then(ops["op_id"].gather(h).cast(pl.Int64))).to_series().rename("op_id")
+    del hit, o_start, o_end
+    op_id = pl.select(pl.when(inside).then(ops["op_id"].gather(h))).to_series().rename("op_id")
+    del h, inside
     # runtime calls are leaves that do not overlap on a thread: the call around a piece is the last one
     # started at or before it (placed at its first piece, carried forward), if it ends at or after the piece
-    order = c_start.arg_sort()
-    last_call = pl.Series("c", [None], dtype=pl.Int64).extend_constant(None, k.len() - 1)
     if calls.height:
+        order = c_start.arg_sort().cast(INDEX)
+        last_call = pl.Series("c", [None], dtype=INDEX).extend_constant(None, k.len() - 1)
         first = k.search_sorted(c_start.gather(order), side="left")
-        last_call = last_call.scatter(first, order.cast(pl.Int64)).fill_null(strategy="forward")
-    launch_id = last_call
-    if calls.height:
+        last_call = last_call.scatter(first, order).fill_null(strategy="forward")
+        del order, first
         c = last_call.fill_null(0)
         around = last_call.is_not_null() & real & (c_end.gather(c) >= end_k)
-        launch_id = pl.select(pl.when(around).then(calls["launch_id"].gather(c).cast(pl.Int64))).to_series()
-    return pl.DataFrame([pl.int_range(k.len(), eager=True, dtype=pl.Int64).alias("row"), thr, ts, end, op_id,
-                         launch_id.rename("launch_id")])
+        del last_call
+        launch_id = pl.select(pl.when(around).then(calls["launch_id"].gather(c))).to_series()
+        del c, around
+    else:
+        launch_id = pl.repeat(None, k.len(), dtype=calls.schema["launch_id"], eager=True)
+    ts = (k % span + lo).rename("ts")
+    del k
+    end = (end_k % span + lo).rename("end")
+    del end_k
+    return pl.DataFrame([pl.int_range(ts.len(), eager=True, dtype=INDEX).alias("row"), thr, ts, end,
+                         op_id, launch_id.rename("launch_id")])
 
 
 def reference_pieces(ops: pl.DataFrame, calls: pl.DataFrame, op_thr: pl.Series, call_thr: pl.Series) -> pl.DataFrame:
@@ -100,14 +133,14 @@ def reference_pieces(ops: pl.DataFrame, calls: pl.DataFrame, op_thr: pl.Series, 
     lo, hi = int_scalar(times["t"].min() or 0), int_scalar(times["t"].max() or 0)
     span = hi - lo + 1
     if times.height and (int_scalar(times["thr"].max()) + 1) * span < (1 << 62):  # one int64 key: one fast sort
-        key = (pl.col("thr") * span + (pl.col("t") - lo)).alias("k")
+        key = (pl.col("thr").cast(pl.Int64) * span + (pl.col("t") - lo)).alias("k")
         bounds = times.select(key).unique().sort("k").select((pl.col("k") // span).alias("thr"),
                                                              (pl.col("k") % span + lo).alias("t"))
     else:
         bounds = times.unique().sort(["thr", "t"])
     pieces = bounds.with_columns(pl.col("t").shift(-1).over("thr").alias("end")).rename({"t": "ts"})
     pieces = pieces.with_columns(pl.col("end").fill_null(pl.col("ts"))).with_row_index("row")
-    pieces = pieces.with_columns(pl.col("row").cast(pl.Int64))
+    pieces = pieces.with_columns(pl.col("row").cast(INDEX), pl.col("thr").cast(INDEX))
     names = pl.concat([op_iv.select("pid", "tid").with_columns(op_thr.alias("thr")),
                        calls.select("pid", "tid").with_columns(call_thr.alias("thr"))]).unique("thr")
     pts = pieces.filter(pl.col("end") > pl.col("ts")).join(names, on="thr").select(
@@ -120,14 +153,14 @@ def reference_pieces(ops: pl.DataFrame, calls: pl.DataFrame, op_thr: pl.Series, 
         starts, on="ts", by="thr", strategy="backward", check_sortedness=False).filter(
         pl.col("call_end") >= pl.col("end"))
     return pieces.select("row", "thr", "ts", "end").with_columns(
-        _scatter(n, in_op["qid"], in_op["op_id"], "op_id"),
-        _scatter(n, in_call["row"], in_call["launch_id"], "launch_id"))
+        _scatter(n, in_op["qid"], in_op["op_id"].cast(ops.schema["op_id"]), "op_id"),
+        _scatter(n, in_call["row"], in_call["launch_id"].cast(calls.schema["launch_id"]), "launch_id"))
 
 
 def _scatter(n: int, rows: pl.Series, values: pl.Series, name: str) -> pl.Series:
     """A column of ``n`` nulls with ``values`` at ``rows`` (a join on the row number, without the join)."""
-    out = pl.Series(name, [None], dtype=pl.Int64).extend_constant(None, n - 1) if n else pl.Series(name, [], pl.Int64)
-    return out.scatter(rows.cast(pl.Int64), values.cast(pl.Int64)) if rows.len() else out
+    out = pl.repeat(None, n, dtype=values.dtype, eager=True).alias(name)
+    return out.scatter(rows.cast(pl.Int64), values) if rows.len() else out
 
 
 def locate(thr: pl.Series, ts: pl.Series, queries: list[tuple[pl.Series, pl.Series, str, int]]) -> list[pl.Series]:
@@ -152,10 +185,17 @@ def locate(thr: pl.Series, ts: pl.Series, queries: list[tuple[pl.Series, pl.Seri
             cuts.append(cuts[-1] + t.len())
         times = [ranks.slice(a, b - a) for a, b in zip(cuts, cuts[1:])]
         ts, lo, span = times[0], 1, int(ranks.max())
-    key = thr.cast(pl.Int64) * span + ts - lo
+    # one array for the keys of every row, made in place with numpy (whose memory goes back to the system
+    # once freed; each step of a polars expression would make a column of its own)
+    key_np = thr.to_numpy().astype(np.int64)
+    key_np *= span
+    key_np -= lo
+    key_np += ts.to_numpy()
+    key = pl.Series(key_np)
     out = []
     for (q_thr, _, side, shift), q_t in zip(queries, times[1:]):
-        i = key.search_sorted(q_thr.cast(pl.Int64) * span + q_t - lo, side=side).cast(pl.Int64) + shift
+        i = key.search_sorted(q_thr.cast(pl.Int64) * span + q_t - lo,
+                              side=cast(Literal["left", "right"], side)).cast(pl.Int64) + shift
         i = pl.select(pl.when((i >= 0) & (i < thr.len())).then(i)).to_series()
         same = thr.gather(i) == q_thr
         out.append(pl.select(pl.when(same).then(i)).to_series())

@@ -35,6 +35,8 @@ from ...metrics.period import step_periods
 from .graph import Graph
 
 _NEG = np.iinfo(np.int64).min // 4
+#: the host pieces a replay adds their waits to at once (a loop per block of pieces, not per piece)
+_BLOCK = 1 << 16
 
 
 @dataclass
@@ -78,7 +80,10 @@ def replay(g: Graph, act_dur: np.ndarray, piece_dur: np.ndarray, lat: np.ndarray
     V = np.maximum(U + W[act_seg], streams.X)
     E = C + _stream_cummax(skey, V)
     launch_t = np.where(launched, o_lp + W[gseg_lp], E - d)
-    o += W[gseg]  # the host pieces' starts, in place: a million pieces' arrays are most of a replay's peak
+    # the host pieces' starts, in place and by blocks (no gathered copy of every piece's wait): a million
+    # pieces' arrays are most of a replay's peak
+    for lo in range(0, len(o), _BLOCK):
+        o[lo:lo + _BLOCK] += W[gseg[lo:lo + _BLOCK]]
     del gseg
     return _assemble(g, d, E, launch_t, lat_v, gap, launched, o, starts)
 
@@ -86,9 +91,10 @@ def replay(g: Graph, act_dur: np.ndarray, piece_dur: np.ndarray, lat: np.ndarray
 def _host_positions(g: Graph, piece_dur: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """``o`` (each piece's start on its thread before any wait: the thread's first start plus the lengths
     before it), ``gseg`` (its global segment: threads one after another, each with its syncs + 1
-    segments, a sync's piece closing one), the threads' first pieces and each thread's segment count.
-    Worked in place, each temporary freed once read: these arrays have one slot per host piece and a
-    replay runs many times (the calibration, every what-if)."""
+    segments, a sync's piece closing one: the syncs before it on the whole timeline plus its thread's
+    ordinal), the threads' first pieces and each thread's segment count. Worked in place, one
+    thread's slice at a time (a loop per thread, not per piece): these arrays have one slot per host
+    piece and a replay runs many times (the calibration, every what-if)."""
     p = g.pieces
     thr = p["thr"].to_numpy()
     n = len(thr)
@@ -96,29 +102,21 @@ def _host_positions(g: Graph, piece_dur: np.ndarray) -> tuple[np.ndarray, np.nda
         z = np.zeros(0, np.int64)
         return z, z, np.zeros(0, bool), z
     starts = np.r_[True, thr[1:] != thr[:-1]]
-    csum = np.cumsum(piece_dur)
-    csum -= piece_dur
-    o = np.where(starts, csum, _NEG)
-    np.maximum.accumulate(o, out=o)
-    np.subtract(csum, o, out=o)
-    del csum
-    origin = np.where(starts, p["ts"].to_numpy(), _NEG)
-    np.maximum.accumulate(origin, out=origin)
-    o += origin
-    del origin
-    is_sync = np.zeros(n, np.int64)
-    is_sync[g.syncs["piece"].to_numpy()] = 1
     thr_first = np.flatnonzero(starts)
-    n_seg_thr = np.add.reduceat(is_sync, thr_first) + 1
-    before = np.cumsum(is_sync)
-    before -= is_sync  # the syncs before each piece on the whole timeline
+    bounds = np.r_[thr_first, n]
+    o = np.cumsum(piece_dur, dtype=np.int64)
+    o -= piece_dur
+    shift = p["ts"].to_numpy()[thr_first] - o[thr_first]  # each thread from its first piece's start
+    for t in range(len(thr_first)):
+        o[bounds[t]:bounds[t + 1]] += shift[t]
+    is_sync = np.zeros(n, np.int8)  # summed as int64
+    is_sync[g.syncs["piece"].to_numpy()] = 1
+    n_seg_thr = np.add.reduceat(is_sync, thr_first, dtype=np.int64) + 1
+    gseg = np.cumsum(is_sync, dtype=np.int64)
+    gseg -= is_sync  # the syncs before each piece on the whole timeline
     del is_sync
-    gseg = np.where(starts, before, _NEG)
-    np.maximum.accumulate(gseg, out=gseg)
-    np.subtract(before, gseg, out=gseg)  # the segment on its thread
-    del before
-    base = np.r_[0, np.cumsum(n_seg_thr)[:-1]].astype(np.int64)
-    gseg += np.repeat(base, np.diff(np.r_[thr_first, n]))  # each thread's first segment, over its pieces
+    for t in range(1, len(thr_first)):
+        gseg[bounds[t]:bounds[t + 1]] += t
     return o, gseg, starts, n_seg_thr
 
 

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from .pieces import locate
+from .pieces import INDEX, locate
 
 #: the shortest host piece read as a wait on another thread (shorter idle pieces are Python
 #: between ops; a hand-off to autograd's thread and back costs tens of microseconds alone)
@@ -85,9 +85,12 @@ def thread_waits(pieces: pl.DataFrame, threads: pl.DataFrame) -> pl.DataFrame:
     # the fork: B's idle piece before its work waits for A's piece's start (when B had one)
     fork = w.select(pl.col("first_row") - 1, pl.col("a_row"), "b", "ts").rename(
         {"first_row": "piece", "a_row": "point", "b": "thr", "ts": "key"})
-    fork = fork.join(p.select(pl.col("row").alias("piece"), pl.col("thr").alias("t2"), "kind"), on="piece").filter(
-        (pl.col("t2") == pl.col("thr")) & (pl.col("kind") == "gap")).select(list(_SCHEMA))
-    return pl.concat([join.select(list(_SCHEMA)), fork]).cast(_SCHEMA)
+    # pieces are numbered by position (``row`` = index): B's piece gathered, not joined on every piece
+    fork = fork.filter(pl.col("piece") >= 0)
+    at_fork = fork["piece"]
+    fork = fork.filter((p["thr"].gather(at_fork) == fork["thr"]) & (p["kind"].gather(at_fork) == "gap")).select(
+        list(_SCHEMA))
+    return pl.concat([join.select(list(_SCHEMA)).cast(_SCHEMA), fork.cast(_SCHEMA)])
 
 
 def with_thread_waits(pieces: pl.DataFrame, syncs: pl.DataFrame, awaits: pl.DataFrame,
@@ -101,9 +104,9 @@ def with_thread_waits(pieces: pl.DataFrame, syncs: pl.DataFrame, awaits: pl.Data
     waits = thread_waits(pieces, threads).unique("piece", keep="first").join(
         syncs.select("piece"), on="piece", how="anti")
     if waits.height:
-        span = pieces.select(pl.col("row").alias("piece"), "ts", "end")
-        w = waits.join(span, on="piece").join(pieces.select(pl.col("row").alias("point"), pl.col("ts").alias("p_ts")),
-                                              on="point")
+        # pieces are numbered by position (``row`` = index): their times gathered, not joined on every piece
+        w = waits.with_columns(ts.gather(waits["piece"]).alias("ts"), pieces["end"].gather(waits["piece"]).alias("end"),
+                               ts.gather(waits["point"]).alias("p_ts"))
         w = w.select(pl.lit(None, pl.Int64).alias("sync"), "piece", (pl.col("piece") + 1).alias("end_piece"), "thr",
                      pl.lit("thread").alias("kind"), pl.lit(None, syncs.schema["launch_id"]).alias("launch_id"),
                      (pl.col("p_ts") - pl.col("end")).clip(lower_bound=0).alias("late"),
@@ -115,8 +118,8 @@ def with_thread_waits(pieces: pl.DataFrame, syncs: pl.DataFrame, awaits: pl.Data
     remap = new.filter(pl.col("old").is_not_null()).select(pl.col("old").alias("sync"), pl.col("sync").alias("new"))
     awaits = awaits.join(remap, on="sync").select(pl.col("new").alias("sync"), "act").sort(["sync", "act"])
     # pieces are numbered by position (``row`` = index): the marks are written to their rows
-    sync = pl.repeat(None, pieces.height, dtype=pl.Int64, eager=True).alias("sync")
+    sync = pl.repeat(None, pieces.height, dtype=INDEX, eager=True).alias("sync")
     waiting = new.filter(pl.col("kind") == "thread")["piece"]
     kind = pieces["kind"].scatter(waiting, "wait") if waiting.len() else pieces["kind"]
-    pieces = pieces.with_columns(sync.scatter(new["piece"], new["sync"]) if new.height else sync, kind)
+    pieces = pieces.with_columns(sync.scatter(new["piece"], new["sync"].cast(INDEX)) if new.height else sync, kind)
     return pieces, new.drop("old"), awaits

@@ -42,6 +42,7 @@ from ...errors import OptionError
 from ...models.latency import bound_of
 from .graph import Graph
 from .path import attribute
+from .pieces import KIND
 from .replay import Timeline, measured_piece_lengths, replay
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -143,9 +144,11 @@ def piece_kinds(g: Graph, graph_launch_ids: pl.Series) -> np.ndarray:
     replay of the calibration."""
     p = g.pieces.select("kind", "launch_id")
     graph = p["launch_id"].is_in(graph_launch_ids.implode()).fill_null(False) & (p["kind"] == "launch")
-    code = p["kind"].replace_strict(list(KIND_CODES), list(range(len(KIND_CODES))),
-                                    default=KIND_CODES.index("unknown"), return_dtype=pl.Int8)
-    return np.where(graph.to_numpy(), np.int8(KIND_CODES.index("graph_launch")), code.to_numpy())
+    # the kinds are an enum (:data:`.pieces.KIND`): each of its values' code, gathered by the pieces' codes
+    of_value = np.array([KIND_CODES.index(k) if k in KIND_CODES else KIND_CODES.index("unknown")
+                         for k in KIND.categories], np.int8)
+    code = of_value[p["kind"].cast(KIND).to_physical().to_numpy()]
+    return np.where(graph.to_numpy(), np.int8(KIND_CODES.index("graph_launch")), code)
 
 
 def removable(g: Graph, kinds: np.ndarray, lengths: np.ndarray, model: OverheadModel) -> np.ndarray:
@@ -256,11 +259,11 @@ def without_profiler(ctx: Context, g: Graph, kept_steps: pl.DataFrame, *, step_u
     shapes = "input_dims" in ops.columns and bool(ops["input_dims"].is_not_null().any())
     settings = profiler_settings(trace.metadata, shapes)
     model = model or model_for(settings)
-    lengths = measured_piece_lengths(g)
     launches = trace.launches
     kinds = piece_kinds(g, launches.filter(pl.col("graph_launch"))["launch_id"] if "graph_launch" in launches.columns
                         else pl.Series([], dtype=pl.Int64))
-    cut = removable(g, kinds, lengths.astype(np.float64), model)
+    cut = removable(g, kinds, measured_piece_lengths(g).astype(np.float64), model)
+    del kinds
     cut = on_side_threads(g, cut, model)
     meta_step, meta_issue = measured_unprofiled(trace.metadata)
     target = float(step_us) if step_us is not None else meta_step
@@ -280,9 +283,15 @@ def without_profiler(ctx: Context, g: Graph, kept_steps: pl.DataFrame, *, step_u
     steps = kept_steps["step"]
 
     def terms(k: float) -> tuple[np.ndarray, np.ndarray]:
-        taken = np.minimum(cut * k, lengths)
+        # in place: a slot per host piece, and the calibration runs this many times; the measured lengths
+        # made anew each time (a subtraction), not kept alive through every replay
+        lengths = measured_piece_lengths(g)
+        taken = np.multiply(cut, k)
+        np.minimum(taken, lengths, out=taken)
         # an activity that waited for its launch call starts as much earlier as the call got shorter
-        return np.rint(lengths - taken).astype(np.int64), np.where(waited, np.maximum(lat - taken[lp], 0.0), lat)
+        new_lat = np.where(waited, np.maximum(lat - taken[lp], 0.0), lat)
+        np.subtract(lengths, taken, out=taken)
+        return np.rint(taken, out=taken).astype(np.int64), new_lat
 
     def run(k: float, scale: float = 1.0) -> tuple[Timeline, np.ndarray]:
         new, new_lat = terms(k)

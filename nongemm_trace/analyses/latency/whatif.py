@@ -159,7 +159,11 @@ def _changed(g, base_d: np.ndarray, base_len: np.ndarray, base_lat: np.ndarray, 
     if casts is not None:
         base_len = base_len + casts.host_extra(g, base_len)
         new_d = new_d + casts.device_extra(len(new_d))
-    piece_len = np.rint(base_len * float(cpu_scale)).astype(np.int64)
+    # in place, and the lengths given dropped once scaled: a slot per host piece each, alive through the replay
+    scaled = np.multiply(base_len, float(cpu_scale))
+    del base_len
+    piece_len = np.rint(scaled, out=scaled).astype(np.int64)
+    del scaled
     if launch_us is not None:
         is_launch = (g.pieces["kind"] == "launch").fill_null(False)  # a mask: no text array of every piece
         launch_rows = g.pieces.filter(is_launch).group_by("launch_id").agg(pl.col("row").min())["row"]
