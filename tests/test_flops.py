@@ -228,3 +228,21 @@ def test_rates_above_the_roof_carry_a_caveat(capsys):
     assert main(["flops", str(path)]) == 0
     note = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("% roof > 100"))
     assert over and all(op in note for op in over[:3])
+
+
+def test_formulas_run_once_per_call_signature(monkeypatch):
+    """A loop repeats its shapes every step: the formulas (Python per parsed call) run once per
+    distinct (name, kind, recorded inputs), and every call still gets its row."""
+    import nongemm_trace.analyses.flops as flops_mod
+
+    shared()
+    parsed = []
+    real = OpCall.parse
+
+    def counting(*args):
+        parsed.append(args)
+        return real(*args)
+
+    monkeypatch.setattr(flops_mod.OpCall, "parse", staticmethod(counting))
+    rep = flops_analysis(SHARED / "h200" / "bert_base_train_bs8_s128__eager.json.gz")
+    assert len(parsed) == len(set(parsed)) and 0 < len(parsed) < rep.calls.height / 3

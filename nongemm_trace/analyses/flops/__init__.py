@@ -24,6 +24,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import polars as pl
 
 from ...classify.ladder import call_category
@@ -104,36 +105,7 @@ def flops_of(sel: Selection, ctx: Context, device_spec: str | None = None) -> Fl
         # a call that owns no GPU time (it launched nothing) counts where analyze's rule puts the call
         pl.coalesce("_held", call_category(ctx.taxonomy.semantics.generic_categories), "kind").alias("category"))
 
-    rows = []
-    for r in chosen.select("op_id", "name", "category", "kind", "counted", "input_dims", "input_type",
-                           "concrete_inputs", "time_ns", "kernels").iter_rows(named=True):
-        call = OpCall.parse(r["name"], r["input_dims"], r["input_type"], r["concrete_inputs"])
-        res, how = None, "none"
-        if r["counted"]:
-            formula = lookup(r["name"])
-            assert formula is not None  # counted: it has one
-            res = formula(call)
-            how = "formula" if res else "formula (shapes missing)"
-        if res is None and r["kind"] not in ("gemm", "attention"):
-            res = category_estimate(call, r["kind"])
-            how = f"estimate ({r['kind']})" if res else how
-        prec = _PRECISION.get(call.types[call.tensor_inputs()[0]] if call.tensor_inputs() else "", None)
-        if prec == "fp32" and any(("tf32" in (k or "").lower() or "tensorop" in (k or ""))
-                                  for k in (r["kernels"] or [])):
-            prec = "tf32"  # cuDNN / cuBLAS ran the fp32 op on TF32 tensor cores
-        s, k = _spatial(call)
-        t_min = None  # the roofline's time for this call: max(compute time at peak, memory time at peak)
-        if device is not None and res is not None:
-            peak = device.peak_flops(prec or "fp32") or device.peak_flops("fp32")
-            t_min = max(res[0] / peak if peak else 0.0, res[1] / (device.memory_tbps * 1e12)) * 1e9
-        rows.append((r["op_id"], r["name"], r["category"], res[0] if res else None, res[1] if res else None,
-                     int(r["time_ns"] or 0), how, prec, s, k, "\n".join(sorted(r["kernels"] or [])[:3]), t_min,
-                     None if res is None or device is None else
-                     (res[0] / (device.peak_flops(prec or "fp32") or 1)) >= res[1] / (device.memory_tbps * 1e12)))
-    per_call = pl.DataFrame(rows, schema={
-        "op_id": calls.schema["op_id"], "op": pl.Utf8, "category": pl.Utf8, "flops": pl.Int64, "bytes": pl.Int64,
-        "time_ns": pl.Int64, "formula": pl.Utf8, "precision": pl.Utf8, "S": pl.Float64, "K": pl.Float64,
-        "kernels": pl.Utf8, "roofline_ns": pl.Float64, "compute_bound": pl.Boolean}, orient="row")
+    per_call = _per_call(chosen, device)
     tax_class = dict(acts.select("category", "class").unique().iter_rows())
     have = per_call.filter(pl.col("flops").is_not_null())
     no_formula = per_call.filter(pl.col("flops").is_null()).group_by("op").agg(
@@ -165,6 +137,69 @@ def flops_of(sel: Selection, ctx: Context, device_spec: str | None = None) -> Fl
     fits = fit_models([dict(r) for r in shapes.iter_rows(named=True)])
     equal = _equal_flops(gemm_calls)
     return FlopsReport(str(path), device, ops, cats, classes, per_call, no_formula, fits, equal, warnings)
+
+
+#: what decides a call's formula, estimate, precision and spatial sizes (equal signatures, equal answers)
+_SIGNATURE = ("name", "kind", "counted", "input_dims", "input_type", "concrete_inputs")
+
+
+def _per_call(chosen: pl.DataFrame, device: Any) -> pl.DataFrame:
+    """One row per chosen call: its FLOPs and bytes (formula or category estimate), precision, spatial
+    sizes, first kernels and roofline time. The formulas are Python functions of the parsed call, run
+    once per distinct signature (name, kind, recorded inputs): a loop repeats its shapes every step, so
+    a 200 MB training trace holds 33,000 such calls and a few hundred signatures; the rest is columns."""
+    sigs = chosen.select(*_SIGNATURE).unique(maintain_order=True)
+    answers = []
+    for r in sigs.iter_rows(named=True):
+        call = OpCall.parse(r["name"], r["input_dims"], r["input_type"], r["concrete_inputs"])
+        res, how = None, "none"
+        if r["counted"]:
+            formula = lookup(r["name"])
+            assert formula is not None  # counted: it has one
+            res = formula(call)
+            how = "formula" if res else "formula (shapes missing)"
+        if res is None and r["kind"] not in ("gemm", "attention"):
+            res = category_estimate(call, r["kind"])
+            how = f"estimate ({r['kind']})" if res else how
+        inputs = call.tensor_inputs()
+        spatial, kernel = _spatial(call)
+        answers.append((res[0] if res else None, res[1] if res else None, how,
+                        _PRECISION.get(call.types[inputs[0]] if inputs else "", None), spatial, kernel))
+    found = pl.DataFrame(answers, schema={"flops": pl.Int64, "bytes": pl.Int64, "formula": pl.Utf8,
+                                          "_prec": pl.Utf8, "S": pl.Float64, "K": pl.Float64}, orient="row")
+    calls = chosen.select("op_id", "name", "category", *_SIGNATURE[1:], "time_ns", "kernels").join(
+        pl.concat([sigs, found], how="horizontal"), on=list(_SIGNATURE), how="left", nulls_equal=True,
+        maintain_order="left")
+    kernels = pl.col("kernels").cast(pl.List(pl.String))
+    # cuDNN / cuBLAS ran the fp32 op on TF32 tensor cores
+    tf32 = kernels.list.eval(pl.element().str.to_lowercase().str.contains("tf32", literal=True)
+                             | pl.element().str.contains("tensorop", literal=True)).list.any().fill_null(False)
+    calls = calls.with_columns(pl.when((pl.col("_prec") == "fp32") & tf32).then(pl.lit("tf32"))
+                               .otherwise(pl.col("_prec")).alias("precision"))
+    roof = pl.Series("roofline_ns", [None] * calls.height, dtype=pl.Float64)
+    bound = pl.Series("compute_bound", [None] * calls.height, dtype=pl.Boolean)
+    if device is not None and calls.height:
+        # numpy's true division, as the per-call Python arithmetic it replaces (polars divides by a
+        # constant through its reciprocal: the last digit of a roofline time moved)
+        prec = calls["precision"].fill_null("fp32")
+        names = [*prec.unique().to_list(), "fp32"]
+        # the roofline's peak falls back to fp32's; the compute-bound test's to 1
+        peak = prec.replace_strict({n: float(device.peak_flops(n) or device.peak_flops("fp32") or 0.0)
+                                    for n in names}, return_dtype=pl.Float64).to_numpy()
+        bound_peak = prec.replace_strict({n: float(device.peak_flops(n) or 1) for n in names},
+                                         return_dtype=pl.Float64).to_numpy()
+        has = calls["flops"].is_not_null().to_numpy()
+        flops = calls["flops"].cast(pl.Float64).fill_null(0.0).to_numpy()
+        mem = calls["bytes"].cast(pl.Float64).fill_null(0.0).to_numpy() / (device.memory_tbps * 1e12)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            per_flop = np.where(peak != 0, flops / np.where(peak != 0, peak, 1.0), 0.0)
+            roof = pl.Series("roofline_ns", np.where(has, np.maximum(per_flop, mem) * 1e9, np.nan)).fill_nan(None)
+            bound = pl.Series("compute_bound", flops / bound_peak >= mem).set(pl.Series(~has), None)
+    return calls.select(
+        "op_id", pl.col("name").cast(pl.String).alias("op"), pl.col("category").cast(pl.String), "flops", "bytes",
+        pl.col("time_ns").fill_null(0).cast(pl.Int64), "formula", "precision", "S", "K",
+        kernels.list.sort().list.head(3).list.join("\n").fill_null("").alias("kernels"),
+        roof, bound)
 
 
 def _spatial(c: OpCall) -> tuple[float | None, float | None]:
