@@ -78,3 +78,26 @@ def test_locate_is_the_as_of_join_by_thread():
             want = qq.join_asof(rr, on="t", by="thr", strategy=strategy, allow_exact_matches=exact,
                                 check_sortedness=False)["row"]
             assert g.to_list() == want.to_list(), (first, last, strategy, exact)
+
+
+def test_host_positions_are_the_same_whatever_the_block(monkeypatch):
+    """The replay places each thread's pieces a block of pieces at a time (no loop per thread: a trace
+    may hold a thread per op): blocks that cut threads anywhere give the positions of one block, on a
+    training trace with a main and a backward thread and syncs."""
+    import numpy as np
+
+    from nongemm_trace.analyses.latency import replay as replay_mod
+    from nongemm_trace.analyses.latency.replay import measured_piece_lengths
+
+    _, g, _, _ = graph_of(shared("h200", "bert_base_train_bs8_s128__eager.json.gz"))
+    assert g.pieces["thr"].n_unique() >= 2 and g.syncs.height
+    lengths = measured_piece_lengths(g)
+    monkeypatch.setattr(replay_mod, "_BLOCK", g.pieces.height + 1)
+    whole = replay_mod._host_positions(g, lengths)
+    monkeypatch.setattr(replay_mod, "_BLOCK", 7)
+    cut = replay_mod._host_positions(g, lengths)
+    for a, b in zip(whole, cut):
+        assert np.array_equal(a, b)
+    # each thread starts where its first piece starts
+    o, _, starts, _ = cut
+    assert np.array_equal(o[starts], g.pieces["ts"].to_numpy()[starts])

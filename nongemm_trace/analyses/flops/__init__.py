@@ -176,8 +176,8 @@ def _per_call(chosen: pl.DataFrame, device: Any) -> pl.DataFrame:
                              | pl.element().str.contains("tensorop", literal=True)).list.any().fill_null(False)
     calls = calls.with_columns(pl.when((pl.col("_prec") == "fp32") & tf32).then(pl.lit("tf32"))
                                .otherwise(pl.col("_prec")).alias("precision"))
-    roof = pl.Series("roofline_ns", [None] * calls.height, dtype=pl.Float64)
-    bound = pl.Series("compute_bound", [None] * calls.height, dtype=pl.Boolean)
+    roof = pl.repeat(None, calls.height, dtype=pl.Float64, eager=True).alias("roofline_ns")
+    bound = pl.repeat(None, calls.height, dtype=pl.Boolean, eager=True).alias("compute_bound")
     if device is not None and calls.height:
         # numpy's true division, as the per-call Python arithmetic it replaces (polars divides by a
         # constant through its reciprocal: the last digit of a roofline time moved)

@@ -92,9 +92,10 @@ def _host_positions(g: Graph, piece_dur: np.ndarray) -> tuple[np.ndarray, np.nda
     """``o`` (each piece's start on its thread before any wait: the thread's first start plus the lengths
     before it), ``gseg`` (its global segment: threads one after another, each with its syncs + 1
     segments, a sync's piece closing one: the syncs before it on the whole timeline plus its thread's
-    ordinal), the threads' first pieces and each thread's segment count. Worked in place, one
-    thread's slice at a time (a loop per thread, not per piece): these arrays have one slot per host
-    piece and a replay runs many times (the calibration, every what-if)."""
+    ordinal), the threads' first pieces and each thread's segment count. Worked in place, a block of
+    :data:`_BLOCK` pieces at a time (each piece's thread ordinal made per block, not as an array of
+    every piece, and no loop per thread: a trace may hold a thread per op): these arrays have one
+    slot per host piece and a replay runs many times (the calibration, every what-if)."""
     p = g.pieces
     thr = p["thr"].to_numpy()
     n = len(thr)
@@ -103,20 +104,22 @@ def _host_positions(g: Graph, piece_dur: np.ndarray) -> tuple[np.ndarray, np.nda
         return z, z, np.zeros(0, bool), z
     starts = np.r_[True, thr[1:] != thr[:-1]]
     thr_first = np.flatnonzero(starts)
-    bounds = np.r_[thr_first, n]
     o = np.cumsum(piece_dur, dtype=np.int64)
     o -= piece_dur
     shift = p["ts"].to_numpy()[thr_first] - o[thr_first]  # each thread from its first piece's start
-    for t in range(len(thr_first)):
-        o[bounds[t]:bounds[t + 1]] += shift[t]
     is_sync = np.zeros(n, np.int8)  # summed as int64
     is_sync[g.syncs["piece"].to_numpy()] = 1
     n_seg_thr = np.add.reduceat(is_sync, thr_first, dtype=np.int64) + 1
     gseg = np.cumsum(is_sync, dtype=np.int64)
     gseg -= is_sync  # the syncs before each piece on the whole timeline
     del is_sync
-    for t in range(1, len(thr_first)):
-        gseg[bounds[t]:bounds[t + 1]] += t
+    before = 0  # the threads started before the block
+    for lo in range(0, n, _BLOCK):
+        ordinal = np.cumsum(starts[lo:lo + _BLOCK], dtype=np.int64)
+        ordinal += before - 1
+        before = int(ordinal[-1]) + 1
+        o[lo:lo + _BLOCK] += shift[ordinal]
+        gseg[lo:lo + _BLOCK] += ordinal
     return o, gseg, starts, n_seg_thr
 
 

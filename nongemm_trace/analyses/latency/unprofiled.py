@@ -230,13 +230,21 @@ def measured_unprofiled(metadata: dict[str, Any]) -> tuple[float | None, float |
     return num(doc.get("step_us")), num(doc.get("host_issue_us"))
 
 
+def graph_launch_ids(launches: pl.DataFrame) -> pl.Series:
+    """The launch ids of the trace's graph launches (``cudaGraphLaunch``, ``hipGraphLaunch``)."""
+    if "graph_launch" not in launches.columns:
+        return pl.Series("launch_id", [], dtype=launches.schema.get("launch_id", pl.Int64))
+    return launches.filter(pl.col("graph_launch"))["launch_id"]
+
+
 def graph_replayed(g: Graph, launches: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-    """Which activities a graph launch (``cudaGraphLaunch``, ``hipGraphLaunch``) ran, and which of them
-    is a replay's first on its stream and was queued behind earlier work (its gap is the queue's)."""
+    """Which activities a graph launch ran, and which of them is a replay's first on its stream and
+    was queued behind earlier work (its gap is the queue's)."""
     n = g.acts.height
-    if "graph_launch" not in launches.columns or n == 0:
+    ids = graph_launch_ids(launches)
+    if ids.len() == 0 or n == 0:
         return np.zeros(n, bool), np.zeros(n, bool)
-    ids = launches.filter(pl.col("graph_launch"))["launch_id"].implode()
+    ids = ids.implode()
     a = g.acts.select("row", "skey", "launch_id", "launch_bound", "prev_end").with_columns(
         pl.col("launch_id").is_in(ids).fill_null(False).alias("replayed"))
     first = a.filter(pl.col("replayed")).group_by("launch_id", "skey").agg(pl.col("row").min())["row"]
@@ -260,8 +268,7 @@ def without_profiler(ctx: Context, g: Graph, kept_steps: pl.DataFrame, *, step_u
     settings = profiler_settings(trace.metadata, shapes)
     model = model or model_for(settings)
     launches = trace.launches
-    kinds = piece_kinds(g, launches.filter(pl.col("graph_launch"))["launch_id"] if "graph_launch" in launches.columns
-                        else pl.Series([], dtype=pl.Int64))
+    kinds = piece_kinds(g, graph_launch_ids(launches))
     cut = removable(g, kinds, measured_piece_lengths(g).astype(np.float64), model)
     del kinds
     cut = on_side_threads(g, cut, model)
