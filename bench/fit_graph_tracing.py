@@ -25,7 +25,8 @@ import numpy as np
 import polars as pl
 
 from nongemm_trace.analyses.latency import graph_of
-from nongemm_trace.analyses.latency.unprofiled import graph_replayed, model_for, profiler_settings, without_profiler
+from nongemm_trace.analyses.latency.graph import graph_replayed
+from nongemm_trace.analyses.latency.unprofiled import model_for, profiler_settings, without_profiler
 
 
 def capture_terms(path: Path) -> tuple[float, float, float, float, float]:

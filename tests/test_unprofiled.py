@@ -374,7 +374,7 @@ def test_a_graph_replay_loses_the_graph_constants_not_the_eager_ones():
     """The Llama-shaped decode step replayed as a CUDA graph (455 kernels of 1.3 us) was 23 % short
     without the profiler on all three sets when each kernel lost the eager 0.8 us: its replayed
     activities lose graph_activity_ns, and each queued replay's first one its replay gap."""
-    from nongemm_trace.analyses.latency.unprofiled import graph_replayed
+    from nongemm_trace.analyses.latency.graph import graph_replayed
 
     path = RECIPE_SET3 / "llama_decode_bs1__graph.json.gz"
     a, g, _, _ = graph_of(path)

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
 import polars as pl
 
 from ...core.frames import add_columns, int_scalar, lookup_columns, per_value
@@ -369,3 +370,27 @@ def _step_of(acts: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
     right = steps.select("step", pl.col("ts").alias("t"), pl.col("end").alias("s_end")).sort("t")
     hit = left.join_asof(right, on="t", strategy="backward")
     return hit.select("row", pl.when(pl.col("t") <= pl.col("s_end")).then(pl.col("step")).alias("step"))
+
+
+def graph_launch_ids(launches: pl.DataFrame) -> pl.Series:
+    """The launch ids of the trace's graph launches (``cudaGraphLaunch``, ``hipGraphLaunch``)."""
+    if "graph_launch" not in launches.columns:
+        return pl.Series("launch_id", [], dtype=launches.schema.get("launch_id", pl.Int64))
+    return launches.filter(pl.col("graph_launch"))["launch_id"]
+
+
+def graph_replayed(g: Graph, launches: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """Which activities a graph launch ran, and which of them is a replay's first on its stream and
+    was queued behind earlier work (its gap is the queue's)."""
+    n = g.acts.height
+    ids = graph_launch_ids(launches)
+    if ids.len() == 0 or n == 0:
+        return np.zeros(n, bool), np.zeros(n, bool)
+    ids = ids.implode()
+    a = g.acts.select("row", "skey", "launch_id", "launch_bound", "prev_end").with_columns(
+        pl.col("launch_id").is_in(ids).fill_null(False).alias("replayed"))
+    first = a.filter(pl.col("replayed")).group_by("launch_id", "skey").agg(pl.col("row").min())["row"]
+    is_first = np.zeros(n, bool)
+    is_first[first.to_numpy()] = True
+    queued = (~a["launch_bound"].fill_null(True) & a["prev_end"].is_not_null()).to_numpy()
+    return a["replayed"].to_numpy(), is_first & queued

@@ -40,7 +40,7 @@ import polars as pl
 from ...core.frames import number
 from ...errors import OptionError
 from ...models.latency import bound_of
-from .graph import Graph
+from .graph import Graph, graph_launch_ids, graph_replayed
 from .path import attribute
 from .pieces import KIND
 from .replay import Timeline, measured_piece_lengths, replay
@@ -137,13 +137,13 @@ def on_side_threads(g: Graph, cut: np.ndarray, model: OverheadModel) -> np.ndarr
     return np.where(g.pieces["thr"].to_numpy() != main, cut * model.side_thread, cut)
 
 
-def piece_kinds(g: Graph, graph_launch_ids: pl.Series) -> np.ndarray:
+def piece_kinds(g: Graph, graph_ids: pl.Series) -> np.ndarray:
     """Each piece's kind for the model, as its index in :data:`KIND_CODES` (int8): the graph's kinds, a
     ``cudaGraphLaunch``'s pieces ``graph_launch``. Codes, not text: a numpy text array of a million
     pieces holds 48 bytes a piece (and its making a Python string each), and it lives through every
     replay of the calibration."""
     p = g.pieces.select("kind", "launch_id")
-    graph = p["launch_id"].is_in(graph_launch_ids.implode()).fill_null(False) & (p["kind"] == "launch")
+    graph = p["launch_id"].is_in(graph_ids.implode()).fill_null(False) & (p["kind"] == "launch")
     # the kinds are an enum (:data:`.pieces.KIND`): each of its values' code, gathered by the pieces' codes
     of_value = np.array([KIND_CODES.index(k) if k in KIND_CODES else KIND_CODES.index("unknown")
                          for k in KIND.categories], np.int8)
@@ -228,30 +228,6 @@ def measured_unprofiled(metadata: dict[str, Any]) -> tuple[float | None, float |
         return f if np.isfinite(f) and 0 < f < _MAX_STEP_US else None
 
     return num(doc.get("step_us")), num(doc.get("host_issue_us"))
-
-
-def graph_launch_ids(launches: pl.DataFrame) -> pl.Series:
-    """The launch ids of the trace's graph launches (``cudaGraphLaunch``, ``hipGraphLaunch``)."""
-    if "graph_launch" not in launches.columns:
-        return pl.Series("launch_id", [], dtype=launches.schema.get("launch_id", pl.Int64))
-    return launches.filter(pl.col("graph_launch"))["launch_id"]
-
-
-def graph_replayed(g: Graph, launches: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-    """Which activities a graph launch ran, and which of them is a replay's first on its stream and
-    was queued behind earlier work (its gap is the queue's)."""
-    n = g.acts.height
-    ids = graph_launch_ids(launches)
-    if ids.len() == 0 or n == 0:
-        return np.zeros(n, bool), np.zeros(n, bool)
-    ids = ids.implode()
-    a = g.acts.select("row", "skey", "launch_id", "launch_bound", "prev_end").with_columns(
-        pl.col("launch_id").is_in(ids).fill_null(False).alias("replayed"))
-    first = a.filter(pl.col("replayed")).group_by("launch_id", "skey").agg(pl.col("row").min())["row"]
-    is_first = np.zeros(n, bool)
-    is_first[first.to_numpy()] = True
-    queued = (~a["launch_bound"].fill_null(True) & a["prev_end"].is_not_null()).to_numpy()
-    return a["replayed"].to_numpy(), is_first & queued
 
 
 def without_profiler(ctx: Context, g: Graph, kept_steps: pl.DataFrame, *, step_us: float | None = None,
