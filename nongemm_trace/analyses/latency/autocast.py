@@ -33,6 +33,7 @@ import numpy as np
 import polars as pl
 
 from ...core.frames import nearest_down
+from . import fused_attention as fused
 from .graph import Graph
 
 #: what the trace's ``input_type`` calls fp32
@@ -59,23 +60,28 @@ class Casts:
     host: pl.DataFrame     # piece, events, step
     device: pl.DataFrame   # act, cast_ns
     per_step: pl.DataFrame  # step, casts, wrapped_ops, cast_bytes
+    math: fused.MathAttention  # the attention calls that run fused under autocast
 
-    def host_extra(self, g: Graph, piece_len: np.ndarray) -> np.ndarray:
-        """The host time (ns per piece) the casts add, at the trace's own cost per op event as
-        measured in ``piece_len`` (the profiled run's lengths, or the run without the profiler's)."""
-        extra = np.zeros(len(piece_len), np.int64)
-        if self.host.height == 0:
-            return extra
+    def host_lengths(self, g: Graph, piece_len: np.ndarray) -> np.ndarray:
+        """``piece_len`` (ns per host piece: the profiled run's lengths, or the run without the
+        profiler's) under autocast: the math attention calls' host work replaced by a fused call's and
+        the casts' host time added, both at the trace's own cost per op event measured in ``piece_len``."""
         per_event = event_cost_ns(g, piece_len)
-        rows = self.host["piece"].to_numpy()
-        np.add.at(extra, rows, np.rint(self.host["events"].to_numpy() * per_event).astype(np.int64))
-        return extra
+        out = fused.host_lengths(self.math, g.pieces, piece_len, per_event)
+        if self.host.height:
+            out = out.copy() if out is piece_len else out
+            np.add.at(out, self.host["piece"].to_numpy(),
+                      np.rint(self.host["events"].to_numpy() * per_event).astype(np.int64))
+        return out
 
-    def device_extra(self, n_acts: int) -> np.ndarray:
-        extra = np.zeros(n_acts, np.int64)
+    def device_durations(self, durations: np.ndarray) -> np.ndarray:
+        """The activities' durations under autocast: the math attention's non-GEMM kernels fused away,
+        then each cast kernel's time before the activity it feeds."""
+        out = fused.device_durations(self.math, durations)
         if self.device.height:
-            np.add.at(extra, self.device["act"].to_numpy(), self.device["cast_ns"].to_numpy())
-        return extra
+            out = out.copy() if out is durations else out
+            np.add.at(out, self.device["act"].to_numpy(), self.device["cast_ns"].to_numpy())
+        return out
 
 
 def event_cost_ns(g: Graph, piece_len: np.ndarray) -> float:
@@ -221,7 +227,8 @@ def find_casts(ops: pl.DataFrame, acts: pl.DataFrame, launch_op_of: pl.DataFrame
                                      .clip(lower_bound=0) * floor).cast(pl.Int64).alias("cast_ns"))
     per_step = placed.group_by("step").agg(pl.col("casts").sum(), pl.len().alias("wrapped_ops"),
                                            pl.col("bytes").list.sum().sum().alias("cast_bytes")).sort("step")
-    return Casts(host, device, per_step)
+    math = fused.find_math_attention(cpu.select("op_id", "parent_id", "depth", "name"), acts, launch_op_of, f)
+    return Casts(host, device, per_step, math)
 
 
 def cast_kernel_ns(memory_tbps: float | None):

@@ -157,8 +157,8 @@ def _changed(g, base_d: np.ndarray, base_len: np.ndarray, base_lat: np.ndarray, 
     host and after that of the kernels."""
     new_d = np.rint(base_d * factors).astype(np.int64)
     if casts is not None:
-        base_len = base_len + casts.host_extra(g, base_len)
-        new_d = new_d + casts.device_extra(len(new_d))
+        base_len = casts.host_lengths(g, base_len)
+        new_d = casts.device_durations(new_d)
     # in place, and the lengths given dropped once scaled: a slot per host piece each, alive through the replay
     scaled = np.multiply(base_len, float(cpu_scale))
     del base_len
