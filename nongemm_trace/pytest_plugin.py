@@ -87,13 +87,16 @@ class NonGemm:
 
         return report_of(self.analysis(trace), options, metric=None)
 
-    def run(self, name: str, trace: str | Path, params: Any = None, **options: Any):
+    def run(self, name: str, trace: str | Path, params: Any = None, options: Any = None, **keywords: Any):
         """Any registered analysis (``nongemm_trace.analyses.registry``: ``launch``, ``flops``, ``latency``,
         ``whatif``, ``check``, ``shapes``, …) of ``trace``: its model; ``params`` its ``Params`` (or a dict
-        of them), ``options`` those of :class:`~nongemm_trace.pipeline.options.AnalysisOptions`."""
+        of them), ``options`` an :class:`~nongemm_trace.pipeline.options.AnalysisOptions` (or its fields as
+        keywords, as the other assertions take them; a keyword given beside it wins)."""
         from .analyses import run
+        from .pipeline.options import AnalysisOptions
 
-        return run(name, self.analysis(trace), params, options)
+        given = {} if options is None else AnalysisOptions.of(options).given()
+        return run(name, self.analysis(trace), params, {**given, **keywords})
 
     def assert_share_at_most(self, trace: str | Path, name: str, limit: float | str, **options: Any):
         return self.assert_checks(trace, max_share={name: limit}, **options)

@@ -4,11 +4,15 @@
 ``tests/test_golden.py`` recomputes the digests and names each (command, trace) that differs.
 A change of output is then a decision (re-record in the same commit, say why), never an accident.
 Only the tool's version is masked: every number, name and order is part of the digest.
+``python3 tests/golden.py add`` records only the outputs not recorded yet (a new analysis's), and
+refuses to write when any recorded one differs, so adding digests can never hide a change.
 
 Every trace gets every analysis in JSON (the TensorRT and ONNX Runtime profiles too: their
 refusals are outputs as well); one trace (:data:`FORMATS_TRACE`) gets every (model, format) pair
 of the command line, each table of a file format, the HTML page and the Nsight conversion, so a
-renderer's byte is covered as well as an analysis's number.
+renderer's byte is covered as well as an analysis's number. The analyses and pairs written out here
+are the ones recorded before the analysis registry; an analysis registered since is run from its
+spec (its ``example`` arguments, every format its model has), so a new one needs no edit here.
 """
 
 from __future__ import annotations
@@ -86,6 +90,8 @@ def commands(trace: Path, partner: Path) -> dict[str, bytes]:
         "check": _cli(["check", t, "--baseline", p, "--max-share", "non-GEMM=0.5", "--max-regression", "10%",
                        "--format", "json"]),
     }
+    for spec in _registered_since():
+        outs[spec.name] = _cli([spec.name, t, *spec.example, "--format", "json"])
     with tempfile.TemporaryDirectory() as tmp:
         outs["annotate"] = _written(["annotate", t], tmp, "annotated.json")
         key = trace.relative_to(SHARED).as_posix()
@@ -94,6 +100,14 @@ def commands(trace: Path, partner: Path) -> dict[str, bytes]:
         if key == CONVERT_TRACE:
             outs["convert"] = _written(["convert", t], tmp, "converted.json")
     return outs
+
+
+def _registered_since() -> list:
+    """The registered analyses this file does not write out (those added with the registry: their
+    command lines come from their specs)."""
+    from nongemm_trace.analyses import specs
+
+    return [s for s in specs() if s.model not in _MODEL_ARGV]
 
 
 def _written(argv: list[str], tmp: str, name: str) -> bytes:
@@ -142,7 +156,24 @@ def _every_format(t: str, p: str, tmp: str) -> dict[str, bytes]:
                     outs[name] = _cli(argv + extra)
                 else:
                     outs[name] = _written(argv + extra, tmp, name)
+    outs.update(_every_format_registered_since(t, tmp))
     outs["page"] = _written(["report", t, p], tmp, "page.html")
+    return outs
+
+
+def _every_format_registered_since(t: str, tmp: str) -> dict[str, bytes]:
+    """Every format of each analysis registered since (:func:`_registered_since`), as its spec runs it."""
+    from nongemm_trace.report import formats
+    from nongemm_trace.vocabulary import MODEL_TABLES
+
+    outs = {}
+    for spec in _registered_since():
+        for fmt in formats(spec.model):
+            tables = MODEL_TABLES.get(spec.model, ()) if fmt in ("csv", "parquet") else ()
+            for table in tables or (None,):
+                name = ".".join(x for x in (spec.model, fmt, table) if x)
+                outs[name] = _written([spec.name, t, *spec.example, "--format", fmt,
+                                       *(["--table", table] if table else [])], tmp, name)
     return outs
 
 
@@ -190,10 +221,33 @@ def digests(indices: list[int] | None = None, shared_loads: bool = False) -> dic
         os.chdir(here)
 
 
+def added(recorded: dict[str, dict[str, str]], computed: dict[str, dict[str, str]]) -> dict[str, dict[str, str]]:
+    """``recorded`` with the outputs of ``computed`` it lacks; refused (ValueError naming them) when a
+    recorded output's digest differs or a recorded trace or output is no longer computed."""
+    changed = sorted(f"{trace}: {cmd}" for trace, outs in recorded.items() for cmd, d in outs.items()
+                     if computed.get(trace, {}).get(cmd) != d)
+    if changed:
+        raise ValueError("recorded outputs differ (a change of output is re-recorded, not added): "
+                         + ", ".join(changed))
+    return {trace: {**outs, **recorded.get(trace, {})} for trace, outs in computed.items()}
+
+
 if __name__ == "__main__":
-    if sys.argv[1:] != ["record"]:
-        sys.exit("usage: python3 tests/golden.py record")
+    if sys.argv[1:] not in (["record"], ["add"]):
+        sys.exit("usage: python3 tests/golden.py record|add")
     # a script's path starts at tests/: without the tree first, an installed nongemm_trace would be recorded
     sys.path.insert(0, str(ROOT))
-    GOLDEN.write_text(json.dumps(digests(), indent=1, sort_keys=True) + "\n")
+    if sys.argv[1] == "add":  # as tests/test_golden.py computes them: two processes, one load per trace
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        n = len(shared_traces())
+        got = {}
+        with ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("spawn")) as pool:
+            for part in pool.map(digests, [list(range(0, n, 2)), list(range(1, n, 2))], [True, True]):
+                got.update(part)
+        got = added(json.loads(GOLDEN.read_text()), got)
+    else:
+        got = digests()
+    GOLDEN.write_text(json.dumps(got, indent=1, sort_keys=True) + "\n")
     print(f"wrote {GOLDEN}")

@@ -186,6 +186,21 @@ def test_a_trace_that_lost_its_gpu_work_fails_the_fixture_and_the_marker(pyteste
     assert "Traceback" not in out and "During handling" not in out
 
 
+def test_the_fixtures_run_takes_the_typed_options_or_their_keywords(pytester, run):
+    """``nongemm.run(name, trace, options=AnalysisOptions(...))``, as every other entry takes the options
+    (issue #44 item 2): the same model as the keywords give, a keyword beside the object winning."""
+    pytester.makepyfile(test_run="""
+        from nongemm_trace import AnalysisOptions
+
+        def test_typed_and_keywords_agree(nongemm):
+            typed = nongemm.run("launch", "traces/bert.json.gz", options=AnalysisOptions(skip_steps=1))
+            assert typed.to_dict() == nongemm.run("launch", "traces/bert.json.gz", skip_steps=1).to_dict()
+            beside = nongemm.run("launch", "traces/bert.json.gz", options=AnalysisOptions(skip_steps=1), skip_steps=0)
+            assert beside.to_dict() == nongemm.run("launch", "traces/bert.json.gz").to_dict() != typed.to_dict()
+    """)
+    run("-q").assert_outcomes(passed=1)
+
+
 def test_the_entry_point_names_the_plugin():
     if sys.version_info >= (3, 11):
         import tomllib

@@ -73,6 +73,24 @@ def test_every_parameter_is_a_documented_flag_of_its_subcommand():
             assert actions[f.name].help == flag_settings(f)["help"].replace("%", "%%"), (s.name, f.name)
 
 
+def test_the_top_flag_comes_from_the_spec():
+    """``--top N`` is on a subcommand exactly where its spec says what it counts (``top``), so an analysis
+    whose table view is cut to its largest rows needs no entry on the command floor (``shapes``'s was)."""
+    import argparse
+    from dataclasses import replace
+
+    from nongemm_trace.commands.derived import arguments_of
+
+    sub = next(a for a in parser()._actions if a.dest == "command")
+    for s in specs():
+        top = [a for a in sub.choices[s.name]._actions if a.dest == "top"]
+        assert [a.help for a in top] == ([s.top] if s.top else []), s.name
+    assert {s.name for s in specs() if s.top} >= {"flops", "shapes"}
+    p = argparse.ArgumentParser()
+    arguments_of(replace(spec("launch"), top="rows of streams shown"))(p)
+    assert p.parse_args(["t.json", "--top", "3"]).top == 3
+
+
 def test_latency_keeps_its_graph_in_the_analysis_memo_not_its_attributes():
     a = Analysis(_trace())
     first = nongemm_trace.run("latency", a)

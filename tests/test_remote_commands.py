@@ -11,14 +11,15 @@ from pathlib import Path
 import pytest
 from conftest import SAMPLES
 
+from nongemm_trace.analyses import specs
 from nongemm_trace.cli import main
 
 pytest.importorskip("fsspec", reason="URLs need fsspec (pip install 'nongemm-trace[cloud]')")
 
 TRACE = SAMPLES / "bert_base_fp32_bs8_s128__eager.json.gz"
 OTHER = SAMPLES / "gpt2_fp32_bs8_s128__compiled.json.gz"
-COMMANDS = [["launch"], ["latency"], ["whatif", "--scale", "GEMM=0.5"], ["flops"], ["shapes"], ["phases"],
-            ["check", "--max-share", "non-GEMM=0.9"], ["explain", "aten::addmm"], ["explain", "--weak"]]
+#: every registered analysis with its spec's example arguments (a new one is covered with no edit), and explain
+COMMANDS = [*([s.name, *s.example] for s in specs()), ["explain", "aten::addmm"], ["explain", "--weak"]]
 
 
 def _url(p: Path) -> str:

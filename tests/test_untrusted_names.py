@@ -16,6 +16,7 @@ from html.parser import HTMLParser
 import pytest
 from conftest import hostile
 
+from nongemm_trace.analyses import specs
 from nongemm_trace.cli import main
 from nongemm_trace.errors import printable
 from nongemm_trace.report.escape import csv_text, md_code
@@ -103,8 +104,11 @@ def test_markdown_of_a_batch_and_a_comparison_keep_file_names_in_their_cells(tmp
     assert [len(set(map(len, t))) for t in html.tables] == [1] * len(html.tables)  # every row as wide as its head
 
 
-@pytest.mark.parametrize("command", [("analyze",), ("explain", "aten"), ("explain", "--weak"), ("launch",),
-                                     ("latency",), ("flops",)])
+#: the commands with a terminal view of a trace's names: every registered analysis with its spec's example
+TERMINAL_COMMANDS = [("analyze",), ("explain", "aten"), ("explain", "--weak"), *((s.name, *s.example) for s in specs())]
+
+
+@pytest.mark.parametrize("command", TERMINAL_COMMANDS)
 def test_terminal_output_has_no_control_characters_and_no_markup_from_names(capsys, command):
     path = hostile("S8-S9-hostile-names.json")
     code, out, err = _run(capsys, command[0], path, *command[1:])

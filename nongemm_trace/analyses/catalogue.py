@@ -55,7 +55,8 @@ def _flops(sel: Any, ctx: Any, p: FlopsParams) -> Any:
 
 
 register(AnalysisSpec("flops", "FLOPs, bytes and the roofline per op; where FLOPs misjudge time", FlopsParams,
-                      "flops", _flops, trace_help="a Kineto trace recorded with record_shapes=True"))
+                      "flops", _flops, trace_help="a Kineto trace recorded with record_shapes=True",
+                      top="rows of ops in the table view (default 15)"))
 
 
 # -- latency and whatif -------------------------------------------------------------------------

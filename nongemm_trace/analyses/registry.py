@@ -56,7 +56,10 @@ class AnalysisSpec:
 
     ``breakdown``: it reads the breakdown report of its selection (GPU time), which the registry
     measures (once per trace and options, as ``analyze`` does) and hands it in the context
-    (``Context.breakdown``): the context offers no stage call to measure one itself."""
+    (``Context.breakdown``): the context offers no stage call to measure one itself.
+
+    ``top``: where its terminal view cuts a table to its largest rows, the help of the ``--top N`` flag
+    that says how many (None: no such flag), so the subcommand needs no entry on the command floor."""
 
     name: str
     help: str
@@ -72,6 +75,7 @@ class AnalysisSpec:
     batch: bool = False
     applies: Callable[[Selection], bool] | None = None
     breakdown: bool = False
+    top: str | None = None
 
 
 #: the views that list the analyses (:attr:`AnalysisSpec.page`, :attr:`AnalysisSpec.batch`)

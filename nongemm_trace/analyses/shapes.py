@@ -61,4 +61,5 @@ def shapes(sel: Selection, ctx: Context, params: ShapesParams) -> ShapesReport:
 
 SPEC = register(AnalysisSpec(
     "shapes", "the op table per input shape: calls, GPU time, and the TFLOP/s and GB/s each shape achieved",
-    ShapesParams, "shapes", shapes, trace_help="a Kineto trace recorded with record_shapes=True"))
+    ShapesParams, "shapes", shapes, trace_help="a Kineto trace recorded with record_shapes=True",
+    top="rows of op shapes in the table view (default 15)"))

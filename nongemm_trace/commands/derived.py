@@ -1,7 +1,8 @@
 """The subcommand of a registered analysis, built from its spec (:mod:`nongemm_trace.analyses.registry`):
 the trace, ``-o``, ``--format`` (its model's formats in the renderer table), ``--table`` (the model's
 tables), one flag per field of its ``Params`` (the field's type, default and help), the selection
-options it takes (``commands/options.py``), and any figure it can draw (:mod:`.figures`). Running it is
+options it takes (``commands/options.py``), ``--top`` where its spec says what it counts (``top``), and
+any figure it can draw (:mod:`.figures`). Running it is
 the same for every analysis: its spec's ``run`` on the trace, the model rendered, the spec's exit status.
 No analysis has a module of its own here."""
 
@@ -74,8 +75,8 @@ def arguments_of(spec: AnalysisSpec) -> Callable[[argparse.ArgumentParser], None
         options.add(p, "output")
         add_params(p, spec.params)
         figures.add(p, spec.name)
-        if options.TOP.get(spec.model):
-            p.add_argument("--top", type=int, default=15, metavar="N", help=options.TOP[spec.model])
+        if spec.top:
+            p.add_argument("--top", type=int, default=15, metavar="N", help=spec.top)
         options.add(p, "taxonomy", *spec.selecting)
     return arguments
 

@@ -48,9 +48,6 @@ OPTIONS["taxonomy"][1]["default"] = "default"
 ANALYSIS = ("taxonomy", "level", "drop_unlinked", "step_marker", "skip_steps")
 #: which steps count
 STEPS = ("step_marker", "skip_steps")
-#: ``--top``: the rows of a model's terminal tables, where it has such tables (the help says which)
-TOP = {"flops": "rows of ops in the table view (default 15)",
-       "shapes": "rows of op shapes in the table view (default 15)"}
 
 
 def add(p: argparse.ArgumentParser, *names: str) -> None:

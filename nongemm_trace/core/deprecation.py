@@ -14,6 +14,10 @@ from types import FrameType
 
 _PACKAGE_DIR = str(Path(__file__).resolve().parent.parent)
 
+#: the release that drops the names retired so far: the aliases name it rather than spell it, so the
+#: timetable is one line
+REMOVAL = "0.3"
+
 
 def _caller_stacklevel() -> int:
     """The stacklevel of the first caller that is neither importlib nor nongemm_trace itself."""

@@ -21,10 +21,7 @@ import sys
 import types
 from typing import Any
 
-from .deprecation import deprecated
-
-#: the release that drops the old paths
-REMOVAL = "0.3"
+from .deprecation import REMOVAL, deprecated
 
 #: old module name (under the package) -> its new path
 MOVED = {

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..analyses.check import Violation
-from ..core.deprecation import deprecated
+from ..core.deprecation import REMOVAL, deprecated
 from ..core.fields import option
 from ..errors import OptionError
 from ..pipeline.analysis import Analysis, needs_python
@@ -85,7 +85,7 @@ def _typed(window: ProfileWindow | None, gates: Gates | None, old: dict[str, Any
             raise TypeError(f"StepProfiler: {', '.join(clash)} given beside {what}=: give each setting once")
     deprecated("StepProfiler(start=..., max_share=..., level=..., ...)",
                "StepProfiler(ProfileWindow(start=...), gates=Gates(max_share=...), options=AnalysisOptions(level=...))",
-               "0.3")
+               REMOVAL)
     window = window or ProfileWindow(**{k: v for k, v in old.items() if k in taken["window"]})
     gates = gates or Gates(**{k: v for k, v in old.items() if k in taken["gates"]})
     return window, gates, {k: v for k, v in old.items() if k in taken["options"]}

@@ -14,12 +14,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from ..core.deprecation import deprecated
+from ..core.deprecation import REMOVAL, deprecated
 from .report import Report
 from .short_repr import short_repr_text
-
-#: the release that drops the tuple and dict forms of these results
-REMOVAL = "0.3"
 
 
 @dataclass(repr=False)

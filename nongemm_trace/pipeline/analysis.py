@@ -7,19 +7,18 @@ tables are kept, and so is each option set's :class:`~nongemm_trace.pipeline.sel
 the FLOP view, ``explain`` and ``annotate`` of the same trace cost one load. Those analyses are functions that
 take an analysis (or a path): ``launch_analysis(a)``, ``flops_analysis(a)``,
 ``explain(a, name)``, ``weak_kernels(a)``, ``annotate(a, out)``, ``compare([a, b])``,
-``check(a, …)``; they build on this module, never the other way round. :class:`Options` owns every
-option of the measure stage and the rule for what the loader must keep.
+``check(a, …)``; they build on this module, never the other way round. :class:`~.options.Options` holds every
+option of the measure stage (the key each selection and report is kept by); :func:`needs_python` is the
+rule for what the loader must keep.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import OptionError
-from ..vocabulary import LEVELS, METRICS
+from .options import Options
 
 if TYPE_CHECKING:  # pragma: no cover
     import polars as pl
@@ -30,37 +29,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..models.report import Report
     from .context import Context
     from .selection import Selection
-
-
-@dataclass(frozen=True)
-class Options:
-    """The options of one report. ``None`` means the taxonomy's default."""
-
-    metric: str | None = None
-    level: str | None = None
-    drop_unlinked: bool = False
-    step_marker: str | None = None
-    skip_steps: int = 0
-
-    @classmethod
-    def names(cls) -> tuple[str, ...]:
-        return tuple(f.name for f in fields(cls))
-
-    def resolved(self, tax: Taxonomy, path: str | Path | None = None) -> Options:
-        """These options with the taxonomy's defaults filled in, each value checked."""
-        metric = self.metric or tax.default_metric
-        level = self.level or tax.default_level
-        if metric not in METRICS:
-            raise OptionError(path, f"unknown metric '{metric}' (choose from {', '.join(METRICS)})", "metric")
-        if level not in LEVELS:
-            raise OptionError(path, f"unknown level '{level}' (choose from {', '.join(LEVELS)})", "level")
-        if not isinstance(self.skip_steps, int) or self.skip_steps < 0:
-            raise OptionError(path, "skip_steps must be >= 0", "skip_steps")
-        return Options(metric, level, bool(self.drop_unlinked), self.step_marker, self.skip_steps)
-
-    def selecting(self) -> Options:
-        """These options without the metric: what the selection stage reads (its cache key)."""
-        return Options(None, self.level, self.drop_unlinked, self.step_marker, self.skip_steps)
 
 
 def needs_python(level: str | None) -> bool:

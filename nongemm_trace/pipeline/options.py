@@ -4,17 +4,25 @@ shared flags are built from these fields), the integrations and the pytest plugi
 :meth:`AnalysisOptions.selecting` is what the selection stage reads of it.
 
 A contradiction is refused when the object is made, not deep inside an analysis: a negative
-``skip_steps``, an unknown level or metric."""
+``skip_steps``, an unknown level or metric.
+
+:class:`Options` is the same choice resolved against a taxonomy (its defaults filled in): the key an
+:class:`~nongemm_trace.pipeline.analysis.Analysis` keeps each selection and report by, and what
+:func:`~nongemm_trace.pipeline.selection.select` reads. It lives here, below the analysis, so that the
+selection and measure stages name it without a type-only import back up into ``analysis.py``."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..core.fields import option
 from ..errors import OptionError
 from ..vocabulary import LEVELS, METRICS
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..classify.taxonomy import Taxonomy
 
 #: the options the selection stage reads (which activities and steps an analysis sees)
 SELECTING = ("level", "drop_unlinked", "step_marker", "skip_steps")
@@ -66,3 +74,34 @@ class AnalysisOptions:
     def selecting(self) -> dict[str, Any]:
         """The options the selection stage reads, as :meth:`Analysis.selection` takes them."""
         return {k: getattr(self, k) for k in SELECTING}
+
+
+@dataclass(frozen=True)
+class Options:
+    """The options of one report (the selection's and the metric). ``None`` means the taxonomy's default."""
+
+    metric: str | None = None
+    level: str | None = None
+    drop_unlinked: bool = False
+    step_marker: str | None = None
+    skip_steps: int = 0
+
+    @classmethod
+    def names(cls) -> tuple[str, ...]:
+        return tuple(f.name for f in fields(cls))
+
+    def resolved(self, tax: Taxonomy, path: str | Path | None = None) -> Options:
+        """These options with the taxonomy's defaults filled in, each value checked."""
+        metric = self.metric or tax.default_metric
+        level = self.level or tax.default_level
+        if metric not in METRICS:
+            raise OptionError(path, f"unknown metric '{metric}' (choose from {', '.join(METRICS)})", "metric")
+        if level not in LEVELS:
+            raise OptionError(path, f"unknown level '{level}' (choose from {', '.join(LEVELS)})", "level")
+        if not isinstance(self.skip_steps, int) or self.skip_steps < 0:
+            raise OptionError(path, "skip_steps must be >= 0", "skip_steps")
+        return Options(metric, level, bool(self.drop_unlinked), self.step_marker, self.skip_steps)
+
+    def selecting(self) -> Options:
+        """These options without the metric: what the selection stage reads (its cache key)."""
+        return Options(None, self.level, self.drop_unlinked, self.step_marker, self.skip_steps)

@@ -33,7 +33,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..classify.taxonomy import Taxonomy
     from ..core.trace import Trace
     from ..link import Linked
-    from .analysis import Options
+    from .options import Options
 
 #: above this share of GPU time on generic words or no rule at all, the selection warns
 WEAK_EVIDENCE_SHARE = 0.05
