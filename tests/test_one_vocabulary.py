@@ -37,3 +37,26 @@ def test_launch_says_the_busy_share_once_per_run(capsys, monkeypatch):
     head = capsys.readouterr().out.split("Timeline, all streams")[0]
     shares = re.findall(r"GPU (?:busy|idle) \d+ %", head)
     assert len(shares) == 2, head  # the profiled run's, and the run's without the profiler
+
+
+@pytest.mark.parametrize("name", ["resnet50_fp32_bs8__eager.json.gz", "bert_base_fp32_bs8_s128__eager.json.gz"])
+def test_whatif_and_the_page_say_the_same_step_time_and_bound(capsys, name):
+    """``whatif --format json`` and the HTML page are outputs too: the same mean step and the same
+    profiled bound as ``launch`` (and so as ``analyze`` and ``latency``, above)."""
+    import html
+
+    from nongemm_trace.report_page import build_page
+
+    trace = str(shared("h200", name))
+    launch = _json(capsys, ["launch", trace])
+    whatif = _json(capsys, ["whatif", trace])
+    assert whatif["measured_us"] == pytest.approx(launch["mean_step_us"], abs=2e-3)
+    assert whatif["unprofiled"]["profiled_bound"] == launch["bound"]
+    assert whatif["unprofiled"]["bound"] == launch["unprofiled"]["bound"]
+    page = " ".join(html.unescape(re.sub(r"<[^>]+>", " ", build_page([trace]))).split())
+    mean = f"{launch['mean_step_us']:,.1f} us"
+    assert f"mean step {mean}" in page and f"step time (the loop's period): mean {mean}" in page
+    assert f"profiled: {launch['bound']}: " in page
+    other = {"host-bound": "device-bound", "device-bound": "host-bound"}[launch["bound"]]
+    assert f"profiled: {other}" not in page
+    assert f"{launch['unprofiled']['bound']} without the profiler (estimated): " in page  # BERT: device-bound
