@@ -68,9 +68,11 @@ def scratch(tmp_path_factory) -> tuple[Path, dict[str, str]]:
     return work, env
 
 
-#: runs a Python block, then the test functions it defines (a block that shows a test module)
+#: runs a Python block, then the test functions it defines (a block that shows a test module); a deprecated
+#: name the block itself uses is an error
 PYTHON_RUNNER = """
-import inspect, sys
+import inspect, sys, warnings
+warnings.filterwarnings("error", category=DeprecationWarning, module="__main__")  # no example teaches an old name
 source = open(sys.argv[1]).read()
 names = {"__name__": "__main__"}
 exec(compile(source, sys.argv[1], "exec"), names)
