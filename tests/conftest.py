@@ -2,7 +2,8 @@
 
 The shared traces live in ``../shared/traces`` next to the repository (override
 with NONGEMM_SHARED_TRACES). Tests that need them are skipped, loudly, when the
-folder is absent (and fail under ``CI=true``); tests on ``sample_traces/`` always run.
+folder is absent (and fail under ``CI=true`` on a machine that has ``../shared``); tests on
+``sample_traces/`` always run.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import json
 import os
 from functools import lru_cache
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 
@@ -45,24 +47,33 @@ BUNDLED = {
 
 
 def _ci() -> bool:
-    return os.environ.get("CI", "").lower() in ("1", "true", "yes")
+    """A run that must not pass by skipping: ``CI=true`` on a machine that has the shared folder (the
+    parent of the traces' folder: ``../shared``, or NONGEMM_SHARED_TRACES's). A newcomer's own CI job on a
+    fresh clone (GitHub Actions sets ``CI=true``) has none, and skips as their laptop does; ``.ci/run``
+    checks that its ``../shared/traces`` is there before the suite runs."""
+    return os.environ.get("CI", "").lower() in ("1", "true", "yes") and SHARED.parent.is_dir()
+
+
+def missing(reason: str) -> NoReturn:
+    """A file the test needs is absent: a failure where :func:`_ci` holds, else a skip with ``reason``."""
+    if _ci():
+        pytest.fail(f"{reason} (CI=true)")
+    pytest.skip(reason)
 
 
 def shared(*parts: str) -> Path:
     """A file of the shared traces, or its bundled copy (BUNDLED) when ../shared is absent.
 
     Called inside a test (never at import: a module-level skip errors the whole file). Without the
-    file the test is skipped with the path as its reason, and fails under ``CI=true`` (CI must not
-    pass by skipping; ``.ci/run``'s newcomer run sets ``CI=false``)."""
+    file the test is skipped with the path as its reason, and fails under ``CI=true`` where the shared
+    folder exists (CI must not pass by skipping; :func:`_ci`)."""
     p = SHARED.joinpath(*parts)
     if p.exists():
         return p
     copy = BUNDLED.get("/".join(parts))
     if copy is not None:
         return SAMPLES / copy
-    if _ci():
-        pytest.fail(f"shared traces not found at {p} (CI=true)")
-    pytest.skip(f"needs the shared traces: {p} not found (NONGEMM_SHARED_TRACES=DIR)")
+    missing(f"needs the shared traces: {p} not found (NONGEMM_SHARED_TRACES=DIR)")
 
 
 #: the reproducers of inputs that ended badly (../shared/fuzz/hostile and its README)
@@ -76,9 +87,7 @@ def hostile(name: str, folder: Path = HOSTILE) -> Path:
     absent, failed under CI=true)."""
     p = folder / name
     if not p.exists():
-        if _ci():
-            pytest.fail(f"hostile reproducers not found at {folder} (CI=true)")
-        pytest.skip(f"hostile reproducers not found at {folder}")
+        missing(f"hostile reproducers not found at {folder}")
     return p
 
 

@@ -68,9 +68,11 @@ def scratch(tmp_path_factory) -> tuple[Path, dict[str, str]]:
     return work, env
 
 
-#: runs a Python block, then the test functions it defines (a block that shows a test module)
+#: runs a Python block, then the test functions it defines (a block that shows a test module); a deprecated
+#: name the block itself uses is an error
 PYTHON_RUNNER = """
-import inspect, sys
+import inspect, sys, warnings
+warnings.filterwarnings("error", category=DeprecationWarning, module="__main__")  # no example teaches an old name
 source = open(sys.argv[1]).read()
 names = {"__name__": "__main__"}
 exec(compile(source, sys.argv[1], "exec"), names)
@@ -131,3 +133,21 @@ def test_every_documented_block_is_found():
     """The parser sees the blocks (a change of fence style must not silence this test)."""
     assert len(BLOCKS) >= 30
     assert sum(1 for b in BLOCKS if b.values[2] is None) >= 10  # most examples that can run, do
+
+
+#: the first line of a block that is a command (a block without a language is neither run nor skipped)
+COMMAND = re.compile(r"^(?:\$ )?(?:nongemm-trace|python3?|pip|torchrun|nsys|bash|[A-Z_]+=\S*)\s")
+
+
+def test_every_command_block_says_its_language():
+    """Commands in a block with no language escaped the examples' run: docs/multigpu.md's eight-GPU run
+    and its analysis, docs/benchmarks.md's Ray cluster run. A command block is ``bash`` (run, or marked
+    ``not run`` with its reason); a usage synopsis is ``text``."""
+    untagged = []
+    for doc in DOCS:
+        text = doc.read_text()
+        for m in BLOCK.finditer(text):
+            body = m.group("body")  # a shown session (``$ nongemm-trace …`` and its output) runs as it is
+            if m.group("lang") == "" and COMMAND.match(body) and not body.startswith("$ nongemm-trace "):
+                untagged.append(f"{doc.relative_to(ROOT)}:{text[:m.start('lang')].count(chr(10)) + 1}")
+    assert untagged == []

@@ -120,3 +120,20 @@ def test_old_module_paths_warn_with_the_new_path_and_removal_version():
     assert done.returncode == 0, done.stderr
     assert "nongemm_trace.check (module) is deprecated: use nongemm_trace.analyses.check" in done.stdout
     assert "goes away in nongemm-trace 0.3" in done.stdout
+
+
+def test_a_newcomers_ci_job_skips_where_there_is_no_shared_folder(monkeypatch, tmp_path):
+    """GitHub Actions and most CI services set CI=true: a newcomer's CI job running the README's test
+    command on a fresh clone failed every test that names a shared trace ("shared traces not found
+    (CI=true)"). Only a machine that has the shared folder (``../shared``) must not pass by skipping."""
+    import conftest
+
+    monkeypatch.setenv("CI", "true")
+    monkeypatch.setattr(conftest, "SHARED", tmp_path / "shared" / "traces")  # no ../shared: the newcomer
+    with pytest.raises(pytest.skip.Exception, match="needs the shared traces"):
+        shared("h200", "not_shipped.json.gz")
+    with pytest.raises(pytest.skip.Exception, match="hostile reproducers not found"):
+        conftest.hostile("x.json", tmp_path / "shared" / "fuzz" / "hostile")
+    (tmp_path / "shared").mkdir()  # the project's CI machine, a trace missing from its ../shared: a failure
+    with pytest.raises(pytest.fail.Exception, match=r"not_shipped.json.gz not found .*\(CI=true\)"):
+        shared("h200", "not_shipped.json.gz")

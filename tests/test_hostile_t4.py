@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import REPO, SHARED
+from conftest import REPO, SHARED, missing
 from test_hostile_inputs import PATHS, judge
 
 HOSTILE_T4 = SHARED.parent / "fuzz" / "hostile-t4"
@@ -36,9 +36,7 @@ TIMEOUT_S = 120
 @pytest.fixture(scope="module")
 def t4():
     if not HOSTILE_T4.is_dir():
-        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
-            pytest.fail(f"hostile-t4 reproducers not found at {HOSTILE_T4} (CI=true)")
-        pytest.skip(f"hostile-t4 reproducers not found at {HOSTILE_T4}")
+        missing(f"hostile-t4 reproducers not found at {HOSTILE_T4}")
     return HOSTILE_T4
 
 

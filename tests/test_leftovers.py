@@ -81,3 +81,24 @@ def test_the_profilers_buffer_request_is_not_the_interrupted_ops_self_time():
     meta = json.loads(path.with_name(path.name.replace(".json.gz", ".meta.json")).read_text())
     torch = sum(r["self_cpu_time_total_us"] for r in meta["key_averages"] if r["key"] == "aten::gather")
     assert ours == pytest.approx(torch, abs=0.001)
+
+
+def test_one_of_a_thing_is_said_in_the_singular(capsys, monkeypatch):
+    """The SGLang Qwen3 decode trace replays one CUDA graph: ``launch`` said ``1 launches replayed 544
+    activities``; the page's timeline titled a pixel column ``1 short gaps: …`` and ``1 short
+    activities, mostly memory: …`` (GPT-2 compiled, as every page with a lone short gap or activity)."""
+    import html
+
+    from nongemm_trace import cli
+    from nongemm_trace.report_page import build_page
+
+    monkeypatch.setenv("COLUMNS", "400")
+    qwen = str(shared("external2", "kineto", "tracelens__inference__sglang_decode__sglang_Qwen3-8B_decode.json.gz"))
+    assert cli.main(["launch", qwen, "-q"]) == 0
+    line = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("CUDA graphs: "))
+    assert line.startswith("CUDA graphs: 1 launch replayed 544 activities (544.0 each)"), line
+    page = html.unescape(build_page([str(shared("h200", "gpt2_fp32_bs8_s128__compiled.json.gz"))]))
+    titles = re.findall(r"<title>(\d+ short [^<]*)</title>", page)
+    assert any(t.startswith("1 short gap: ") for t in titles)
+    assert any(t.startswith("1 short activity (") for t in titles)
+    assert not [t for t in titles if re.match(r"1 short (gaps|activities)\b", t)]

@@ -33,3 +33,6 @@ def test_the_example_notebook_runs_with_its_figures(monkeypatch):
     assert len(html) >= 3  # the report, latency and what-if views
     text = "".join(o.get("text", "") for o in outputs if o.output_type == "stream")
     assert "ok   max-share non-GEMM" in text and "FAIL" not in text
+    # the notebook unpacked check()'s result, the deprecated form: a user's first run printed the warning
+    errors = "".join(o.get("text", "") for o in outputs if o.output_type == "stream" and o.get("name") == "stderr")
+    assert "DeprecationWarning" not in errors, errors

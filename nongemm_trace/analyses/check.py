@@ -221,7 +221,7 @@ def check(
 ) -> CheckResult:
     """Check ``trace`` against the limits: a :class:`~nongemm_trace.models.verdicts.CheckResult`, whose
     ``violations`` are the broken ones (empty when all hold; ``.gates`` lists every limit with its measured
-    value) and ``report`` the breakdown (it unpacks as ``violations, report``); ``options`` go to
+    value) and ``report`` the breakdown (unpacking it as ``violations, report`` is deprecated); ``options`` go to
     :func:`nongemm_trace.analyze`. ``baseline``: a trace (path or :class:`Analysis`), a report (live, or
     :meth:`Report.from_dict` of its document) or a stored report's JSON file; each gives the same numbers
     for the same trace. A limit that names no class or category, a share limit outside 0..1, or no limit

@@ -8,10 +8,13 @@ from html import escape
 from typing import Any
 
 from .html import html_fragment, html_num, html_share, html_table, html_text, html_warnings
+from .latency_lines import latency_head, whatif_head, whatif_verdict
 
-#: what a ``bound`` of the critical path means, for a reader
-BOUND_TEXT = {"cpu": "CPU-bound (host work)", "launch": "launch latency", "gpu": "GPU-bound",
-              "other": "other (waits, gaps)"}
+#: what a ``bound`` of the critical path means, in the words of the terminal's verdict (host-bound:
+#: launch, op CPU work, outside ops; device-bound: the device)
+BOUND_TEXT = {"cpu": "op CPU work (host)", "launch": "launch (host)", "other": "outside ops (host)",
+              "gpu": "device", "communication": "communication (device)", "sync": "sync",
+              "capture": "graph capture (host)"}
 
 
 def _by(title: str, values: dict[str, float], text: dict[str, str] | None = None) -> str:
@@ -21,13 +24,18 @@ def _by(title: str, values: dict[str, float], text: dict[str, str] | None = None
     return f"<h3>{escape(title)}</h3>" + html_table("latency-by", ["", "time (us)", "share"], rows)
 
 
-def latency_section(d: dict[str, Any]) -> str:
-    """A :class:`~nongemm_trace.models.latency.LatencyReport`'s document: steps, then where the
-    critical path's time went."""
+def _head(lines: list[tuple[str, bool]]) -> list[str]:
+    """The terminal's verdict lines (report/terminal/latency.py), the bold ones as verdicts."""
+    return [f'<p class="{"verdict" if bold else "meta"}">{escape(text.strip())}</p>' for text, bold in lines]
+
+
+def latency_section(d: dict[str, Any], head: list[tuple[str, bool]] | None = None) -> str:
+    """A :class:`~nongemm_trace.models.latency.LatencyReport`'s document: the verdicts (``head``, the
+    terminal's lines), the steps, then where the critical path's time went."""
     t = d["total"]
     out = [f'<p class="meta">{t["steps"]} step{"s" if t["steps"] != 1 else ""}'
-           f' ({escape(str(d["step_marker"]))}) · mean step {_plain(t["mean_step_us"])} us · typical launch latency '
-           f'{_plain(d["typical_launch_latency_us"])} us</p>']
+           f' ({escape(str(d["step_marker"] or "whole trace"))}) · mean step {_plain(t["mean_step_us"])} us · '
+           f'typical launch latency {_plain(d["typical_launch_latency_us"])} us</p>', *_head(head or [])]
     rows = [html_text(s["step"]) + html_text(s["name"], "name") + html_num(s["step_us"]) + html_num(s.get("latency_us"))
             for s in d["steps"]]
     out.append(html_table("latency-steps", ["step", "name", "step time (us)", "queueing latency (us)"], rows,
@@ -39,13 +47,11 @@ def latency_section(d: dict[str, Any]) -> str:
     return "".join(out)
 
 
-def whatif_section(d: dict[str, Any]) -> str:
-    """A :class:`~nongemm_trace.models.latency.WhatIfReport`'s document: the change asked for, the
-    measured and predicted step latency, the GPU shares before and after."""
-    asked = ", ".join(f"{s['selector']} x{s['factor']:g}" for s in d["scales"]) or "no duration scaled"
-    speedup = d.get("speedup")
-    out = [f'<p class="verdict">{escape(asked)}: mean step {_plain(d["measured_us"])} us -> '
-           f'{_plain(d["predicted_us"])} us' + (f" ({speedup:.2f}x)" if speedup else "") + "</p>"]
+def whatif_section(d: dict[str, Any], head: list[tuple[str, bool]] | None = None, verdict: str = "") -> str:
+    """A :class:`~nongemm_trace.models.latency.WhatIfReport`'s document: the change asked for and the
+    measured and predicted step latency (``head``, the terminal's lines), the GPU shares before and
+    after, the predicted critical path (``verdict``, the terminal's)."""
+    out = _head(head or [])
     rows = [html_text(s["step"]) + html_text(s["name"], "name") + html_num(s["measured_us"])
             + html_num(s["predicted_us"])
             + html_num(s["amdahl_us"]) for s in d["steps"]]
@@ -56,6 +62,8 @@ def whatif_section(d: dict[str, Any]) -> str:
             + (html_share(g["predicted"]) if g["predicted"] is not None else html_num(None)) for g in d["gpu_shares"]]
     out.append("<h3>GPU time by class</h3>" + html_table(
         "whatif-shares", ["class", "measured (us)", "predicted (us)", "measured share", "predicted share"], rows))
+    if verdict:
+        out.append(f'<p class="verdict">{escape(verdict)}</p>')
     out.append(_by("Predicted critical path by bound", d["by_bound_us"], BOUND_TEXT))
     out.append(html_warnings(d["warnings"]))
     return "".join(out)
@@ -66,8 +74,9 @@ def _plain(v: float | None) -> str:
 
 
 def latency_fragment(rep) -> str:
-    return html_fragment(str(rep.trace), latency_section(rep.to_dict()))
+    return html_fragment(str(rep.trace), latency_section(rep.to_dict(), latency_head(rep)))
 
 
 def whatif_fragment(rep) -> str:
-    return html_fragment(str(rep.trace), whatif_section(rep.to_dict()))
+    d = rep.to_dict()
+    return html_fragment(str(rep.trace), whatif_section(d, whatif_head(rep, d), whatif_verdict(rep)))

@@ -77,7 +77,8 @@ def graph_sentence(graphs: dict[str, Any]) -> str | None:
     # a trace of replays only (a graph's decode step, replayed) launched nothing eagerly to compare with
     vs = f" vs {eager:,.2f} us per eagerly launched one" if eager is not None else \
         " (no activity was launched eagerly to compare with)"
-    return (f"CUDA graphs: {graphs['graph_launches']:,} launches replayed {graphs['graph_activities']:,} activities "
+    n = graphs["graph_launches"]
+    return (f"CUDA graphs: {n:,} launch{'es' if n != 1 else ''} replayed {graphs['graph_activities']:,} activities "
             f"({graphs['activities_per_graph_launch']:,.1f} each); launch call time "
             f"{graphs['amortized_launch_us_per_graph_activity']:,.2f} us per replayed activity{vs}")
 

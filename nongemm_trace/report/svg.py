@@ -155,8 +155,9 @@ def _lane_rects(lane: pl.DataFrame, x0: int, y: int, h: int, scale: float) -> li
                 .sort(["_col", "dur_ns", "category"], descending=[False, True, False])
                 .group_by("_col", maintain_order=True).agg(pl.col("category").first(), pl.col("n").sum(),
                                                            pl.col("dur_ns").sum()))
-        out += [_column(x0, col, y, h, color(c), d, scale, f"{n} short activities, mostly {escape(c)}: "
-                        f"{d / 1000:,.1f} us") for col, c, n, d in cols.iter_rows()]
+        out += [_column(x0, col, y, h, color(c), d, scale, (f"{n} short activities, mostly {escape(c)}" if n != 1
+                                                             else f"1 short activity ({escape(c)})")
+                        + f": {d / 1000:,.1f} us") for col, c, n, d in cols.iter_rows()]
     return out
 
 
@@ -176,6 +177,7 @@ def _idle_rects(dev_acts: pl.DataFrame, x0: int, y: int, h: int, scale: float) -
     narrow = (gaps.filter(pl.col("gap") * scale < 1.0).with_columns(pl.col("_x").floor().cast(pl.Int64).alias("_col"))
               .group_by("_col").agg(pl.col("gap").sum(), pl.col("host").sum(), pl.len().alias("n")).sort("_col"))
     out += [_column(x0, col, y, h, IDLE_HOST_BOUND if host * 2 >= gap else IDLE_OTHER, gap, scale,
-                    f"{n} short gaps: idle {gap / 1000:,.1f} us, host-bound {host / 1000:,.1f} us")
+                    f"{n} short gap{'s' if n != 1 else ''}: idle {gap / 1000:,.1f} us, "
+                    f"host-bound {host / 1000:,.1f} us")
             for col, gap, host, n in narrow.iter_rows()]
     return out

@@ -8,9 +8,8 @@ from rich.console import Console
 from rich.table import Table
 
 from ...models.latency import BOUNDS, LatencyReport, WhatIfReport
-from . import escape, first_rows, more_rows_line, unprofiled_source, warning_line
-
-_HOST = ("launch", "cpu", "other")
+from ..latency_lines import HOST, latency_head, whatif_head, whatif_verdict
+from . import escape, first_rows, more_rows_line, warning_line
 
 
 def _pivot_table(title: str, att: pl.DataFrame, steps: int, wall_ns: int) -> Table:
@@ -36,35 +35,9 @@ def _pivot_table(title: str, att: pl.DataFrame, steps: int, wall_ns: int) -> Tab
     return t
 
 
-def _verdict(att: pl.DataFrame, wall_ns: int) -> str:
-    if not wall_ns:
-        return "no steps with time"
-    bb = dict(att.group_by("bound").agg(pl.col("ns").sum()).iter_rows())
-    host = sum(bb.get(b, 0) for b in _HOST)
-    dev = bb.get("gpu", 0) + bb.get("communication", 0)
-    pct = lambda v: f"{100 * v / wall_ns:.0f} %"  # noqa: E731
-    if bb.get("capture", 0) > max(host, dev):  # models.latency.bound_of's capture-bound
-        return (f"graph capture: {pct(bb['capture'])} of the latency is the host recording CUDA/HIP graphs (launches "
-                f"captured, not run); the rest: the host {pct(host)}, the device {pct(dev)}, "
-                f"sync {pct(bb.get('sync', 0))}")
-    kind = "host-bound" if host > dev else "device-bound"
-    non = att.filter(pl.col("class") == "non-GEMM")
-    non_launch = int(non.filter(pl.col("bound").is_in(list(_HOST)))["ns"].sum() or 0)
-    return (f"{kind}: {pct(host)} of the latency is the host (launch {pct(bb.get('launch', 0))}, op CPU work "
-            f"{pct(bb.get('cpu', 0))}, outside ops {pct(bb.get('other', 0))}), {pct(dev)} the device, "
-            f"{pct(bb.get('sync', 0))} sync; non-GEMM ops hold {pct(int(non['ns'].sum() or 0))}, "
-            f"{pct(non_launch)} of it on the host")
-
-
-def _pct(part: float, whole: float) -> str:
-    return f"{100 * part / whole:.0f} % of the step without it" if whole else "-"
-
-
-def _changed(profiled: str | None, unprofiled: str | None) -> str:
-    """Says when the profiler changes the verdict."""
-    if profiled and unprofiled and profiled != unprofiled:
-        return f" ({profiled} under the profiler, {unprofiled} without it)"
-    return ""
+def _print_head(console: Console, lines: list[tuple[str, bool]]) -> None:
+    for text, bold in lines:
+        console.print(f"[bold]{escape(text)}[/bold]" if bold else escape(text))
 
 
 def render_latency(rep: LatencyReport, console: Console) -> None:
@@ -74,13 +47,8 @@ def render_latency(rep: LatencyReport, console: Console) -> None:
     console.print(f"taxonomy: {rep.taxonomy} | level: {rep.level} | steps: {n} ({rep.step_marker or 'whole trace'}) | "
                   f"mean step {wall / max(n, 1) / 1000:,.1f} us | typical launch latency "
                   f"{rep.launch_latency_ns / 1000:,.1f} us, queue gap {rep.queue_gap_ns / 1000:,.2f} us")
-    console.print(f"[bold]profiled: {escape(_verdict(rep.attribution, wall))}[/bold]")
+    _print_head(console, latency_head(rep))
     un = rep.unprofiled
-    if un:
-        console.print(f"[bold]without the profiler: mean step {un['step_us']:,.1f} us (the profiler adds "
-                      f"{un['profiler_overhead_us']:,.1f} us, {_pct(un['profiler_overhead_us'], un['step_us'])}); "
-                      f"{un['bound']}{_changed(un.get('profiled_bound'), un.get('bound'))}[/bold]")
-        console.print(f"  ({escape(unprofiled_source(un))})")
     console.print(_pivot_table("Critical-path latency per step (us) by category and bound (profiled)", rep.attribution,
                                n, wall))
     t = Table(title="Steps", title_justify="left")
@@ -90,7 +58,7 @@ def render_latency(rep: LatencyReport, console: Console) -> None:
         ("without profiler (us)",) if un_steps else ())
     for col in cols:
         t.add_column(col, justify="right" if col != "name" else "left")
-    bb = rep.attribution.with_columns(pl.when(pl.col("bound").is_in(list(_HOST))).then(pl.lit("host"))
+    bb = rep.attribution.with_columns(pl.when(pl.col("bound").is_in(list(HOST))).then(pl.lit("host"))
                                       .when(pl.col("bound").is_in(["sync", "capture"])).then(pl.col("bound"))
                                       .otherwise(pl.lit("device"))
                                       .alias("side")).group_by(["step", "side"]).agg(pl.col("ns").sum())
@@ -112,32 +80,7 @@ def render_latency(rep: LatencyReport, console: Console) -> None:
 def render_whatif(rep: WhatIfReport, console: Console) -> None:
     d = rep.to_dict()
     console.print(f"[bold]{escape(rep.trace)}[/bold]")
-    changes = [f"{s['selector']} x{s['factor']:g}" for s in rep.scales]
-    if rep.settings.get("cpu_scale", 1.0) != 1.0:
-        changes.append(f"host work x{rep.settings['cpu_scale']:g}")
-    if rep.settings.get("launch_us") is not None:
-        changes.append(f"launch calls {rep.settings['launch_us']:g} us")
-    if rep.settings.get("graphs"):
-        cost = (f"{rep.settings['graph_launch_us']:g} us" if rep.settings.get("graph_launch_us") is not None else
-                f"{rep.settings['graph_launch_us_per_activity']:g} us per activity")
-        changes.append(f"CUDA graphs ({rep.settings.get('graphs_replayed', 0)} replays, launch {cost}, "
-                       f"{rep.settings.get('graph_launch_cost')})")
-    if rep.settings.get("autocast"):
-        per_step = rep.settings.get("autocast_casts") or []
-        casts = sum(s["casts"] for s in per_step) / len(per_step) if per_step else 0
-        mb = sum(s["cast_bytes"] or 0 for s in per_step) / len(per_step) / 1e6 if per_step else 0
-        changes.append(f"autocast {rep.settings['autocast']} ({casts:,.0f} casts per step, {mb:,.1f} MB cast)")
-    console.print("what if: " + (", ".join(changes) or "nothing changes (replays the measured steps)"))
-    m, p, a = d["measured_us"], d["predicted_us"], d["amdahl_us"]
-    if m is not None:
-        console.print(f"[bold]profiled run, mean step: measured {m:,.1f} us -> predicted {p:,.1f} us "
-                      f"({100 * (p / m - 1):+.1f} %); naive Amdahl (step minus the time saved) {a:,.1f} us[/bold]")
-    um, up, un = d.get("unprofiled_step_us"), d.get("predicted_unprofiled_step_us"), rep.unprofiled or {}
-    if um is not None and up is not None:
-        console.print(f"[bold]without the profiler, mean step: {um:,.1f} us -> predicted {up:,.1f} us "
-                      f"({100 * (up / um - 1):+.1f} %); {un.get('predicted_bound')}"
-                      f"{_changed(un.get('predicted_profiled_bound'), un.get('predicted_bound'))}[/bold]")
-        console.print(f"  ({escape(unprofiled_source(un))})")
+    _print_head(console, whatif_head(rep, d))
     sm, sp = d.get("measured_span_us"), d.get("predicted_span_us")
     queued = any(w.code == "steps_overlap" for w in rep.warnings)  # else the span adds only the time between steps
     if queued and sm and sp is not None and rep.steps.height > 1:
@@ -163,7 +106,7 @@ def render_whatif(rep: WhatIfReport, console: Console) -> None:
         s.add_row(r["class"], fmt(r["measured"]), fmt(r["predicted"]))
     console.print(s)
     wall = int(rep.steps["predicted"].sum() or 0)
-    console.print(f"[bold]{escape(_verdict(rep.attribution, wall))}[/bold]")
+    console.print(f"[bold]{escape(whatif_verdict(rep))}[/bold]")
     console.print(_pivot_table("Predicted critical path per step (us)", rep.attribution, rep.steps.height, wall))
     if rep.warnings:
         console.print("warnings:")
