@@ -61,6 +61,10 @@ K_MAX = 4.0
 _BISECTIONS = 14
 #: the device durations' scale search range (a run's clocks and contention differ, not by more)
 DEVICE_SCALE_RANGE = (0.25, 4.0)
+#: how far two runs of the same kernels on one GPU may differ (its base clock is about 0.8 of its boost
+#: clock): a device-bound estimate is calibrated on the device only where a scale in this band reaches
+#: the measured step; a step the device cannot explain so is the host's
+DEVICE_DRIFT = (0.8, 1.25)
 #: a replay within this share of the measured step needs no device scaling (the anchor closes it)
 _ANCHOR_TOLERANCE = 0.01
 
@@ -315,7 +319,8 @@ def without_profiler(ctx: Context, g: Graph, kept_steps: pl.DataFrame, *, step_u
         goal = target
     lo, hi = wall_at(K_MAX), wall_at(0.0)
     note = None
-    if issue is None and _device_bound(ctx, g, run(1.0)[0], steps):
+    if issue is None and _device_bound(ctx, g, run(1.0)[0], steps) and _device_reaches(
+            lambda scale: mean_wall(run(1.0, scale)[0]), goal):
         # the model's run is paced by the device: a measured step that differs says the device differs
         # (clocks, contention), not a host several times slower or faster than the model (a step 2 % longer
         # once took 98 % of the profiler's time back in, and autocast's what-if then added casts to that host)
@@ -349,6 +354,16 @@ def _device_bound(ctx: Context, g: Graph, tl: Timeline, steps: pl.Series) -> boo
     """Whether the device holds more of the steps' critical path than the host on timeline ``tl``."""
     kept = replace(tl, steps=tl.steps.filter(pl.col("step").is_in(steps.implode())))
     return bound_of(attribute(kept, ctx.taxonomy.classes, g.queue_gap_ns)) == "device-bound"
+
+
+def _device_reaches(wall_at: Any, goal: float) -> bool:
+    """Whether the device durations scaled within :data:`DEVICE_DRIFT` take the replayed mean step
+    (``wall_at(scale)``, us) to ``goal``: a loop the model calls device-bound whose step hardly moves
+    with the device (the host holds nearly as much of its critical path) cannot have its measured step
+    explained by the device's clocks (a ResNet-18 b1 step told 12 % shorter would otherwise have run its
+    device at a quarter of its durations, and ``--graphs`` then predicted a quarter of the real replay)."""
+    lo, hi = DEVICE_DRIFT
+    return wall_at(lo) <= goal <= wall_at(hi)
 
 
 def _anchor(wall_at: Any, goal: float) -> tuple[float, float, str | None]:
