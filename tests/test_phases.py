@@ -176,7 +176,7 @@ def test_a_loop_of_decode_graph_replays_is_one_decode_iteration_per_replay():
     assert ns(p["time_us"]) == max(end, *(ns(e["ts"]) + ns(e["dur"]) for e in work)) - lo
     assert (p["activities"], ns(p["gpu_time_us"])) == (len(work), sum(ns(e["dur"]) for e in work))
     replayed = sum(1 for e in ev if e.get("cat") == "kernel" and e["args"].get("correlation") in {
-        l["args"]["correlation"] for l in ev if l.get("name") == "cudaGraphLaunch"})
+        g["args"]["correlation"] for g in ev if g.get("name") == "cudaGraphLaunch"})
     assert replayed > 0 and p["activities"] >= replayed
     _sums_hold(doc)
 
