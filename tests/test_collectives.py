@@ -111,6 +111,22 @@ def test_the_calls_running_when_the_window_opened_are_matched_from_the_end(ddp, 
         assert c["late_work"] == []
 
 
+def test_no_call_before_the_trace_where_a_rank_has_several_groups(ddp, tmp_path, capsys):
+    """Which group a kernel launched before the window was in is not recorded: a rank whose calls are of
+    two process groups gets none of them (here the pair with its broadcasts renamed into group ``1``)."""
+    for r in (0, 1):
+        src = ddp / f"bert_ddp_train_rank{r}.json.gz"
+        doc = json.loads(gzip.decompress(src.read_bytes()))
+        for e in doc["traceEvents"]:
+            a = e.get("args") or {}
+            if a.get("Collective name") == "broadcast":
+                a["Process Group Name"] = "1"
+        (tmp_path / src.name).write_bytes(gzip.compress(json.dumps(doc).encode()))
+    calls = _batch(capsys, tmp_path)["collectives"]
+    assert len(calls) == 45 and not [c for c in calls if c["step"] == BEFORE]
+    assert {c["process_group"] for c in calls if c["name"] == "broadcast"} == {"1"}
+
+
 def test_waits_and_exposure_add_up_to_each_ranks_communication(ddp_report):
     """Per rank: each call's duration is its wait plus its transfer; the matched calls' exposed parts and
     those of the communication kernels no call was matched to (launched before the window: no args) add

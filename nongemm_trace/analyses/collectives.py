@@ -56,17 +56,23 @@ _KIND_IN_NAME = r"(?i)(all_?reduce|all_?gather|reduce_?scatter|broadcast|all_?to
 
 
 def _before_the_trace(acts: pl.DataFrame, records: pl.DataFrame, metadata: dict) -> pl.DataFrame:
-    """The collective kernels launched before the trace's window (still running when it opened: the
-    tail of the step before the first one recorded), as records marked ``before``: they carry no
-    parameters (those come with the launch), so only their kind, from the kernel's name, and their times
-    are known. Every rank opens its window at the same point of its program, so these are, on every rank,
-    the last calls of one sequence (:func:`~nongemm_trace.metrics.collectives.rank_calls` counts them from
-    the end). None where the records number the calls (``seq``: matched by it, these have none), and
-    where no kernel carries the parameters (the calls are then timed by the host's records)."""
+    """The collective kernels launched before the trace's window (still running when it opened: the tail of the
+    step before the first one recorded), as records marked ``before``: they carry no parameters (those
+    come with the launch), so only their kind, from the kernel's name, and their times are known; their
+    process group and its size are those of the rank's other calls, and where those are of several
+    groups none is added (which group a call was in is not known). Every rank opens its window at the
+    same point of its program, so these are, on every rank, the last calls of one sequence
+    (:func:`~nongemm_trace.metrics.collectives.rank_calls` counts them from the end). None where the
+    records number the calls (``seq``: matched by it, these have none), and where no kernel carries the
+    parameters (the calls are then timed by the host's records)."""
     empty = records.head(0).with_columns(pl.lit(False).alias("before"))
     kernels = records.filter(pl.col("source") == "kernel")
     if "correlation" not in acts.columns or kernels.height == 0 or records["seq"].null_count() < records.height:
         return empty
+    groups = kernels.select("pg", "group_size").unique()
+    if groups.height != 1:
+        return empty
+    pg, size = groups.row(0)
     launched = pl.col("launch_ts_ns").is_not_null() if "launch_ts_ns" in acts.columns else pl.lit(False)
     comm = acts.filter((pl.col("category").cast(pl.Utf8) == "communication") & ~launched)
     if comm.height == 0:
@@ -77,9 +83,9 @@ def _before_the_trace(acts: pl.DataFrame, records: pl.DataFrame, metadata: dict)
     base = records["base_ns"].drop_nulls()
     b = int(base[0]) if base.len() else metadata.get("baseTimeNanoseconds")
     return comm.select(
-        pl.lit("kernel").alias("source"), pl.col("_kind").alias("name"), pl.lit(None, pl.Utf8).alias("pg"),
+        pl.lit("kernel").alias("source"), pl.col("_kind").alias("name"), pl.lit(pg, pl.Utf8).alias("pg"),
         pl.lit(None, pl.Int64).alias("seq"), pl.lit(None, pl.Int64).alias("in_nelems"),
-        pl.lit(None, pl.Int64).alias("out_nelems"), pl.lit(None, pl.Int64).alias("group_size"),
+        pl.lit(None, pl.Int64).alias("out_nelems"), pl.lit(size, pl.Int64).alias("group_size"),
         pl.lit(None, pl.Utf8).alias("dtype"), pl.col("correlation").cast(pl.Int64), pl.col("device").cast(pl.Int64),
         pl.lit(None, pl.Utf8).alias("pid"), pl.lit(None, pl.Utf8).alias("tid"), pl.col("ts_ns").cast(pl.Int64),
         pl.col("dur_ns").cast(pl.Int64), pl.lit(b if isinstance(b, int) else None, pl.Int64).alias("base_ns"),
