@@ -105,7 +105,10 @@ def run(label: str, argv: list[str], roots: dict[str, int], env: dict[str, str])
            "load_after": [round(x, 2) for x in os.getloadavg()], "exit": proc.returncode,
            "traces": len(d.get("traces", [])), "failed": len(d.get("failed", [])),
            "peak_mb": {k: round(v / 2**20) for k, v in peaks.peak.items()},
-           "gpu_time_us": (d.get("combined") or {}).get("gpu_time_us")}
+           "gpu_time_us": (d.get("combined") or {}).get("gpu_time_us"),
+           # the calls matched across the ranks, and on how many ranks each was (the collectives' reduction)
+           "collectives": len(d.get("collectives") or []),
+           "ranks_per_collective": sorted({len(c["ranks"]) for c in d.get("collectives") or []})}
     if proc.returncode:
         row["stderr"] = err.decode()[-500:]
     print(json.dumps(row), flush=True)

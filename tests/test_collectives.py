@@ -15,7 +15,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from conftest import interval_union_ns, raw_events, shared
+from conftest import interval_union_ns, ns, raw_events, shared
 
 import nongemm_trace
 from nongemm_trace.cli import main
@@ -54,9 +54,22 @@ def ddp_report(tmp_path_factory) -> dict:
     return json.loads(out.read_text())
 
 
+#: the step the JSON names for the calls launched before the trace's window
+BEFORE = "(before the trace)"
+
+
+def _before_kernels(path: Path) -> list[dict]:
+    """The communication kernels whose launch call is not in the file (launched before the window
+    opened, still running when it did), in time order, read from the raw JSON."""
+    ev = raw_events(str(path))
+    launched = {(e.get("args") or {}).get("correlation") for e in ev if e.get("cat") in ("cuda_runtime", "cuda_driver")}
+    return sorted((e for e in ev if e.get("ph") == "X" and e.get("cat") == "kernel" and "nccl" in e["name"].lower()
+                   and (e.get("args") or {}).get("correlation") not in launched), key=lambda e: e["ts"])
+
+
 def test_every_nccl_collective_is_matched_on_both_ranks(ddp, ddp_report):
     d = ddp_report
-    calls = d["collectives"]
+    calls = [c for c in d["collectives"] if c["step"] != BEFORE]
     per_rank = {r: _args_kernels(ddp / f"bert_ddp_train_rank{r}.json.gz") for r in (0, 1)}
     assert len(per_rank[0]) == len(per_rank[1]) == len(calls) > 0
     assert Counter(c["name"] for c in calls) == Counter(e["args"]["Collective name"] for e in per_rank[0])
@@ -75,7 +88,43 @@ def test_every_nccl_collective_is_matched_on_both_ranks(ddp, ddp_report):
     last = Counter(c["last_rank"] for c in calls)
     assert last[1] > 0.9 * len(calls)
     rows = {r["rank"]: r["collectives"] for r in d["ranks"]["ranks"]}
-    assert rows[1]["last"] == last[1] and rows[0]["last"] == last[0]
+    every = Counter(c["last_rank"] for c in d["collectives"])
+    assert rows[1]["last"] == every[1] and rows[0]["last"] == every[0]
+
+
+def test_the_calls_running_when_the_window_opened_are_matched_from_the_end(ddp, ddp_report):
+    """The NCCL kernels launched before the profiler's window (the tail of the warm-up step's
+    all-reduces: 11 on rank 0, whose window opened earlier on its device's queue, 6 on rank 1) carry no
+    parameters; every rank opened its window at the same point of its program, so rank 1's 6 are the
+    last 6 of rank 0's, matched in that order: start, skew and last rank from the raw kernels."""
+    base = {r: json.loads(gzip.decompress((ddp / f"bert_ddp_train_rank{r}.json.gz").read_bytes()))
+            ["baseTimeNanoseconds"] for r in (0, 1)}
+    raw = {r: _before_kernels(ddp / f"bert_ddp_train_rank{r}.json.gz") for r in (0, 1)}
+    assert (len(raw[0]), len(raw[1])) == (11, 6)
+    n = min(len(k) for k in raw.values())
+    calls = [c for c in ddp_report["collectives"] if c["step"] == BEFORE]
+    assert [c["index"] for c in calls] == list(range(-n, 0))
+    for j, c in enumerate(calls):
+        starts = [base[r] + ns(raw[r][len(raw[r]) - n + j]["ts"]) for r in (0, 1)]
+        assert (c["name"], c["ranks"], c["start_ns"], c["bytes"]) == ("allreduce", [0, 1], starts, None)
+        assert ns(c["skew_us"]) == max(starts) - min(starts) and c["last_rank"] == starts.index(max(starts))
+        assert c["late_work"] == []
+
+
+def test_no_call_before_the_trace_where_a_rank_has_several_groups(ddp, tmp_path, capsys):
+    """Which group a kernel launched before the window was in is not recorded: a rank whose calls are of
+    two process groups gets none of them (here the pair with its broadcasts renamed into group ``1``)."""
+    for r in (0, 1):
+        src = ddp / f"bert_ddp_train_rank{r}.json.gz"
+        doc = json.loads(gzip.decompress(src.read_bytes()))
+        for e in doc["traceEvents"]:
+            a = e.get("args") or {}
+            if a.get("Collective name") == "broadcast":
+                a["Process Group Name"] = "1"
+        (tmp_path / src.name).write_bytes(gzip.compress(json.dumps(doc).encode()))
+    calls = _batch(capsys, tmp_path)["collectives"]
+    assert len(calls) == 45 and not [c for c in calls if c["step"] == BEFORE]
+    assert {c["process_group"] for c in calls if c["name"] == "broadcast"} == {"1"}
 
 
 def test_waits_and_exposure_add_up_to_each_ranks_communication(ddp_report):
@@ -98,6 +147,10 @@ def test_waits_and_exposure_add_up_to_each_ranks_communication(ddp_report):
         compute = k.filter(pl.col("category") != "communication")
         comm = k.filter(pl.col("category") == "communication")
         named = {e["args"]["correlation"] for e in _args_kernels(path)}
+        # and the last ones launched before the window, as many as the other rank recorded
+        before = _before_kernels(path)
+        other = _before_kernels(next(Path(t["trace"]) for t in d["traces"] if t["rank"] != rank))
+        named |= {e["args"]["correlation"] for e in before[len(before) - min(len(before), len(other)):]}
         unmatched = comm.filter(~pl.col("correlation").is_in(list(named)))
         busy_compute = interval_union_ns(compute)
         rest_ns = sum(interval_union_ns(pl.concat([compute, unmatched[j:j + 1]])) - busy_compute

@@ -132,8 +132,69 @@ def test_a_decode_step_captured_into_a_cuda_graph_is_no_iteration():
     assert embeds and all(win[2] <= ns(e["ts"]) < win[3] for e in embeds)
     assert not [e for e in ev if e.get("cat") == "kernel" and win[2] <= ns(e["ts"]) < win[3]]
     assert "phases" not in _doc(GRAPH_CAPTURE)
-    replay = _doc(GRAPH_REPLAY)
-    assert "phases" not in replay and replay["gpu_activities"] > 0
+
+
+def _raw_replay_writes(ev) -> list[tuple]:
+    """(pid, tid, ts ns, batch, query) of each write of integer token ids ``[batch, query]`` (an
+    ``aten::copy_`` of ``long int``/``int``) that the next graph launch of its thread follows, with no
+    other such write between them: a replay's input, read from the raw events."""
+    writes = sorted((e["pid"], e["tid"], ns(e["ts"]), *e["args"]["Input Dims"][0]) for e in ev
+                    if e.get("cat") == "cpu_op" and e.get("name") == "aten::copy_"
+                    and (e.get("args") or {}).get("Input type", [None])[0] in ("long int", "int")
+                    and len((e["args"].get("Input Dims") or [[]])[0]) == 2)
+    launches = [(e["pid"], e["tid"], ns(e["ts"])) for e in ev if e.get("cat") in ("cuda_runtime", "cuda_driver")
+                and re.fullmatch(r"(cuda|hip|cu)GraphLaunch(_v\d+)?(_ptsz)?", e.get("name", ""))]
+    kept = set()
+    for pid, tid, t in launches:
+        before = [w for w in writes if (w[0], w[1]) == (pid, tid) and w[2] <= t]
+        if before:
+            kept.add(before[-1])
+    return sorted(kept, key=lambda w: w[2])
+
+
+def test_a_loop_of_decode_graph_replays_is_one_decode_iteration_per_replay():
+    """The replays of that decode graph (3 profiled steps of ``g.replay()``, bench/capture_serving.py):
+    no annotation and no op of the forward pass (the graph runs its kernels), but the token ids
+    ``[8, 1]`` written into the graph's static input before each replay say one query token for each of
+    8 sequences. Each write opens a decode iteration, running to the next write (the last: to the end
+    of the thread's ops after it), and its work is the kernels its replay launched."""
+    ev = raw_events(str(GRAPH_REPLAY))
+    writes = _raw_replay_writes(ev)
+    assert [w[3:] for w in writes] == [(8, 1)] * 3
+    doc = _doc(GRAPH_REPLAY)
+    assert doc["phase_engine"] == "replay"
+    (p,) = doc["phases"]
+    assert (p["phase"], p["iterations"], p["batch"], p["tokens"]) == ("decode", 3, 8, 24)
+    thread = [e for e in ev if e.get("ph") == "X" and e.get("cat") == "cpu_op"
+              and (e["pid"], e["tid"]) == writes[-1][:2] and ns(e["ts"]) >= writes[-1][2]]
+    end = max(ns(e["ts"]) + ns(e["dur"]) for e in thread)
+    lo = writes[0][2]
+    inside = {e["args"]["correlation"] for e in ev if e.get("cat") in ("cuda_runtime", "cuda_driver")
+              and lo <= ns(e["ts"]) < end and "correlation" in e.get("args", {})}
+    work = [e for e in ev if e.get("cat") in ACTIVITY and e.get("args", {}).get("correlation") in inside]
+    # the spans tile the loop: from the first write to the later of the last op's end and the last work's
+    assert ns(p["time_us"]) == max(end, *(ns(e["ts"]) + ns(e["dur"]) for e in work)) - lo
+    assert (p["activities"], ns(p["gpu_time_us"])) == (len(work), sum(ns(e["dur"]) for e in work))
+    replayed = sum(1 for e in ev if e.get("cat") == "kernel" and e["args"].get("correlation") in {
+        g["args"]["correlation"] for g in ev if g.get("name") == "cudaGraphLaunch"})
+    assert replayed > 0 and p["activities"] >= replayed
+    _sums_hold(doc)
+
+
+def test_replays_of_a_prompt_alone_are_no_generation(tmp_path):
+    """The same replay trace with its written token ids made ``[8, 16]`` (16 query tokens: prompts):
+    graph replays that never decode are an inference, as torch.compile's CUDA graphs of one forward pass
+    (the H200 Llama's, whose inputs are a tensor list) are: no phases."""
+    import gzip
+
+    doc = json.loads(gzip.decompress(GRAPH_REPLAY.read_bytes()))
+    for e in doc["traceEvents"]:
+        if e.get("name") == "aten::copy_" and (e.get("args") or {}).get("Input Dims") == [[8, 1], [8, 1], []]:
+            e["args"]["Input Dims"] = [[8, 16], [8, 16], []]
+    dst = tmp_path / GRAPH_REPLAY.name
+    dst.write_bytes(gzip.compress(json.dumps(doc).encode()))
+    assert "phases" not in _doc(dst)
+    assert "phases" not in _doc(SAMPLES / "llama_1b_bf16_bs1_s2048__compiled_cudagraphs.json.gz")
 
 
 def test_phases_are_in_the_json_of_the_command_and_read_back():
@@ -198,10 +259,14 @@ def test_phases_add_up_on_every_trace(path):
     decodes = [e for e in ev if e.get("name") == "aten::embedding"
                and re.match(r"\[\[\d+, ?\d+\], ?\[\d+, ?1\]", json.dumps((e.get("args") or {}).get("Input Dims")))
                and not any((e["pid"], e["tid"]) == w[:2] and w[2] <= ns(e["ts"]) < w[3] for w in windows)]
+    replays = [w for w in _raw_replay_writes(ev)
+               if not any(w[:2] == x[:2] and x[2] <= w[2] < x[3] for x in windows)]
     doc = _doc(path)
-    if not counted and not decodes:
+    if not counted and not decodes and not any(w[4] == 1 for w in replays):
         assert "phases" not in doc, engines
         return
+    if not counted and not decodes:
+        assert doc["phase_engine"] == "replay" and sum(p["iterations"] for p in doc["phases"]) == len(replays)
     phases = doc["phases"]
     if counted:
         assert sum(p["iterations"] for p in phases) == len(counted)

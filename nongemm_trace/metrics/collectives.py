@@ -14,7 +14,10 @@ event):
 * :func:`match_calls`, across ranks: a collective is the same call on every rank of its process
   group when its sequence number is (where the trace writes one), else when it is the ``k``-th call
   of its kind in that group within the same step (``ProfilerStep#N`` is named alike on every rank),
-  as every rank issues a group's collectives in one order. Per call: the arrival skew (latest
+  as every rank issues a group's collectives in one order. The kernels launched before the trace's window (no
+  parameters: :func:`nongemm_trace.analyses.collectives.calls_of` adds them, marked ``before``) are
+  the tail of the step before the first one recorded, of a length that differs between ranks: their
+  step is :data:`BEFORE` and they are counted from its end. Per call: the arrival skew (latest
   start minus earliest), the rank that arrived last, each rank's wait (the latest start, or its own
   end where its part ended first, minus its own start: the time its collective could not progress;
   a broadcast's root whose message fits the peer's buffer returns without waiting), the transfer
@@ -47,6 +50,8 @@ else:  # pragma: no cover
 #: the columns of one rank's calls (:func:`rank_calls`)
 CALL_COLUMNS = ("source", "kind", "name", "pg", "seq", "step_name", "k", "bytes", "group_size", "dtype",
                 "start_ns", "end_ns", "dur_ns", "overlap_ns", "host")
+#: the step of the calls launched before the trace's window (the tail of the step before its first)
+BEFORE = "(before the trace)"
 #: host records that are no collective (``record_param_comms`` also marks a work's wait)
 _NOT_COLLECTIVES = ("wait", "barrier")
 
@@ -108,23 +113,27 @@ def rank_calls(records: pl.DataFrame, steps: pl.DataFrame, launches: pl.DataFram
     per = pl.col("dtype").replace_strict(sizes, default=None, return_dtype=pl.Int64)
     rec = rec.with_columns((nelems * per).alias("bytes"), pl.col("base_ns").fill_null(0).alias("base_ns"),
                            (pl.col("ts_ns") + pl.col("dur_ns")).alias("end_ns"))
+    if "before" not in rec.columns:
+        rec = rec.with_columns(pl.lit(False).alias("before"))
     rec = rec.with_row_index("_r")
     # the time that places a call in a step: its launch call's for a kernel, its own otherwise
     calls = launches.select(pl.col("correlation").cast(pl.Int64), pl.col("ts_ns").alias("_launch_ts")).drop_nulls(
         "correlation").unique("correlation")
     rec = rec.join(calls, on="correlation", how="left").with_columns(
         pl.coalesce("_launch_ts", "ts_ns").alias("_t"))
-    rec = rec.join(_step_names(rec.select("_r", "_t"), steps), on="_r", how="left")
+    rec = rec.join(_step_names(rec.select("_r", "_t"), steps), on="_r", how="left").with_columns(
+        pl.when(pl.col("before")).then(pl.lit(BEFORE)).otherwise(pl.col("step_name")).alias("step_name"))
     starts = steps.select(pl.col("name").cast(pl.Utf8).alias("step_name"), pl.col("ts_ns").alias("_floor")) \
         .unique("step_name", keep="first")
     rec = rec.join(starts, on="step_name", how="left")
     # computation hides a device kernel; a host range (gloo's threads) is not measured against the host's work
     rec = rec.join(_hidden(rec, activities), on="_r", how="left").with_columns(
         pl.when(pl.col("source") == "kernel").then(pl.col("overlap_ns").fill_null(0)).alias("overlap_ns"))
-    rec = rec.join(_host(rec, ops), on="_r", how="left")
+    rec = rec.join(_host(rec, ops), on="_r", how="left").with_columns(pl.col("host").fill_null(pl.lit([], HOST_TYPE)))
+    group = [pl.col("pg").fill_null(""), pl.col("step_name").fill_null(""), "kind"]
+    # the calls before the trace counted from the end (-1: the last): ranks hold different numbers of them
     rec = rec.sort("ts_ns", "_r").with_columns(
-        pl.int_range(pl.len()).over([pl.col("pg").fill_null(""), pl.col("step_name").fill_null(""), "kind"])
-        .alias("k"))
+        (pl.int_range(pl.len()) - pl.when(pl.col("before")).then(pl.len()).otherwise(0)).over(group).alias("k"))
     return rec.select(
         "source", "kind", "name", "pg", "seq", "step_name", pl.col("k").cast(pl.Int64), "bytes", "group_size", "dtype",
         (pl.col("base_ns") + pl.col("ts_ns")).alias("start_ns"), (pl.col("base_ns") + pl.col("end_ns")).alias("end_ns"),
@@ -133,9 +142,10 @@ def rank_calls(records: pl.DataFrame, steps: pl.DataFrame, launches: pl.DataFram
 
 def _host(rec: pl.DataFrame, ops: pl.DataFrame | None) -> pl.DataFrame:
     """``_r, host`` of each call (empty lists without ``ops``)."""
-    if ops is None or ops.height == 0:
+    if ops is None or ops.height == 0 or rec.filter(~pl.col("before")).height == 0:
         return rec.select("_r", pl.lit([], HOST_TYPE).alias("host"))
-    return host_before_calls(rec.select("_r", "_t", "_floor"), ops)
+    # a call launched before the trace has no host time in it (its ``_t`` is its kernel's start)
+    return host_before_calls(rec.filter(~pl.col("before")).select("_r", "_t", "_floor"), ops)
 
 
 CALL_SCHEMA: dict[str, pl.DataType | type[pl.DataType]] = {

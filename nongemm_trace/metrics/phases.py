@@ -5,7 +5,9 @@ through GEMMs large enough to be compute-bound, a decode iteration one token per
 the non-GEMM share and the launch cost grow. One breakdown over the whole run averages the two,
 so each iteration is told by what the trace records of it (``facts/serving_phases.toml``): the
 engine's annotation around the step (vLLM's request-shape range, SGLang's ``step[MODE bs=N]``),
-or, for a plain ``generate()`` loop, the token embedding's indices that open each forward pass.
+for a plain ``generate()`` loop, the token embedding's indices that open each forward pass; for
+a loop of CUDA-graph replays with neither (the forward pass's ops are inside the graph), the token
+ids written into the graph's static input before each replay.
 
 An iteration's GPU work is the activities launched inside its host span (the annotation's range;
 for ``generate()``, from one forward pass's embedding to the next, sampling included), a graph
@@ -47,12 +49,14 @@ def rules() -> dict[str, Any]:
     return tomllib.loads(text)
 
 
-def iterations(ops: pl.DataFrame, captures: pl.DataFrame | None = None) -> tuple[str | None, pl.DataFrame]:
-    """The engine the iterations were told by (``vllm``, ``sglang``, ``generate``; None: no
-    iteration found) and one row per iteration: ``start_ns, end_ns, phase, batch, tokens``
+def iterations(ops: pl.DataFrame, captures: pl.DataFrame | None = None,
+               graphs: pl.DataFrame | None = None) -> tuple[str | None, pl.DataFrame]:
+    """The engine the iterations were told by (``vllm``, ``sglang``, ``generate``, ``replay``; None:
+    no iteration found) and one row per iteration: ``start_ns, end_ns, phase, batch, tokens``
     (batch and tokens null where the trace does not say them), in time order. ``captures``: the
     threads' CUDA-graph capture windows (``pid, tid, ts_ns, end_ns``), inside which a forward pass
-    is recorded into a graph, not run: not an iteration."""
+    is recorded into a graph, not run: not an iteration. ``graphs``: the calls that replay a graph
+    (``pid, tid, ts_ns``), for a loop of replays with no annotation (:func:`_replays`)."""
     if ops.height == 0:
         return None, pl.DataFrame(schema=_ITERATION)
     for rule in rules().get("annotation", []):
@@ -60,7 +64,10 @@ def iterations(ops: pl.DataFrame, captures: pl.DataFrame | None = None) -> tuple
         if found.height:
             return str(rule["engine"]), found
     found = _forward_passes(ops, rules().get("generate", {}), captures)
-    return ("generate", found) if found.height else (None, found)
+    if found.height:
+        return "generate", found
+    found = _replays(ops, rules().get("replay", {}), graphs, captures)
+    return ("replay", found) if found.height else (None, found)
 
 
 def _annotated(ops: pl.DataFrame, rule: dict[str, Any]) -> pl.DataFrame:
@@ -134,6 +141,49 @@ def _forward_passes(ops: pl.DataFrame, rule: dict[str, Any], captures: pl.DataFr
                         (pl.col("batch").fill_null(1) * pl.col("query")).alias("tokens")).cast(_ITERATION)  # type: ignore[arg-type]
 
 
+def _replays(ops: pl.DataFrame, rule: dict[str, Any], graphs: pl.DataFrame | None,
+             captures: pl.DataFrame | None = None) -> pl.DataFrame:
+    """A loop of graph replays: each opened by the write of integer token ids ``[batch, tokens]``
+    into the graph's static input (``rule['inputs']`` of ``rule['types']``) that the next graph
+    launch of its thread follows (the latest such write before a launch), ending where the next one
+    opens, the last at the end of the ops that start in it on its thread. Writes inside a capture
+    window are the capture's. None when no iteration decodes (one query token): a graph replaying a
+    prompt alone (``torch.compile``'s CUDA graphs of one forward pass) is an inference."""
+    names, types = rule.get("inputs", []), rule.get("types", [])
+    if graphs is None or graphs.height == 0 or not names or "input_type" not in ops.columns:
+        return pl.DataFrame(schema=_ITERATION)
+    is_input = per_value(ops, "name", lambda e: e.is_in(names), pl.Boolean)
+    cand = ops.filter(is_input)
+    if cand.height == 0:
+        return pl.DataFrame(schema=_ITERATION)
+    # the written tensor is the first input: [[batch, tokens], ...] of an integer type
+    dims = pl.col("input_dims").cast(pl.String).str.replace_all(r"\s", "").str.extract_groups(
+        r"^\[\[(?P<batch>\d+),(?P<query>\d+)\]")
+    first_type = pl.col("input_type").cast(pl.String).str.extract(r'^\[\s*"([^"]*)"', 1)
+    thread = [pl.col("pid").cast(pl.String), pl.col("tid").cast(pl.String)]
+    writes = cand.select(pl.col("ts_ns"), *thread, dims.alias("_d"), first_type.alias("_t")).unnest("_d") \
+        .filter(pl.col("_t").is_in(types) & pl.col("query").is_not_null()) \
+        .with_columns(pl.col("batch").cast(pl.Int64), pl.col("query").cast(pl.Int64)).drop("_t")
+    if captures is not None and captures.height and writes.height:
+        writes = writes.filter(~_inside(writes, captures))
+    if writes.height == 0:
+        return pl.DataFrame(schema=_ITERATION)
+    writes = writes.sort("ts_ns").with_row_index("_w")
+    launches = graphs.select(pl.col("ts_ns").alias("_g"), *thread).sort("_g")
+    followed = launches.join_asof(writes.select("_w", "ts_ns", "pid", "tid"), left_on="_g", right_on="ts_ns",
+                                  by=["pid", "tid"], strategy="backward", check_sortedness=False)
+    opens = writes.join(followed.select("_w").drop_nulls().unique(), on="_w", how="semi").sort("ts_ns")
+    if opens.height == 0 or opens.filter(pl.col("query") == 1).height == 0:
+        return pl.DataFrame(schema=_ITERATION)
+    tail = opens.tail(1)
+    last = ops.filter(pl.col("ts_ns") >= tail["ts_ns"][0], pl.col("pid").cast(pl.String) == tail["pid"][0],
+                      pl.col("tid").cast(pl.String) == tail["tid"][0])["end_ns"].max()
+    phase = pl.when(pl.col("query") == 1).then(pl.lit("decode")).otherwise(pl.lit("prefill"))
+    return opens.select(pl.col("ts_ns").alias("start_ns"), pl.col("ts_ns").shift(-1).fill_null(pl.lit(last, pl.Int64))
+                        .alias("end_ns"), phase.alias("phase"), "batch",
+                        (pl.col("batch") * pl.col("query")).alias("tokens")).cast(_ITERATION)  # type: ignore[arg-type]
+
+
 def _inside(rows: pl.DataFrame, windows: pl.DataFrame) -> pl.Series:
     """Whether each row's ``ts_ns`` falls inside a window of its own thread (``pid, tid, ts_ns,
     end_ns``; windows of one thread do not overlap)."""
@@ -168,14 +218,14 @@ def _until_work_ends(its: pl.DataFrame, work: pl.DataFrame) -> pl.DataFrame:
         .select(its.columns)
 
 
-def phase_table(acts: pl.DataFrame, ops: pl.DataFrame,
-                captures: pl.DataFrame | None = None) -> tuple[str | None, list[dict]]:
+def phase_table(acts: pl.DataFrame, ops: pl.DataFrame, captures: pl.DataFrame | None = None,
+                graphs: pl.DataFrame | None = None) -> tuple[str | None, list[dict]]:
     """The engine and, per phase with iterations (in :data:`PHASES` order), a row of integer ns:
     ``phase, iterations, time_ns, step_ns`` (mean), ``batch`` (mean, where said), ``tokens`` (sum, where
     said), ``gpu_time_ns, activities, classes`` (``class, time_ns``) and ``categories`` (the top
     non-GEMM ones: ``category, time_ns``), each activity in the class and category the report counts
-    it in. ``captures``: the graph capture windows (:func:`iterations`)."""
-    engine, its = iterations(ops, captures)
+    it in. ``captures`` and ``graphs``: the graph capture windows and replay calls (:func:`iterations`)."""
+    engine, its = iterations(ops, captures, graphs)
     if its.height == 0:
         return None, []
     if "launch_ts_ns" in acts.columns:

@@ -55,7 +55,7 @@ def measure(sel: Selection, metric: str) -> Report:
     # the one column first: a group-by of the whole table copied every column of it (its chunks made one)
     attribution = dict(acts.select("attribution").group_by("attribution").len().iter_rows()) if acts.height else {}
     phase_engine, phases = (None, []) if sel.engine else \
-        phase_table(acts, linked.ops, capture_windows(linked.trace.launches))
+        phase_table(acts, linked.ops, capture_windows(linked.trace.launches), _graph_calls(linked.trace.launches))
     return Report(
         trace=sel.trace,
         metric=effective_metric,
@@ -89,6 +89,13 @@ def measure(sel: Selection, metric: str) -> Report:
         phases=phases,
         phase_engine=phase_engine,
     )
+
+
+def _graph_calls(launches: pl.DataFrame) -> pl.DataFrame | None:
+    """The calls that replay a CUDA/HIP graph (``pid, tid, ts_ns``): a loop of replays' iterations."""
+    if "graph_launch" not in launches.columns:
+        return None
+    return launches.filter(pl.col("graph_launch").fill_null(False)).select("pid", "tid", "ts_ns")
 
 
 def _call_cpu(linked, window: tuple) -> pl.DataFrame:
