@@ -9,6 +9,7 @@ with the standard library (conftest's reader), never against the library's own t
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -45,7 +46,7 @@ def _sums_hold(doc: dict) -> None:
         assert len(p["categories"]) <= 3 and all(names[c["category"]] == "non-GEMM" for c in p["categories"])
         times = [c["time_us"] for c in p["categories"]]
         assert times == sorted(times, reverse=True)
-        assert p["step_us"] == pytest.approx(p["time_us"] / p["iterations"], abs=1e-3)
+        assert p["iteration_us"] == pytest.approx(p["time_us"] / p["iterations"], abs=1e-3)
     assert sum(ns(p["gpu_time_us"]) for p in doc["phases"]) <= ns(doc["gpu_time_us"])
     assert sum(p["activities"] for p in doc["phases"]) <= doc["gpu_activities"]
 
@@ -332,3 +333,23 @@ def test_phases_in_markdown_and_as_a_table(path, tmp_path, capsys):
         assert row["GEMM_time_us"] == by.get("GEMM", 0) and row["non-GEMM_time_us"] == by.get("non-GEMM", 0)
     assert main(["analyze", str(GRAPH_REPLAY), "--format", "csv", "--table", "phases"]) == 0
     assert capsys.readouterr().out.strip().splitlines()[0].startswith("phase,iterations,time_ns")
+
+
+@pytest.mark.parametrize("where", [SGLANG])
+def test_an_iteration_is_not_called_a_step(where):
+    """A serving iteration's mean time is ``iteration_us`` / "iteration (us)", never a step figure: the
+    SGLang decode trace has no step marks (``latency`` says "whole trace"), and a ``generate()`` call is one
+    step of many iterations; a step time is the loop's period alone (issue #43, one vocabulary)."""
+    path = shared(*where)
+    doc = _doc(path)
+    assert doc["phases"] and all("step_us" not in p and "iteration_us" in p for p in doc["phases"])
+    out = subprocess.run([sys.executable, "-m", "nongemm_trace", "analyze", str(path), "-q"], capture_output=True,
+                         text=True, check=True, env={**os.environ, "COLUMNS": "200"}).stdout
+    phases = out[out.index("Phases"):]
+    assert "iteration (us)" in phases and "step (us)" not in phases
+
+
+def test_a_generate_call_is_one_step_of_many_iterations():
+    doc = _doc(GENERATE[0])
+    assert len(doc["steps"]) == 1 and sum(p["iterations"] for p in doc["phases"]) > 1
+    assert all(p["iteration_us"] < doc["steps"][0]["step_us"] for p in doc["phases"])

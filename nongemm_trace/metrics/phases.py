@@ -221,7 +221,7 @@ def _until_work_ends(its: pl.DataFrame, work: pl.DataFrame) -> pl.DataFrame:
 def phase_table(acts: pl.DataFrame, ops: pl.DataFrame, captures: pl.DataFrame | None = None,
                 graphs: pl.DataFrame | None = None) -> tuple[str | None, list[dict]]:
     """The engine and, per phase with iterations (in :data:`PHASES` order), a row of integer ns:
-    ``phase, iterations, time_ns, step_ns`` (mean), ``batch`` (mean, where said), ``tokens`` (sum, where
+    ``phase, iterations, time_ns, iteration_ns`` (mean), ``batch`` (mean, where said), ``tokens`` (sum, where
     said), ``gpu_time_ns, activities, classes`` (``class, time_ns``) and ``categories`` (the top
     non-GEMM ones: ``category, time_ns``), each activity in the class and category the report counts
     it in. ``captures`` and ``graphs``: the graph capture windows and replay calls (:func:`iterations`)."""
@@ -251,7 +251,7 @@ def phase_table(acts: pl.DataFrame, ops: pl.DataFrame, captures: pl.DataFrame | 
         cats = by_cat.filter(pl.col("phase") == name).sort(["time_ns", "category"], descending=[True, False])
         out.append({
             "phase": name, "iterations": int(row["iterations"]), "time_ns": int(row["time_ns"]),
-            "step_ns": int(row["time_ns"] // row["iterations"]),
+            "iteration_ns": int(row["time_ns"] // row["iterations"]),
             "batch": None if row["batch"] is None else round(float(row["batch"]), 3),
             "tokens": int(row["tokens"]) if row["said"] else None,
             "gpu_time_ns": int(cls["time_ns"].sum()), "activities": int(work.filter(pl.col("phase") == name).height),

@@ -20,14 +20,16 @@ def _share(part: int, whole: int) -> float:
 
 
 def phases_json(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """``phase, iterations, time_us, step_us, batch, tokens, gpu_time_us, activities, classes,
-    categories`` per phase (the JSON contract names ``phase, iterations, time_us, classes``)."""
+    """``phase, iterations, time_us, iteration_us, batch, tokens, gpu_time_us, activities, classes,
+    categories`` per phase (the JSON contract names ``phase, iterations, time_us, classes``).
+    ``iteration_us`` is an iteration's mean time (``time_us`` over ``iterations``), not a step time: a
+    ``generate()`` call is one step of many iterations, and a step time is the loop's period."""
     out = []
     for r in rows:
         gpu = r["gpu_time_ns"]
         out.append({
             "phase": r["phase"], "iterations": r["iterations"], "time_us": _us(r["time_ns"]),
-            "step_us": _us(r["step_ns"]), "batch": r["batch"], "tokens": r["tokens"],
+            "iteration_us": _us(r["iteration_ns"]), "batch": r["batch"], "tokens": r["tokens"],
             "gpu_time_us": _us(gpu), "activities": r["activities"],
             "classes": [{"class": c["class"], "time_us": _us(c["time_ns"]), "share": _share(c["time_ns"], gpu)}
                         for c in r["classes"]],
@@ -39,7 +41,8 @@ def phases_json(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def phases_of_json(rows: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
     """The rows of :func:`phases_json`'s list (a stored report read back)."""
     return [{"phase": r["phase"], "iterations": r["iterations"], "time_ns": ns(r["time_us"]),
-             "step_ns": ns(r["step_us"]), "batch": r["batch"], "tokens": r["tokens"],
+             "iteration_ns": ns(r.get("iteration_us", r.get("step_us"))), "batch": r["batch"],
+             "tokens": r["tokens"],
              "gpu_time_ns": ns(r["gpu_time_us"]), "activities": r["activities"],
              "classes": [{"class": c["class"], "time_ns": ns(c["time_us"])} for c in r["classes"]],
              "categories": [{"category": c["category"], "time_ns": ns(c["time_us"])} for c in r["categories"]]}

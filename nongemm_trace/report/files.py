@@ -39,7 +39,7 @@ def phases_frame(rows: list[dict]) -> pl.DataFrame:
     categories as ``category share %`` text; no rows (the columns all the same) for a trace without
     phases."""
     classes = sorted({c["class"] for r in rows for c in r["classes"]} | {"GEMM", "non-GEMM"})
-    schema = {"phase": pl.Utf8, "iterations": pl.Int64, "time_ns": pl.Int64, "step_ns": pl.Int64,
+    schema = {"phase": pl.Utf8, "iterations": pl.Int64, "time_ns": pl.Int64, "iteration_ns": pl.Int64,
               "batch": pl.Float64, "tokens": pl.Int64, "gpu_time_ns": pl.Int64, "activities": pl.Int64,
               **{f"{c}_time_ns": pl.Int64 for c in classes}, "top_categories": pl.Utf8}
     out = []
@@ -47,7 +47,7 @@ def phases_frame(rows: list[dict]) -> pl.DataFrame:
         by = {c["class"]: c["time_ns"] for c in r["classes"]}
         gpu = r["gpu_time_ns"]
         top = ", ".join(f"{c['category']} {100 * c['time_ns'] / gpu:.1f}%" for c in r["categories"]) if gpu else ""
-        out.append({**{k: r[k] for k in ("phase", "iterations", "time_ns", "step_ns", "batch", "tokens",
+        out.append({**{k: r[k] for k in ("phase", "iterations", "time_ns", "iteration_ns", "batch", "tokens",
                                          "gpu_time_ns", "activities")},
                     **{f"{c}_time_ns": by.get(c, 0) for c in classes}, "top_categories": top})
     df = pl.DataFrame(out, schema=schema)

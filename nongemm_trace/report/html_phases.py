@@ -20,10 +20,10 @@ def phases_section(rows: list[dict[str, Any]], engine: str | None) -> str:
         share = {k: round(100 * t / gpu, 1) if gpu else None for k, t in by_class.items()}
         cats = ", ".join(f"{c['category']} {100 * c['time_ns'] / gpu:.1f} %" for c in r["categories"]) if gpu else ""
         body.append(f"{html_text(r['phase'])}{html_num(r['iterations'])}{html_num(r['time_ns'] / 1000)}"
-                    f"{html_num(r['step_ns'] / 1000)}{html_num(r['batch'])}{html_num(r['tokens'])}"
+                    f"{html_num(r['iteration_ns'] / 1000)}{html_num(r['batch'])}{html_num(r['tokens'])}"
                     f"{html_num(gpu / 1000)}{html_num(share.get('GEMM', 0.0))}{html_num(share.get('non-GEMM', 0.0))}"
                     f"{html_text(cats)}")
     return (f"<h3>Phases</h3><p class=\"meta\">iterations told by {escape(str(engine))}'s marks (time: host span "
-            "to GPU end)</p>" + html_table("phases", ["phase", "iterations", "time (us)", "step (us)", "batch",
+            "to GPU end)</p>" + html_table("phases", ["phase", "iterations", "time (us)", "iteration (us)", "batch",
                                                       "tokens", "GPU time (us)", "GEMM (%)", "non-GEMM (%)",
                                                       "top non-GEMM categories"], body))

@@ -39,7 +39,7 @@ def analyze_markdown(rep: Report, top: int = 10) -> str:
                       f"{r['activities']:,}"] for r in rep.categories.iter_rows(named=True)], right_from=2)
     if rep.phases:
         lines += ["", "Phases (iterations of the serving run):", ""]
-        lines += _table(["phase", "iterations", "time (us)", "step (us)", "batch", "tokens", "GPU time (us)",
+        lines += _table(["phase", "iterations", "time (us)", "iteration (us)", "batch", "tokens", "GPU time (us)",
                          "GEMM", "non-GEMM", "top non-GEMM categories"],
                         [_phase_row(r) for r in rep.phases], right_from=1)
     if rep.ops.height:
@@ -66,7 +66,7 @@ def _phase_row(r: dict[str, Any]) -> list[Any]:
     gpu = r["gpu_time_ns"]
     by = {c["class"]: c["time_ns"] for c in r["classes"]}
     share = lambda name: f"{100 * by.get(name, 0) / gpu:.1f} %" if gpu else "-"  # noqa: E731
-    return [r["phase"], f"{r['iterations']:,}", f"{r['time_ns'] / 1000:,.1f}", f"{r['step_ns'] / 1000:,.1f}",
+    return [r["phase"], f"{r['iterations']:,}", f"{r['time_ns'] / 1000:,.1f}", f"{r['iteration_ns'] / 1000:,.1f}",
             "-" if r["batch"] is None else f"{r['batch']:g}", "-" if r["tokens"] is None else f"{r['tokens']:,}",
             f"{gpu / 1000:,.1f}", share("GEMM"), share("non-GEMM"),
             ", ".join(f"{c['category']} {100 * c['time_ns'] / gpu:.1f} %" for c in r["categories"]) if gpu else "-"]
