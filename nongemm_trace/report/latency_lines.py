@@ -5,14 +5,17 @@ is a verdict (bold in the terminal)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any
 
 import polars as pl
 
 from .sentences import unprofiled_source
 
-if TYPE_CHECKING:  # pragma: no cover
-    from ..models.latency import LatencyReport, WhatIfReport
+#: the models' types are not named here: the models draw their notebook views through this module, so a
+#: type-only import of them would close a cycle (models.latency -> report.html_latency -> here); each
+#: function says which model it reads
+LatencyReport = Any
+WhatIfReport = Any
 
 #: the critical path's bounds that are the host's
 HOST = ("launch", "cpu", "other")
