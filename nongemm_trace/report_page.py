@@ -86,10 +86,15 @@ def _collectives(analyses: list[Analysis], reports: list, options: dict[str, Any
     return calls
 
 
-def write_page(traces: list[str | Path | Analysis], output: str | Path, **kwargs: Any) -> Path:
-    """:func:`build_page` written to ``output`` (UTF-8; never over one of ``traces``); returns the path."""
+def write_page(traces: list[str | Path | Analysis], output: str | Path, *, top: int = 15, short_us: float = 10.0,
+               per_step: bool = False, title: str | None = None, params: dict[str, Any] | None = None,
+               options: AnalysisOptions | None = None, **old: Any) -> Path:
+    """:func:`build_page` written to ``output`` (UTF-8; never over one of ``traces``); returns the path.
+    ``old``: the analysis options as keywords, as it took them before (deprecated)."""
     inputs = [t.path if isinstance(t, Analysis) else t for t in traces]
     refuse_input(output, inputs)
-    html = build_page(traces, **kwargs)
+    options = AnalysisOptions(**keywords_of(options, old, "write_page")) if old else options
+    html = build_page(traces, top=top, short_us=short_us, per_step=per_step, title=title, params=params,
+                      options=options)
     write_file(output, html, inputs=inputs)
     return Path(output)

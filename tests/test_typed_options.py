@@ -18,7 +18,7 @@ from nongemm_trace.analyses.collectives import collective_calls
 from nongemm_trace.analyses.latency import graph_of
 from nongemm_trace.core.deprecation import REMOVAL
 from nongemm_trace.integrations.gates import Gates
-from nongemm_trace.report_page import build_page
+from nongemm_trace.report_page import build_page, write_page
 
 ROOT = Path(__file__).resolve().parent.parent
 BERT = ROOT / "sample_traces" / "bert_base_fp32_bs8_s128__eager.json.gz"
@@ -163,6 +163,12 @@ def test_the_gates_apply_under_the_typed_options(tmp_path):
     new = _silent(lambda: gates.apply(a, TYPED))
     assert new == _once(lambda: gates.apply(a, **OLD), "Gates.apply") == []
     assert (tmp_path / (BERT.name.split(".json")[0] + ".check.json")).exists()
+
+
+def test_the_page_is_written_under_the_typed_options(a, tmp_path):
+    new = _silent(lambda: write_page([a], tmp_path / "new.html", top=5, options=TYPED)).read_text()
+    old = _once(lambda: write_page([a], tmp_path / "old.html", top=5, **OLD), "write_page").read_text()
+    assert new == old == build_page([a], top=5, options=TYPED)
 
 
 @pytest.mark.parametrize("framework", ["huggingface", "lightning"])
