@@ -6,6 +6,11 @@ shared flags are built from these fields), the integrations and the pytest plugi
 A contradiction is refused when the object is made, not deep inside an analysis: a negative
 ``skip_steps``, an unknown level or metric.
 
+Every public entry takes it as ``options: AnalysisOptions | None``; :func:`keywords_of` is how one still
+takes the keyword form it replaced (``launch_analysis(a, level="top")``) until
+:data:`~nongemm_trace.core.deprecation.REMOVAL`, with the one deprecation warning, and
+:func:`options_and_rest` the same for a function whose own keywords (a check's limits) carried them.
+
 :class:`Options` is the same choice resolved against a taxonomy (its defaults filled in): the key an
 :class:`~nongemm_trace.pipeline.analysis.Analysis` keeps each selection and report by, and what
 :func:`~nongemm_trace.pipeline.selection.select` reads. It lives here, below the analysis, so that the
