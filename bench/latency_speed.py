@@ -28,6 +28,7 @@ def timed_cli(args: list[str]) -> float:
 
 
 def stages(trace: str) -> dict[str, float]:
+    from nongemm_trace.analyses.changes import WhatIfParams
     from nongemm_trace.analyses.latency import graph_of, whatif_analysis
     from nongemm_trace.analyses.latency.path import attribute
     from nongemm_trace.analyses.latency.replay import measured_timeline
@@ -44,7 +45,7 @@ def stages(trace: str) -> dict[str, float]:
     attribute(tl, a.taxonomy.classes, g.queue_gap_ns)
     out["measured timeline, walk, attribution"] = time.perf_counter() - t
     t = time.perf_counter()
-    whatif_analysis(a, ["GEMM=0.5"])
+    whatif_analysis(a, WhatIfParams(scale=("GEMM=0.5",)))
     out["one what-if (replay, walk, attribution)"] = time.perf_counter() - t
     out["pieces"], out["activities"], out["syncs"], out["steps"] = (g.pieces.height, g.acts.height, g.syncs.height,
                                                                    g.steps.height)

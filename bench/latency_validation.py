@@ -19,22 +19,25 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from nongemm_trace import AnalysisOptions
+from nongemm_trace.analyses.changes import WhatIfParams
 from nongemm_trace.analyses.latency import graph_of, latency_analysis, whatif_analysis
 from nongemm_trace.pipeline.analysis import Analysis
 
 #: the first profiled step carries the profiler's start-up (2-3x slower on every capture): left out
 SKIP = 1
+SKIPPED = AnalysisOptions(skip_steps=SKIP)
 
 
 def gemm_per_step(a: Analysis) -> float:
-    rep = a.report(skip_steps=SKIP)
+    rep = a.report(SKIPPED)
     g = rep.classes.filter(rep.classes["class"] == "GEMM")["time_ns"].sum()
     return float(g) / max(rep.steps.height, 1)
 
 
 def host_per_step(a: Analysis) -> float:
     """Mean CPU-range length of a step: the host's own work (no step here holds a synchronizing call)."""
-    st = latency_analysis(a, skip_steps=SKIP).steps
+    st = latency_analysis(a, options=SKIPPED).steps
     return float((st["cpu_end"] - st["ts"]).mean())
 
 
@@ -47,7 +50,7 @@ def activities_per_step(a: Analysis) -> float:
 
 
 def mean_step(a: Analysis) -> float:
-    return latency_analysis(a, skip_steps=SKIP).to_dict()["total"]["mean_step_us"]
+    return latency_analysis(a, options=SKIPPED).to_dict()["total"]["mean_step_us"]
 
 
 def meta(path: Path) -> dict:
@@ -64,10 +67,11 @@ def pairs(folder: Path) -> list[dict]:
         a_slow, a_fast = Analysis(slow), Analysis(fast) if fast.exists() else None
         if a_fast is not None:
             ratio = gemm_per_step(a_fast) / gemm_per_step(a_slow)
-            w = whatif_analysis(a_slow, [f"GEMM={ratio:.6f}"], skip_steps=SKIP).to_dict()
+            w = whatif_analysis(a_slow, WhatIfParams(scale=(f"GEMM={ratio:.6f}",)), options=SKIPPED).to_dict()
             truth = mean_step(a_fast)
             drift = host_per_step(a_fast) / host_per_step(a_slow)
-            adjusted = whatif_analysis(a_slow, [f"GEMM={ratio:.6f}"], cpu_scale=drift, skip_steps=SKIP).to_dict()
+            adjusted = whatif_analysis(a_slow, WhatIfParams(scale=(f"GEMM={ratio:.6f}",), cpu_scale=drift),
+                                       options=SKIPPED).to_dict()
             rows.append(dict(pair=f"{base}: TF32 off -> on", gemm_ratio=round(ratio, 4), slow_us=w["measured_us"],
                              predicted_us=w["predicted_us"], amdahl_us=w["amdahl_us"], measured_us=truth,
                              host_drift=round(drift, 3), predicted_at_fast_host_us=adjusted["predicted_us"],
@@ -76,7 +80,7 @@ def pairs(folder: Path) -> list[dict]:
         twin = folder / f"{base}__fp32again.json.gz"
         if twin.exists():  # the A/A control: the same configuration interleaved with itself, the noise floor
             a_twin = Analysis(twin)
-            w = whatif_analysis(a_slow, ["GEMM=1"], skip_steps=SKIP).to_dict()
+            w = whatif_analysis(a_slow, WhatIfParams(scale=("GEMM=1",)), options=SKIPPED).to_dict()
             rows.append(dict(pair=f"{base}: fp32 -> fp32 again (A/A control)", gemm_ratio=None,
                              slow_us=w["measured_us"], predicted_us=w["predicted_us"], amdahl_us=None,
                              measured_us=mean_step(a_twin),
@@ -85,7 +89,7 @@ def pairs(folder: Path) -> list[dict]:
                              activities=(activities_per_step(a_slow), activities_per_step(a_twin)),
                              cuda_events_ms=(meta(slow).get("latency_ms_synced"), meta(twin).get("latency_ms_synced"))))
         if graph.exists() and a_fast is not None:
-            w = whatif_analysis(a_fast, graphs=True, skip_steps=SKIP).to_dict()
+            w = whatif_analysis(a_fast, WhatIfParams(graphs=True), options=SKIPPED).to_dict()
             truth = mean_step(Analysis(graph))
             rows.append(dict(pair=f"{base}: eager -> CUDA graph (TF32)", gemm_ratio=None, slow_us=w["measured_us"],
                              predicted_us=w["predicted_us"], amdahl_us=None, measured_us=truth, host_drift=None,

@@ -60,9 +60,10 @@ def hta_breakdown(path: Path, annotation: str) -> dict[str, float]:
 
 
 def ours(path: Path, marker: str | None) -> dict[str, float]:
+    from nongemm_trace import AnalysisOptions
     from nongemm_trace.analyses.latency import latency_analysis
 
-    d = latency_analysis(path, step_marker=marker).to_dict()["total"]
+    d = latency_analysis(path, options=AnalysisOptions(step_marker=marker)).to_dict()["total"]
     return d["by_bound_us"] | {"total": d["wall_us"]}
 
 

@@ -56,6 +56,7 @@ warnings.filterwarnings("ignore")
 import polars as pl  # noqa: E402
 
 from nongemm_trace import analyze  # noqa: E402
+from nongemm_trace.analyses.changes import WhatIfParams  # noqa: E402
 from nongemm_trace.analyses.latency import latency_analysis, whatif_analysis  # noqa: E402
 from nongemm_trace.pipeline.analysis import Analysis  # noqa: E402
 
@@ -180,7 +181,7 @@ def folder_rows(folder: str) -> list[dict]:
             naive = truth - naive_saved / 1e3
         for mode, told in (("alone", None), ("told", truth)):
             try:
-                w = whatif_analysis(a, scales, unprofiled_step_us=told, **opts).to_dict()
+                w = whatif_analysis(a, WhatIfParams(scale=tuple(scales), unprofiled_step_us=told, **opts)).to_dict()
                 pred, note = w["predicted_unprofiled_step_us"], None
                 if told is None:
                     self_row["whatif_unprofiled_us"] = w["unprofiled_step_us"]

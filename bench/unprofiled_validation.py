@@ -34,6 +34,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 warnings.filterwarnings("ignore")
 
 from nongemm_trace import analyze  # noqa: E402
+from nongemm_trace.analyses.changes import WhatIfParams  # noqa: E402
 from nongemm_trace.analyses.latency import whatif_analysis  # noqa: E402
 from nongemm_trace.analyses.latency.unprofiled import METADATA_KEY  # noqa: E402
 from nongemm_trace.pipeline.analysis import Analysis  # noqa: E402
@@ -85,10 +86,10 @@ def pair_rows(folder: str, settings=("plain", "shapes", "stack"), autocast: bool
                         scales.append(f"non-GEMM={cb.get('non-GEMM', 0) / ca['non-GEMM']:.4f}")
                     if kind == "bf16" and autocast:
                         opts = {"autocast": "bf16"}
-                cal = whatif_analysis(a, scales, **opts).to_dict()
+                cal = whatif_analysis(a, WhatIfParams(scale=tuple(scales), **opts)).to_dict()
                 alone = Analysis(a)
                 del alone.trace().metadata[METADATA_KEY]  # the trace alone: no measurement
-                est = whatif_analysis(alone, scales, **opts).to_dict()
+                est = whatif_analysis(alone, WhatIfParams(scale=tuple(scales), **opts)).to_dict()
                 a_unprof = cal["unprofiled"]["measured_step_us"]
                 saved = cal["measured_us"] - cal["amdahl_us"]
                 rows.append({"workload": workload, "pair": f"{slow}->{fast}", "setting": setting,

@@ -45,6 +45,7 @@ _PUBLIC = {
     "TraceError": ".errors",
     "run": ".analyses",
     "AnalysisOptions": ".pipeline.options",
+    "WhatIfParams": ".analyses.changes",
     "render": ".report",
     "Taxonomy": ".classify.taxonomy",
     "load_taxonomy": ".classify.taxonomy",
@@ -57,6 +58,7 @@ if _TYPE_CHECKING:  # pragma: no cover
     from typing import Any
 
     from .analyses import run as run
+    from .analyses.changes import WhatIfParams as WhatIfParams
     from .analyses.check import check as check
     from .analyses.compare import compare as compare
     from .analyses.explain import explain as explain
@@ -125,6 +127,9 @@ def _module(module: str) -> Any:
     if module == ".analyses.flops":
         from .analyses import flops
         return flops
+    if module == ".analyses.changes":
+        from .analyses import changes
+        return changes
     if module == ".analyses.latency":
         from .analyses import latency
         return latency

@@ -26,9 +26,12 @@ from __future__ import annotations
 import os
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .pipeline.options import AnalysisOptions
 
 _CACHE = pytest.StashKey[dict]()
 
@@ -81,45 +84,61 @@ class NonGemm:
             cache[key] = Analysis(p, taxonomy=self.taxonomy)
         return cache[key]
 
-    def report(self, trace: str | Path, **options: Any):
-        """The trace's report (options as for :func:`nongemm_trace.analyze`)."""
+    def report(self, trace: str | Path, options: AnalysisOptions | None = None, **old: Any):
+        """The trace's report under ``options``, an :class:`~nongemm_trace.pipeline.options.AnalysisOptions`
+        (``old``: its fields as keywords, as it took them before: deprecated)."""
         from .pipeline.analysis import report_of
+        from .pipeline.options import keywords_of
 
-        return report_of(self.analysis(trace), options, metric=None)
+        return report_of(self.analysis(trace), keywords_of(options, old, "nongemm.report"), metric=None)
 
-    def run(self, name: str, trace: str | Path, params: Any = None, options: Any = None, **keywords: Any):
+    def run(self, name: str, trace: str | Path, params: Any = None,
+            options: AnalysisOptions | dict[str, Any] | None = None, **old: Any):
         """Any registered analysis (``nongemm_trace.analyses.registry``: ``launch``, ``flops``, ``latency``,
         ``whatif``, ``check``, ``shapes``, …) of ``trace``: its model; ``params`` its ``Params`` (or a dict
-        of them), ``options`` an :class:`~nongemm_trace.pipeline.options.AnalysisOptions` (or its fields as
-        keywords, as the other assertions take them; a keyword given beside it wins)."""
+        of them), ``options`` an :class:`~nongemm_trace.pipeline.options.AnalysisOptions` (or a dict of its
+        fields; ``old``: its fields as keywords, as it took them before: deprecated)."""
         from .analyses import run
-        from .pipeline.options import AnalysisOptions
+        from .pipeline.options import AnalysisOptions, keywords_of
 
-        given = {} if options is None else AnalysisOptions.of(options).given()
-        return run(name, self.analysis(trace), params, {**given, **keywords})
+        typed = None if options is None else AnalysisOptions.of(options)
+        return run(name, self.analysis(trace), params, keywords_of(typed, old, "nongemm.run"))
 
-    def assert_share_at_most(self, trace: str | Path, name: str, limit: float | str, **options: Any):
-        return self.assert_checks(trace, max_share={name: limit}, **options)
+    # each assertion takes ``options=``, an AnalysisOptions; its fields given as keywords, as they were
+    # before, still work until the release core.deprecation.REMOVAL names, with a DeprecationWarning
+    def assert_share_at_most(self, trace: str | Path, name: str, limit: float | str, *,
+                             options: AnalysisOptions | None = None, **old: Any):
+        options, rest = _options(options, old, "nongemm.assert_share_at_most")
+        return self.assert_checks(trace, max_share={name: limit}, options=options, **rest)
 
-    def assert_category_share_at_most(self, trace: str | Path, category: str, limit: float | str, **options: Any):
-        return self.assert_checks(trace, max_category_share={category: limit}, **options)
+    def assert_category_share_at_most(self, trace: str | Path, category: str, limit: float | str, *,
+                                      options: AnalysisOptions | None = None, **old: Any):
+        options, rest = _options(options, old, "nongemm.assert_category_share_at_most")
+        return self.assert_checks(trace, max_category_share={category: limit}, options=options, **rest)
 
-    def assert_share_at_least(self, trace: str | Path, name: str, limit: float | str, **options: Any):
+    def assert_share_at_least(self, trace: str | Path, name: str, limit: float | str, *,
+                              options: AnalysisOptions | None = None, **old: Any):
         from .analyses.check import parse_fraction
+        from .pipeline.options import keywords_of, typed_at
         from .testing import assert_share_at_least
 
         with _refusals_fail():
-            return assert_share_at_least(self.analysis(trace), name, parse_fraction(limit, name), **options)
+            typed = typed_at(self.path(trace), keywords_of(options, old, "nongemm.assert_share_at_least"))
+            return assert_share_at_least(self.analysis(trace), name, parse_fraction(limit, name), options=typed)
 
-    def assert_unclassified_at_most(self, trace: str | Path, limit: float | str = 0.01, **options: Any):
-        return self.assert_category_share_at_most(trace, "unclassified", limit, **options)
+    def assert_unclassified_at_most(self, trace: str | Path, limit: float | str = 0.01, *,
+                                    options: AnalysisOptions | None = None, **old: Any):
+        options, rest = _options(options, old, "nongemm.assert_unclassified_at_most")
+        return self.assert_category_share_at_most(trace, "unclassified", limit, options=options, **rest)
 
     def assert_no_regression(self, trace: str | Path, *, baseline: str | Path,
                              max_regression: float | str | None = 0.10,
-                             categories: dict[str, float | str] | None = None, **limits: Any):
+                             categories: dict[str, float | str] | None = None, options: AnalysisOptions | None = None,
+                             **limits: Any):
         """GPU time per step (and each category in ``categories``) grew at most so much against
         ``baseline`` (a trace, or a stored report JSON: ``--nongemm-update-baselines`` writes it
         from this trace first); ``limits``: any other limits of :meth:`assert_checks`."""
+        options, limits = _options(options, limits, "nongemm.assert_no_regression")
         base = self.path(baseline)
         if self.update_baselines:
             from .core.safe_write import write_file
@@ -130,13 +149,15 @@ class NonGemm:
         elif not base.exists():
             raise AssertionError(f"nongemm: no baseline at {base} (record it: pytest --nongemm-update-baselines)")
         return self.assert_checks(trace, baseline=base, max_regression=max_regression,
-                                  max_category_regression=categories, **limits)
+                                  max_category_regression=categories, options=options, **limits)
 
-    def assert_checks(self, trace: str | Path, **limits: Any):
-        """Any of :func:`nongemm_trace.analyses.check.check`'s limits (fractions or ``"45%"``) in one call."""
+    def assert_checks(self, trace: str | Path, *, options: AnalysisOptions | None = None, **limits: Any):
+        """Any of :func:`nongemm_trace.analyses.check.check`'s limits (fractions or ``"45%"``) in one call,
+        under ``options`` (an AnalysisOptions)."""
         from .analyses.check import parse_fraction
         from .testing import assert_checks
 
+        options, limits = _options(options, limits, "nongemm.assert_checks")
         with _refusals_fail():
             for key in ("max_share", "max_category_share", "max_category_regression"):
                 if limits.get(key):
@@ -146,7 +167,15 @@ class NonGemm:
                     limits[key] = parse_fraction(limits[key], key)
             if limits.get("baseline") is not None and not isinstance(limits["baseline"], Path):
                 limits["baseline"] = self.path(limits["baseline"])
-            return assert_checks(self.analysis(trace), **limits)
+            return assert_checks(self.analysis(trace), options=options, **limits)
+
+
+def _options(options: AnalysisOptions | None, given: dict[str, Any],
+             where: str) -> tuple[AnalysisOptions | None, dict[str, Any]]:
+    """``options`` with the analysis options among ``given`` folded in (deprecated), and the limits."""
+    from .pipeline.options import options_and_rest
+
+    return options_and_rest(options, given, where)
 
 
 @contextmanager

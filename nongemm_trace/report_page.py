@@ -19,6 +19,7 @@ from .analyses.registry import listed, run_listed
 from .core.safe_write import refuse_input, write_file
 from .errors import OptionError, TraceError
 from .pipeline.analysis import Analysis, split_options
+from .pipeline.options import AnalysisOptions, keywords_of, typed_at
 from .report.html import render_html
 from .report.html_collectives import collectives_section
 from .report.html_sections import listed_section, refused_section
@@ -26,25 +27,31 @@ from .runs.batch import rank_entry, rank_of, ranks
 
 
 def build_page(traces: list[str | Path | Analysis], *, top: int = 15, short_us: float = 10.0, per_step: bool = False,
-               title: str | None = None, params: dict[str, Any] | None = None, **options: Any) -> str:
-    """The HTML page of ``traces`` (paths or analyses); ``options`` as for :func:`nongemm_trace.analyze`
-    (``metric`` applies to the breakdown; the listed analyses and the comparison are of GPU time).
+               title: str | None = None, params: dict[str, Any] | None = None, options: AnalysisOptions | None = None,
+               **old: Any) -> str:
+    """The HTML page of ``traces`` (paths or analyses) under ``options``, the
+    :class:`~nongemm_trace.pipeline.options.AnalysisOptions` (its ``metric`` applies to the breakdown; the
+    listed analyses and the comparison are of GPU time; ``old``: its fields as keywords, deprecated).
     ``params``: by analysis name, the parameters of a listed analysis (``short_us``: launch's)."""
     if not traces:
         raise TraceError(None, "report needs at least one TRACE")
     if top < 0:
         raise OptionError(None, f"top must be >= 0, not {top}", "top")
-    opened, report_opts = split_options(dict(options))
-    analyses = [Analysis.of(t, **opened) for t in traces]
+    opened, report_opts = split_options(keywords_of(options, old, "build_page"))
+    progress = opened.pop("progress", None)
+    first = traces[0].path if isinstance(traces[0], Analysis) else traces[0]
+    typed = typed_at(first, {**opened, **report_opts})
+    analyses = [Analysis.of(t, typed, progress=progress) for t in traces]
     selecting = {k: v for k, v in report_opts.items() if k != "metric"}
-    reports = [a.report(**report_opts) for a in analyses]
+    reports = [a.report(typed) for a in analyses]
     on_page = listed("page")
     sections = [run_listed(a, on_page, selecting, {"launch": {"short_us": short_us}, **(params or {})})
                 for a in analyses]
     # the ranks' time lines are their launch analyses' (none for a profile with no timeline)
     launches = [next((m for s, m in got if s.name == "launch" and not isinstance(m, TraceError)), None)
                 for got in sections]
-    comparison = compare(analyses, per_step=per_step, **selecting) if len(analyses) > 1 else None
+    comparison = compare(analyses, per_step=per_step, options=AnalysisOptions(**selecting)) \
+        if len(analyses) > 1 else None
     # distributed ranks: the rank table and the straggler, as ``analyze RANK0 RANK1 …`` prints them
     entries = [rank_entry(r, lr.summary) for r, lr in zip(reports, launches)
                if lr is not None and rank_of(r) is not None]
@@ -70,7 +77,7 @@ def _collectives(analyses: list[Analysis], reports: list, options: dict[str, Any
     from .devices.links import link_of
     from .runs.collectives import CALLS_KEY, collectives_view, worker_calls
 
-    got = [{"rank": rank_of(r), CALLS_KEY: worker_calls(collective_calls(a, **options),
+    got = [{"rank": rank_of(r), CALLS_KEY: worker_calls(collective_calls(a, AnalysisOptions(**options)),
                                                         link_of(r.metadata.get("device")))}
            for a, r in zip(analyses, reports) if rank_of(r) is not None]
     calls, per_rank = collectives_view(got)
@@ -79,10 +86,15 @@ def _collectives(analyses: list[Analysis], reports: list, options: dict[str, Any
     return calls
 
 
-def write_page(traces: list[str | Path | Analysis], output: str | Path, **kwargs: Any) -> Path:
-    """:func:`build_page` written to ``output`` (UTF-8; never over one of ``traces``); returns the path."""
+def write_page(traces: list[str | Path | Analysis], output: str | Path, *, top: int = 15, short_us: float = 10.0,
+               per_step: bool = False, title: str | None = None, params: dict[str, Any] | None = None,
+               options: AnalysisOptions | None = None, **old: Any) -> Path:
+    """:func:`build_page` written to ``output`` (UTF-8; never over one of ``traces``); returns the path.
+    ``old``: the analysis options as keywords, as it took them before (deprecated)."""
     inputs = [t.path if isinstance(t, Analysis) else t for t in traces]
     refuse_input(output, inputs)
-    html = build_page(traces, **kwargs)
+    options = AnalysisOptions(**keywords_of(options, old, "write_page")) if old else options
+    html = build_page(traces, top=top, short_us=short_us, per_step=per_step, title=title, params=params,
+                      options=options)
     write_file(output, html, inputs=inputs)
     return Path(output)

@@ -181,20 +181,23 @@ def _every_format_registered_since(t: str, tmp: str) -> dict[str, bytes]:
 def one_load_per_trace():
     """``Analysis.of`` memoised by (path, taxonomy) while inside: the commands of a trace (and the
     next trace, its compare partner) share one load, as a pipeline holding an analysis does."""
+    import dataclasses
+
     import nongemm_trace.pipeline.analysis as analysis_mod
+    from nongemm_trace.pipeline.options import AnalysisOptions
 
     kept: dict[tuple[str, str], analysis_mod.Analysis] = {}
     real = analysis_mod.Analysis.of
 
-    def of(cls, source, **options):
-        if isinstance(source, analysis_mod.Analysis) or options.get("progress"):
-            return real.__func__(cls, source, **options)
-        key = (str(source), str(options.get("taxonomy") or "default"))
+    def of(cls, source, options=None, *, progress=None, **old):
+        if isinstance(source, analysis_mod.Analysis) or progress is not None or old:
+            return real.__func__(cls, source, options, progress=progress, **old)
+        key = (str(source), str((options.taxonomy if options is not None else None) or "default"))
         if key not in kept:
             while len(kept) >= 3:
                 kept.pop(next(iter(kept)))
-            kept[key] = real.__func__(cls, source, **{**options, "keep_python": True})
-        return real.__func__(cls, kept[key], **options)
+            kept[key] = real.__func__(cls, source, dataclasses.replace(options or AnalysisOptions(), keep_python=True))
+        return real.__func__(cls, kept[key], options)
 
     analysis_mod.Analysis.of = classmethod(of)
     try:

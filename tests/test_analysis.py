@@ -11,7 +11,7 @@ import pytest
 
 import nongemm_trace
 import nongemm_trace.load as load_mod
-from nongemm_trace import Analysis, TraceError, cli
+from nongemm_trace import Analysis, AnalysisOptions, TraceError, cli
 from nongemm_trace.analyses.check import check
 from nongemm_trace.analyses.compare import compare
 from nongemm_trace.analyses.explain import explain
@@ -44,8 +44,8 @@ def loads(monkeypatch):
 def test_one_load_serves_every_analysis(loads, tmp_path):
     a = Analysis(BERT, keep_python=True)
     rep = a.report()
-    a.report(level="top")
-    a.report(level="module")
+    a.report(AnalysisOptions(level="top"))
+    a.report(AnalysisOptions(level="module"))
     launch_analysis(a)
     flops_analysis(a)
     explain(a, "aten::addmm")
@@ -61,18 +61,18 @@ def test_one_load_serves_every_analysis(loads, tmp_path):
 def test_module_level_reloads_once_with_python_events(loads):
     a = Analysis(BERT)
     a.report()
-    a.report(level="module")
-    a.report(level="module")
+    a.report(AnalysisOptions(level="module"))
+    a.report(AnalysisOptions(level="module"))
     assert [k for _, k in loads] == [False, True]
 
 
 def test_options_are_checked_by_parameter_name(capsys):
     a = Analysis(BERT)
     with pytest.raises(OptionError, match="skip_steps must be >= 0") as exc:
-        a.report(skip_steps=-1)
+        a.report(AnalysisOptions(skip_steps=-1))
     assert exc.value.parameters == ("skip_steps",)
     with pytest.raises(OptionError, match="unknown level 'bogus'"):
-        a.report(level="bogus")
+        a.report(AnalysisOptions(level="bogus"))
     with pytest.raises(TypeError, match="unknown option"):
         nongemm_trace.launch_analysis(a, colour="red")
     # the command line says the flag
@@ -92,11 +92,11 @@ def test_link_leaves_its_input_alone():
 def test_a_stored_report_is_a_baseline(tmp_path, capsys):
     base = tmp_path / "base.json"
     assert cli.main(["analyze", str(BERT), "--format", "json", "-o", str(base)]) == 0
-    same, _ = check(BERT, baseline=base, max_regression=0.0, max_category_regression={"gemm": 0.0})
+    same = check(BERT, baseline=base, max_regression=0.0, max_category_regression={"gemm": 0.0}).violations
     assert same == []
     # the stored report gives the same verdicts as the trace itself
-    other_json, _ = check(GPT2, baseline=base, max_regression=0.05, max_category_regression={"memory": 0.05})
-    other_trace, _ = check(GPT2, baseline=BERT, max_regression=0.05, max_category_regression={"memory": 0.05})
+    other_json = check(GPT2, baseline=base, max_regression=0.05, max_category_regression={"memory": 0.05}).violations
+    other_trace = check(GPT2, baseline=BERT, max_regression=0.05, max_category_regression={"memory": 0.05}).violations
     assert [(v.limit, round(v.value, 9)) for v in other_json] == [(v.limit, round(v.value, 9)) for v in other_trace]
     assert cli.main(["check", str(GPT2), "--baseline", str(base), "--max-regression", "5%"]) in (0, 1)
     bad = tmp_path / "bad.json"
@@ -114,7 +114,7 @@ def test_a_new_category_needs_only_data(tmp_path):
     rep = Analysis(BERT, taxonomy=tax).report()
     assert rep.share("bias_add") > 0
     assert rep.categories.filter(pl.col("category") == "bias_add")["class"].item() == "non-GEMM"
-    violations, _ = check(BERT, taxonomy=tax, max_category_share={"bias_add": 0.0})
+    violations = check(BERT, options=AnalysisOptions(taxonomy=tax), max_category_share={"bias_add": 0.0}).violations
     assert [v.limit for v in violations] == ["max-category-share bias_add"]
     with pytest.raises(OptionError, match="unknown name 'bias_add'"):
         check(BERT, max_category_share={"bias_add": 0.1})  # the default taxonomy does not declare it

@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 from conftest import SAMPLES
 
+from nongemm_trace.analyses.changes import WhatIfParams
 from nongemm_trace.analyses.latency import latency_analysis, whatif_analysis
 from nongemm_trace.pipeline.analysis import Analysis
 
@@ -18,7 +19,7 @@ TOLD = [0.2, 0.9, 1.3, 6.0]
 
 
 def _estimate(a: Analysis) -> float:
-    return whatif_analysis(a, {"GEMM": 1}).to_dict()["unprofiled_step_us"]
+    return whatif_analysis(a, WhatIfParams(scale={"GEMM": 1})).to_dict()["unprofiled_step_us"]
 
 
 @pytest.mark.parametrize("name", SAMPLES_WITH_ROUNDS)
@@ -26,7 +27,7 @@ def _estimate(a: Analysis) -> float:
 def test_the_unchanged_prediction_equals_the_told_step(name, share):
     a = Analysis(SAMPLES / name)
     told = round(_estimate(a) * share, 1)
-    w = whatif_analysis(a, {"GEMM": 1}, unprofiled_step_us=told).to_dict()
+    w = whatif_analysis(a, WhatIfParams(scale={"GEMM": 1}, unprofiled_step_us=told)).to_dict()
     assert w["unprofiled"]["source"] == "measured"
     assert w["unprofiled_step_us"] == pytest.approx(told, rel=1e-3)
     assert w["predicted_unprofiled_step_us"] == pytest.approx(told, rel=1e-3)
@@ -40,7 +41,7 @@ def test_the_unchanged_prediction_equals_the_told_step(name, share):
 def test_a_speed_up_never_predicts_a_slower_step_than_told(name, share, scales):
     a = Analysis(SAMPLES / name)
     told = round(_estimate(a) * share, 1)
-    w = whatif_analysis(a, scales, unprofiled_step_us=told).to_dict()
+    w = whatif_analysis(a, WhatIfParams(scale=scales, unprofiled_step_us=told)).to_dict()
     assert w["predicted_unprofiled_step_us"] <= told * (1 + 1e-4)
     for s in w["steps"]:
         assert s["predicted_unprofiled_us"] <= s["unprofiled_us"]
@@ -49,10 +50,12 @@ def test_a_speed_up_never_predicts_a_slower_step_than_told(name, share, scales):
 def test_the_device_scale_is_reported_when_the_host_cannot_reach_the_told_step():
     a = Analysis(SAMPLES / SAMPLES_WITH_ROUNDS[1])
     est = _estimate(a)
-    u = whatif_analysis(a, {"GEMM": 1}, unprofiled_step_us=round(est * 0.5, 1)).to_dict()["unprofiled"]
+    half = WhatIfParams(scale={"GEMM": 1}, unprofiled_step_us=round(est * 0.5, 1))
+    u = whatif_analysis(a, half).to_dict()["unprofiled"]
     assert u["device_scale"] < 1
     assert "device durations scaled" in (u["note"] or "")
-    plain = whatif_analysis(Analysis(SAMPLES / "bert_base_fp32_bs8_s128__eager.json.gz"), {"GEMM": 1}).to_dict()
+    plain = whatif_analysis(Analysis(SAMPLES / "bert_base_fp32_bs8_s128__eager.json.gz"),
+                            WhatIfParams(scale={"GEMM": 1})).to_dict()
     assert plain["unprofiled"]["source"] == "estimated"  # nothing told, nothing anchored
     assert plain["unprofiled"]["device_scale"] == 1 and plain["unprofiled"]["anchor"] == 1
 

@@ -10,6 +10,7 @@ import polars as pl
 import pytest
 from conftest import SAMPLES
 
+from nongemm_trace.analyses.changes import WhatIfParams
 from nongemm_trace.analyses.latency import whatif_analysis
 from nongemm_trace.analyses.latency.unprofiled import METADATA_KEY
 from nongemm_trace.cli import main
@@ -47,7 +48,7 @@ def test_the_pairs_are_there():
 def test_the_casts_found_are_the_casts_the_bf16_run_added(caps, workload):
     """Weights and biases, activations after fp32 and broadcasting ops, every reader of one fp32
     activation (BERT's query, key and value projections), on models the rules were not made on."""
-    rep = whatif_analysis(caps / f"{workload}__fp32__shapes.json.gz", autocast="bf16").to_dict()
+    rep = whatif_analysis(caps / f"{workload}__fp32__shapes.json.gz", WhatIfParams(autocast="bf16")).to_dict()
     found = [s["casts"] for s in rep["autocast_casts"]]
     assert found and max(found) - min(found) <= 1, found  # the same every step (the first may cast its input)
     # the casts the bf16 run added (an fp32 run makes some of its own: a mask built as a tensor)
@@ -68,7 +69,7 @@ def test_autocast_predicts_the_bf16_run_better_than_the_scales_alone(workload):
     for autocast in (None, "bf16"):
         alone = Analysis(slow)
         del alone.trace().metadata[METADATA_KEY]
-        rep = whatif_analysis(alone, scales, autocast=autocast).to_dict()
+        rep = whatif_analysis(alone, WhatIfParams(scale=scales, autocast=autocast)).to_dict()
         errors[autocast] = abs(rep["predicted_unprofiled_step_us"] / truth - 1)
     assert errors["bf16"] < errors[None], errors
     assert errors["bf16"] <= 0.30, errors
@@ -77,7 +78,7 @@ def test_autocast_predicts_the_bf16_run_better_than_the_scales_alone(workload):
 def test_casts_only_add_time():
     path = CAPS / f"{PAIRS[0]}__fp32__shapes.json.gz"
     plain = whatif_analysis(path).to_dict()
-    cast = whatif_analysis(path, autocast="fp16").to_dict()
+    cast = whatif_analysis(path, WhatIfParams(autocast="fp16")).to_dict()
     assert plain["predicted_us"] == pytest.approx(plain["measured_us"], abs=0.01)
     assert cast["predicted_us"] > plain["predicted_us"]
     assert cast["predicted_unprofiled_step_us"] > plain["predicted_unprofiled_step_us"]

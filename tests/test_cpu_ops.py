@@ -16,7 +16,7 @@ from conftest import shared
 from test_references import stack_walk_cpu
 
 import nongemm_trace
-from nongemm_trace import cli
+from nongemm_trace import AnalysisOptions, cli
 
 BERT = Path(__file__).resolve().parent.parent / "sample_traces" / "bert_base_fp32_bs8_s128__eager.json.gz"
 
@@ -68,7 +68,7 @@ def test_cpu_columns_at_every_level_and_metric(capsys):
     by_name = {}
     for level in ("launch", "top"):
         for metric in ("gpu", "cpu"):
-            ops = an.report(level=level, metric=metric).ops
+            ops = an.report(AnalysisOptions(level=level, metric=metric)).ops
             by_name[level, metric] = dict(ops.group_by("op").agg(pl.col("cpu_time_ns").sum(),
                                                                  pl.col("self_cpu_time_ns").sum()).rows_by_key("op",
                                                                                                                unique=True))
@@ -104,7 +104,7 @@ def test_cpu_metric_reads_the_calls_categories_of_the_gpu_metric():
     rsqrt = rows.filter(pl.col("name") == "aten::rsqrt")
     gpu = a.activities("launch").filter(pl.col("launch_op") == "aten::rsqrt")
     assert rsqrt.height and set(rsqrt["category"]) == set(gpu["category"]) == {"normalization"}
-    cats = dict(a.report(metric="cpu").categories.select("category", "time_ns").iter_rows())
+    cats = dict(a.report(AnalysisOptions(metric="cpu")).categories.select("category", "time_ns").iter_rows())
     assert cats["normalization"] >= int(rsqrt["cpu_ns"].sum())
 
 def test_cpu_metric_header_counts_op_calls(capsys):

@@ -12,6 +12,8 @@ import polars as pl
 import pytest
 from conftest import raw_events, shared
 
+from nongemm_trace import AnalysisOptions
+from nongemm_trace.analyses.changes import WhatIfParams
 from nongemm_trace.analyses.latency import graph_of, latency_analysis, measured_timeline, whatif_analysis
 from nongemm_trace.analyses.latency.replay import measured_piece_lengths, replay
 from nongemm_trace.analyses.latency.waits import DEPS_SCHEMA
@@ -44,7 +46,7 @@ def test_stream_waits_are_dependencies_across_streams():
     are 6 dependencies, each from the last activity launched on the recorded stream before the record
     call to the first launched on the waiting stream after the wait call."""
     a = Analysis(shared(*ALEXNET))
-    _, g, _, _ = graph_of(a, step_marker=ALEXNET_STEP)
+    _, g, _, _ = graph_of(a, options=AnalysisOptions(step_marker=ALEXNET_STEP))
     rec = g.deps.filter(pl.col("recorded"))
     assert rec.height == 6
     acts = g.acts.select("row", "stream", "call_ts", "end")
@@ -60,7 +62,7 @@ def test_stream_waits_are_dependencies_across_streams():
 def test_a_slower_awaited_stream_moves_the_waiting_stream():
     """Lengthen the activities the recorded waits await: the waiting activities start no earlier than
     the awaited ends plus their delays; without the dependencies they would not move."""
-    _, g, _, _ = graph_of(Analysis(shared(*ALEXNET)), step_marker=ALEXNET_STEP)
+    _, g, _, _ = graph_of(Analysis(shared(*ALEXNET)), options=AnalysisOptions(step_marker=ALEXNET_STEP))
     d = g.acts["dur"].to_numpy().copy()
     dep, act, delta = (g.deps[c].to_numpy() for c in ("dep", "act", "delta"))
     d[dep] += 5_000_000  # 5 ms more each
@@ -76,11 +78,11 @@ def test_a_slower_awaited_stream_moves_the_waiting_stream():
 def test_whatif_nothing_changed_reproduces_the_hta_steps():
     for parts, marker in ((ALEXNET, ALEXNET_STEP), (EVENT_SYNC, None)):
         a = Analysis(shared(*parts))
-        opts = {"step_marker": marker} if marker else {}
-        rep = latency_analysis(a, **opts)
+        opts = AnalysisOptions(step_marker=marker)
+        rep = latency_analysis(a, options=opts)
         wall = dict(zip(rep.steps["step"].to_list(), rep.steps["wall"].to_list()))
         assert dict(rep.attribution.group_by("step").agg(pl.col("ns").sum()).iter_rows()) == wall
-        for s in whatif_analysis(a, ["GEMM=1"], **opts).to_dict()["steps"]:
+        for s in whatif_analysis(a, WhatIfParams(scale=("GEMM=1",)), options=opts).to_dict()["steps"]:
             assert s["predicted_us"] == s["measured_us"]
 
 
@@ -135,15 +137,15 @@ def test_the_path_follows_a_recorded_wait_onto_the_awaited_stream(tmp_path):
     # the add, its 2 us hand-off after the event, the GEMM it waited for, the GEMM's launch
     assert got[("arithmetic", "gpu")] == 4_000 and got[("arithmetic", "sync")] == 2_000
     assert got[("gemm", "gpu")] == 200_000 and got[("gemm", "launch")] == 8_000
-    faster = whatif_analysis(path, ["GEMM=0.5"]).to_dict()["steps"][0]
+    faster = whatif_analysis(path, WhatIfParams(scale=("GEMM=0.5",))).to_dict()["steps"][0]
     assert faster["predicted_us"] == 126.0  # the GEMM ends at 120 us; the add 2 us after it, 4 us long
-    slower = whatif_analysis(path, ["GEMM=2"]).to_dict()["steps"][0]
+    slower = whatif_analysis(path, WhatIfParams(scale=("GEMM=2",))).to_dict()["steps"][0]
     assert slower["predicted_us"] == 426.0
     # without the record the timing still shows the hand-off (the add started 112 us after its stream's
     # fill, 2 us after the GEMM on the other stream ended: latency/waits.py's unrecorded hand-offs), so
     # the add moves with the GEMM as it does with the record
     plain = _two_streams(tmp_path, with_record=False)
-    assert whatif_analysis(plain, ["GEMM=0.5"]).to_dict()["steps"][0]["predicted_us"] == 126.0
-    assert whatif_analysis(plain, ["GEMM=2"]).to_dict()["steps"][0]["predicted_us"] == 426.0
+    assert whatif_analysis(plain, WhatIfParams(scale=("GEMM=0.5",))).to_dict()["steps"][0]["predicted_us"] == 126.0
+    assert whatif_analysis(plain, WhatIfParams(scale=("GEMM=2",))).to_dict()["steps"][0]["predicted_us"] == 426.0
     # and the 112 us behind the fill is a wait the trace does not explain (beyond the usual 1 us queue gap)
     assert latency_analysis(plain).attribution.filter(pl.col("bound") == "sync")["ns"].sum() == 111_000

@@ -117,8 +117,9 @@ def test_documented_example_runs(kind, body, reason, scratch):
     if kind == "python":
         (work / "block.py").write_text(body)
         (work / "runner.py").write_text(PYTHON_RUNNER)
-        done = subprocess.run([sys.executable, "runner.py", "block.py"], cwd=work, env=env,
-                              capture_output=True, text=True, timeout=300)
+        # a documented example shows the current form: one that warns of a deprecated one fails
+        done = subprocess.run([sys.executable, "-W", "error::DeprecationWarning", "runner.py", "block.py"], cwd=work,
+                              env=env, capture_output=True, text=True, timeout=300)
     elif kind == "bash":
         done = subprocess.run(["bash", "-euo", "pipefail", "-c", body], cwd=work, env=env,
                               capture_output=True, text=True, timeout=300)

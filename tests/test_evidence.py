@@ -164,7 +164,7 @@ def test_weak_evidence_warns_and_explain_weak_snippet_moves_the_kernel(tmp_path,
     assert {"weak_evidence", "no_cpu_ops"} <= codes
     from nongemm_trace.analyses.weak import weak_kernels
 
-    d = weak_kernels(path, top=5)
+    d = weak_kernels(path, top=5).to_dict()
     assert d["kernels"] and d["weak_share"] > 0.05
     top = d["kernels"][0]
     # the user's fix: the snippet, with a category of their choice, in a file extending the default

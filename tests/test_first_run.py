@@ -80,12 +80,13 @@ def test_a_test_file_collects_without_the_shared_traces(tmp_path):
 def test_every_model_has_a_short_repr():
     """A Report's generated repr printed its tables in full (16,753 characters on the bundled BERT)."""
     import nongemm_trace
+    from nongemm_trace.analyses.changes import WhatIfParams
     from nongemm_trace.analyses.latency import latency_analysis, whatif_analysis
 
     path = str(SAMPLES / "bert_base_fp32_bs8_s128__eager.json.gz")
     a = nongemm_trace.Analysis(path)
     models = [a.report(), nongemm_trace.launch_analysis(a), nongemm_trace.flops_analysis(path),
-              latency_analysis(path), whatif_analysis(path, scales={"GEMM": 0.5}),
+              latency_analysis(path), whatif_analysis(path, WhatIfParams(scale={"GEMM": 0.5})),
               nongemm_trace.compare([path, path]), a, a.taxonomy, nongemm_trace.load_taxonomy("ispass25"),
               nongemm_trace.check(a, max_share={"non-GEMM": 0.01}), nongemm_trace.weak_kernels(a),
               nongemm_trace.explain(a, "aten::add"), nongemm_trace.run("shapes", a), nongemm_trace.run("phases", a)]

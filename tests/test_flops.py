@@ -9,6 +9,7 @@ import polars as pl
 import pytest
 from conftest import SHARED, shared
 
+from nongemm_trace import AnalysisOptions
 from nongemm_trace.analyses.flops import flops_analysis
 from nongemm_trace.analyses.flops.formulas import FORMULAS, OpCall, lookup
 from nongemm_trace.cli import main
@@ -198,7 +199,7 @@ def test_flops_reads_the_categories_of_analyze(path):
     from nongemm_trace.pipeline.analysis import Analysis
 
     a = Analysis(path)
-    rep, fr = a.report(metric="gpu"), flops_analysis(a)
+    rep, fr = a.report(AnalysisOptions(metric="gpu")), flops_analysis(a)
     if rep.kernels.height == 0:  # no GPU activity (CPU only, another accelerator's events)
         return
     ours = {c: t for c, t in rep.categories.select("category", "time_ns").iter_rows() if t}

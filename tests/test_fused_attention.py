@@ -11,6 +11,7 @@ import polars as pl
 import pytest
 from conftest import SAMPLES
 
+from nongemm_trace.analyses.changes import WhatIfParams
 from nongemm_trace.analyses.latency import autocast, whatif_analysis
 from nongemm_trace.pipeline.analysis import Analysis
 
@@ -25,7 +26,7 @@ def _without_fusion(monkeypatch) -> None:
 
 
 def _whatif(path, **kw) -> dict:
-    return whatif_analysis(Analysis(path), ["GEMM=0.5"], autocast="bf16", **kw).to_dict()
+    return whatif_analysis(Analysis(path), WhatIfParams(scale=("GEMM=0.5",), autocast="bf16", **kw)).to_dict()
 
 
 def test_every_math_attention_call_is_found():

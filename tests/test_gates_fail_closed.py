@@ -127,7 +127,7 @@ def test_the_library_and_the_training_gates_fail_the_same_way():
     from nongemm_trace.pipeline.analysis import Analysis
 
     empty = hostile("E2-empty-events.json", HOSTILE_T4)
-    violations, _ = check(empty, baseline=BASE, max_regression=0.1)
+    violations = check(empty, baseline=BASE, max_regression=0.1).violations
     assert [v.limit for v in violations] == ["min-activities"] and violations[0].allowed == MIN_ACTIVITIES
     with pytest.raises(OptionError, match="min_activities is 2"):
         check(BASE, baseline=BASE, max_regression=0.1, min_activities=2)

@@ -18,6 +18,8 @@ from html.parser import HTMLParser
 import pytest
 from conftest import SAMPLES, shared
 
+from nongemm_trace.analyses.changes import WhatIfParams
+
 HOSTILE_OP = 'aten::add<script>alert("op")</script>&amp;'
 HOSTILE_KERNEL = 'void k<img src=x onerror=alert(1)>("x")'
 
@@ -296,7 +298,7 @@ def test_repr_html_of_latency_and_whatif():
     assert [float(r[2][1]) for r in steps] == [s["wall_us"] for s in d["steps"]]
     by_class = {r[0][0]: float(r[1][1]) for r in page.named("latency-by")[0]}
     assert by_class == d["total"]["by_class_us"]
-    w = whatif_analysis(trace, {"GEMM": 0.5})
+    w = whatif_analysis(trace, WhatIfParams(scale={"GEMM": 0.5}))
     wd = w.to_dict()
     page = parse(w._repr_html_())
     rows = page.named("whatif-steps")[0]

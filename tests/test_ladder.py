@@ -10,6 +10,7 @@ import polars as pl
 import pytest
 from conftest import shared
 
+from nongemm_trace import AnalysisOptions
 from nongemm_trace.classify.ladder import LADDER, RULE_TEXT, STAGES, call_category
 from nongemm_trace.pipeline.analysis import Analysis
 from nongemm_trace.vocabulary import EVIDENCE, LEVELS
@@ -45,7 +46,7 @@ def test_a_stage_ends_at_its_unconditional_rule():
 
 @pytest.mark.parametrize("parts", TRACES, ids=lambda p: p[-1][:40])
 def test_every_rule_given_is_in_the_table_with_its_rung(parts):
-    analysis = Analysis.of(shared(*parts), keep_python=True)
+    analysis = Analysis.of(shared(*parts), AnalysisOptions(keep_python=True))
     rung = {r.name: r.evidence for r in LADDER}
     seen = set()
     for level in LEVELS:

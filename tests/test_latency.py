@@ -12,6 +12,8 @@ import polars as pl
 import pytest
 from conftest import SAMPLES, SHARED, kineto_traces, shared
 
+from nongemm_trace import AnalysisOptions
+from nongemm_trace.analyses.changes import WhatIfParams
 from nongemm_trace.analyses.latency import graph_of, latency_analysis, measured_timeline, whatif_analysis
 from nongemm_trace.cli import main
 from nongemm_trace.pipeline.analysis import Analysis
@@ -88,14 +90,14 @@ def test_attribution_tiles_the_wall_time_and_nothing_changed_reproduces(rel):
     attribution = d["total"]["attribution"]
     assert sum(r["time_us"] for r in attribution) == pytest.approx(d["total"]["wall_us"], abs=1e-3 * len(attribution))
     assert set(rep.attribution["bound"]) <= {"gpu", "communication", "launch", "cpu", "sync", "other"}
-    w = whatif_analysis(a, ["GEMM=1"])
+    w = whatif_analysis(a, WhatIfParams(scale=("GEMM=1",)))
     for s in w.to_dict()["steps"]:
         assert s["predicted_us"] == pytest.approx(s["measured_us"], rel=0.01)
     if "ddp_train" in rel:  # rank 0 waits for rank 1 (the straggler: tests/test_batch.py) in its all-reduces
         comm = d["total"]["by_bound_us"].get("communication", 0.0) / d["total"]["wall_us"]
         assert (comm > 0.15) if "rank0" in rel else (comm < 0.01)
         if "rank0" in rel:
-            half = whatif_analysis(a, ["communication=0.5"]).to_dict()
+            half = whatif_analysis(a, WhatIfParams(scale=("communication=0.5",))).to_dict()
             assert half["predicted_us"] < 0.95 * half["measured_us"]
 
 
@@ -114,11 +116,11 @@ def pairs():
 
 
 def _mean_step(a: Analysis) -> float:
-    return latency_analysis(a, skip_steps=1).to_dict()["total"]["mean_step_us"]
+    return latency_analysis(a, options=AnalysisOptions(skip_steps=1)).to_dict()["total"]["mean_step_us"]
 
 
 def _gemm(a: Analysis) -> int:
-    rep = a.report(skip_steps=1)
+    rep = a.report(AnalysisOptions(skip_steps=1))
     return int(rep.classes.filter(pl.col("class") == "GEMM")["time_ns"].sum())
 
 
@@ -128,7 +130,7 @@ def _gemm(a: Analysis) -> int:
 def test_tf32_pairs_predicted_from_the_slower_trace(pairs, model, amdahl_check):
     slow, fast = pairs[f"{model}__fp32"], pairs[f"{model}__tf32"]
     ratio = _gemm(fast) / _gemm(slow)
-    w = whatif_analysis(slow, {"GEMM": ratio}, skip_steps=1).to_dict()
+    w = whatif_analysis(slow, WhatIfParams(scale={"GEMM": ratio}), options=AnalysisOptions(skip_steps=1)).to_dict()
     truth = _mean_step(fast)
     err = abs(w["predicted_us"] / truth - 1)
     assert err <= 0.15
@@ -138,7 +140,8 @@ def test_tf32_pairs_predicted_from_the_slower_trace(pairs, model, amdahl_check):
 
 @pytest.mark.parametrize("model", ["bert_bs1_s32", "resnet18_bs1", "gpt2_bs4_s256"])
 def test_eager_to_graphs_lands_within_2x(pairs, model):
-    w = whatif_analysis(pairs[f"{model}__tf32"], graphs=True, skip_steps=1).to_dict()
+    w = whatif_analysis(pairs[f"{model}__tf32"], WhatIfParams(graphs=True),
+                        options=AnalysisOptions(skip_steps=1)).to_dict()
     truth = _mean_step(pairs[f"{model}__tf32_graph"])
     assert truth / 2 <= w["predicted_us"] <= 2 * truth
     assert w["predicted_us"] < w["measured_us"] / 2  # eager at batch 1 is launch-bound: graphs must matter
@@ -146,10 +149,11 @@ def test_eager_to_graphs_lands_within_2x(pairs, model):
 
 def test_host_changes_move_a_host_bound_step(pairs):
     a = pairs["bert_bs1_s32__fp32"]
-    base = whatif_analysis(a, skip_steps=1).to_dict()["predicted_us"]
-    slower = whatif_analysis(a, cpu_scale=2.0, skip_steps=1).to_dict()["predicted_us"]
+    base = whatif_analysis(a, options=AnalysisOptions(skip_steps=1)).to_dict()["predicted_us"]
+    slower = whatif_analysis(a, WhatIfParams(cpu_scale=2.0),
+                             options=AnalysisOptions(skip_steps=1)).to_dict()["predicted_us"]
     assert slower == pytest.approx(2 * base, rel=0.05)  # every host piece doubles; the GPU never binds
-    cheap = whatif_analysis(a, launch_us=0.0, skip_steps=1).to_dict()
+    cheap = whatif_analysis(a, WhatIfParams(launch_us=0.0), options=AnalysisOptions(skip_steps=1)).to_dict()
     assert cheap["predicted_us"] < base
     assert "launch" not in cheap["by_bound_us"] or cheap["by_bound_us"]["launch"] < 0.2 * base
 
@@ -219,9 +223,9 @@ def test_a_sync_moves_the_host_with_the_device(tmp_path):
     # the path: the host after the sync, the sync's return cost, the GEMM kernel, its launch, the host before
     assert got[("gemm", "gpu")] == 210_000 and got[("unclassified", "sync")] == 5_000
     assert got[("gemm", "launch")] == 8_000
-    faster = whatif_analysis(path, ["gemm=0.5"]).to_dict()
+    faster = whatif_analysis(path, WhatIfParams(scale=("gemm=0.5",))).to_dict()
     assert faster["steps"][0]["predicted_us"] == 195.0  # the sync returns 105 us earlier, and so does the rest
-    slower_host = whatif_analysis(path, cpu_scale=2.0).to_dict()
+    slower_host = whatif_analysis(path, WhatIfParams(cpu_scale=2.0)).to_dict()
     assert slower_host["steps"][0]["predicted_us"] == 382.0  # the kernel still ends first; the host doubles
 
 
@@ -233,15 +237,15 @@ def test_a_wait_on_autograds_thread_follows_that_thread():
     _, g, _, _ = graph_of(a)
     waits = g.syncs.filter(pl.col("kind") == "thread")
     assert waits.height == 3 and waits["thr"].n_unique() == 2  # 2 joins on the main thread, 1 fork on autograd's
-    rep = latency_analysis(a, skip_steps=1).to_dict()
+    rep = latency_analysis(a, options=AnalysisOptions(skip_steps=1)).to_dict()
     step = rep["steps"][0]
     assert step["by_bound_us"]["cpu"] > 0.45 * step["wall_us"]  # the backward ops' host time is on the path
-    s = latency_analysis(a, skip_steps=1).steps.row(0, named=True)
+    s = latency_analysis(a, options=AnalysisOptions(skip_steps=1)).steps.row(0, named=True)
     launch = g.pieces.filter((pl.col("kind") == "launch") & (pl.col("ts") >= s["ts"]) & (pl.col("ts") < s["cpu_end"]))
     calls = launch.group_by("launch_id").agg((pl.col("end") - pl.col("ts")).sum().alias("ns"))
     added = calls.height * 30_000 - int(calls["ns"].sum())
     assert launch["thr"].n_unique() == 2
-    w = whatif_analysis(a, launch_us=30, skip_steps=1).to_dict()
+    w = whatif_analysis(a, WhatIfParams(launch_us=30), options=AnalysisOptions(skip_steps=1)).to_dict()
     assert (w["predicted_us"] - w["measured_us"]) * 1000 == pytest.approx(added, rel=0.03)
 
 
@@ -254,7 +258,7 @@ def test_steps_that_run_into_the_next_are_named_and_a_faster_host_ends_no_later(
     assert "steps_overlap" in codes
     _, g, _, _ = graph_of(a)
     measured = measured_timeline(g)
-    w = whatif_analysis(a, cpu_scale=0.5)
+    w = whatif_analysis(a, WhatIfParams(cpu_scale=0.5))
     assert [x.code for x in w.warnings].count("steps_overlap") == 2  # measured and predicted timelines
     import numpy as np
 
@@ -273,8 +277,9 @@ def test_steps_left_out_are_not_counted_as_overlapping():
     measured timeline counts the steps latency counts, and with every factor 1 the predicted one too."""
     a = Analysis(shared("external", "hta", "ns_resolution_trace__rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"))
     for skip in (1, 4):
-        latency = [w.count for w in latency_analysis(a, skip_steps=skip).warnings if w.code == "steps_overlap"]
-        whatif = whatif_analysis(a, {"GEMM": 1}, skip_steps=skip).warnings
+        skipping = AnalysisOptions(skip_steps=skip)
+        latency = [w.count for w in latency_analysis(a, options=skipping).warnings if w.code == "steps_overlap"]
+        whatif = whatif_analysis(a, WhatIfParams(scale={"GEMM": 1}), options=AnalysisOptions(skip_steps=skip)).warnings
         by_timeline = {w.message.split()[2]: w.count for w in whatif if w.code == "steps_overlap"}
         assert list(by_timeline.values()) == latency * 2, (skip, by_timeline, latency)
 
@@ -285,7 +290,7 @@ def test_the_step_is_the_loops_period_where_steps_queue():
     so halving GEMM time changes the mean step as it changes the span (the host now sets the pace),
     while the queueing latency, kept beside it, is longer than the period where steps queue."""
     a = Analysis(shared("external", "hta", "ns_resolution_trace__rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"))
-    w = whatif_analysis(a, {"GEMM": 0.5})
+    w = whatif_analysis(a, WhatIfParams(scale={"GEMM": 0.5}))
     d = w.to_dict()
     tl = latency_analysis(a).steps
     assert d["measured_span_us"] * 1000 == int(tl["end"].max() - tl["ts"].min())

@@ -8,6 +8,7 @@ import polars as pl
 import pytest
 from conftest import shared
 
+from nongemm_trace import AnalysisOptions
 from nongemm_trace.load.template_params import fill_template_params
 
 #: a parameter written as a template placeholder, as Nsight Systems' demangler does
@@ -76,7 +77,7 @@ def test_the_profilers_buffer_request_is_not_the_interrupted_ops_self_time():
     analysis = nongemm_trace.Analysis(path)
     assert analysis.trace().profiler_overhead.height == 1
     assert "Activity Buffer Request" not in analysis.trace().ops["name"].cast(pl.String).to_list()
-    ops = analysis.report(metric="cpu").ops
+    ops = analysis.report(AnalysisOptions(metric="cpu")).ops
     ours = ops.filter(pl.col("op") == "aten::gather")["self_cpu_time_ns"].sum() / 1000
     meta = json.loads(path.with_name(path.name.replace(".json.gz", ".meta.json")).read_text())
     torch = sum(r["self_cpu_time_total_us"] for r in meta["key_averages"] if r["key"] == "aten::gather")

@@ -10,7 +10,8 @@ import json
 import pytest
 from conftest import shared
 
-from nongemm_trace import Analysis, BatchResult, Comparison, FlopsReport, LaunchReport, Report
+from nongemm_trace import Analysis, AnalysisOptions, BatchResult, Comparison, FlopsReport, LaunchReport, Report
+from nongemm_trace.analyses.changes import WhatIfParams
 from nongemm_trace.analyses.compare import compare
 from nongemm_trace.analyses.flops import flops_analysis
 from nongemm_trace.analyses.launch import launch_analysis
@@ -51,7 +52,7 @@ def test_report_round_trip(analyses, name):
 
 @pytest.mark.parametrize("metric", ["cpu", "paper"])
 def test_report_round_trip_cpu_metrics(analyses, metric):
-    _round_trip(analyses["eager"].report(metric=metric), Report)
+    _round_trip(analyses["eager"].report(AnalysisOptions(metric=metric)), Report)
 
 
 def test_report_read_back_keeps_its_numbers(analyses):
@@ -108,5 +109,6 @@ def test_latency_round_trips(analyses, name):
 
     a = analyses[name]
     _round_trip(latency_analysis(a), LatencyReport)
-    _round_trip(whatif_analysis(a, ["GEMM=0.5", "kernel:elementwise|triton=0.8"], cpu_scale=1.5), WhatIfReport)
-    _round_trip(whatif_analysis(a, graphs=True, launch_us=3.0), WhatIfReport)
+    changes = WhatIfParams(scale=("GEMM=0.5", "kernel:elementwise|triton=0.8"), cpu_scale=1.5)
+    _round_trip(whatif_analysis(a, changes), WhatIfReport)
+    _round_trip(whatif_analysis(a, WhatIfParams(graphs=True, launch_us=3.0)), WhatIfReport)

@@ -188,17 +188,42 @@ def test_a_trace_that_lost_its_gpu_work_fails_the_fixture_and_the_marker(pyteste
 
 def test_the_fixtures_run_takes_the_typed_options_or_their_keywords(pytester, run):
     """``nongemm.run(name, trace, options=AnalysisOptions(...))``, as every other entry takes the options
-    (issue #44 item 2): the same model as the keywords give, a keyword beside the object winning."""
+    (issue #44 item 2): the same model as the keywords give (which warn: deprecated), a keyword beside
+    the object winning."""
     pytester.makepyfile(test_run="""
+        import pytest
+
         from nongemm_trace import AnalysisOptions
 
         def test_typed_and_keywords_agree(nongemm):
             typed = nongemm.run("launch", "traces/bert.json.gz", options=AnalysisOptions(skip_steps=1))
-            assert typed.to_dict() == nongemm.run("launch", "traces/bert.json.gz", skip_steps=1).to_dict()
-            beside = nongemm.run("launch", "traces/bert.json.gz", options=AnalysisOptions(skip_steps=1), skip_steps=0)
+            with pytest.warns(DeprecationWarning, match=r"nongemm\\.run.*options=AnalysisOptions.*0\\.3"):
+                old = nongemm.run("launch", "traces/bert.json.gz", skip_steps=1)
+            assert typed.to_dict() == old.to_dict()
+            with pytest.warns(DeprecationWarning):
+                beside = nongemm.run("launch", "traces/bert.json.gz", options=AnalysisOptions(skip_steps=1),
+                                     skip_steps=0)
             assert beside.to_dict() == nongemm.run("launch", "traces/bert.json.gz").to_dict() != typed.to_dict()
+
+        def test_the_assertions_take_the_typed_options(nongemm):
+            top = AnalysisOptions(level="top")
+            rep = nongemm.assert_share_at_most("traces/bert.json.gz", "non-GEMM", "99%", options=top)
+            assert rep.level == "top"
+            assert nongemm.assert_share_at_least("traces/bert.json.gz", "GEMM", "1%", options=top).level == "top"
+            memory = nongemm.assert_category_share_at_most("traces/bert.json.gz", "memory", 0.99, options=top)
+            assert memory.level == "top"
+            assert nongemm.assert_unclassified_at_most("traces/bert.json.gz", 1.0, options=top).level == "top"
+            assert nongemm.assert_checks("traces/bert.json.gz", max_share={"GEMM": 1.0}, options=top).level == "top"
+            assert nongemm.report("traces/bert.json.gz", top).level == "top"
+            with pytest.warns(DeprecationWarning, match=r"assert_share_at_most.*level=.*0\\.3"):
+                old = nongemm.assert_share_at_most("traces/bert.json.gz", "non-GEMM", "99%", level="top")
+            assert old.to_dict() == rep.to_dict()
+
+        @pytest.mark.nongemm("traces/bert.json.gz", max_share={"non-GEMM": 0.99}, options=AnalysisOptions(level="top"))
+        def test_marker_takes_the_typed_options():
+            pass
     """)
-    run("-q").assert_outcomes(passed=1)
+    run("-q", "-W", "error::DeprecationWarning").assert_outcomes(passed=3)
 
 
 def test_the_entry_point_names_the_plugin():

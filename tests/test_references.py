@@ -28,6 +28,7 @@ from conftest import (
 )
 
 import nongemm_trace
+from nongemm_trace import AnalysisOptions
 from nongemm_trace.pipeline.analysis import Analysis
 
 H200 = sorted((SHARED / "h200").glob("*.json.gz")) if (SHARED / "h200").is_dir() else []
@@ -191,7 +192,7 @@ def test_drop_unlinked_removes_exactly_the_activities_without_launch_call(path):
             if e.get("args", {}).get("correlation") not in launch_corr:
                 orphans += 1
                 orphan_ns += ns(e["dur"])
-    rep = opened(path).report(drop_unlinked=True)
+    rep = opened(path).report(AnalysisOptions(drop_unlinked=True))
     assert rep.gpu_time_ns == total - orphan_ns
     if rep.metric == "gpu" and rep.gpu_activities:
         assert int(rep.categories["time_ns"].sum()) == total - orphan_ns

@@ -14,6 +14,7 @@ from functools import cache
 import pytest
 from conftest import SAMPLES, SHARED, shared
 
+from nongemm_trace import AnalysisOptions
 from nongemm_trace.analyses.check import check
 from nongemm_trace.analyses.compare import compare
 from nongemm_trace.analyses.launch import launch_analysis
@@ -44,7 +45,7 @@ def _analysis(rel: str) -> Analysis:
 
 def _stored(rel: str) -> Report:
     """The trace's report as ``analyze --format json`` writes it, read back."""
-    return Report.from_dict(json.loads(json.dumps(_analysis(rel).report(metric="gpu").to_dict())))
+    return Report.from_dict(json.loads(json.dumps(_analysis(rel).report(AnalysisOptions(metric="gpu")).to_dict())))
 
 
 def _partner(rel: str) -> str:
@@ -62,13 +63,13 @@ def _limits(rel: str) -> dict:
 @pytest.mark.parametrize("rel", MODELS)
 def test_a_stored_report_is_the_same_baseline_as_the_live_trace(rel, tmp_path):
     other = _partner(rel)
-    live, _ = check(_analysis(other), baseline=_analysis(rel), **_limits(other))
-    stored, _ = check(_analysis(other), baseline=_stored(rel), **_limits(other))
+    live = check(_analysis(other), baseline=_analysis(rel), **_limits(other)).violations
+    stored = check(_analysis(other), baseline=_stored(rel), **_limits(other)).violations
     path = tmp_path / "base.json"
-    path.write_text(json.dumps(_analysis(rel).report(metric="gpu").to_dict()))
-    from_file, _ = check(_analysis(other), baseline=str(path), **_limits(other))
+    path.write_text(json.dumps(_analysis(rel).report(AnalysisOptions(metric="gpu")).to_dict()))
+    from_file = check(_analysis(other), baseline=str(path), **_limits(other)).violations
     assert stored == live and from_file == live
-    same, _ = check(_analysis(rel), baseline=_stored(rel), **_limits(rel))
+    same = check(_analysis(rel), baseline=_stored(rel), **_limits(rel)).violations
     assert same == []  # against itself nothing rose, in any category
 
 
@@ -100,7 +101,7 @@ def test_the_issue_s_category_gate_against_the_same_trace_s_stored_report_passes
     a = Analysis(EAGER)
     doc = a.report().to_dict()
     assert next(c for c in doc["categories"] if c["category"] == "memory")["gpu_time_us"] > 0
-    violations, _ = check(a, baseline=Report.from_dict(doc), max_category_regression={"memory": 0.05})
+    violations = check(a, baseline=Report.from_dict(doc), max_category_regression={"memory": 0.05}).violations
     assert violations == []
 
 
@@ -116,7 +117,8 @@ def test_launch_builds_no_breakdown():
     a = Analysis(EAGER)
     launch_analysis(a)
     assert a._reports == {}  # it read the selection, and measured nothing it would not read
-    assert a.selection() is a.selection(metric="cpu")  # one selection per option set: the metric is not read
+    # one selection per option set: the metric is not read
+    assert a.selection() is a.selection(AnalysisOptions(metric="cpu"))
 
 
 def test_a_cpu_metric_report_is_no_compare_side():
@@ -124,4 +126,4 @@ def test_a_cpu_metric_report_is_no_compare_side():
 
     a = Analysis(EAGER)
     with pytest.raises(TraceError, match="cpu-metric report"):
-        compare([Report.from_dict(a.report(metric="cpu").to_dict()), a])
+        compare([Report.from_dict(a.report(AnalysisOptions(metric="cpu")).to_dict()), a])

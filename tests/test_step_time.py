@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 from conftest import SAMPLES, SHARED, kineto_traces, shared
 
+from nongemm_trace.analyses.changes import WhatIfParams
 from nongemm_trace.analyses.latency import latency_analysis, whatif_analysis
 from nongemm_trace.analyses.launch import launch_analysis
 from nongemm_trace.pipeline.analysis import Analysis
@@ -37,7 +38,7 @@ def _one_figure(a: Analysis) -> None:
     launch = launch_analysis(a).summary
     assert launch["mean_step_us"] == pytest.approx(ld["total"]["mean_step_us"], abs=0.002)
     assert launch["bound"] == (ld["unprofiled"] or {}).get("profiled_bound")
-    w = whatif_analysis(a, {"GEMM": 1}).to_dict()
+    w = whatif_analysis(a, WhatIfParams(scale={"GEMM": 1})).to_dict()
     assert w["measured_us"] == pytest.approx(ld["total"]["mean_step_us"], abs=0.002)
     # nothing changed: the measured run (a replay rounds to the us)
     assert w["predicted_us"] == pytest.approx(w["measured_us"], rel=1e-4)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import polars as pl
 from conftest import SAMPLES
 
+from nongemm_trace.analyses.changes import WhatIfParams
 from nongemm_trace.analyses.latency import graph_of, whatif_analysis
 from nongemm_trace.analyses.latency.waits import DEPS_SCHEMA, stream_handoffs
 from nongemm_trace.pipeline.analysis import Analysis
@@ -29,9 +30,9 @@ def test_the_fft_streams_waits_become_dependencies_on_the_main_stream():
 
 def test_nothing_changed_still_reproduces_and_faster_gemms_shorten_every_step():
     a = Analysis(RESNET)
-    same = whatif_analysis(a, ["GEMM=1"]).to_dict()
+    same = whatif_analysis(a, WhatIfParams(scale=("GEMM=1",))).to_dict()
     assert all(s["predicted_us"] == s["measured_us"] for s in same["steps"])
-    faster = whatif_analysis(a, ["GEMM=0.5"]).to_dict()
+    faster = whatif_analysis(a, WhatIfParams(scale=("GEMM=0.5",))).to_dict()
     # the FFT stream's waits no longer hold the later steps' ends where they were measured
     assert all(s["predicted_us"] < 0.9 * s["measured_us"] for s in faster["steps"])
 

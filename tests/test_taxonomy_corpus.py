@@ -11,6 +11,7 @@ import polars as pl
 import pytest
 from conftest import kineto_traces, trace_ids
 
+from nongemm_trace import AnalysisOptions
 from nongemm_trace.pipeline.analysis import Analysis
 
 WITH_GPU = [p for p in kineto_traces() if "cpu_only" not in p.name and "mtia" not in p.name]
@@ -35,7 +36,7 @@ def opened():
 @pytest.mark.parametrize("level", ["launch", "top"])
 @pytest.mark.parametrize("path", WITH_GPU, ids=trace_ids(WITH_GPU))
 def test_unclassified_at_most_one_percent(path, level, opened):
-    rep = opened(path).report(level=level)
+    rep = opened(path).report(AnalysisOptions(level=level))
     assert rep.gpu_activities > 0
     unc = rep.kernels.filter(pl.col("category") == "unclassified")["dur_ns"].sum()
     assert unc <= 0.01 * rep.gpu_time_ns, rep.kernels.filter(pl.col("category") == "unclassified")["name"].unique()
@@ -54,7 +55,7 @@ def test_gemm_named_kernels_are_gemm_class(path, opened):
     """H100, H200, A100 and V100 traces: kernels named like cuBLAS/cuDNN/CUTLASS GEMMs or fused
     attention are class GEMM for >= 99 % of their time, at the launch and top levels."""
     for level in ("launch", "top"):
-        rep = opened(path).report(level=level)
+        rep = opened(path).report(AnalysisOptions(level=level))
         k = rep.kernels.filter(pl.col("name").str.contains(GEMM_NAMED.pattern) & pl.col("kind").eq("kernel"))
         if k.height == 0:
             continue

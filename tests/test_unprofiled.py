@@ -8,6 +8,7 @@ both runs exactly. The collector's metadata is written and read back on the CPU.
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import json
 import os
@@ -17,6 +18,7 @@ import polars as pl
 import pytest
 from conftest import REPO, SAMPLES, shared
 
+from nongemm_trace.analyses.changes import WhatIfParams
 from nongemm_trace.analyses.latency import graph_of, latency_analysis, measured_timeline, whatif_analysis
 from nongemm_trace.analyses.latency.unprofiled import METADATA_KEY, PIECE_KINDS, OverheadModel, without_profiler
 from nongemm_trace.analyses.launch import launch_analysis
@@ -83,7 +85,7 @@ def test_a_device_bound_step_cannot_calibrate_and_says_so():
 
 def test_nothing_changed_replays_both_runs_exactly():
     path = CAPS / "gpt2_train_bs4_s128__fp32__shapes.json.gz"
-    w = whatif_analysis(path, ["GEMM=1"])
+    w = whatif_analysis(path, WhatIfParams(scale=("GEMM=1",)))
     assert w.steps["predicted"].to_list() == w.steps["measured"].to_list()
     assert w.steps["predicted_unprofiled"].to_list() == w.steps["unprofiled"].to_list()
     # a model that takes nothing out is the measured timeline, to the ns
@@ -119,7 +121,7 @@ def test_whatif_on_the_slower_trace_predicts_the_faster_run_without_the_profiler
             else:
                 ga, gb = (_gemm_per_step(p) for p in (a, b))
                 scales, opts = [f"GEMM={gb / ga:.4f}"], {}
-            d = whatif_analysis(_alone(a), scales, **opts).to_dict()
+            d = whatif_analysis(_alone(a), WhatIfParams(scale=tuple(scales), **opts)).to_dict()
             assert d["unprofiled_source"] == "estimated"
             truth = _measured(b)
             err = d["predicted_unprofiled_step_us"] / truth - 1
@@ -335,8 +337,9 @@ def test_a_device_bound_estimate_takes_a_measured_step_as_the_devices():
     told = latency_analysis(path, unprofiled_step_us=real).unprofiled
     assert told["calibration_k"] == 1.0 and told["step_us"] == pytest.approx(real, rel=1e-3)
     assert told["device_scale"] != 1.0
-    alone = whatif_analysis(path, ["GEMM=0.37"], autocast="bf16").to_dict()["predicted_unprofiled_step_us"]
-    with_told = whatif_analysis(path, ["GEMM=0.37"], autocast="bf16", unprofiled_step_us=real).to_dict()
+    changes = WhatIfParams(scale=("GEMM=0.37",), autocast="bf16")
+    alone = whatif_analysis(path, changes).to_dict()["predicted_unprofiled_step_us"]
+    with_told = whatif_analysis(path, dataclasses.replace(changes, unprofiled_step_us=real)).to_dict()
     assert with_told["predicted_unprofiled_step_us"] == pytest.approx(alone, rel=0.1)
 
 
@@ -349,7 +352,7 @@ def test_the_backlog_gets_faster_with_the_device():
     a, g, _, _ = graph_of(path)
     assert g.acts["backlog"].sum() > 50
     cpu_span = (g.steps["end"] - g.steps["ts"]).to_numpy() / 1000
-    w = whatif_analysis(path, ["GEMM=0.001", "non-GEMM=0.001"])
+    w = whatif_analysis(path, WhatIfParams(scale=("GEMM=0.001", "non-GEMM=0.001")))
     predicted = w.steps["predicted"].to_numpy()
     assert (predicted > 0.8 * cpu_span.min()).all()
 

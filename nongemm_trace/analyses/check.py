@@ -25,6 +25,7 @@ from ..models.report import Report
 from ..models.stored import is_stored_report, read_stored_report
 from ..models.verdicts import CheckResult
 from ..pipeline.analysis import Analysis, open_analysis
+from ..pipeline.options import AnalysisOptions, keywords_of
 from ..vocabulary import CLASSES
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -202,7 +203,7 @@ def _baseline(source: str | Path | Analysis | Report, options: dict[str, Any]) -
     if not isinstance(source, Analysis) and is_stored_report(source):
         return Baseline.of_report(read_stored_report(source, "baseline"))
     analysis, opts = open_analysis(source, options)
-    return Baseline.of_selection(analysis.selection(**opts))
+    return Baseline.of_selection(analysis.selection(opts))
 
 
 def check(
@@ -217,7 +218,8 @@ def check(
     max_exposed_communication: float | None = None,
     max_skew_us: float | None = None,
     ranks: list[str | Path] | None = None,
-    **options: Any,
+    options: AnalysisOptions | None = None,
+    **old: Any,
 ) -> CheckResult:
     """Check ``trace`` against the limits: a :class:`~nongemm_trace.models.verdicts.CheckResult`, whose
     ``violations`` are the broken ones (empty when all hold; ``.gates`` lists every limit with its measured
@@ -227,16 +229,18 @@ def check(
     for the same trace. A limit that names no class or category, a share limit outside 0..1, or no limit
     at all is refused: a typo must never turn a gate off. With a baseline, ``min_activities`` is the floor
     of GPU activities per step, a share of the baseline's (:func:`activity_floor`). ``max_exposed_communication``
-    and ``max_skew_us`` (with ``ranks``, the other ranks' traces) gate a distributed rank (:mod:`.comm_gates`)."""
-    analysis, report_opts = open_analysis(trace, options, metric="gpu")
+    and ``max_skew_us`` (with ``ranks``, the other ranks' traces) gate a distributed rank (:mod:`.comm_gates`).
+    ``options``: the :class:`~nongemm_trace.pipeline.options.AnalysisOptions` of the trace (and of a baseline
+    trace; GPU time unless it says); ``old``: its fields as keywords, as it took them before (deprecated)."""
+    analysis, opts = open_analysis(trace, keywords_of(options, old, "check"), metric="gpu")
     limits: dict[str, Any] = dict(baseline=baseline, max_share=max_share, max_category_share=max_category_share,
                                   max_regression=max_regression, max_category_regression=max_category_regression,
                                   min_activities=min_activities, max_exposed_communication=max_exposed_communication,
                                   max_skew_us=max_skew_us, ranks=ranks)
     validate_limits(analysis.taxonomy, path=analysis.path, **limits)
-    metric = report_opts.pop("metric")
-    report = analysis.report(metric=metric, **report_opts)
-    return check_of(analysis.selection(**report_opts), analysis.context(report, **report_opts), metric=metric, **limits)
+    assert opts.metric is not None  # filled in
+    report = analysis.report(opts)
+    return check_of(analysis.selection(opts), analysis.context(report, opts), metric=opts.metric, **limits)
 
 
 def check_of(sel: Selection, ctx: Context, *, baseline: str | Path | Analysis | Report | None = None,

@@ -12,19 +12,22 @@ from ..load.kineto.collectives import read_collective_records
 from ..metrics.collectives import CALL_SCHEMA, rank_calls
 from ..metrics.late_work import top_level_host
 from ..pipeline.analysis import Analysis
+from ..pipeline.options import AnalysisOptions, keywords_of, typed_at
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..core.trace import Trace
     from ..pipeline.selection import Selection
 
 
-def collective_calls(analysis: Analysis, **options: Any) -> pl.DataFrame:
-    """The rank's calls (:data:`~nongemm_trace.metrics.collectives.CALL_COLUMNS`); none for a format
-    other than Kineto JSON (no collective parameters are recorded there)."""
+def collective_calls(analysis: Analysis, options: AnalysisOptions | None = None, **old: Any) -> pl.DataFrame:
+    """The rank's calls (:data:`~nongemm_trace.metrics.collectives.CALL_COLUMNS`) under ``options`` (its
+    selection options; ``old``: those as keywords, deprecated); none for a format other than Kineto JSON
+    (no collective parameters are recorded there)."""
+    given = keywords_of(options, old, "collective_calls")
     trace = analysis.trace()
     if trace.source_format != "kineto":
         return pl.DataFrame(schema=CALL_SCHEMA)
-    return calls_of(analysis.selection(**options), trace, analysis.path)
+    return calls_of(analysis.selection(typed_at(analysis.path, given)), trace, analysis.path)
 
 
 def calls_of(sel: Selection, trace: Trace, path: Any) -> pl.DataFrame:

@@ -103,7 +103,7 @@ def matched_collectives(sel: Selection, ctx: Context, ranks: list[str | Path], o
             raise OptionError(path, f"rank {rank} is given twice (distributedInfo.rank): give each rank's "
                                     "trace once", "ranks")
         seen.add(rank)
-        calls = calls_of(sel, trace, path) if other is None else collective_calls(other[0], **other[1])
+        calls = calls_of(sel, trace, path) if other is None else collective_calls(other[0], other[1])
         frames.append(calls.with_columns(pl.lit(rank, pl.Int64).alias("rank")))
     one, _ = match_calls(pl.concat(frames)) if frames else (pl.DataFrame(), pl.DataFrame())
     return one

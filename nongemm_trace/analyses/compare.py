@@ -31,6 +31,7 @@ from ..models.comparison import plain_number as _num
 from ..models.report import Report
 from ..models.stored import is_stored_report, read_stored_report
 from ..pipeline.analysis import Analysis, open_analysis
+from ..pipeline.options import AnalysisOptions, keywords_of
 from ..vocabulary import CLASSES, METRIC_TEXT
 from ..vocabulary import us as _us
 
@@ -74,16 +75,19 @@ def _side(src: str | Path | Analysis | Report, options: dict[str, Any]) -> _Side
         return _Side(src, None)
     if not isinstance(src, Analysis) and is_stored_report(src):
         return _Side(read_stored_report(src), None)
-    analysis, report_opts = open_analysis(src, options, metric="gpu")
-    return _Side(analysis.report(**report_opts), analysis.selection(**report_opts).activities)
+    analysis, typed = open_analysis(src, options, metric="gpu")
+    return _Side(analysis.report(typed), analysis.selection(typed).activities)
 
 
-def compare(sources: Sequence[str | Path | Analysis | Report], *, per_step: bool = False, **options: Any) -> Comparison:
+def compare(sources: Sequence[str | Path | Analysis | Report], *, per_step: bool = False,
+            options: AnalysisOptions | None = None, **old: Any) -> Comparison:
     """Compare ``sources[0]`` (BASE) with the others: paths, :class:`Analysis` objects, reports or
-    stored reports' JSON files (``options`` are :func:`nongemm_trace.analyze`'s for the traces). A
+    stored reports' JSON files (``options``: the :class:`~nongemm_trace.pipeline.options.AnalysisOptions`
+    of the traces; ``old``: its fields as keywords, as it took them before: deprecated). A
     report is taken as it is: its document's category table (the launch counts and the fusion views
     need the activities, so a report's are null or left out)."""
-    sides = [_side(src, options) for src in sources]
+    given = keywords_of(options, old, "compare")
+    sides = [_side(src, given) for src in sources]
     reports = [s.report for s in sides]
     warnings: list[Anomaly] = []
     divisors = [1.0] * len(reports)

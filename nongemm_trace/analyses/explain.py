@@ -18,6 +18,7 @@ from ..classify.taxonomy import Taxonomy
 from ..errors import TraceError
 from ..models.verdicts import Explanation
 from ..pipeline.analysis import Analysis
+from ..pipeline.options import AnalysisOptions
 from ..vocabulary import LEVELS
 
 
@@ -25,7 +26,7 @@ def explain(source: str | Path | Analysis, name: str, taxonomy: str | Path | Tax
     """Explain how ``name`` (an op or a kernel name; exact, else the unique names containing it) is classified
     in ``source`` (a path or an :class:`Analysis`): an :class:`~nongemm_trace.models.verdicts.Explanation`,
     whose document ``explain --format json`` writes (indexing the model reads it)."""
-    analysis = Analysis.of(source, taxonomy=taxonomy, keep_python=True)
+    analysis = Analysis.of(source, AnalysisOptions(taxonomy=taxonomy, keep_python=True))
     tax, path = analysis.taxonomy, analysis.path
     linked = analysis.linked()
     per_level = {lvl: analysis.activities(lvl) for lvl in LEVELS}

@@ -32,6 +32,7 @@ from ..models.launch import FIELDS, LaunchReport
 from ..models.launch import whole_us as _us
 from ..pipeline.analysis import Analysis, open_analysis
 from ..pipeline.context import Context
+from ..pipeline.options import AnalysisOptions, keywords_of
 from ..pipeline.selection import Selection
 from ..vocabulary import STEP_TIME
 
@@ -40,15 +41,15 @@ CAPTURE_KIND = "graph capture"
 
 
 def launch_analysis(source: str | Path | Analysis, *, short_us: float = 10.0, unprofiled_step_us: float | None = None,
-                    **options: Any) -> LaunchReport:
+                    options: AnalysisOptions | None = None, **old: Any) -> LaunchReport:
     """Launch overhead and idle analysis of one trace (a path or an :class:`Analysis`), with the verdict
     for the run without the profiler (``summary["unprofiled"]``; ``unprofiled_step_us`` as
-    :func:`nongemm_trace.latency.latency_analysis`). ``options`` are those of :func:`nongemm_trace.analyze`
-    (taxonomy, level, drop_unlinked, step_marker, skip_steps)."""
-    analysis, report_opts = open_analysis(source, options, metric="gpu")
-    report_opts.pop("metric")
-    sel = analysis.selection(**report_opts)
-    return launch_of(sel, analysis.context(**report_opts), short_us, unprofiled_step_us)
+    :func:`nongemm_trace.latency.latency_analysis`). ``options``: the
+    :class:`~nongemm_trace.pipeline.options.AnalysisOptions` (taxonomy, level, drop_unlinked, step_marker,
+    skip_steps); ``old``: its fields as keywords, as it took them before (deprecated)."""
+    analysis, typed = open_analysis(source, keywords_of(options, old, "launch_analysis"), metric="gpu")
+    sel = analysis.selection(typed)
+    return launch_of(sel, analysis.context(None, typed), short_us, unprofiled_step_us)
 
 
 def launch_of(sel: Selection, ctx: Context, short_us: float = 10.0,

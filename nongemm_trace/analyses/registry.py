@@ -20,7 +20,7 @@ called), so the command line builds its parser from it before polars loads.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -148,7 +148,7 @@ def run_listed(analysis: Analysis, specs: tuple[AnalysisSpec, ...], options: dic
     for which in specs:
         asked = {k: v for k, v in options.items() if k in which.selecting}
         try:
-            if which.applies is not None and not which.applies(analysis.selection(**asked)):
+            if which.applies is not None and not which.applies(analysis.selection(AnalysisOptions(**asked))):
                 continue
             out.append((which, _run_on(which, analysis, params_of(which, (params or {}).get(which.name)), asked)))
         except TraceError as exc:
@@ -160,8 +160,9 @@ def _run_on(which: AnalysisSpec, analysis: Analysis, params: Any, asked: dict[st
     """Analysis ``which`` of an open analysis under the selection options ``asked``."""
     if which.refuse is not None:
         which.refuse(params, analysis.taxonomy, analysis.path)
-    report = analysis.report(metric="gpu", **asked) if which.breakdown else None
-    return which.run(analysis.selection(**asked), analysis.context(report, **asked), params)
+    typed = AnalysisOptions(**asked)
+    report = analysis.report(replace(typed, metric="gpu")) if which.breakdown else None
+    return which.run(analysis.selection(typed), analysis.context(report, typed), params)
 
 
 def run_spec(which: AnalysisSpec, source: str | Path | Analysis, params: Any = None,
@@ -177,6 +178,5 @@ def run_spec(which: AnalysisSpec, source: str | Path | Analysis, params: Any = N
     ignored = [k for k, v in selecting.items() if k not in which.selecting and v != defaults[k]]
     if ignored:
         raise TypeError(f"{which.name} does not take {', '.join(ignored)}")
-    analysis = Analysis.of(source, taxonomy=opts.taxonomy, keep_python=opts.keep_python or needs_python(opts.level),
-                           layer_info=opts.layer_info)
+    analysis = Analysis.of(source, replace(opts, keep_python=opts.keep_python or needs_python(opts.level)))
     return _run_on(which, analysis, params, {k: v for k, v in selecting.items() if k in which.selecting})

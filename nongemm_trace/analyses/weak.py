@@ -19,6 +19,7 @@ from ..classify.taxonomy import Taxonomy
 from ..classify.tokens import tokens
 from ..models.verdicts import WeakKernels
 from ..pipeline.analysis import Analysis
+from ..pipeline.options import AnalysisOptions
 
 WEAK_RUNGS = ("generic", "none")
 #: the priority suggested rules get: above every generic rule, below the communication rule
@@ -32,9 +33,9 @@ def weak_kernels(source: str | Path | Analysis, taxonomy: str | Path | Taxonomy 
                  top: int = 20) -> WeakKernels:
     """The ``top`` kernel names with the most GPU time on weak evidence, each with its rule, its
     launching ops and a snippet that would classify it."""
-    analysis = Analysis.of(source, taxonomy=taxonomy)
+    analysis = Analysis.of(source, AnalysisOptions(taxonomy=taxonomy))
     tax = analysis.taxonomy
-    sel = analysis.selection(level="launch")
+    sel = analysis.selection(AnalysisOptions(level="launch"))
     path = sel.trace
     acts = sel.activities
     total = int(acts["dur_ns"].sum() or 0)

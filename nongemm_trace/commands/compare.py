@@ -6,7 +6,7 @@ import argparse
 
 from ..errors import TraceError
 from . import options
-from .options import analysis_options
+from .options import typed_options
 from .outputs import render
 from .progress import wrote
 
@@ -37,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
     if len(args.traces) < 2:
         raise TraceError(args.traces[0], "compare needs BASE and at least one more trace")
     with local_paths(args.traces) as local:  # URLs: fetched, bounded, removed after the comparison
-        cmp = compare(local, per_step=args.per_step, **analysis_options(args))
+        cmp = compare(local, per_step=args.per_step, options=typed_options(args, local[0]))
     named_as_urls(cmp, local, args.traces)
     return render(cmp, args)
 
@@ -48,7 +48,7 @@ def run_plot(args: argparse.Namespace) -> int:
     from ..report.figures import plot_bars
 
     with local_paths(args.traces) as local:
-        cmp = compare(local, per_step=args.per_step, **analysis_options(args))
+        cmp = compare(local, per_step=args.per_step, options=typed_options(args, local[0]))
     plot_bars(cmp, args.output, absolute=args.absolute, title=args.title)
     wrote(f"wrote {args.output}")
     return 0

@@ -12,7 +12,7 @@ from dataclasses import fields
 from typing import Any
 
 from ..core.fields import flag_settings
-from ..pipeline.options import AnalysisOptions
+from ..pipeline.options import AnalysisOptions, typed_at
 from ..report import formats
 from ..report.registry import ALIASES, FORMAT_HELP, TERMINAL
 from ..vocabulary import MODEL_TABLES
@@ -77,3 +77,9 @@ def add_table(p: argparse.ArgumentParser, model: str) -> None:
 def analysis_options(args: argparse.Namespace) -> dict:
     """The values of the :data:`ANALYSIS` options, as the library's keyword arguments."""
     return {name: getattr(args, name) for name in ANALYSIS}
+
+
+def typed_options(args: argparse.Namespace, path: Any = None, **more: Any) -> AnalysisOptions:
+    """The :data:`ANALYSIS` options (and ``more``: ``metric``) as the library's typed object; a refused
+    value names ``path``, the trace it was given for (as the stages named it)."""
+    return typed_at(path, {**analysis_options(args), **more})

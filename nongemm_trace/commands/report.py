@@ -6,7 +6,7 @@ import argparse
 
 from ..vocabulary import METRICS
 from . import options
-from .options import analysis_options
+from .options import typed_options
 from .progress import wrote
 
 HELP = ("one self-contained HTML page (no network): breakdown, top ops and kernels, launch verdict and timeline "
@@ -31,6 +31,6 @@ def run(args: argparse.Namespace) -> int:
 
     with local_paths(args.traces) as local:  # URLs: fetched, bounded, removed once the page is written
         out = write_page(local, args.output, top=args.top, short_us=args.short_us, per_step=args.per_step,
-                         title=args.title, metric=args.metric, **analysis_options(args))
+                         title=args.title, options=typed_options(args, local[0] if local else None, metric=args.metric))
     wrote(f"wrote {out}")
     return 0

@@ -18,6 +18,7 @@ from ..analyses.check import MIN_ACTIVITIES, Violation, check, parse_fraction, v
 from ..core.fields import option
 from ..errors import OptionError
 from ..pipeline.analysis import Analysis
+from ..pipeline.options import AnalysisOptions, keywords_of
 
 ON_VIOLATION = ("raise", "warn")
 
@@ -105,16 +106,18 @@ class Gates:
         if self.baseline is not None and not Path(self.baseline).exists():
             raise OptionError(self.baseline, "the baseline does not exist", "baseline")
 
-    def apply(self, analysis: Analysis, **options: Any) -> list[Violation]:
-        """Check the analysed trace; raise :class:`PerformanceGateError` or warn as asked, and write
-        ``NAME.check.json`` next to the trace (what ``check --format json`` prints)."""
+    def apply(self, analysis: Analysis, options: AnalysisOptions | None = None, **old: Any) -> list[Violation]:
+        """Check the analysed trace under ``options`` (``old``: its fields as keywords, deprecated); raise
+        :class:`PerformanceGateError` or warn as asked, and write ``NAME.check.json`` next to the trace
+        (what ``check --format json`` prints)."""
         from dataclasses import replace
 
         from ..core.safe_write import write_file
         from ..report import render
 
+        typed = AnalysisOptions(**keywords_of(options, old, "Gates.apply"))
         result = check(analysis, baseline=self.baseline, min_activities=self.floor, ranks=self.ranks,
-                       **self.limits, **options)
+                       **self.limits, options=typed)
         violations = result.violations
         out = Path(str(analysis.path))
         write_file(out.with_name(out.name.split(".json")[0] + ".check.json"),

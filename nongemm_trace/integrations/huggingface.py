@@ -26,7 +26,9 @@ except ImportError as exc:  # pragma: no cover - exercised where transformers is
     raise ImportError("nongemm_trace.integrations.huggingface needs transformers: pip install transformers "
                       f"({exc})") from None
 
-from .steps import StepProfiler
+from ..pipeline.options import AnalysisOptions
+from .gates import Gates
+from .steps import ProfileWindow, StepProfiler
 
 __all__ = ["NonGemmCallback"]
 
@@ -36,9 +38,11 @@ class NonGemmCallback(TrainerCallback):
     ``out_dir`` (default: ``args.output_dir/nongemm``); check the gates, failing the run or warning.
     ``profiler`` (a :class:`StepProfiler`) holds the paths, the report and the broken limits after."""
 
-    def __init__(self, out_dir: str | Path | None = None, **options: Any):
+    def __init__(self, out_dir: str | Path | None = None, *, window: ProfileWindow | None = None,
+                 gates: Gates | None = None, options: AnalysisOptions | None = None, **old: Any):
         self.out_dir = out_dir
-        self.profiler = StepProfiler(**options)
+        # old: the keywords StepProfiler took before its three objects (it warns: deprecated)
+        self.profiler = StepProfiler(window, gates=gates, options=options, **old)
 
     def on_train_begin(self, args, state, control, **kwargs: Any):
         name = self.profiler.name

@@ -19,7 +19,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .steps import StepProfiler
+from ..pipeline.options import AnalysisOptions
+from .gates import Gates
+from .steps import ProfileWindow, StepProfiler
 
 __all__ = ["NonGemmCallback", "PLNonGemmCallback"]  # noqa: F822 - built on first access (__getattr__)
 
@@ -49,9 +51,11 @@ def _callback_class(package: str) -> type:
         ``out_dir`` (default: ``trainer.default_root_dir/nongemm``); check the gates, failing the run
         or warning. ``profiler`` (a :class:`StepProfiler`) holds the paths, report and broken limits after."""
 
-        def __init__(self, out_dir: str | Path | None = None, **options: Any):
+        def __init__(self, out_dir: str | Path | None = None, *, window: ProfileWindow | None = None,
+                     gates: Gates | None = None, options: AnalysisOptions | None = None, **old: Any):
             self.out_dir = out_dir
-            self.profiler = StepProfiler(**options)
+            # old: the keywords StepProfiler took before its three objects (it warns: deprecated)
+            self.profiler = StepProfiler(window, gates=gates, options=options, **old)
             self._global_step = 0
 
         def on_train_start(self, trainer, pl_module) -> None:

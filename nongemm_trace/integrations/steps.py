@@ -30,11 +30,11 @@ from ..core.deprecation import REMOVAL, deprecated
 from ..core.fields import option
 from ..errors import OptionError
 from ..pipeline.analysis import Analysis, needs_python
+from ..pipeline.options import AnalysisOptions
 from .gates import Gates, PerformanceGateError
 
 if TYPE_CHECKING:
     from ..models.report import Report
-    from ..pipeline.options import AnalysisOptions
 
 
 @dataclass(frozen=True)
@@ -203,7 +203,7 @@ class StepProfiler:
         self.trace_path = path
         stem = path.name.split(".json")[0]
         analysis = Analysis(path, taxonomy=self.taxonomy, keep_python=needs_python(self.report_options.get("level")))
-        self.report = analysis.report(**self.report_options)
+        self.report = analysis.report(AnalysisOptions(**self.report_options))
         self.files = {"trace": path, "json": path.with_name(stem + ".nongemm.json"),
                       "text": path.with_name(stem + ".nongemm.txt")}
         write_file(self.files["json"], render_json(self.report), inputs=[path])
@@ -211,10 +211,11 @@ class StepProfiler:
         if self.html:
             from ..report_page import write_page
 
-            self.files["html"] = write_page([analysis], path.with_name(stem + ".html"), **self.report_options)
+            self.files["html"] = write_page([analysis], path.with_name(stem + ".html"),
+                                            options=AnalysisOptions(**self.report_options))
         if self.gates.any:
             level = {k: v for k, v in self.report_options.items() if k == "level"}
-            self.violations = self.gates.apply(analysis, **level)
+            self.violations = self.gates.apply(analysis, AnalysisOptions(**level))
             self.files["check"] = path.with_name(stem + ".check.json")
             if self.violations and self.gates.on_violation == "raise":
                 self._failure = PerformanceGateError(path, self.violations)

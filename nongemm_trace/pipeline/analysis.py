@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .options import Options
+from .options import SELECTING, AnalysisOptions, Options, keywords_of, typed_at
 
 if TYPE_CHECKING:  # pragma: no cover
     import polars as pl
@@ -42,8 +42,6 @@ def split_options(options: dict[str, Any]) -> tuple[dict[str, Any], dict[str, An
     beside it wins)."""
     typed = options.pop("options", None)
     if typed is not None:
-        from .options import AnalysisOptions
-
         if not isinstance(typed, AnalysisOptions):
             raise TypeError(f"options must be an AnalysisOptions, not {type(typed).__name__}")
         options = {**typed.given(), **options}
@@ -90,16 +88,25 @@ class Analysis:
         return f"Analysis(path={str(self.path)!r}, taxonomy={self.taxonomy.name!r}, {done}{reports})"
 
     @classmethod
-    def of(cls, source: str | Path | Analysis, **options: Any) -> Analysis:
-        """``source`` itself when it is an analysis (its taxonomy must be the one asked for), else a new one."""
+    def of(cls, source: str | Path | Analysis, options: AnalysisOptions | None = None, *,
+           progress: Callable[[int, int], None] | None = None, **old: Any) -> Analysis:
+        """``source`` itself when it is an analysis (its taxonomy must be the one ``options`` asks for), else a
+        new one under ``options``' taxonomy, ``keep_python`` and ``layer_info`` (``old``: those as keywords,
+        as it took them before: deprecated)."""
+        given = keywords_of(options, old, "Analysis.of")
+        if "progress" in given:  # the keyword form took it among the others
+            progress = given.pop("progress")
+        opened: dict[str, Any] = {k: given[k] for k in ("taxonomy", "keep_python", "layer_info") if k in given}
+        if progress is not None:
+            opened["progress"] = progress
         if isinstance(source, Analysis):
-            tax = options.get("taxonomy")
+            tax = opened.get("taxonomy")
             if tax is not None and not _same_taxonomy(source.taxonomy, tax):
-                return cls(source.path, **options)
-            if options.get("keep_python"):
+                return cls(source.path, **opened)
+            if opened.get("keep_python"):
                 source.trace(python=True)
             return source
-        return cls(source, **options)
+        return cls(source, **opened)
 
     # -- the stages, each once ---------------------------------------------
     def trace(self, python: bool = False) -> Trace:
@@ -136,10 +143,24 @@ class Analysis:
             self._levels[level] = classify(self.linked(), self.taxonomy, level)
         return self._levels[level]
 
-    def selection(self, **options: Any) -> Selection:
-        """The activities, steps and CPU window every analysis reads (options: those of
-        :class:`Options`; the metric is not read), selected once per option set."""
-        key = Options(**options).resolved(self.taxonomy, self.path).selecting()
+    def _options(self, options: AnalysisOptions | None, old: dict[str, Any], where: str) -> Options:
+        """The report options of ``options`` (or of the keywords ``old``, the form the stages took before:
+        deprecated), resolved against the taxonomy."""
+        if old:
+            unknown = sorted(set(old) - set(Options.names()))
+            if unknown:
+                raise TypeError(f"unknown option(s): {', '.join(unknown)} (known: {', '.join(Options.names())})")
+            keywords_of(None, old, f"Analysis.{where}")
+        base = Options.of(options)
+        return Options(**{**{k: getattr(base, k) for k in Options.names()}, **old}).resolved(self.taxonomy, self.path)
+
+    def selection(self, options: AnalysisOptions | None = None, **old: Any) -> Selection:
+        """The activities, steps and CPU window every analysis reads under ``options`` (its selection
+        options; the metric, the taxonomy and what the loader keeps are not read here), selected once per
+        option set. ``old``: those options as keywords, the form it took before (deprecated)."""
+        return self._selection(self._options(options, old, "selection").selecting())
+
+    def _selection(self, key: Options) -> Selection:
         if key not in self._selections:
             from .selection import select
 
@@ -148,23 +169,29 @@ class Analysis:
             self._selections[key] = select(self.path, self.taxonomy, self.trace(), self.linked(), acts, key)
         return self._selections[key]
 
-    def context(self, breakdown: Report | None = None, **options: Any) -> Context:
+    def context(self, breakdown: Report | None = None, options: AnalysisOptions | None = None,
+                **old: Any) -> Context:
         """The narrow view an analysis reads besides its selection (:class:`~.context.Context`);
-        ``options``: the selection options it was asked for; ``breakdown``: the report it reads, if any."""
+        ``options``: the options it was asked for (the context keeps their selection options that are set);
+        ``breakdown``: the report it reads, if any. ``old``: the options as keywords (deprecated)."""
         from .context import Context
 
-        return Context(self.path, self.taxonomy, dict(options), self.trace, self.linked, self.activities, self.memo,
-                       breakdown)
+        if old:
+            keywords_of(None, old, "Analysis.context")
+        given = {k: v for k, v in (options.given() if options is not None else {}).items() if k in SELECTING}
+        return Context(self.path, self.taxonomy, {**given, **old}, self.trace, self.linked, self.activities,
+                       self.memo, breakdown)
 
     # -- analyses over it ----------------------------------------------------
-    def report(self, **options: Any) -> Report:
-        """The GEMM / non-GEMM breakdown report (options: those of :class:`Options`)."""
-        opts = Options(**options).resolved(self.taxonomy, self.path)
+    def report(self, options: AnalysisOptions | None = None, **old: Any) -> Report:
+        """The GEMM / non-GEMM breakdown report under ``options`` (its metric and selection options).
+        ``old``: those options as keywords, the form it took before (deprecated)."""
+        opts = self._options(options, old, "report")
         if opts not in self._reports:
             from ..core import progress
             from .measure import measure
 
-            selection = self.selection(**options)  # reads and links the trace first, when not done yet
+            selection = self._selection(opts.selecting())  # reads and links the trace first, when not done yet
             progress.stage(f"measuring {Path(self.path).name}")
             assert opts.metric is not None  # resolved
             self._reports[opts] = measure(selection, opts.metric)
@@ -180,17 +207,20 @@ def _same_taxonomy(tax: Taxonomy, asked: Any) -> bool:
 
 
 def open_analysis(source: str | Path | Analysis, options: dict[str, Any],
-                  metric: str | None = None) -> tuple[Analysis, dict[str, Any]]:
-    """The analysis behind a function that takes a path or an analysis plus :func:`analyze`'s keywords;
-    returns it and the report options left over (``metric``: the function's default metric)."""
+                  metric: str | None = None) -> tuple[Analysis, AnalysisOptions]:
+    """The analysis behind a function that takes a path or an analysis plus its options (as the keyword set
+    :func:`~.options.keywords_of` gives); returns it and the options, typed (``metric``: the function's
+    default metric, filled in; ``keep_python`` set when the level reads Python events)."""
     opened, report_opts = split_options(dict(options))
+    progress = opened.pop("progress", None)
     opened.setdefault("keep_python", needs_python(report_opts.get("level")))
     if metric:
         report_opts.setdefault("metric", metric)
-    return Analysis.of(source, **opened), report_opts
+    typed = typed_at(source.path if isinstance(source, Analysis) else source, {**opened, **report_opts})
+    return Analysis.of(source, typed, progress=progress), typed
 
 
 def report_of(source: str | Path | Analysis, options: dict[str, Any], metric: str | None = "gpu") -> Report:
     """The report of a path or an analysis under :func:`analyze`'s keywords (GPU time unless they say)."""
-    analysis, report_opts = open_analysis(source, options, metric)
-    return analysis.report(**report_opts)
+    analysis, typed = open_analysis(source, options, metric)
+    return analysis.report(typed)

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from . import measure  # noqa: F401  (the pipeline and polars, imported with the entry point as before)
-from .analysis import Analysis, needs_python
+from .analysis import Analysis, needs_python, open_analysis
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..classify.taxonomy import Taxonomy
@@ -54,7 +54,8 @@ def analyze(
                  "layer_info": layer_info}
         merged = {**options.given(), **{k: v for k, v in given.items() if v not in (None, False, 0)}}
         return analyze(path, progress=progress, **merged)
-    analysis = Analysis.of(path, taxonomy=taxonomy, keep_python=keep_python or needs_python(level), progress=progress,
-                           layer_info=layer_info)
-    return analysis.report(metric=metric, level=level, drop_unlinked=drop_unlinked, step_marker=step_marker,
-                           skip_steps=skip_steps)
+    analysis, typed = open_analysis(path, {
+        "taxonomy": taxonomy, "keep_python": keep_python or needs_python(level), "progress": progress,
+        "layer_info": layer_info, "metric": metric, "level": level, "drop_unlinked": drop_unlinked,
+        "step_marker": step_marker, "skip_steps": skip_steps})
+    return analysis.report(typed)

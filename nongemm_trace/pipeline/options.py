@@ -6,6 +6,11 @@ shared flags are built from these fields), the integrations and the pytest plugi
 A contradiction is refused when the object is made, not deep inside an analysis: a negative
 ``skip_steps``, an unknown level or metric.
 
+Every public entry takes it as ``options: AnalysisOptions | None``; :func:`keywords_of` is how one still
+takes the keyword form it replaced (``launch_analysis(a, level="top")``) until
+:data:`~nongemm_trace.core.deprecation.REMOVAL`, with the one deprecation warning, and
+:func:`options_and_rest` the same for a function whose own keywords (a check's limits) carried them.
+
 :class:`Options` is the same choice resolved against a taxonomy (its defaults filled in): the key an
 :class:`~nongemm_trace.pipeline.analysis.Analysis` keeps each selection and report by, and what
 :func:`~nongemm_trace.pipeline.selection.select` reads. It lives here, below the analysis, so that the
@@ -17,6 +22,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..core.deprecation import REMOVAL, deprecated
 from ..core.fields import option
 from ..errors import OptionError
 from ..vocabulary import LEVELS, METRICS
@@ -76,6 +82,52 @@ class AnalysisOptions:
         return {k: getattr(self, k) for k in SELECTING}
 
 
+#: what the keyword form of the API took besides the fields of :class:`AnalysisOptions`
+_ALSO = ("progress",)
+
+
+def keywords_of(options: AnalysisOptions | None, old: dict[str, Any], where: str,
+                also: tuple[str, ...] = (), warn: bool = True) -> dict[str, Any]:
+    """The options of a function that takes ``options``, the typed object, as the keyword set the stages
+    read (its fields that are set). ``old``: the keywords it took in its place before (``level="top"``, …),
+    which keep working until :data:`~nongemm_trace.core.deprecation.REMOVAL` with the one deprecation
+    warning (a keyword given beside ``options`` wins, as it did); ``also``: the other keywords ``where``
+    took with them (a check's limits). An unknown keyword is refused before any warning (``warn``: unless
+    the caller gives its own, one for all its former keywords)."""
+    if options is not None and not isinstance(options, AnalysisOptions):
+        raise TypeError(f"{where}: options must be an AnalysisOptions, not {type(options).__name__}")
+    if old:
+        known = (*AnalysisOptions.__dataclass_fields__, *_ALSO, *also)
+        unknown = sorted(set(old) - set(known))
+        if unknown:
+            raise TypeError(f"unknown option(s): {', '.join(unknown)} (known: {', '.join(sorted(known))})")
+    if old and warn:
+        deprecated(f"{where}(..., {', '.join(f'{k}=...' for k in old)})",
+                   f"{where}(..., options=AnalysisOptions({', '.join(f'{k}=...' for k in old)}))", REMOVAL)
+    return {**(options.given() if options is not None else {}), **old}
+
+
+def options_and_rest(options: AnalysisOptions | None, given: dict[str, Any],
+                     where: str) -> tuple[AnalysisOptions | None, dict[str, Any]]:
+    """For a function whose keywords are its own (a check's limits) and took the options among them before:
+    ``options`` with the fields among ``given`` folded in (deprecated, as :func:`keywords_of`), and the
+    rest of ``given``, its own."""
+    former = {k: v for k, v in given.items() if k in AnalysisOptions.__dataclass_fields__}
+    rest = {k: v for k, v in given.items() if k not in former}
+    if not former:
+        return options, rest
+    return AnalysisOptions(**keywords_of(options, former, where)), rest
+
+
+def typed_at(path: str | Path | None, given: dict[str, Any]) -> AnalysisOptions:
+    """``given`` (keywords named as the fields) as the typed object; a refused value names ``path``, as
+    the stages did when they checked it."""
+    try:
+        return AnalysisOptions(**given)
+    except OptionError as exc:
+        raise OptionError(path, exc.problem, *exc.parameters) from None
+
+
 @dataclass(frozen=True)
 class Options:
     """The options of one report (the selection's and the metric). ``None`` means the taxonomy's default."""
@@ -89,6 +141,11 @@ class Options:
     @classmethod
     def names(cls) -> tuple[str, ...]:
         return tuple(f.name for f in fields(cls))
+
+    @classmethod
+    def of(cls, options: AnalysisOptions | None) -> Options:
+        """The report options of ``options`` (its taxonomy and what the loader keeps are not read here)."""
+        return cls() if options is None else cls(*(getattr(options, k) for k in cls.names()))
 
     def resolved(self, tax: Taxonomy, path: str | Path | None = None) -> Options:
         """These options with the taxonomy's defaults filled in, each value checked."""

@@ -29,6 +29,7 @@ from .summary import combined
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..analyses.registry import AnalysisSpec
+    from ..pipeline.options import AnalysisOptions
 
 #: the file names of every input format (their registry entries)
 TRACE_SUFFIXES = trace_suffixes()
@@ -89,17 +90,17 @@ def _work(path: str, options: dict[str, Any], parquet_dir: str | None, index: in
 
     try:
         with local_path(path) as local:  # a URL: its object fetched, bounded, for this trace only
-            analysis, report_opts = open_analysis(local, options)
-            rep = analysis.report(**report_opts)
+            analysis, typed = open_analysis(local, options)
+            rep = analysis.report(typed)
             if local is not path:  # named by its URL, not by the fetched copy
                 rep.trace = str(path)
             rank = rank_of(rep)
             timeline = None
             if rank is not None:  # a rank: what it waited for, from the same load
-                s = run("launch", analysis, None, {k: v for k, v in report_opts.items() if k != "metric"}).summary
+                s = run("launch", analysis, None, typed.selecting()).summary
                 timeline = rank_timeline(rep, s)
-                calls = _collective_calls(analysis, report_opts, rep)
-            listed = run_listed(analysis, listing, {k: v for k, v in report_opts.items() if k != "metric"})
+                calls = _collective_calls(analysis, typed, rep)
+            listed = run_listed(analysis, listing, typed.selecting())
     except TraceError as exc:
         return {"trace": path, "error": exc.one_line()}
     except MemoryError:
@@ -120,12 +121,12 @@ def _work(path: str, options: dict[str, Any], parquet_dir: str | None, index: in
     return d
 
 
-def _collective_calls(analysis, report_opts: dict[str, Any], rep) -> dict[str, Any]:
+def _collective_calls(analysis, typed: AnalysisOptions, rep) -> dict[str, Any]:
     """A rank's collective calls and its device's link, for the collectives view (:mod:`.collectives`)."""
     from ..analyses.collectives import collective_calls
     from ..devices.links import link_of
 
-    calls = collective_calls(analysis, **{k: v for k, v in report_opts.items() if k != "metric"})
+    calls = collective_calls(analysis, typed)
     return worker_calls(calls, link_of(rep.metadata.get("device")))
 
 

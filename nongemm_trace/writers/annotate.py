@@ -22,13 +22,14 @@ from ..load.formats import FORMATS, Format, format_of
 from ..load.source import read_bytes
 from ..models.verdicts import Annotated
 from ..pipeline.analysis import Analysis, needs_python
+from ..pipeline.options import AnalysisOptions
 
 
 def annotate(source: str | Path | Analysis, output: str | Path, *, taxonomy: str | Path | Taxonomy | None = None,
              level: str | None = None) -> Annotated:
     """Write the annotated trace of ``source`` (a path or an :class:`Analysis`) to ``output`` (gzip when it
     ends in .gz); returns what it wrote (:class:`~nongemm_trace.models.verdicts.Annotated`: the counts)."""
-    analysis = Analysis.of(source, taxonomy=taxonomy)
+    analysis = Analysis.of(source, AnalysisOptions(taxonomy=taxonomy))
     tax, path = analysis.taxonomy, analysis.path
     refuse_input(output, [path])  # before the work, not only at the write
     level = level or tax.default_level

@@ -34,6 +34,7 @@ from ...devices import match_device
 from ...models.flops import FlopsReport
 from ...pipeline.analysis import Analysis, open_analysis
 from ...pipeline.context import Context
+from ...pipeline.options import AnalysisOptions, keywords_of
 from ...pipeline.selection import Selection
 from .fits import fit_models
 from .formulas import OpCall, category_estimate, is_composite, lookup
@@ -53,13 +54,14 @@ def _owners(calls: pl.DataFrame, acts: pl.DataFrame) -> pl.DataFrame:
         "activity_id", pl.coalesce("_owner", "launch_op_id").alias("owner"))
 
 
-def flops_analysis(source: str | Path | Analysis, *, device_spec: str | None = None, **options: Any) -> FlopsReport:
+def flops_analysis(source: str | Path | Analysis, *, device_spec: str | None = None,
+                   options: AnalysisOptions | None = None, **old: Any) -> FlopsReport:
     """FLOPs, bytes, achieved rates and the roofline per op of a path or an :class:`Analysis`;
-    ``options`` are :func:`nongemm_trace.analyze`'s."""
-    analysis, report_opts = open_analysis(source, options, metric="gpu")
-    report_opts.pop("metric")
-    sel = analysis.selection(**report_opts)
-    return flops_of(sel, analysis.context(**report_opts), device_spec)
+    ``options``: the :class:`~nongemm_trace.pipeline.options.AnalysisOptions` (``old``: its fields as
+    keywords, as it took them before: deprecated)."""
+    analysis, typed = open_analysis(source, keywords_of(options, old, "flops_analysis"), metric="gpu")
+    sel = analysis.selection(typed)
+    return flops_of(sel, analysis.context(None, typed), device_spec)
 
 
 def flops_of(sel: Selection, ctx: Context, device_spec: str | None = None) -> FlopsReport:

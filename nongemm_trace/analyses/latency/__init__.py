@@ -10,26 +10,27 @@ durations. Definitions: docs/latency.md.
 
 from __future__ import annotations
 
+from dataclasses import fields, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import polars as pl
 
+from ...core.deprecation import REMOVAL, deprecated
 from ...core.trace import Anomaly
 from ...errors import TraceError
 from ...load.formats import FORMATS, format_of
 from ...models.latency import LatencyReport, WhatIfReport
 from ...pipeline.analysis import Analysis, open_analysis
 from ...pipeline.context import Context
+from ...pipeline.options import AnalysisOptions, keywords_of
 from ...pipeline.selection import Selection
+from ..changes import WhatIfParams
 from .graph import Graph, build
 from .overlap import overlapping_steps
 from .path import attribute
 from .replay import measured_timeline
 from .unprofiled import latency_unprofiled, without_profiler
-
-if TYPE_CHECKING:  # pragma: no cover
-    from ..changes import WhatIfParams
 
 __all__ = ["latency_analysis", "whatif_analysis", "latency_of", "whatif_of", "LatencyReport", "WhatIfReport",
            "graph_of", "graph_in", "measured_timeline"]
@@ -62,14 +63,19 @@ def graph_in(sel: Selection, ctx: Context) -> tuple[Graph, list[Anomaly]]:
     return cache[key], sel.warnings_as("gpu") + chosen
 
 
-def graph_of(source: str | Path | Analysis, **options: Any) -> tuple[Analysis, Graph, Selection, list[Anomaly]]:
-    """The analysis, its dependency graph, its selection (steps, names, warnings) and the warnings."""
-    analysis, report_opts = open_analysis(source, options, metric="gpu")
-    report_opts.pop("drop_unlinked", None)  # the timeline needs every activity
-    report_opts.pop("metric", None)
+def graph_of(source: str | Path | Analysis, options: AnalysisOptions | None = None,
+             **old: Any) -> tuple[Analysis, Graph, Selection, list[Anomaly]]:
+    """The analysis, its dependency graph, its selection (steps, names, warnings) and the warnings, under
+    ``options`` (``old``: its fields as keywords, as it took them before: deprecated)."""
+    analysis, typed = open_analysis(source, keywords_of(options, old, "graph_of"), metric="gpu")
+    return _graph(analysis, typed)
+
+
+def _graph(analysis: Analysis, typed: AnalysisOptions) -> tuple[Analysis, Graph, Selection, list[Anomaly]]:
+    typed = replace(typed, drop_unlinked=False, metric=None)  # the timeline needs every activity
     _refuse_without_host_timeline(analysis)
-    sel = analysis.selection(**report_opts)
-    g, warnings = graph_in(sel, analysis.context(**report_opts))
+    sel = analysis.selection(typed)
+    g, warnings = graph_in(sel, analysis.context(None, typed))
     return analysis, g, sel, warnings
 
 
@@ -78,12 +84,14 @@ def _kept(steps: pl.DataFrame, skip: int) -> pl.DataFrame:
 
 
 def latency_analysis(source: str | Path | Analysis, *, unprofiled_step_us: float | None = None,
-                     **options: Any) -> LatencyReport:
+                     options: AnalysisOptions | None = None, **old: Any) -> LatencyReport:
     """Per-step latency attribution of one trace (a path or an :class:`Analysis`), as profiled and
     without the profiler (``unprofiled_step_us``: the run's measured step time without it, else the
-    trace's ``nongemm_unprofiled`` metadata, else the overhead model alone). ``options``: those of
-    :func:`nongemm_trace.analyze` (taxonomy, level, step_marker, skip_steps)."""
-    analysis, _, sel, _ = graph_of(source, **options)
+    trace's ``nongemm_unprofiled`` metadata, else the overhead model alone). ``options``: the
+    :class:`~nongemm_trace.pipeline.options.AnalysisOptions` (taxonomy, level, step_marker, skip_steps);
+    ``old``: its fields as keywords, as it took them before (deprecated)."""
+    analysis, typed = open_analysis(source, keywords_of(options, old, "latency_analysis"), metric="gpu")
+    analysis, _, sel, _ = _graph(analysis, typed)
     return latency_of(sel, analysis.context(), unprofiled_step_us)
 
 
@@ -108,25 +116,34 @@ def latency_of(sel: Selection, ctx: Context, unprofiled_step_us: float | None = 
                          latency_unprofiled(un, steps, att, ctx.taxonomy.classes, g.queue_gap_ns))
 
 
-def whatif_analysis(source: str | Path | Analysis, scales: list[str] | dict[str, float] | None = None, *,
-                    cpu_scale: float = 1.0, launch_us: float | None = None, graphs: bool = False,
-                    graph_launch_us: float | None = None, autocast: str | None = None,
-                    unprofiled_step_us: float | None = None, **options: Any) -> WhatIfReport:
-    """Replay one trace with changed durations: ``scales`` (``["GEMM=0.5", "kernel:nccl=2"]`` or a dict
-    selector -> factor; a factor multiplies durations), ``cpu_scale`` (host work that many times as
-    long), ``launch_us`` (every launch call costs that), ``graphs`` (each step's launches replayed as
-    CUDA graphs), ``autocast`` (``"bf16"``/``"fp16"``: the casts and host work ``torch.autocast``
-    adds, :mod:`.autocast`); each answered for the profiled run and for the run without the profiler
-    (``unprofiled_step_us`` as :func:`latency_analysis`); ``options`` as :func:`latency_analysis`."""
-    from ..changes import WhatIfParams
-    from .whatif import parse_scales
+def whatif_analysis(source: str | Path | Analysis, changes: WhatIfParams | None = None, *,
+                    options: AnalysisOptions | None = None, **old: Any) -> WhatIfReport:
+    """Replay one trace with the ``changes`` of :class:`~nongemm_trace.analyses.changes.WhatIfParams`:
+    ``scale`` (``("GEMM=0.5", "kernel:nccl=2")`` or a dict selector -> factor; a factor multiplies
+    durations), ``cpu_scale`` (host work that many times as long), ``launch_us`` (every launch call costs
+    that), ``graphs`` (each step's launches replayed as CUDA graphs), ``autocast`` (``"bf16"``/``"fp16"``:
+    the casts and host work ``torch.autocast`` adds, :mod:`.autocast`); each answered for the profiled run
+    and for the run without the profiler (``unprofiled_step_us`` as :func:`latency_analysis`); ``options``
+    as :func:`latency_analysis`. ``old``: the form it took before (the scales in ``changes``' place, each
+    other change and each option a keyword), which still works until
+    :data:`~nongemm_trace.core.deprecation.REMOVAL` with one deprecation warning."""
+    from .whatif import parse_scales, whatif_params
 
-    analysis, _ = open_analysis(source, dict(options))
-    parse_scales(scales, analysis.taxonomy.categories, analysis.path)  # refused before the trace is read
-    analysis, _, sel, _ = graph_of(analysis, **options)
-    changes = WhatIfParams(scale=scales if isinstance(scales, dict) else tuple(scales or ()), cpu_scale=cpu_scale,
-                           launch_us=launch_us, graphs=graphs, graph_launch_us=graph_launch_us, autocast=autocast,
-                           unprofiled_step_us=unprofiled_step_us)
+    known = {f.name for f in fields(WhatIfParams)}
+    legacy = bool(old) or not (changes is None or isinstance(changes, WhatIfParams))
+    if "scales" in old:  # the former name of the second parameter, given as a keyword
+        if changes is not None:
+            raise TypeError("whatif_analysis: scales given twice (as changes and as scales=)")
+        changes = old.pop("scales")
+    given = keywords_of(options, {k: v for k, v in old.items() if k not in known}, "whatif_analysis", warn=False)
+    changes = whatif_params(changes, {k: v for k, v in old.items() if k in known}, "whatif_analysis", warn=False)
+    if legacy:
+        deprecated("whatif_analysis(source, scales, cpu_scale=..., level=..., ...)",
+                   "whatif_analysis(source, WhatIfParams(scale=..., cpu_scale=...), "
+                   "options=AnalysisOptions(level=...))", REMOVAL)
+    analysis, typed = open_analysis(source, given, metric="gpu")
+    parse_scales(changes.scale, analysis.taxonomy.categories, analysis.path)  # refused before the trace is read
+    analysis, _, sel, _ = _graph(analysis, typed)
     return whatif_of(sel, analysis.context(), changes)
 
 

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import polars as pl
 
-from ...core.deprecation import deprecated
+from ...core.deprecation import REMOVAL, deprecated
 from ...core.frames import int_scalar, per_value
 from ...core.trace import Anomaly
 from ...devices import match_device
@@ -223,10 +223,12 @@ def unmatched_selectors(acts: pl.DataFrame, parsed: list[tuple[str, str, str, fl
     return out
 
 
-def whatif_params(changes: Any = None, old: dict[str, Any] | None = None, where: str = "predict") -> WhatIfParams:
+def whatif_params(changes: Any = None, old: dict[str, Any] | None = None, where: str = "predict",
+                  warn: bool = True) -> WhatIfParams:
     """``changes`` as the typed :class:`~nongemm_trace.analyses.changes.WhatIfParams`. The calling
     convention it replaced (the scales in its place, each other change a keyword: ``scales, cpu_scale=…``)
-    still works until 0.3, with the one deprecation warning; both at once are refused (which would win?)."""
+    still works until :data:`~nongemm_trace.core.deprecation.REMOVAL`, with the one deprecation warning
+    (``warn``: unless the caller gives its own); both at once are refused (which would win?)."""
     old = dict(old or {})
     if isinstance(changes, WhatIfParams):
         if old:
@@ -238,8 +240,9 @@ def whatif_params(changes: Any = None, old: dict[str, Any] | None = None, where:
     unknown = sorted(set(old) - known)
     if unknown:
         raise TypeError(f"{where} takes no change {', '.join(unknown)} (its changes: {', '.join(sorted(known))})")
-    deprecated(f"{where}(..., scales, cpu_scale=..., ...)", f"{where}(..., WhatIfParams(scale=..., cpu_scale=..., "
-                                                           "...))", "0.3")
+    if warn:
+        deprecated(f"{where}(..., scales, cpu_scale=..., ...)",
+                   f"{where}(..., WhatIfParams(scale=..., cpu_scale=..., ...))", REMOVAL)
     return WhatIfParams(scale=changes if isinstance(changes, dict) else tuple(changes or ()), **old)
 
 
