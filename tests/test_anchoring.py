@@ -66,8 +66,8 @@ def test_a_device_bound_estimate_the_device_cannot_explain_calibrates_the_host()
     quarter of its durations; the host's cost is calibrated instead, and ``--graphs`` told stays where
     it is from the trace alone (the real graph replay's step is 1,207 us)."""
     a = Analysis(SAMPLES / "recipe_h200" / "resnet18_bs1__eager.json.gz")
-    alone = whatif_analysis(a, {}, graphs=True).to_dict()
-    w = whatif_analysis(a, {}, graphs=True, unprofiled_step_us=1268.2).to_dict()
+    alone = whatif_analysis(a, WhatIfParams(graphs=True)).to_dict()
+    w = whatif_analysis(a, WhatIfParams(graphs=True, unprofiled_step_us=1268.2)).to_dict()
     assert w["unprofiled"]["calibration_k"] > 1.0
     assert 0.8 <= w["unprofiled"]["device_scale"] <= 1.25
     assert w["predicted_unprofiled_step_us"] == pytest.approx(alone["predicted_unprofiled_step_us"], rel=0.1)
