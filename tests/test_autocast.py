@@ -26,7 +26,7 @@ ALL_PAIRS = [(CAPS, w) for w in PAIRS] + [
 def _casts_recorded(path) -> float:
     """The casts per step the bf16 run recorded: its ``aten::_to_copy`` ops inside the steps."""
     ops = Analysis(path).linked().ops
-    steps = ops.filter(pl.col("name").cast(pl.String).str.starts_with("ProfilerStep#"))
+    steps = ops.filter(pl.col("name").cast(pl.String).str.starts_with("ProfilerStep"))
     copies = ops.filter(pl.col("name") == "aten::_to_copy").join_asof(
         steps.select("ts_ns", pl.col("end_ns").alias("step_end")).sort("ts_ns"), on="ts_ns").filter(
         pl.col("ts_ns") < pl.col("step_end"))

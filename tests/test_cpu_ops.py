@@ -36,7 +36,7 @@ def test_cpu_only_trace_ops_carry_their_cpu_times(cpu_only):
     g = rep.ops.group_by("op").agg(pl.col("cpu_time_ns").sum(), pl.col("self_cpu_time_ns").sum(), pl.col("calls").sum())
     got = {n: (c, s, k) for n, c, s, k in g.iter_rows()}
     assert {n: v[:2] for n, v in got.items()} == {n: (want_cpu[n], want_self[n]) for n in want_cpu}
-    assert got["gloo:all_reduce"][2] == 10 and got["ProfilerStep#551"][1] == got["ProfilerStep#551"][0] > 0
+    assert got["gloo:all_reduce"][2] == 10 and got["ProfilerStep*"][1] == got["ProfilerStep*"][0] > 0
     # the CPU metric's categories are the ops' self CPU time (no runtime calls here), wrappers left out
     real = rep.ops.filter(~pl.col("wrapper")).group_by("category").agg(pl.col("self_cpu_time_ns").sum())
     assert dict(real.iter_rows()) == {c: t for c, t in rep.categories.select("category", "time_ns").iter_rows() if t}
@@ -51,7 +51,7 @@ def test_cpu_only_top_ops_table_is_on_cpu_columns(cpu_only, capsys):
     assert "GPU" not in table and "CPU time (us)" in table and "self CPU (us)" in table
     row = rep.ops.filter(pl.col("op") == "gloo:all_reduce").row(0, named=True)
     assert f"{row['self_cpu_time_ns'] / 1000:,.1f}" in table
-    assert "ProfilerStep#551" not in table  # a wrapper: not counted by the CPU metric either
+    assert "ProfilerStep" not in table  # a wrapper: not counted by the CPU metric either
     assert cli.main(["analyze", str(path), "--format", "json"]) == 0
     ops = {r["op"]: r for r in json.loads(capsys.readouterr().out)["ops"]}
     assert ops["gloo:all_reduce"]["self_cpu_time_us"] == round(row["self_cpu_time_ns"] / 1000, 3)

@@ -23,9 +23,12 @@ import threading
 import time
 from pathlib import Path
 
+import polars as pl
 import pytest
 from conftest import REPO, SHARED, missing
 from test_hostile_inputs import PATHS, judge
+
+import nongemm_trace
 
 HOSTILE_T4 = SHARED.parent / "fuzz" / "hostile-t4"
 #: every run here stays far below this (the unbounded code: 4 GB for M1 at 10,000 steps)
@@ -86,7 +89,7 @@ def test_overlapping_steps_are_linear_in_memory(t4, tmp_path, engine):
     path = _make(t4, "M1-make-overlapping-steps.py", 8000, tmp_path / "m1.json.gz")
     d, _, _ = _analyze(path, {**PATHS[engine], "NONGEMM_MAX_MEMORY": "1e9"})
     assert d is not None and d["gpu_activities"] == 8000
-    step0 = next(o for o in d["ops"] if o["op"] == "ProfilerStep#0")
+    step0 = next(o for o in d["ops"] if o["op"] == "ProfilerStep*")  # every step range: one row
     assert step0["gpu_time_us"] == pytest.approx(8000 * 40)  # the outermost step holds every kernel
 
 
@@ -279,3 +282,28 @@ def test_the_watchdog_allows_for_a_sanitizer_runtime():
     code, sanitized, _, _ = run_measured([], driver="import os\nos.environ['LD_PRELOAD'] = 'libasan.so'\n" + driver,
                                          timeout=60)
     assert code == 0 and int(sanitized) == int(plain) * memory_guard.SANITIZER_FACTOR
+
+
+def test_step_ranges_are_one_op_name_and_keep_their_step_names(tmp_path):
+    """K6's shape (many ``ProfilerStep#N``): the loader keeps one op name for them, ``ProfilerStep*``, and
+    each number in ``step_number`` (a categorical text lives as long as the process: a million step names
+    held 110 MB and made every table keyed by name a million rows long); the steps keep their names
+    and the op table has one row per category for them, as ``torch.profiler``'s ``key_averages``."""
+    from nongemm_trace.load import load_trace
+
+    path = tmp_path / "steps.json"
+    ev = [f'{{"ph":"X","cat":"user_annotation","name":"ProfilerStep#{i}","pid":1,"tid":1,"ts":{1000 + 10 * i},'
+          f'"dur":9,"args":{{}}}}' for i in range(5_000)]
+    ev += [f'{{"ph":"X","cat":"kernel","name":"k","pid":0,"tid":7,"ts":{1002 + 10 * i},"dur":5,'
+           f'"args":{{"stream":7}}}}' for i in range(0, 5_000, 100)]
+    path.write_text('{"traceEvents":[' + ",".join(ev) + "]}")
+    for engine in PATHS:
+        with pytest.MonkeyPatch.context() as mp:
+            for k, v in PATHS[engine].items():
+                mp.setenv(k, v)
+            ops = load_trace(path).ops
+        assert ops["name"].cast(pl.String).unique().to_list() == ["ProfilerStep*"]
+        assert ops["step_number"].sort().to_list() == list(range(5_000))
+    d = nongemm_trace.analyze(path).to_dict()
+    assert [s["name"] for s in d["steps"]] == [f"ProfilerStep#{i}" for i in range(5_000)]
+    assert {o["op"] for o in d["ops"]} == {"ProfilerStep*"} and sum(o["calls"] for o in d["ops"]) == 5_000

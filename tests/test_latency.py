@@ -46,7 +46,9 @@ def latency_by_definition(a: Analysis, marker: str) -> tuple[dict[int, int], dic
     the range's start and the previous boundary (for the first step, the end of the activities
     launched before it or with no launch call in the file) to its boundary."""
     t = a.trace()
-    ops = t.ops.filter((pl.col("name") == marker) | pl.col("name").cast(pl.String).str.starts_with(marker + "#"))
+    named = (pl.col("name") == marker) | pl.col("name").cast(pl.String).str.starts_with(marker + "#")
+    # the loader names every ProfilerStep#N op ProfilerStep* (its number in step_number)
+    ops = t.ops.filter(named | (pl.col("name") == "ProfilerStep*") if marker == "ProfilerStep" else named)
     ops = ops.sort("ts_ns")
     ops = ops.filter(pl.col("ts_ns") >= pl.col("end_ns").cum_max().shift(1).fill_null(ops["ts_ns"].min()))
     la = t.launches.filter(pl.col("correlation").is_not_null()).sort("ts_ns").unique("correlation", keep="first")

@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter, defaultdict
 from functools import cache
 from pathlib import Path
@@ -75,7 +76,9 @@ def stack_walk_cpu(path: Path) -> tuple[dict[str, int], dict[str, int], set[str]
     """Per op name from the raw events, by a plain stack walk per thread: CPU time (calls inside
     a call of the same name not counted again), self CPU time (duration minus direct children:
     ops and runtime/driver calls, and the profiler's overhead events, which the innermost op
-    holding one on any thread does not own), and the names that have a call inside a same-name call."""
+    holding one on any thread does not own), and the names that have a call inside a same-name call.
+    The step ranges ``ProfilerStep#N`` count under one name, ``ProfilerStep*``, as the tool's op table
+    (and ``torch.profiler``'s ``key_averages``) groups them."""
     by_thread = defaultdict(list)
     spans, overhead = [], []
     for e in raw_events(str(path)):
@@ -84,8 +87,9 @@ def stack_walk_cpu(path: Path) -> tuple[dict[str, int], dict[str, int], set[str]
         if e.get("ph") == "X" and e.get("dur") is not None and e.get("cat") in OP_CATS:
             spans.append((ns(e["ts"]), ns(e["ts"]) + ns(e["dur"]), e["name"]))
         if e.get("ph") == "X" and e.get("dur") is not None and (e.get("cat") in OP_CATS or e.get("cat") in LAUNCH_CATS):
+            name = "ProfilerStep*" if re.fullmatch(r"ProfilerStep#\d+", e["name"]) else e["name"]
             by_thread[(str(e.get("pid")), str(e.get("tid")))].append(
-                (ns(e["ts"]), -ns(e["dur"]), e["cat"] in OP_CATS, e["name"]))
+                (ns(e["ts"]), -ns(e["dur"]), e["cat"] in OP_CATS, name))
     cpu, self_, nested = Counter(), Counter(), set()
     for events in by_thread.values():
         stack, open_names = [], Counter()  # stack: [end, name, self] of the open ops

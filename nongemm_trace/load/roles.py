@@ -79,3 +79,8 @@ def mark_graph_launches(launches: Any, activities: Any = None) -> Any:
 PY_ROUTES = {**ROUTES, **{c: "py" for c in PYTHON_CATEGORIES}}
 #: the loader's partial tables
 TABLES = ("ops", "launches", "acts", "py", "syncs")
+
+#: the name the Kineto loader gives every ``ProfilerStep#N`` op, their numbers kept in the ops table's
+#: ``step_number`` (as ``torch.profiler``'s ``key_averages`` groups them): a trace of a million steps
+#: would otherwise hold a million op names
+STEP_OP = "ProfilerStep*"

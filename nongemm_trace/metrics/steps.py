@@ -14,6 +14,7 @@ import polars as pl
 
 from ..core.frames import int_scalar, starts_with
 from ..core.trace import Anomaly
+from ..load.roles import STEP_OP
 
 PROFILER_STEP = "ProfilerStep#"
 #: a step marker guessed from repeated annotations must hold at least this share of the GPU time
@@ -25,10 +26,11 @@ def find_steps(ops: pl.DataFrame, marker: str | None = None) -> tuple[pl.DataFra
     if ops.height == 0:
         return _empty(), None
     if marker:
-        cand = ops.filter((pl.col("name") == marker) | starts_with(ops, "name", marker + "#"))
+        named = (pl.col("name") == marker) | starts_with(ops, "name", marker + "#")
+        cand = ops.filter(named | (pl.col("name") == STEP_OP) if marker == PROFILER_STEP.rstrip("#") else named)
         used: str | None = marker
     else:
-        cand = ops.filter(starts_with(ops, "name", PROFILER_STEP))
+        cand = ops.filter(starts_with(ops, "name", PROFILER_STEP) | (pl.col("name") == STEP_OP))
         used = PROFILER_STEP.rstrip("#") if cand.height else None
         if cand.height == 0:
             # outermost user annotations that repeat; else (under emit_nvtx a record_function
@@ -46,9 +48,19 @@ def find_steps(ops: pl.DataFrame, marker: str | None = None) -> tuple[pl.DataFra
     # outermost occurrences only (a marker nested in itself is one step)
     cand = cand.sort("ts_ns")
     cand = cand.filter(pl.col("ts_ns") >= pl.col("end_ns").cum_max().shift(1).fill_null(cand["ts_ns"].min()))
-    steps = (cand.select(pl.col("name").cast(pl.String), "pid", "ts_ns", "end_ns").with_row_index("step")
+    steps = (cand.select(step_name(cand).alias("name"), "pid", "ts_ns", "end_ns").with_row_index("step")
              .with_columns(pl.col("step").cast(pl.Int64)))
     return steps, used
+
+
+def step_name(ops: pl.DataFrame) -> pl.Expr:
+    """Each op's name as text, a step range's as the trace wrote it (``ProfilerStep#N``: the loader
+    keeps one name for them, :data:`~nongemm_trace.load.roles.STEP_OP`, and their numbers)."""
+    text = pl.col("name").cast(pl.String)
+    if "step_number" not in ops.columns:
+        return text
+    return pl.when(pl.col("step_number").is_not_null()).then(
+        pl.lit(PROFILER_STEP) + pl.col("step_number").cast(pl.String)).otherwise(text)
 
 
 def _repeated(roots: pl.DataFrame) -> pl.DataFrame:
@@ -94,8 +106,10 @@ def step_ranges(ops: pl.DataFrame, launches: pl.DataFrame, marker: str | None) -
     (named ``(whole trace)``) on the thread that launched most work, and the warning that says so."""
     steps = find_steps(ops, marker)[0] if marker else pl.DataFrame()
     if steps.height:
-        tids = ops.filter(pl.col("name").is_in(steps["name"].unique().implode())).select(
-            pl.col("name").cast(pl.String), "pid", "tid", "ts_ns", "end_ns").unique(["name", "pid", "ts_ns", "end_ns"])
+        # each step's thread: the op of its range (the same name, process and times)
+        ranges_of = ops.join(steps.select("pid", "ts_ns", "end_ns").unique(), on=["pid", "ts_ns", "end_ns"])
+        tids = ranges_of.select(step_name(ranges_of).alias("name"), "pid", "tid", "ts_ns", "end_ns").unique(
+            ["name", "pid", "ts_ns", "end_ns"])
         steps = steps.join(tids, on=["name", "pid", "ts_ns", "end_ns"], how="left")
         ranges = steps.select("step", "name", "pid", "tid", pl.col("ts_ns").alias("ts"), pl.col("end_ns").alias("end"))
         return ranges, None

@@ -12,6 +12,7 @@ so sub-microsecond kernels keep their length.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from operator import itemgetter
@@ -20,7 +21,7 @@ from typing import Any
 import polars as pl
 
 from .. import roles
-from ..roles import PY_ROUTES, ROUTES, TABLES  # the routing, as data
+from ..roles import PY_ROUTES, ROUTES, STEP_OP, TABLES  # the routing, as data
 from .duplicate_keys import Repeats
 from .events import EMPTY_ARGS, TIME_LIMIT_US, Event
 
@@ -95,7 +96,25 @@ def as_codes(key: str, df: pl.DataFrame, tally: Tally) -> pl.DataFrame:
             df = df.with_columns(pl.when(long).then(pl.col("name").str.head(MAX_NAME_CHARS))
                                  .otherwise(pl.col("name")).alias("name"))
             tally.long_names += n
+    if key == "ops":
+        df = step_numbers(df)
     return df.with_columns(pl.col(c).cast(pl.Categorical) for c in CATEGORICAL[key])
+
+
+#: torch.profiler's step ranges: ``ProfilerStep#N``, one name per step
+STEP_NAME = re.compile(r"^ProfilerStep#(\d+)$")
+
+
+def step_numbers(ops: pl.DataFrame) -> pl.DataFrame:
+    """The ops with each ``ProfilerStep#N`` named :data:`STEP_OP` and its ``N`` in ``step_number``
+    (null elsewhere). A categorical text lives as long as the process, and a trace of a million steps
+    has a million such names (110 MB of texts, and every table keyed by name a million rows long);
+    the steps keep their names (:func:`nongemm_trace.metrics.steps.find_steps` writes them back)."""
+    number = pl.col("name").str.extract(STEP_NAME.pattern, 1).cast(pl.Int64)
+    if ops.height == 0 or "name" not in ops.columns:
+        return ops.with_columns(pl.lit(None, pl.Int64).alias("step_number"))
+    return ops.with_columns(number.alias("step_number")).with_columns(
+        pl.when(pl.col("step_number").is_not_null()).then(pl.lit(STEP_OP)).otherwise(pl.col("name")).alias("name"))
 
 
 def _pick(events: Sequence[Event], idx: list[int]) -> list[Event]:
