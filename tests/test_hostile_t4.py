@@ -110,16 +110,21 @@ def test_many_gzip_members_are_linear(t4, tmp_path, engine):
     assert d is not None and d["gpu_activities"] == 1
 
 
+def _k6_shape(path: Path, n: int) -> Path:
+    """K6's shape at ``n`` steps: ``ProfilerStep#0..n-1`` of 9 us, one kernel every 100 steps."""
+    ev = [f'{{"ph":"X","cat":"user_annotation","name":"ProfilerStep#{i}","pid":1,"tid":1,"ts":{1000 + 10 * i},'
+          f'"dur":9,"args":{{}}}}' for i in range(n)]
+    ev += [f'{{"ph":"X","cat":"kernel","name":"k","pid":0,"tid":7,"ts":{1002 + 10 * i},"dur":5,'
+           f'"args":{{"stream":7}}}}' for i in range(0, n, 100)]
+    path.write_text('{"traceEvents":[' + ",".join(ev) + "]}")
+    return path
+
+
 @pytest.mark.parametrize("engine", list(PATHS))
 def test_thirty_thousand_steps(tmp_path, engine):
     """K6 (3 %): 30,000 steps of 9 us, every one in the JSON (written in batches: 60,000 op and step
     rows), 500 on the terminal."""
-    path = tmp_path / "k6.json"
-    ev = [f'{{"ph":"X","cat":"user_annotation","name":"ProfilerStep#{i}","pid":1,"tid":1,"ts":{1000 + 10 * i},'
-          f'"dur":9,"args":{{}}}}' for i in range(30_000)]
-    ev += [f'{{"ph":"X","cat":"kernel","name":"k","pid":0,"tid":7,"ts":{1002 + 10 * i},"dur":5,'
-           f'"args":{{"stream":7}}}}' for i in range(0, 30_000, 100)]
-    path.write_text('{"traceEvents":[' + ",".join(ev) + "]}")
+    path = _k6_shape(tmp_path / "k6.json", 30_000)
     d, _, _ = _analyze(path, PATHS[engine])
     assert d is not None and len(d["steps"]) == 30_000 and d["gpu_activities"] == 300
     code, out, err, peak = run_measured(["analyze", str(path)], PATHS[engine], timeout=TIMEOUT_S)
@@ -291,12 +296,7 @@ def test_step_ranges_are_one_op_name_and_keep_their_step_names(tmp_path):
     and the op table has one row per category for them, as ``torch.profiler``'s ``key_averages``."""
     from nongemm_trace.load import load_trace
 
-    path = tmp_path / "steps.json"
-    ev = [f'{{"ph":"X","cat":"user_annotation","name":"ProfilerStep#{i}","pid":1,"tid":1,"ts":{1000 + 10 * i},'
-          f'"dur":9,"args":{{}}}}' for i in range(5_000)]
-    ev += [f'{{"ph":"X","cat":"kernel","name":"k","pid":0,"tid":7,"ts":{1002 + 10 * i},"dur":5,'
-           f'"args":{{"stream":7}}}}' for i in range(0, 5_000, 100)]
-    path.write_text('{"traceEvents":[' + ",".join(ev) + "]}")
+    path = _k6_shape(tmp_path / "steps.json", 5_000)
     for engine in PATHS:
         with pytest.MonkeyPatch.context() as mp:
             for k, v in PATHS[engine].items():
