@@ -251,3 +251,13 @@ def test_parquet_dataset_has_the_collectives(ddp, ddp_report, tmp_path):
         assert rows["wait_us"][0] == c["wait_us"][j] and rows["start_ns"][0] == c["start_ns"][j]
         assert (rows["name"][0], rows["skew_us"][0], rows["last_rank"][0]) == (c["name"], c["skew_us"], c["last_rank"])
         assert rows["late_work"].to_list()[0] == c["late_work"]
+
+
+def test_a_small_bandwidth_is_not_written_as_zero():
+    """A few hundred bytes over a CPU collective that waited milliseconds (gloo on a loaded machine) is
+    a bandwidth of 1e-4 GB/s: three significant digits below 0.1 GB/s, three decimals above."""
+    from nongemm_trace.runs.collectives import _gbps
+
+    assert _gbps(0.000123456) == 0.000123 and _gbps(0.0456789) == 0.0457
+    assert _gbps(251.123456) == 251.123 and _gbps(1.23456) == 1.235
+    assert _gbps(None) is None and _gbps(0.0) == 0.0

@@ -4,6 +4,7 @@ and a per-rank summary added to the ranks view."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -54,8 +55,7 @@ def collectives_view(reports: list[dict[str, Any]]) -> tuple[list[dict[str, Any]
             "skew_us": _us(r["skew_ns"]), "last_rank": r["last_rank"], "wait_us": [_us(w) for w in r["wait_ns"]],
             "start_ns": r["start_ns"],
             "transfer_us": _us(r["transfer_ns"]),
-            "algbw_gbps": None if r["algbw_gbps"] is None else round(r["algbw_gbps"], 3),
-            "busbw_gbps": None if r["busbw_gbps"] is None else round(r["busbw_gbps"], 3),
+            "algbw_gbps": _gbps(r["algbw_gbps"]), "busbw_gbps": _gbps(r["busbw_gbps"]),
             "link_gbps": r["link_gbps"],
             "busbw_share": None if r["busbw_share"] is None else round(r["busbw_share"], 4),
             "overlap_us": [_us(v) for v in r["overlap_ns"]], "exposed_us": [_us(v) for v in r["exposed_ns"]],
@@ -83,3 +83,12 @@ def write_collectives(calls: list[dict[str, Any]], root: Path) -> None:
     d = root / "table=collectives"
     d.mkdir(parents=True, exist_ok=True)
     write_file(d / "part-00000.parquet", collectives_frame(calls).write_parquet)
+
+
+def _gbps(value: float | None) -> float | None:
+    """A bandwidth to three decimals, or to three significant digits below 0.1 GB/s: a few hundred
+    bytes over a CPU collective that waited milliseconds is a bandwidth, not 0.0 (which would read as
+    nothing moved)."""
+    if value is None or value == 0 or not math.isfinite(value):
+        return value
+    return round(value, max(3, 2 - math.floor(math.log10(abs(value)))))
