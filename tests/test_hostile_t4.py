@@ -307,3 +307,15 @@ def test_step_ranges_are_one_op_name_and_keep_their_step_names(tmp_path):
     d = nongemm_trace.analyze(path).to_dict()
     assert [s["name"] for s in d["steps"]] == [f"ProfilerStep#{i}" for i in range(5_000)]
     assert {o["op"] for o in d["ops"]} == {"ProfilerStep*"} and sum(o["calls"] for o in d["ops"]) == 5_000
+
+
+def test_a_step_number_past_int64_keeps_its_name(tmp_path):
+    """``ProfilerStep#`` followed by 24 digits: no Int64 holds the number, so that range keeps its own
+    name (was "unexpected failure" from the cast); both loader paths give the same two steps."""
+    path = tmp_path / "big.json"
+    path.write_text('{"traceEvents":[{"ph":"X","cat":"user_annotation","name":"ProfilerStep#' + "9" * 24
+                    + '","pid":1,"tid":1,"ts":1000,"dur":9,"args":{}},{"ph":"X","cat":"user_annotation",'
+                    '"name":"ProfilerStep#2","pid":1,"tid":1,"ts":1010,"dur":9,"args":{}}]}')
+    for engine in PATHS:
+        d, _, _ = _analyze(path, PATHS[engine])
+        assert d is not None and [s["name"] for s in d["steps"]] == ["ProfilerStep#" + "9" * 24, "ProfilerStep#2"]

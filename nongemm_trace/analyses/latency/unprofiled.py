@@ -360,8 +360,8 @@ def _device_reaches(wall_at: Any, goal: float) -> bool:
     """Whether the device durations scaled within :data:`DEVICE_DRIFT` take the replayed mean step
     (``wall_at(scale)``, us) to ``goal``: a loop the model calls device-bound whose step hardly moves
     with the device (the host holds nearly as much of its critical path) cannot have its measured step
-    explained by the device's clocks (a ResNet-18 b1 step told 12 % shorter would otherwise have run its
-    device at a quarter of its durations, and ``--graphs`` then predicted a quarter of the real replay)."""
+    explained by the device's clocks: scaling the device to reach it would take the durations far past
+    any clock difference, and every what-if then inherits that device (docs/latency.md)."""
     lo, hi = DEVICE_DRIFT
     return wall_at(lo) <= goal <= wall_at(hi)
 

@@ -12,7 +12,6 @@ so sub-microsecond kernels keep their length.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from operator import itemgetter
@@ -101,8 +100,9 @@ def as_codes(key: str, df: pl.DataFrame, tally: Tally) -> pl.DataFrame:
     return df.with_columns(pl.col(c).cast(pl.Categorical) for c in CATEGORICAL[key])
 
 
-#: torch.profiler's step ranges: ``ProfilerStep#N``, one name per step
-STEP_NAME = re.compile(r"^ProfilerStep#(\d+)$")
+#: torch.profiler's step ranges: ``ProfilerStep#N``, one name per step (a number past 18 digits, which no
+#: loop reaches, keeps its own name: it would not fit the Int64 ``step_number``)
+STEP_NAME = r"^ProfilerStep#(\d{1,18})$"
 
 
 def step_numbers(ops: pl.DataFrame) -> pl.DataFrame:
@@ -110,7 +110,7 @@ def step_numbers(ops: pl.DataFrame) -> pl.DataFrame:
     (null elsewhere). A categorical text lives as long as the process, and a trace of a million steps
     has a million such names (110 MB of texts, and every table keyed by name a million rows long);
     the steps keep their names (:func:`nongemm_trace.metrics.steps.find_steps` writes them back)."""
-    number = pl.col("name").str.extract(STEP_NAME.pattern, 1).cast(pl.Int64)
+    number = pl.col("name").str.extract(STEP_NAME, 1).cast(pl.Int64)
     if ops.height == 0 or "name" not in ops.columns:
         return ops.with_columns(pl.lit(None, pl.Int64).alias("step_number"))
     return ops.with_columns(number.alias("step_number")).with_columns(
