@@ -25,7 +25,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from conftest import REPO, SHARED, missing
+from conftest import REPO, SHARED, missing, raw_events, shared
 from test_hostile_inputs import PATHS, judge
 
 import nongemm_trace
@@ -319,3 +319,15 @@ def test_a_step_number_past_int64_keeps_its_name(tmp_path):
     for engine in PATHS:
         d, _, _ = _analyze(path, PATHS[engine])
         assert d is not None and [s["name"] for s in d["steps"]] == ["ProfilerStep#" + "9" * 24, "ProfilerStep#2"]
+
+
+def test_a_real_trace_keeps_every_step_name():
+    """The H200 DDP rank 0 trace: every ``ProfilerStep#N`` of the file is a step of that name, in order,
+    while the op table holds one ``ProfilerStep*`` name for them."""
+    path = shared("h200x2", "bert_ddp_train_rank0.json.gz")
+    raw = sorted((e["ts"], e["name"]) for e in raw_events(str(path))
+                 if e.get("cat") == "user_annotation" and str(e.get("name", "")).startswith("ProfilerStep#"))
+    d = nongemm_trace.analyze(path).to_dict()
+    assert [s["name"] for s in d["steps"]] == [n for _, n in raw] and raw
+    assert not any(o["op"].startswith("ProfilerStep#") for o in d["ops"])
+    assert any(o["op"] == "ProfilerStep*" for o in d["ops"])
