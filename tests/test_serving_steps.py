@@ -62,7 +62,7 @@ def test_the_sglang_iteration_is_its_period_from_the_raw_events():
     """The SGLang decode iteration's period, worked out from the raw events: from the end of the device
     work launched before the iteration's range (the scheduler's kernels that waited for the previous
     iteration, set apart as work before the window is) to the later of the range's end and the end of
-    the work launched inside it. Not the 463 ms the host waited in a copy before the graph launch."""
+    the work launched inside it; not the time the host waited in a copy before the graph launch."""
     path = shared(*SGLANG)
     (_, lo, hi), = _raw_ranges(path, "sglang")
     ev = raw_events(str(path))
