@@ -126,9 +126,9 @@ def assign_steps(acts: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
 
 def guessed_steps_hold_work(acts: pl.DataFrame, used_marker: str | None) -> str | None:
     """Why the steps found by guessing (a repeated annotation, not ``ProfilerStep#N`` nor an engine's
-    iterations) are not
-    steps: they hold less than :data:`STEP_MIN_COVERAGE` of the GPU time (``Optimizer.zero_grad``
-    ranges repeat too). None when they are fine. ``acts`` has the ``step`` column."""
+    iterations, which the program recorded around each step) are not steps: they hold less than
+    :data:`STEP_MIN_COVERAGE` of the GPU time (``Optimizer.zero_grad`` ranges repeat too). None when
+    they are fine. ``acts`` has the ``step`` column."""
     if used_marker is None or used_marker == PROFILER_STEP.rstrip("#") or engine_of(used_marker):
         return None
     total = int(acts["dur_ns"].sum() or 0)
