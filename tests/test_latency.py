@@ -30,7 +30,13 @@ STEPPED = ["h200/" + p for p in (
     "resnet50_fp32_bs8__compiled.json.gz")] + [
     "h200x2/bert_ddp_train_rank0.json.gz", "h200x2/bert_ddp_train_rank1.json.gz",
     "external/hta/critical_path__cuda_event_sync__event_sync_trace.json.gz",
-    "external/hta/amd_trace__mi250_minitoy_train_ROCm6_2_kineto.json.gz"]
+    "external/hta/amd_trace__mi250_minitoy_train_ROCm6_2_kineto.json.gz",
+    # serving traces without ProfilerStep marks: their steps are the engine's iterations
+    "external2/kineto/tracelens__inference__sglang_decode__sglang_Qwen3-8B_decode.json.gz",
+    "external2/kineto/tracelens__inference__vllm_decode_full__graph_execution.json.gz"]
+
+#: an engine's iteration ranges (the steps of marker ``<engine> iteration``), as the raw names spell them
+ENGINE_RANGES = {"sglang": r"^step\[", "vllm": r"^execute_\d+_context_\d+"}
 
 
 if os.environ.get("NONGEMM_LATENCY_ALL"):  # every shared trace (minutes): NONGEMM_LATENCY_ALL=1 pytest -k tiles
@@ -44,13 +50,20 @@ def latency_by_definition(a: Analysis, marker: str) -> tuple[dict[int, int], dic
     latency: its CPU range's start to its boundary, the later of the range's end and the end of the
     last activity whose launch call (by correlation) starts inside it. The period: from the later of
     the range's start and the previous boundary (for the first step, the end of the activities
-    launched before it or with no launch call in the file) to its boundary."""
+    launched before it or with no launch call in the file) to its boundary. An engine's iteration
+    (marker ``sglang iteration``) is its range run on to the next iteration's start."""
     t = a.trace()
-    named = (pl.col("name") == marker) | pl.col("name").cast(pl.String).str.starts_with(marker + "#")
+    engine = marker.removesuffix(" iteration")
+    if engine in ENGINE_RANGES:
+        named = pl.col("name").cast(pl.String).str.contains(ENGINE_RANGES[engine])
+    else:
+        named = (pl.col("name") == marker) | pl.col("name").cast(pl.String).str.starts_with(marker + "#")
     # the loader names every ProfilerStep#N op ProfilerStep* (its number in step_number)
     ops = t.ops.filter(named | (pl.col("name") == "ProfilerStep*") if marker == "ProfilerStep" else named)
     ops = ops.sort("ts_ns")
     ops = ops.filter(pl.col("ts_ns") >= pl.col("end_ns").cum_max().shift(1).fill_null(ops["ts_ns"].min()))
+    if engine in ENGINE_RANGES:
+        ops = ops.with_columns(pl.max_horizontal("end_ns", pl.col("ts_ns").shift(-1)).alias("end_ns"))
     la = t.launches.filter(pl.col("correlation").is_not_null()).sort("ts_ns").unique("correlation", keep="first")
     acts = t.activities.join(la.select("correlation", pl.col("ts_ns").alias("launch_ts")), on="correlation",
                              how="left").with_columns((pl.col("ts_ns") + pl.col("dur_ns")).alias("end"))

@@ -338,8 +338,9 @@ def test_phases_in_markdown_and_as_a_table(path, tmp_path, capsys):
 @pytest.mark.parametrize("where", [SGLANG])
 def test_an_iteration_is_not_called_a_step(where):
     """A serving iteration's mean time is ``iteration_us`` / "iteration (us)", never a step figure: the
-    SGLang decode trace has no step marks (``latency`` says "whole trace"), and a ``generate()`` call is one
-    step of many iterations; a step time is the loop's period alone (issue #43, one vocabulary)."""
+    SGLang decode trace's steps are its iterations, whose step figure is the loop's period over them
+    (tests/test_serving_steps.py), not the phases' host-span time, and a ``generate()`` call is one step of
+    many iterations; a step time is the loop's period alone (issue #43, one vocabulary)."""
     path = shared(*where)
     doc = _doc(path)
     assert doc["phases"] and all("step_us" not in p and "iteration_us" in p for p in doc["phases"])

@@ -1,7 +1,8 @@
 """One step figure per trace: ``analyze``, ``launch``, ``latency``, ``whatif`` (unchanged), the HTML
 page and every JSON document give each step the same period (nongemm_trace/metrics/period.py), and
 ``launch`` and ``latency`` the same bound, on every shared trace with steps (Kineto and Nsight
-Systems) and the samples with unprofiled rounds."""
+Systems; the serving traces' steps are their engine's iterations, metrics/steps.py) and the samples
+with unprofiled rounds."""
 
 from __future__ import annotations
 
@@ -13,6 +14,10 @@ from nongemm_trace.analyses.latency import latency_analysis, whatif_analysis
 from nongemm_trace.analyses.launch import launch_analysis
 from nongemm_trace.pipeline.analysis import Analysis
 
+#: the shared serving traces without ProfilerStep marks: their steps are the engine's iterations
+SERVING = ("external2/kineto/tracelens__inference__sglang_decode__sglang_Qwen3-8B_decode.json.gz",
+           "external2/kineto/tracelens__inference__vllm_decode_full__graph_execution.json.gz")
+
 
 def _traces() -> list[str]:
     if not SHARED.exists():
@@ -21,6 +26,7 @@ def _traces() -> list[str]:
     for sub in ("h200_nsys", "external/nsys"):
         found |= {p.relative_to(SHARED).as_posix() for p in (SHARED / sub).glob("*.gz")
                   if not p.name.endswith(".golden.json.gz")}
+    found |= {rel for rel in SERVING if (SHARED / rel).exists()}
     return sorted(found)
 
 
@@ -29,6 +35,7 @@ def _one_figure(a: Analysis) -> None:
     d = rep.to_dict()
     if not d["steps"] or d.get("mean_step_us") is None:
         return
+    assert rep.step_marker is not None and d["step_marker"] == rep.step_marker
     lat = latency_analysis(a)
     ld = lat.to_dict()
     assert [s["step_us"] for s in d["steps"]] == [s["wall_us"] for s in ld["steps"]] == \
@@ -43,6 +50,7 @@ def _one_figure(a: Analysis) -> None:
     # nothing changed: the measured run (a replay rounds to the us)
     assert w["predicted_us"] == pytest.approx(w["measured_us"], rel=1e-4)
     assert w["step_time"] == ld["step_time"] == d["step_time"]
+    assert ld["step_marker"] == d["step_marker"]
 
 
 @pytest.mark.parametrize("rel", _traces())

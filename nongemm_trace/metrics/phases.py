@@ -59,10 +59,9 @@ def iterations(ops: pl.DataFrame, captures: pl.DataFrame | None = None,
     (``pid, tid, ts_ns``), for a loop of replays with no annotation (:func:`_replays`)."""
     if ops.height == 0:
         return None, pl.DataFrame(schema=_ITERATION)
-    for rule in rules().get("annotation", []):
-        found = _annotated(ops, rule)
-        if found.height:
-            return str(rule["engine"]), found
+    rule, hit = _annotation(ops)
+    if rule is not None:
+        return str(rule["engine"]), _annotated(hit, rule)
     found = _forward_passes(ops, rules().get("generate", {}), captures)
     if found.height:
         return "generate", found
@@ -70,12 +69,30 @@ def iterations(ops: pl.DataFrame, captures: pl.DataFrame | None = None,
     return ("replay", found) if found.height else (None, found)
 
 
-def _annotated(ops: pl.DataFrame, rule: dict[str, Any]) -> pl.DataFrame:
-    """The ranges whose name matches ``rule['pattern']``, their phase and sizes from its groups."""
+def engine_ranges(ops: pl.DataFrame, engine: str | None = None) -> tuple[str | None, pl.DataFrame]:
+    """The engine whose annotation rule the trace is read by (the first that matches a range; with
+    ``engine``, that engine's rule only) and its iteration ranges: the op rows themselves, every column
+    kept, so that the steps (:func:`nongemm_trace.metrics.steps.find_steps`) are the very ranges the
+    phases count. (None, no rows) when no rule matches."""
+    rule, hit = _annotation(ops, engine)
+    return (None, hit) if rule is None else (str(rule["engine"]), hit)
+
+
+def _annotation(ops: pl.DataFrame, engine: str | None = None) -> tuple[dict[str, Any] | None, pl.DataFrame]:
+    """The first annotation rule (of ``engine`` where given) that matches a range of ``ops``, and those ranges."""
+    for rule in rules().get("annotation", []):
+        if engine is not None and rule["engine"] != engine:
+            continue
+        pattern = rule["pattern"]
+        hit = ops.filter(per_value(ops, "name", lambda e, p=pattern: e.str.contains(p), pl.Boolean))
+        if hit.height:
+            return rule, hit
+    return None, ops.head(0)
+
+
+def _annotated(hit: pl.DataFrame, rule: dict[str, Any]) -> pl.DataFrame:
+    """The ranges ``hit`` (whose names match ``rule['pattern']``), their phase and sizes from its groups."""
     pattern = rule["pattern"]
-    hit = ops.filter(per_value(ops, "name", lambda e: e.str.contains(pattern), pl.Boolean))
-    if hit.height == 0:
-        return pl.DataFrame(schema=_ITERATION)
     index = re.compile(pattern).groupindex
     named = set(index)
     hit = hit.select("ts_ns", "end_ns", pl.col("name").cast(pl.String)).with_columns(

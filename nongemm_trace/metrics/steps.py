@@ -1,7 +1,25 @@
 """Steps: the repeated unit of work (training or inference iteration) in a trace.
 
-Found from ``ProfilerStep#N`` ranges when present; else the most repeated
-outermost user annotation (e.g. ``## step ##``); ``marker`` chooses a name.
+Found from ``ProfilerStep#N`` ranges when present; else a serving engine's iteration ranges
+(SGLang's ``step[MODE bs=N]``, vLLM's ``execute_…_context_…_generation_…``: the annotation rules of
+``facts/serving_phases.toml``, the very ranges ``phases`` counts), under the marker
+``<engine> iteration``; else the most repeated outermost user annotation (e.g. ``## step ##``);
+``marker`` chooses a name (an engine's iteration marker chooses its ranges).
+
+The engine's ranges come before a guessed annotation because the engine writes them around each
+iteration it runs, the unit its loop repeats (an iteration's ranges rarely repeat one name: their names
+carry the batch and token counts, so a guess would keep only the iterations of one shape). The
+iterations ``phases`` infers without an annotation are not steps: a ``generate()`` loop's forward
+passes and a loop of graph replays are read from the op sequence (an embedding call, a write of token
+ids before a graph launch), boundaries a heuristic draws between ops, not ranges the program recorded;
+and a forward pass is one token of a ``generate()`` call, a unit other than the one the user's loop
+repeats (the call, which ``prof.step()`` marks when the loop has one): a step that silently became a
+token where ``prof.step()`` is missing would change what the step figure means.
+
+An engine's iteration step runs from its range's start to the next iteration's start (the last one to
+its range's end): the host work an engine does between its ranges (scheduling the next batch, SGLang's
+sampling after its ``step[…]`` range) is the loop's, as ``prof.step()``'s ranges tile a training loop,
+so that where the host paces the loop the period is the gap between consecutive iteration starts.
 An activity belongs to the step whose CPU interval contains its launch call
 (launch calls may come from any thread of the process, e.g. autograd's). An
 activity with no launch call in the file is placed by its own start time in the
@@ -15,6 +33,10 @@ import polars as pl
 from ..core.frames import int_scalar, starts_with
 from ..core.trace import Anomaly
 from ..load.roles import STEP_OP
+from .phases import engine_ranges, rules
+
+#: an engine's iteration marker is the engine's name and this word (``sglang iteration``)
+ITERATION = "iteration"
 
 PROFILER_STEP = "ProfilerStep#"
 #: a step marker guessed from repeated annotations must hold at least this share of the GPU time
@@ -25,13 +47,19 @@ def find_steps(ops: pl.DataFrame, marker: str | None = None) -> tuple[pl.DataFra
     """Return (steps table ``step, name, pid, ts_ns, end_ns``, marker used or None)."""
     if ops.height == 0:
         return _empty(), None
-    if marker:
+    if marker and engine_of(marker):
+        cand = engine_ranges(ops, engine_of(marker))[1]
+        used: str | None = marker
+    elif marker:
         named = (pl.col("name") == marker) | starts_with(ops, "name", marker + "#")
         cand = ops.filter(named | (pl.col("name") == STEP_OP) if marker == PROFILER_STEP.rstrip("#") else named)
-        used: str | None = marker
+        used = marker
     else:
         cand = ops.filter(starts_with(ops, "name", PROFILER_STEP) | (pl.col("name") == STEP_OP))
         used = PROFILER_STEP.rstrip("#") if cand.height else None
+        if cand.height == 0:
+            engine, cand = engine_ranges(ops)
+            used = None if engine is None else f"{engine} {ITERATION}"
         if cand.height == 0:
             # outermost user annotations that repeat; else (under emit_nvtx a record_function
             # range is written like an op) outermost '## … ##' ranges that repeat
@@ -48,9 +76,19 @@ def find_steps(ops: pl.DataFrame, marker: str | None = None) -> tuple[pl.DataFra
     # outermost occurrences only (a marker nested in itself is one step)
     cand = cand.sort("ts_ns")
     cand = cand.filter(pl.col("ts_ns") >= pl.col("end_ns").cum_max().shift(1).fill_null(cand["ts_ns"].min()))
+    if engine_of(used):  # an engine's iteration runs on to the next one's start: the steps tile its loop
+        cand = cand.with_columns(pl.max_horizontal("end_ns", pl.col("ts_ns").shift(-1).over("pid")).alias("end_ns"))
     steps = (cand.select(step_name(cand).alias("name"), "pid", "ts_ns", "end_ns").with_row_index("step")
              .with_columns(pl.col("step").cast(pl.Int64)))
     return steps, used
+
+
+def engine_of(marker: str | None) -> str | None:
+    """The serving engine whose iterations ``marker`` names (``sglang iteration``: ``sglang``), else None."""
+    if not marker or not marker.endswith(" " + ITERATION):
+        return None
+    engine = marker[: -len(ITERATION) - 1]
+    return engine if any(r["engine"] == engine for r in rules().get("annotation", [])) else None
 
 
 def step_name(ops: pl.DataFrame) -> pl.Expr:
@@ -87,10 +125,11 @@ def assign_steps(acts: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
 
 
 def guessed_steps_hold_work(acts: pl.DataFrame, used_marker: str | None) -> str | None:
-    """Why the steps found by guessing (a repeated annotation, not ``ProfilerStep#N``) are not
-    steps: they hold less than :data:`STEP_MIN_COVERAGE` of the GPU time (``Optimizer.zero_grad``
-    ranges repeat too). None when they are fine. ``acts`` has the ``step`` column."""
-    if used_marker is None or used_marker == PROFILER_STEP.rstrip("#"):
+    """Why the steps found by guessing (a repeated annotation, not ``ProfilerStep#N`` nor an engine's
+    iterations, which the program recorded around each step) are not steps: they hold less than
+    :data:`STEP_MIN_COVERAGE` of the GPU time (``Optimizer.zero_grad`` ranges repeat too). None when
+    they are fine. ``acts`` has the ``step`` column."""
+    if used_marker is None or used_marker == PROFILER_STEP.rstrip("#") or engine_of(used_marker):
         return None
     total = int(acts["dur_ns"].sum() or 0)
     inside = int(acts.filter(pl.col("step").is_not_null())["dur_ns"].sum() or 0)
@@ -102,15 +141,17 @@ def guessed_steps_hold_work(acts: pl.DataFrame, used_marker: str | None) -> str 
 
 def step_ranges(ops: pl.DataFrame, launches: pl.DataFrame, marker: str | None) -> tuple[pl.DataFrame, Anomaly | None]:
     """Each step's range on its thread, ``step, name, pid, tid, ts, end``: the ranges named ``marker``
-    (the selection's), each on the thread that recorded it; with no marker, the whole trace as one step
+    (the selection's, an engine's iteration marker included), each on the thread that recorded it; with
+    no marker, the whole trace as one step
     (named ``(whole trace)``) on the thread that launched most work, and the warning that says so."""
     steps = find_steps(ops, marker)[0] if marker else pl.DataFrame()
     if steps.height:
-        # each step's thread: the op of its range (the same name, process and times)
-        ranges_of = ops.join(steps.select("pid", "ts_ns", "end_ns").unique(), on=["pid", "ts_ns", "end_ns"])
-        tids = ranges_of.select(step_name(ranges_of).alias("name"), "pid", "tid", "ts_ns", "end_ns").unique(
-            ["name", "pid", "ts_ns", "end_ns"])
-        steps = steps.join(tids, on=["name", "pid", "ts_ns", "end_ns"], how="left")
+        # each step's thread: the op of its range (the same name, process and times; an engine's
+        # iteration ends at the next one's start, not with its range)
+        keys = ["pid", "ts_ns"] if engine_of(marker) else ["pid", "ts_ns", "end_ns"]
+        ranges_of = ops.join(steps.select(keys).unique(), on=keys)
+        tids = ranges_of.select(step_name(ranges_of).alias("name"), "tid", *keys).unique(["name", *keys])
+        steps = steps.join(tids, on=["name", *keys], how="left")
         ranges = steps.select("step", "name", "pid", "tid", pl.col("ts_ns").alias("ts"), pl.col("end_ns").alias("end"))
         return ranges, None
     host = pl.concat([ops.select("pid", "tid", "ts_ns", "end_ns"), launches.select("pid", "tid", "ts_ns", "end_ns")])

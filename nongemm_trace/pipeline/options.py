@@ -43,8 +43,9 @@ class AnalysisOptions:
                                      "Default: the taxonomy's", choices=tuple(LEVELS))
     drop_unlinked: bool = option(False, "leave out GPU activities with no launch call in the file (launched before "
                                         "profiling)")
-    step_marker: str | None = option(None, "name of the ranges that mark steps (default: ProfilerStep#N, else the "
-                                           "most repeated top-level annotation)", metavar="NAME")
+    step_marker: str | None = option(None, "name of the ranges that mark steps (default: ProfilerStep#N, else a "
+                                           "serving engine's iterations, 'sglang iteration' or 'vllm iteration', "
+                                           "else the most repeated top-level annotation)", metavar="NAME")
     skip_steps: int = option(0, "drop the first N steps (warm-up)", metavar="N")
     metric: str | None = option(None, f"{'; '.join(f'{k}: {v}' for k, v in METRICS.items())} (the NonGEMM "
                                       "artifact's metric). Default: the taxonomy's", choices=tuple(METRICS))

@@ -2,8 +2,9 @@
 
 Every analysis of a trace (the breakdown ``measure`` turns into a :class:`Report`, ``launch``,
 ``flops``, ``latency``, ``compare``, ``check``) starts from the same choice: the steps (a marker
-named, the format's declared marker, or guessed) and the thread each ran on, the activities kept
-(``drop_unlinked``, the first ``skip_steps`` steps left out), the CPU window of the kept steps, and
+named, the format's declared marker, ``ProfilerStep#N``, a serving engine's iterations, or guessed)
+and the thread each ran on, the activities kept (``drop_unlinked``, the first ``skip_steps`` steps
+left out), the CPU window of the kept steps, and
 the warnings a reader must see about that choice. :func:`select` is a function of what it reads (the
 trace, its linked op tree, the classified activities, the taxonomy and the options): it calls nothing
 back, and the :class:`~nongemm_trace.pipeline.analysis.Analysis` keeps its result per option set, so
