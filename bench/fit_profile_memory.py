@@ -1,6 +1,6 @@
 """The ``profile_memory`` factor of the profiler-overhead model, from captures with and without it.
 
-    python3 bench/fit_profile_memory.py DIR [--toml]
+    python3 bench/fit_profile_memory.py DIR [--toml] [--brackets]
 
 DIR holds bench/capture_recipe.py's captures and their ``truth.json``: every ``__memory`` capture (the
 ``profile_memory=True`` setting) beside its plain twin, the same configuration profiled a few seconds
@@ -11,6 +11,12 @@ minute, and the memory captures came last). Per pair: (op + wrapper host time pe
 plain) / (launch time per step, memory over plain); the factor on the ``op`` and ``wrapper`` shares that
 remain without the profiler is 1 over the median of the pairs. Fit on the first H100 set only
 (sample_traces/recipe_h100); docs/latency.md checks it on the second.
+
+``--brackets`` (captures with ``bracket_us``: one unprofiled round right before and right after each
+capture's window) fits the factor on the truth at each capture's own moment instead of the launch calls'
+drift: per pair, the factor that gives the memory capture's estimate the same error against its brackets
+as the plain twin's estimate has against its own (so that the plain model's own error on that loop is not
+charged to ``profile_memory``); the factor is the median over the pairs.
 """
 from __future__ import annotations
 
@@ -26,8 +32,11 @@ import polars as pl
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 warnings.filterwarnings("ignore")
 
+from dataclasses import replace  # noqa: E402
+
 from nongemm_trace.analyses.latency import graph_of  # noqa: E402
-from nongemm_trace.analyses.latency.replay import measured_piece_lengths  # noqa: E402
+from nongemm_trace.analyses.latency.replay import measured_piece_lengths, measured_timeline  # noqa: E402
+from nongemm_trace.analyses.latency.unprofiled import model_for, profiler_settings, without_profiler  # noqa: E402
 
 
 def host_by_kind(path: str) -> dict[str, float]:
@@ -40,6 +49,38 @@ def host_by_kind(path: str) -> dict[str, float]:
     n = max(g.steps.height, 1)
     t = pl.DataFrame({"kind": g.pieces["kind"], "len": lengths}).filter(pl.Series(inside))
     return {k: v / n for k, v in t.group_by("kind").agg(pl.col("len").sum()).iter_rows()}
+
+
+class Estimate:
+    """One trace's step without the profiler (us, the mean over its kept steps) under a profile_memory
+    factor: the trace loaded and its graph built once, replayed per factor."""
+
+    def __init__(self, path: str) -> None:
+        analysis, self.g, sel, _ = graph_of(path)
+        self.ctx = analysis.context()
+        tl = measured_timeline(self.g)
+        self.steps = tl.steps.filter(pl.col("step") >= sel.steps_skipped)
+        ops = self.ctx.linked().ops
+        shapes = "input_dims" in ops.columns and bool(ops["input_dims"].is_not_null().any())
+        self.base = model_for({**profiler_settings(self.ctx.trace().metadata, shapes), "profile_memory": False})
+
+    def __call__(self, factor: float) -> float:
+        remains = {k: v * (factor if k in ("op", "wrapper") else 1.0) for k, v in self.base.remains.items()}
+        un = without_profiler(self.ctx, self.g, self.steps, model=replace(self.base, remains=remains))
+        walls = un.timeline.steps.filter(pl.col("step").is_in(self.steps["step"].implode()))["wall"]
+        return float(walls.mean()) / 1000.0  # type: ignore[arg-type]
+
+
+def bracket_factor(folder: str, name: str, twin: str, truth: dict) -> float:
+    """The factor that gives ``name`` (a memory capture) its plain twin's error against the brackets."""
+    plain_err = Estimate(os.path.join(folder, twin))(1.0) / statistics.fmean(truth[twin]["bracket_us"])
+    goal = plain_err * statistics.fmean(truth[name]["bracket_us"])
+    est = Estimate(os.path.join(folder, name))
+    lo, hi = 0.3, 1.5  # the estimate grows with the factor (more of the ops' time remains)
+    for _ in range(14):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if est(mid) < goal else (lo, mid)
+    return (lo + hi) / 2
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -57,6 +98,13 @@ def main(argv: list[str] | None = None) -> int:
         twin = next((n for n, u in truth.items() if u["workload"] == t["workload"] and u["variant"] == t["variant"]
                      and u["setting"] == "plain"), None)
         if twin is None:
+            continue
+        if "--brackets" in args:
+            if not (t.get("bracket_us") and truth[twin].get("bracket_us")):
+                continue
+            f = bracket_factor(folder, name, twin, truth)
+            ratios.append(1 / f)
+            print(f"{name}: op and wrapper remains x{f:.3f} for its plain twin's error against the brackets")
             continue
         m, p = host_by_kind(os.path.join(folder, name)), host_by_kind(os.path.join(folder, twin))
         ops = (m.get("op", 0) + m.get("wrapper", 0)) / (p.get("op", 0) + p.get("wrapper", 0))
