@@ -69,7 +69,7 @@ def replay(g: Graph, act_dur: np.ndarray, piece_dur: np.ndarray, lat: np.ndarray
     lat_v = np.where(launched, np.nan_to_num(lat.astype(np.float64), nan=0.0), 0).astype(np.int64)
     o_lp = o[lp] if len(o) else np.zeros(len(lp), np.int64)
     gseg_lp = gseg[lp] if len(o) else np.zeros(len(lp), np.int64)
-    U = np.where(launched, o_lp + lat_v, _unlaunched_ready(a)) + d - C
+    U = np.where(launched, o_lp + lat_v, _unlaunched_ready(g, d)) + d - C
     act_seg = np.where(launched, gseg_lp, len(W) - 1)
 
     # cross-stream waits (recorded, or on a communication kernel): start >= the awaited end + the delay
@@ -129,7 +129,7 @@ def _assemble(g: Graph, d, E, launch_t, lat_v, gap, launched, t, starts) -> Time
     a = g.acts
     skey = a["skey"].to_numpy()
     S = E - d
-    R = np.where(launched, launch_t + lat_v, _unlaunched_ready(a))
+    R = np.where(launched, launch_t + lat_v, _unlaunched_ready(g, d))
     first = np.r_[True, skey[1:] != skey[:-1]] if len(skey) else np.zeros(0, bool)
     E_prev = np.r_[_NEG, E[:-1]] if len(E) else E
     # the backlog is queued, like a launched activity whose launch came early: the queue sets its start
@@ -148,10 +148,40 @@ def _assemble(g: Graph, d, E, launch_t, lat_v, gap, launched, t, starts) -> Time
     return Timeline(pieces, acts, _sync_times(g, pieces, acts), _step_times(g, pieces, acts))
 
 
-def _unlaunched_ready(a: pl.DataFrame) -> np.ndarray:
-    """When an activity with no launch call could start: its measured start, or for the backlog
-    (:func:`.graph.start_terms`) no earlier bound than its stream's queue."""
-    return np.where(a["backlog"].to_numpy(), _NEG, a["ts"].to_numpy())
+def _unlaunched_ready(g: Graph, d: np.ndarray) -> np.ndarray:
+    """When an activity with no launch call could start (``d``: the replay's durations): for the backlog
+    (:func:`.graph.start_terms`) no earlier bound than its stream's queue; else its measured start, except
+    for the head of a stream's queue when the first step began.
+
+    That head is the first activity of its stream the trace recorded, queued before the first step and
+    starting while that step runs on the host: a loop whose host runs ahead has its device still working
+    through earlier steps' kernels when the profiler's window opens, launched before the profiler recorded
+    launches (or activities), so the head's measured start is where that unrecorded queue ended. That
+    queue is earlier steps' kernels, the same kernels as the head's own backlog, so a replay shortens or
+    lengthens it as it does that backlog: the head's delay after the first step's start scales by the
+    ratio of the backlog's (head included) replayed to measured device time. Held at its measured time
+    instead, the head would keep a device made faster busy with old work into the first step, and that
+    step's period would lose the host time it ran beside it. With the measured durations the ratio is 1
+    and every start is the measured one."""
+    ts = g.acts["ts"].to_numpy()
+    backlog = g.acts["backlog"].to_numpy()
+    ready = np.where(backlog, _NEG, ts)
+    if g.steps.height == 0 or len(ts) == 0:
+        return ready
+    skey = g.acts["skey"].to_numpy()
+    first = np.r_[True, skey[1:] != skey[:-1]]
+    w0, w1 = int(g.steps["ts"].min()), int(g.steps.sort("ts")["end"][0])  # type: ignore[arg-type]
+    heads = np.flatnonzero(first & g.acts["lp"].is_null().to_numpy() & ~backlog & (ts > w0) & (ts < w1))
+    if heads.size == 0:
+        return ready
+    group = np.cumsum(~backlog | first) - 1  # a head and the backlog queued behind it
+    replayed = np.bincount(group, weights=d)
+    measured = np.bincount(group, weights=g.acts["dur"].to_numpy())
+    hg = group[heads]
+    ratio = np.where(measured[hg] > 0, replayed[hg] / np.maximum(measured[hg], 1), 1.0)
+    moved = ratio != 1.0
+    ready[heads[moved]] = w0 + np.round((ts[heads[moved]] - w0) * ratio[moved]).astype(np.int64)
+    return ready
 
 
 def _stream_cumsum(skey: np.ndarray, x: np.ndarray) -> np.ndarray:
