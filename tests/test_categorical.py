@@ -99,6 +99,27 @@ def test_thread_numbers_depend_on_the_rows_alone():
     assert held.len() == 3
 
 
+def test_thread_numbers_by_table_equal_a_replacement():
+    """The numbers gathered from a table indexed by code equal a replacement's (null numbered too),
+    also where the codes lie too far apart for a table (the replacement then)."""
+    a = pl.Series("a", ["x", None, "y", "x", None])
+    b = pl.Series("b", ["y", "z", None], dtype=pl.Categorical)
+
+    def replaced(*cols):
+        codes = [c.cast(pl.Categorical).to_physical() for c in cols]
+        seen = pl.concat(codes).unique(maintain_order=True)
+        numbers = pl.int_range(seen.len(), dtype=pl.UInt32, eager=True)
+        return [c.replace_strict(seen, numbers, return_dtype=pl.UInt32).to_list() for c in codes]
+
+    want = replaced(a, b)
+    assert want == [[0, 1, 2, 0, 1], [2, 3, 1]]
+    assert [s.to_list() for s in appearance_codes(a, b)] == want
+    far = pl.Series([f"far{i}" for i in range(70_000)], dtype=pl.Categorical)  # pushes the next codes up
+    c = pl.Series("c", ["late", None, "late2"])
+    assert [s.to_list() for s in appearance_codes(c, a)] == replaced(c, a)
+    assert far.len() == 70_000
+
+
 def test_int_of_text_reads_text_and_codes():
     df = pl.DataFrame({"pid": ["1", "x", None, "1"]})
     for d in (df, df.with_columns(pl.col("pid").cast(pl.Categorical))):

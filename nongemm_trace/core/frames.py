@@ -69,7 +69,19 @@ def appearance_codes(*columns: pl.Series) -> list[pl.Series]:
     codes = [c.cast(pl.Categorical).to_physical() for c in columns]
     seen = pl.concat(codes).unique(maintain_order=True)
     numbers = pl.int_range(seen.len(), dtype=pl.UInt32, eager=True)
-    return [c.replace_strict(seen, numbers, return_dtype=pl.UInt32).alias(col.name) for c, col in zip(codes, columns)]
+    # a table indexed by categorical code, gathered by each row's code: a lookup by position where a
+    # replacement hashed every row's code to find its number; a null (no code) is numbered too
+    known = seen.drop_nulls()
+    top = int_scalar(known.max() or 0)
+    if top > 2 * sum(c.len() for c in codes) + (1 << 16):  # codes spread far (a process of many texts)
+        return [c.replace_strict(seen, numbers, return_dtype=pl.UInt32).alias(col.name)
+                for c, col in zip(codes, columns)]
+    table = pl.repeat(None, top + 1, dtype=pl.UInt32, eager=True).scatter(known, numbers.filter(seen.is_not_null()))
+    null_number = seen.is_null().arg_true()
+    out = [table.gather(c) for c in codes]
+    if null_number.len():
+        out = [o.fill_null(null_number.cast(pl.UInt32)[0]) for o in out]
+    return [o.alias(col.name) for o, col in zip(out, columns)]
 
 
 def as_text(df: pl.DataFrame) -> pl.DataFrame:
