@@ -48,9 +48,29 @@ def per_value(df: pl.DataFrame, col: str, fn: Any, dtype: Any) -> pl.Expr:
     distinct value and mapped back (``col`` text or categorical: no text copy of every row)."""
     uniq = df.select(pl.col(col).unique()).to_series()
     got = pl.DataFrame({col: uniq.cast(pl.String)}).select(fn(pl.col(col)).cast(dtype)).to_series()
-    if uniq.dtype == pl.Categorical:  # mapped back by code: a hash of integers, not of every distinct text
-        return pl.col(col).to_physical().replace_strict(uniq.to_physical(), got, default=None, return_dtype=dtype)
+    if uniq.dtype == pl.Categorical:  # mapped back by code: integers, not every distinct text
+        return _by_code(col, uniq.to_physical(), got, dtype, df.height)
     return pl.col(col).replace_strict(uniq, got, default=None, return_dtype=dtype)
+
+
+def _by_code(col: str, codes: pl.Series, got: pl.Series, dtype: Any, rows: int) -> pl.Expr:
+    """:func:`per_value`'s mapping back for a categorical ``col``: ``got`` (the answer for each of the
+    distinct ``codes``) written into a table indexed by code, and each row's answer gathered from it
+    by its code (a lookup by position, where a replacement hashed every row's code); a null row
+    takes the null value's answer, as the replacement gives it. Codes spread far (a process that
+    holds many categorical texts) keep the replacement: the table would outgrow the column."""
+    known = codes.drop_nulls()
+    top = int_scalar(known.max() or 0)
+    if top > 2 * rows + (1 << 16):
+        return pl.col(col).to_physical().replace_strict(codes, got, default=None, return_dtype=dtype)
+    table = pl.repeat(None, top + 1, dtype=dtype, eager=True).alias(col)
+    if known.len():
+        table = table.scatter(known, got.filter(codes.is_not_null()))
+    out = pl.lit(table).gather(pl.col(col).to_physical())
+    at_null = got.filter(codes.is_null())
+    if at_null.len() and at_null[0] is not None:
+        out = pl.when(pl.col(col).is_null()).then(pl.lit(at_null[0], dtype)).otherwise(out)
+    return out.alias(col)
 
 
 def int_of_text(df: pl.DataFrame, col: str) -> pl.Expr:
