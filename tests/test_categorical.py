@@ -99,6 +99,52 @@ def test_thread_numbers_depend_on_the_rows_alone():
     assert held.len() == 3
 
 
+def test_thread_numbers_by_table_equal_a_replacement():
+    """The numbers gathered from a table indexed by code equal a replacement's (null numbered too),
+    also where the codes lie too far apart for a table (the replacement then)."""
+    a = pl.Series("a", ["x", None, "y", "x", None])
+    b = pl.Series("b", ["y", "z", None], dtype=pl.Categorical)
+
+    def replaced(*cols):
+        codes = [c.cast(pl.Categorical).to_physical() for c in cols]
+        seen = pl.concat(codes).unique(maintain_order=True)
+        numbers = pl.int_range(seen.len(), dtype=pl.UInt32, eager=True)
+        return [c.replace_strict(seen, numbers, return_dtype=pl.UInt32).to_list() for c in codes]
+
+    want = replaced(a, b)
+    assert want == [[0, 1, 2, 0, 1], [2, 3, 1]]
+    assert [s.to_list() for s in appearance_codes(a, b)] == want
+    far = pl.Series([f"far{i}" for i in range(70_000)], dtype=pl.Categorical)  # pushes the next codes up
+    c = pl.Series("c", ["late", None, "late2"])
+    assert [s.to_list() for s in appearance_codes(c, a)] == replaced(c, a)
+    assert far.len() == 70_000
+
+
+def test_per_value_by_code_equals_a_replacement():
+    """A categorical column's answers gathered from a table indexed by code equal a replacement's
+    (null rows take the null value's answer; empty columns; answers of several types), also where
+    the codes lie too far apart for a table."""
+    from nongemm_trace.core.frames import per_value
+
+    def replaced(df, col, fn, dtype):
+        uniq = df.select(pl.col(col).unique()).to_series()
+        got = pl.DataFrame({col: uniq.cast(pl.String)}).select(fn(pl.col(col)).cast(dtype)).to_series()
+        return pl.col(col).to_physical().replace_strict(uniq.to_physical(), got, default=None, return_dtype=dtype)
+
+    fns = [(lambda e: e.str.contains("mm"), pl.Boolean), (lambda e: e.cast(pl.Int64, strict=False), pl.Int64),
+           (lambda e: e.str.replace(r"^.*::", ""), pl.String), (lambda e: e.fill_null("none"), pl.String)]
+    names = ["aten::mm", None, "12", "x::y", "aten::mm", "7", None, "ProfilerStep#3"]
+    for far in (False, True):
+        if far:
+            held = pl.Series([f"far{i}" for i in range(70_000)], dtype=pl.Categorical)  # later codes past 70,000
+            names = [n and n + "!" for n in names]
+        df = pl.DataFrame({"name": pl.Series(names).cast(pl.Categorical)})
+        for d in (df, df.head(0), df.drop_nulls(), df.filter(pl.col("name").is_null())):
+            for fn, dtype in fns:
+                assert d.select(per_value(d, "name", fn, dtype)).equals(d.select(replaced(d, "name", fn, dtype)))
+    assert held.len() == 70_000
+
+
 def test_int_of_text_reads_text_and_codes():
     df = pl.DataFrame({"pid": ["1", "x", None, "1"]})
     for d in (df, df.with_columns(pl.col("pid").cast(pl.Categorical))):

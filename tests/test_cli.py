@@ -201,6 +201,18 @@ def test_report_to_pandas_on_a_real_trace():
     assert int(frames["categories"]["time_ns"].sum()) == rep.gpu_time_ns
 
 
+def test_analyze_imports_no_numpy(tmp_path):
+    """``analyze`` works on polars alone: numpy's import is CPU time and memory every run would pay
+    (a numpy round trip in the name matcher once pulled it in); the commands that need it import it
+    where they use it."""
+    code = ("import sys; from nongemm_trace import cli; "
+            f"cli.main(['analyze', {str(BERT)!r}, '--format', 'json', '-o', {str(tmp_path / 'o.json')!r}, '--quiet']); "
+            "print('numpy' in sys.modules)")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=SAMPLES.parent)  # this tree's package, not an installed one
+    assert run.stdout.split()[-1] == "False"
+
+
 def test_cli_sets_the_allocator_before_polars_loads(tmp_path):
     """jemalloc reads its configuration once, when polars is first imported: the command line
     must set it before that, so importing it must not import polars; a user's value wins."""

@@ -169,6 +169,29 @@ def test_xpu_runtime_launches_link(tmp_path):
     assert rep.kernels["launch_op"].to_list() == ["aten::mm"]
 
 
+def test_a_reused_correlation_id_is_counted_and_the_earliest_call_used(tmp_path):
+    """Two launch calls with one correlation id: one duplicate counted (the distinct ids are the
+    calls kept), the kernel linked to the earlier call's op."""
+    import json
+
+    from nongemm_trace.link import link
+    doc = {"traceEvents": [
+        {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 0, "dur": 10, "args": {}},
+        {"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1, "tid": 1, "ts": 20, "dur": 10, "args": {}},
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 2, "dur": 1,
+         "args": {"correlation": 9}},
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 22, "dur": 1,
+         "args": {"correlation": 9}},
+        {"ph": "X", "cat": "kernel", "name": "gemm_kernel", "pid": 0, "tid": 7, "ts": 40, "dur": 3,
+         "args": {"correlation": 9, "device": 0, "stream": 7}}]}
+    p = tmp_path / "dup.json"
+    p.write_text(json.dumps(doc))
+    linked = link(load_trace(p))
+    assert [(a.code, a.count) for a in linked.anomalies if a.code == "duplicate_correlation"] == \
+        [("duplicate_correlation", 1)]
+    assert nongemm_trace.analyze(p).kernels["launch_op"].to_list() == ["aten::mm"]
+
+
 def test_tree_sweep_queries_equal_innermost_containing():
     """The launch calls answered inside the op-tree sweep get the same ops as a separate sweep."""
     trace = load_trace(shared("h200", "bert_base_train_bs8_s128__eager.json.gz"))

@@ -86,6 +86,8 @@ def any_match(patterns: AnyPattern, names: pl.Series) -> pl.Series:
         slow = list(map(bool, map(patterns.joined.search, rest)))
     else:
         slow = [patterns.any(n) for n in rest]
-    out = fast.to_numpy().copy()
-    out[(~plain).to_numpy()] = slow
-    return pl.Series(names.name, out, dtype=pl.Boolean)
+    # the slow answers scattered into the fast ones by polars: a numpy round trip here was what
+    # imported numpy into every ``analyze`` (its import time and memory, for one assignment)
+    if rest:
+        fast = fast.scatter((~plain).arg_true(), pl.Series(slow, dtype=pl.Boolean))
+    return fast.alias(names.name)

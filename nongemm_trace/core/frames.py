@@ -48,9 +48,29 @@ def per_value(df: pl.DataFrame, col: str, fn: Any, dtype: Any) -> pl.Expr:
     distinct value and mapped back (``col`` text or categorical: no text copy of every row)."""
     uniq = df.select(pl.col(col).unique()).to_series()
     got = pl.DataFrame({col: uniq.cast(pl.String)}).select(fn(pl.col(col)).cast(dtype)).to_series()
-    if uniq.dtype == pl.Categorical:  # mapped back by code: a hash of integers, not of every distinct text
-        return pl.col(col).to_physical().replace_strict(uniq.to_physical(), got, default=None, return_dtype=dtype)
+    if uniq.dtype == pl.Categorical:  # mapped back by code: integers, not every distinct text
+        return _by_code(col, uniq.to_physical(), got, dtype, df.height)
     return pl.col(col).replace_strict(uniq, got, default=None, return_dtype=dtype)
+
+
+def _by_code(col: str, codes: pl.Series, got: pl.Series, dtype: Any, rows: int) -> pl.Expr:
+    """:func:`per_value`'s mapping back for a categorical ``col``: ``got`` (the answer for each of the
+    distinct ``codes``) written into a table indexed by code, and each row's answer gathered from it
+    by its code (a lookup by position, where a replacement hashed every row's code); a null row
+    takes the null value's answer, as the replacement gives it. Codes spread far (a process that
+    holds many categorical texts) keep the replacement: the table would outgrow the column."""
+    known = codes.drop_nulls()
+    top = int_scalar(known.max() or 0)
+    if top > 2 * rows + (1 << 16):
+        return pl.col(col).to_physical().replace_strict(codes, got, default=None, return_dtype=dtype)
+    table = pl.repeat(None, top + 1, dtype=dtype, eager=True).alias(col)
+    if known.len():
+        table = table.scatter(known, got.filter(codes.is_not_null()))
+    out = pl.lit(table).gather(pl.col(col).to_physical())
+    at_null = got.filter(codes.is_null())
+    if at_null.len() and at_null[0] is not None:
+        out = pl.when(pl.col(col).is_null()).then(pl.lit(at_null[0], dtype)).otherwise(out)
+    return out.alias(col)
 
 
 def int_of_text(df: pl.DataFrame, col: str) -> pl.Expr:
@@ -69,7 +89,19 @@ def appearance_codes(*columns: pl.Series) -> list[pl.Series]:
     codes = [c.cast(pl.Categorical).to_physical() for c in columns]
     seen = pl.concat(codes).unique(maintain_order=True)
     numbers = pl.int_range(seen.len(), dtype=pl.UInt32, eager=True)
-    return [c.replace_strict(seen, numbers, return_dtype=pl.UInt32).alias(col.name) for c, col in zip(codes, columns)]
+    # a table indexed by categorical code, gathered by each row's code: a lookup by position where a
+    # replacement hashed every row's code to find its number; a null (no code) is numbered too
+    known = seen.drop_nulls()
+    top = int_scalar(known.max() or 0)
+    if top > 2 * sum(c.len() for c in codes) + (1 << 16):  # codes spread far (a process of many texts)
+        return [c.replace_strict(seen, numbers, return_dtype=pl.UInt32).alias(col.name)
+                for c, col in zip(codes, columns)]
+    table = pl.repeat(None, top + 1, dtype=pl.UInt32, eager=True).scatter(known, numbers.filter(seen.is_not_null()))
+    null_number = seen.is_null().arg_true()
+    out = [table.gather(c) for c in codes]
+    if null_number.len():
+        out = [o.fill_null(null_number.cast(pl.UInt32)[0]) for o in out]
+    return [o.alias(col.name) for o, col in zip(out, columns)]
 
 
 def as_text(df: pl.DataFrame) -> pl.DataFrame:
@@ -131,13 +163,17 @@ def is_row_index(s: pl.Series) -> bool:
     n = s.len()
     if n == 0 or s.null_count() or not s.dtype.is_integer() or not (s[0] == 0 and s[n - 1] == n - 1):
         return False
-    # block by block (each overlapping the next by a row): the differences of the whole column at once
-    # were 15 bytes a row of scratch memory, asked for by every fast path, at the measure stage's peak
-    return all(bool((s.slice(lo, _ROW_BLOCK + 1).diff().drop_nulls() == 1).all()) for lo in range(0, n, _ROW_BLOCK))
+    # one pass a block: each block against its row numbers in one expression (the comparison and its
+    # test fused): the differences of the whole column at once were 15 bytes a row of scratch memory,
+    # asked for by every fast path at the measure stage's peak, and the differences block by block
+    # took four passes over a block (and four calls into polars) where one does
+    dtype: Any = s.dtype  # an integer type (checked above), as polars' typing wants it
+    return all(pl.select((pl.lit(s.slice(lo, _ROW_BLOCK)) == pl.int_range(lo, min(lo + _ROW_BLOCK, n), dtype=dtype))
+                         .all()).item() for lo in range(0, n, _ROW_BLOCK))
 
 
-#: rows per block of :func:`is_row_index`'s check
-_ROW_BLOCK = 1 << 16
+#: rows per block of :func:`is_row_index`'s check (its row numbers' scratch memory: a few MB at most)
+_ROW_BLOCK = 1 << 18
 
 
 def _scatter_columns(df: pl.DataFrame, right: pl.DataFrame, key: str) -> pl.DataFrame:

@@ -83,10 +83,13 @@ def _attach_launches(trace: Trace, found: list[Anomaly]) -> pl.DataFrame:
     la = trace.launches.filter(pl.col("correlation").is_not_null())
     wanted = acts.select(pl.col("correlation").drop_nulls().unique())
     la = la.join(wanted, on="correlation", how="semi")
-    dup = la.height - la.select(pl.col("correlation").n_unique()).item() if la.height else 0
+    calls = la.height
+    la = la.sort(["correlation", "ts_ns", "tid", "name"]).unique(subset=["correlation"], keep="first")
+    # the calls kept are one per distinct id: their count is the distinct count (no hashing of the ids
+    # a second time to count them)
+    dup = calls - la.height
     _note(found, "duplicate_correlation", dup,
           f"{dup} launch calls reuse a correlation id already taken; the earliest one was used")
-    la = la.sort(["correlation", "ts_ns", "tid", "name"]).unique(subset=["correlation"], keep="first")
     # the launch call's columns that later stages read (its end is ts + dur, and its External id is read
     # by _attach_ops alone, through launch_id: neither is held per activity, 16 bytes a row each)
     la = la.select(

@@ -135,8 +135,11 @@ def _forward_passes(ops: pl.DataFrame, rule: dict[str, Any], captures: pl.DataFr
     if not ops.select(is_emb.any()).item():  # most traces: no embedding, no forward pass to find
         return pl.DataFrame(schema=_ITERATION)
     is_compute = per_value(ops, "op_category", lambda e: e.is_in(compute), pl.Boolean)
-    marks = ops.filter(is_emb | is_compute).select(
-        "ts_ns", "pid", "tid", is_emb.alias("emb"), pl.col("input_dims").cast(pl.String)).sort("ts_ns")
+    # the columns read selected before the rows are filtered: a filter of the whole op table copies
+    # every one of its columns for the rows kept (every GEMM and embedding call)
+    marks = ops.select("ts_ns", "pid", "tid", is_emb.alias("emb"), is_compute.alias("_compute"),
+                       "input_dims").filter(pl.col("emb") | pl.col("_compute")).select(
+        "ts_ns", "pid", "tid", "emb", pl.col("input_dims").cast(pl.String)).sort("ts_ns")
     opens = marks.filter(pl.col("emb") & ~pl.col("emb").shift(1, fill_value=False))
     if captures is not None and captures.height:
         opens = opens.filter(~_inside(opens, captures))
@@ -145,7 +148,8 @@ def _forward_passes(ops: pl.DataFrame, rule: dict[str, Any], captures: pl.DataFr
     # the indices are the embedding's second input: [[vocab, dim], [batch, tokens], ...]
     dims = pl.col("input_dims").str.replace_all(r"\s", "").str.extract(r"^\[\[\d+,\d+\],\[(\d+(?:,\d+)*)\]", 1)
     shape = opens.with_columns(dims.str.split(",").cast(pl.List(pl.Int64)).alias("shape"))
-    last = ops.filter(pl.col("ts_ns") >= shape["ts_ns"].max(), pl.col("tid") == shape["tid"][-1])["end_ns"].max()
+    last = ops.select("ts_ns", "tid", "end_ns").filter(pl.col("ts_ns") >= shape["ts_ns"].max(),
+                                                      pl.col("tid") == shape["tid"][-1])["end_ns"].max()
     shape = shape.with_columns(
         pl.when(pl.col("shape").list.len() == 2).then(pl.col("shape").list.first()).alias("batch"),
         pl.col("shape").list.last().alias("query"),

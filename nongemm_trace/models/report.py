@@ -101,9 +101,10 @@ def _periods_us(ns_values: pl.Series) -> list[float]:
     is ``v / 1000`` itself (its ulp far below 0.001), the same double."""
     lo, hi = (ns_values.min(), ns_values.max()) if ns_values.dtype.is_integer() else (None, None)
     if isinstance(lo, int) and isinstance(hi, int) and -(1 << 50) < lo and hi < (1 << 50):
-        import numpy as np
-
-        return (ns_values.cast(pl.Int64).to_numpy().astype(np.float64) / 1000.0).tolist()
+        # by polars (no numpy import on ``analyze``'s path), and by a column of divisors: polars divides
+        # by a scalar as a product with its reciprocal, which rounds some quotients otherwise
+        thousands = pl.repeat(1000.0, ns_values.len(), dtype=pl.Float64, eager=True)
+        return (ns_values.cast(pl.Int64).cast(pl.Float64) / thousands).to_list()
     return [_us(v) for v in ns_values.to_list()]
 
 

@@ -103,6 +103,8 @@ def as_codes(key: str, df: pl.DataFrame, tally: Tally) -> pl.DataFrame:
 #: torch.profiler's step ranges: ``ProfilerStep#N``, one name per step (a number past 18 digits, which no
 #: loop reaches, keeps its own name: it would not fit the Int64 ``step_number``)
 STEP_NAME = r"^ProfilerStep#(\d{1,18})$"
+#: the literal start of every name :data:`STEP_NAME` matches
+STEP_PREFIX = "ProfilerStep#"
 
 
 def step_numbers(ops: pl.DataFrame) -> pl.DataFrame:
@@ -110,9 +112,16 @@ def step_numbers(ops: pl.DataFrame) -> pl.DataFrame:
     (null elsewhere). A categorical text lives as long as the process, and a trace of a million steps
     has a million such names (110 MB of texts, and every table keyed by name a million rows long);
     the steps keep their names (:func:`nongemm_trace.metrics.steps.find_steps` writes them back)."""
-    number = pl.col("name").str.extract(STEP_NAME, 1).cast(pl.Int64)
     if ops.height == 0 or "name" not in ops.columns:
         return ops.with_columns(pl.lit(None, pl.Int64).alias("step_number"))
+    # the regular expression only on the rows that start with the literal prefix: a comparison of a
+    # few bytes a row rules out nearly every op (a chunk holds a step or two among thousands), where
+    # the expression searched every name
+    rows = ops.select(pl.col("name").str.starts_with(STEP_PREFIX)).to_series().arg_true()
+    if rows.len() == 0:
+        return ops.with_columns(pl.lit(None, pl.Int64).alias("step_number"))
+    found = ops["name"].gather(rows).str.extract(STEP_NAME, 1).cast(pl.Int64)
+    number = pl.repeat(None, ops.height, dtype=pl.Int64, eager=True).scatter(rows, found)
     return ops.with_columns(number.alias("step_number")).with_columns(
         pl.when(pl.col("step_number").is_not_null()).then(pl.lit(STEP_OP)).otherwise(pl.col("name")).alias("name"))
 
