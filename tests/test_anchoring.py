@@ -5,6 +5,8 @@ On the bundled samples with unprofiled rounds (device-bound ResNet-50, host-boun
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from conftest import SAMPLES
 
@@ -71,3 +73,22 @@ def test_a_device_bound_estimate_the_device_cannot_explain_calibrates_the_host()
     assert w["unprofiled"]["calibration_k"] > 1.0
     assert 0.8 <= w["unprofiled"]["device_scale"] <= 1.25
     assert w["predicted_unprofiled_step_us"] == pytest.approx(alone["predicted_unprofiled_step_us"], rel=0.1)
+
+
+def test_a_told_step_longer_than_the_profiled_run_is_the_hosts():
+    """H100 recipe capture (set 4) of GPT-2 b1 s16 eager under ``record_shapes``: host-bound, its host
+    faster in the capture's window than over the 7 rounds that timed the real step (7,813 us, longer than
+    the profiled run's 7,778 us). Only a slower host explains that: the host's time takes the difference,
+    not the device's (scaled by 4 to reach it, it made ``--graphs`` told predict 7,486 us where the real
+    graph replay takes 1,979 us and the trace alone predicts 2,006 us)."""
+    path = SAMPLES / "recipe_h100_set4" / "gpt2_bs1_s16__eager__shapes.json.gz"
+    real = json.loads((path.parent / "truth.json").read_text())[path.name]["truth_step_us"]
+    a = Analysis(path)
+    u = latency_analysis(a, unprofiled_step_us=real).unprofiled
+    assert u["step_us"] == pytest.approx(real, rel=1e-3)
+    assert u["host_scale"] > 1.0 and u["device_scale"] == 1.0 and u["calibration_k"] == 1.0
+    assert "host ran slower" in u["note"]
+    alone = whatif_analysis(a, WhatIfParams(graphs=True)).to_dict()["predicted_unprofiled_step_us"]
+    told = whatif_analysis(a, WhatIfParams(graphs=True, unprofiled_step_us=real)).to_dict()
+    assert told["predicted_unprofiled_step_us"] == pytest.approx(alone, rel=0.1)
+    assert told["predicted_unprofiled_step_us"] < real

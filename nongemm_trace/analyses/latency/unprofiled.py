@@ -18,9 +18,11 @@ the one factor ``k`` that makes the replayed step match it (the replay is monoto
 answer is ``measured``; otherwise ``k`` = 1 and it is ``estimated`` from the trace alone.
 
 **Anchoring**: a measured step is a fact, so the unchanged answer equals it. Where the host's
-cost alone cannot reach it (a device-bound loop, or a step longer than the profiled one), the
-device durations are scaled by the one factor ``device_scale`` that matches it (clock and
-contention differ between runs; the replay is monotone in it too), and what the bisections leave
+cost alone cannot reach it, the device durations are scaled by the one factor ``device_scale`` that
+matches it where the device paces the loop (clock and contention differ between runs; the replay is
+monotone in it too), and the host's time by ``host_scale`` where the step is longer than the
+profiled one and the device does not explain it (the host was slower than in the trace's window: a
+host's speed drifts more than a GPU's clocks do); what the bisections leave
 (at most the search range's end) is an exact ``anchor`` factor on every step figure of the run
 without the profiler, the what-if's prediction included. A change that only speeds work up then
 never predicts a step slower than the measured one (:func:`.whatif.predict`).
@@ -61,6 +63,9 @@ K_MAX = 4.0
 _BISECTIONS = 14
 #: the device durations' scale search range (a run's clocks and contention differ, not by more)
 DEVICE_SCALE_RANGE = (0.25, 4.0)
+#: the host's time scale search range, where a measured step longer than the profiled run says the host was
+#: slower than in the trace (1: no slower; the profiler's own cost is already taken out at most)
+HOST_SCALE_RANGE = (1.0, 4.0)
 #: how far two runs of the same kernels on one GPU may differ (its base clock is about 0.8 of its boost
 #: clock): a device-bound estimate is calibrated on the device only where a scale in this band reaches
 #: the measured step; a step the device cannot explain so is the host's
@@ -184,6 +189,7 @@ class Unprofiled:
     calibrated_on: str | None = None  # "host_issue" or "step": the measurement matched
     device_scale: float = 1.0   # the factor on the device durations that matched the measured step
     anchor: float = 1.0         # the exact residual factor on every step figure (measured / replayed)
+    host_scale: float = 1.0     # the factor on the host's time without the profiler that matched the measured step
 
     def anchored(self, column: str) -> pl.Expr:
         """A step figure of a replay of this run (ns) as reported: the anchor applied. The replay's own
@@ -194,7 +200,8 @@ class Unprofiled:
 def unprofiled_summary(un: Unprofiled) -> dict[str, Any]:
     """What a report says of where its unprofiled figures come from."""
     return {"source": un.source, "setting": un.model.setting, "calibration_k": round(un.k, 4),
-            "device_scale": round(un.device_scale, 6), "anchor": round(un.anchor, 6),
+            "device_scale": round(un.device_scale, 6), "host_scale": round(un.host_scale, 6),
+            "anchor": round(un.anchor, 6),
             "measured_step_us": un.measured_step_us, "calibrated_on": un.calibrated_on, "note": un.note,
             "model": f"profiler_overhead.toml [{un.model.setting}], torch {un.model.torch}: {un.model.fit}"}
 
@@ -250,6 +257,7 @@ def without_profiler(ctx: Context, g: Graph, kept_steps: pl.DataFrame, *, step_u
     launches = trace.launches
     kinds = piece_kinds(g, graph_launch_ids(launches))
     cut = removable(g, kinds, measured_piece_lengths(g).astype(np.float64), model)
+    host_work = kinds < len(PIECE_KINDS)  # the pieces a slower host lengthens: not syncs' returns, not waits
     del kinds
     cut = on_side_threads(g, cut, model)
     meta_step, meta_issue = measured_unprofiled(trace.metadata)
@@ -280,9 +288,15 @@ def without_profiler(ctx: Context, g: Graph, kept_steps: pl.DataFrame, *, step_u
         np.subtract(lengths, taken, out=taken)
         return np.rint(taken, out=taken).astype(np.int64), new_lat
 
-    def run(k: float, scale: float = 1.0) -> tuple[Timeline, np.ndarray]:
-        new, new_lat = terms(k)
+    def run(k: float, scale: float = 1.0, host: float = 1.0) -> tuple[Timeline, np.ndarray]:
+        new, new_lat = host_terms(k, host)
         return replay(g, scaled(scale), new, new_lat, gap), new
+
+    def host_terms(k: float, host: float) -> tuple[np.ndarray, np.ndarray]:
+        new, new_lat = terms(k)
+        if host != 1.0:
+            new = np.where(host_work, np.rint(new * host), new).astype(np.int64)
+        return new, new_lat
 
     def scaled(scale: float) -> np.ndarray:
         return d if scale == 1.0 else np.rint(d * scale).astype(np.int64)
@@ -291,13 +305,17 @@ def without_profiler(ctx: Context, g: Graph, kept_steps: pl.DataFrame, *, step_u
         return float(number(tl.steps.filter(pl.col("step").is_in(steps.implode()))["wall"].mean()) or 0.0) / 1000.0
 
     def result(k: float, source: str, measured: float | None, note: str | None = None,
-               on: str | None = None) -> Unprofiled:
-        scale, anchor, why = 1.0, 1.0, None
-        if measured is not None:
+               on: str | None = None, lever: str = "device") -> Unprofiled:
+        scale, host, anchor, why = 1.0, 1.0, 1.0, None
+        if measured is not None and lever == "host":
+            host, anchor, why = _anchor(lambda h: mean_wall(run(k, 1.0, h)[0]), measured, HOST_SCALE_RANGE,
+                                        "host's time")
+        elif measured is not None:
             scale, anchor, why = _anchor(lambda s: mean_wall(run(k, s)[0]), measured)
-        new, new_lat = terms(k)
+        new, new_lat = host_terms(k, host)
         un = Unprofiled(replay(g, scaled(scale), new, new_lat, gap), new, scaled(scale), new_lat, gap, source, k,
-                        model, settings, measured, "; ".join(n for n in (note, why) if n) or None, on, scale, anchor)
+                        model, settings, measured, "; ".join(n for n in (note, why) if n) or None, on, scale, anchor,
+                        host)
         return un
 
     if target is None and issue is None:
@@ -318,7 +336,7 @@ def without_profiler(ctx: Context, g: Graph, kept_steps: pl.DataFrame, *, step_u
         what = f"step {target:,.1f} us"
         goal = target
     lo, hi = wall_at(K_MAX), wall_at(0.0)
-    note = None
+    note, lever = None, "device"
     if issue is None and _device_bound(ctx, g, run(1.0)[0], steps) and _device_reaches(
             lambda scale: mean_wall(run(1.0, scale)[0]), goal):
         # the model's run is paced by the device: a measured step that differs says the device differs
@@ -332,11 +350,14 @@ def without_profiler(ctx: Context, g: Graph, kept_steps: pl.DataFrame, *, step_u
         note = (f"the measured {what} cannot calibrate the host's cost: the step is device-bound whatever the host "
                 f"costs (the model's estimate is kept)")
     elif goal >= hi and issue is None:
-        # a step no shorter than the profiled one says nothing of the host's cost (the device paced it,
-        # or ran slower): the model's estimate is kept, and the anchor matches the step
-        k = 1.0
-        note = (f"the measured {what} is no shorter than the profiled run's: it cannot calibrate the host's cost "
-                f"(the model's estimate is kept)")
+        # a step no shorter than the profiled one, where the host's cost moves the step and the device's
+        # clocks cannot explain it (above): the host ran slower when the step was measured than when the trace
+        # was captured (a host's speed drifts 2x within a minute, a GPU's clocks by a fourth at most); the
+        # model's estimate is kept, and the host's time without the profiler, not the device's, takes the
+        # difference
+        k, lever = 1.0, "host"
+        note = (f"the measured {what} is no shorter than the profiled run's: the host ran slower than in the "
+                f"trace (the model's estimate of the profiler's cost is kept)")
     elif goal >= hi:
         k = 0.0
         note = f"the measured {what} is no shorter than the profiled run's: no profiler time is taken out"
@@ -347,7 +368,7 @@ def without_profiler(ctx: Context, g: Graph, kept_steps: pl.DataFrame, *, step_u
     else:
         k = _bisect(lambda x: wall_at(x) <= goal, 0.0, K_MAX)  # less removed, a longer step
     return result(k, "measured", target if issue is None else meta_step, note,
-                  "step" if issue is None else "host_issue")
+                  "step" if issue is None else "host_issue", lever)
 
 
 def _device_bound(ctx: Context, g: Graph, tl: Timeline, steps: pl.Series) -> bool:
@@ -366,16 +387,18 @@ def _device_reaches(wall_at: Any, goal: float) -> bool:
     return wall_at(lo) <= goal <= wall_at(hi)
 
 
-def _anchor(wall_at: Any, goal: float) -> tuple[float, float, str | None]:
-    """(device scale, anchor, why) that make the replayed mean step (``wall_at(scale)``, us) equal the
-    measured ``goal``: the device durations scaled where the replay misses it by more than the
-    tolerance, the exact residual as the anchor; ``why`` says so when the scale was needed."""
+def _anchor(wall_at: Any, goal: float, search: tuple[float, float] = DEVICE_SCALE_RANGE,
+            what: str = "device durations") -> tuple[float, float, str | None]:
+    """(scale, anchor, why) that make the replayed mean step (``wall_at(scale)``, us) equal the measured
+    ``goal``: ``what`` (the device durations, or the host's time) scaled within ``search`` where the replay
+    misses it by more than the tolerance, the exact residual as the anchor; ``why`` says so when the scale
+    was needed."""
     wall = wall_at(1.0)
     if wall <= 0:
         return 1.0, 1.0, None
     if abs(wall - goal) <= _ANCHOR_TOLERANCE * goal:
         return 1.0, goal / wall, None
-    lo, hi = DEVICE_SCALE_RANGE
+    lo, hi = search
     a, b = (1.0, hi) if wall < goal else (lo, 1.0)
     if (wall_at(b) < goal) if wall < goal else (wall_at(a) > goal):
         scale = b if wall < goal else a  # the range's end: the anchor closes the rest
@@ -383,7 +406,7 @@ def _anchor(wall_at: Any, goal: float) -> tuple[float, float, str | None]:
         scale = _bisect(lambda x: wall_at(x) > goal, a, b)  # longer durations, a longer step
     reached = wall_at(scale)
     anchor = goal / reached if reached > 0 else 1.0
-    return scale, anchor, (f"the replay reaches the measured step {goal:,.1f} us only with the device durations "
+    return scale, anchor, (f"the replay reaches the measured step {goal:,.1f} us only with the {what} "
                            f"scaled by {scale:.3g} (anchor {anchor:.4g})")
 
 
