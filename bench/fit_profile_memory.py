@@ -9,14 +9,15 @@ lengthens the ops' and wrappers' own host time; launch calls do not allocate, so
 the twins is the host's own drift (the H100 recipe captures' host changed speed by up to 1.7x within a
 minute, and the memory captures came last). Per pair: (op + wrapper host time per step, memory over
 plain) / (launch time per step, memory over plain); the factor on the ``op`` and ``wrapper`` shares that
-remain without the profiler is 1 over the median of the pairs. Fit on the first H100 set only
-(sample_traces/recipe_h100); docs/latency.md checks it on the second.
+remain without the profiler is 1 over the median of the pairs.
 
 ``--brackets`` (captures with ``bracket_us``: one unprofiled round right before and right after each
 capture's window) fits the factor on the truth at each capture's own moment instead of the launch calls'
 drift: per pair, the factor that gives the memory capture's estimate the same error against its brackets
 as the plain twin's estimate has against its own (so that the plain model's own error on that loop is not
-charged to ``profile_memory``); the factor is the median over the pairs.
+charged to ``profile_memory``); the factor is the median over the pairs. The model's factor is this mode's
+answer on H100 recipe set 4 (``sample_traces/recipe_h100_set4``); docs/latency.md checks it on set 5 and
+the H200 sets.
 """
 from __future__ import annotations
 
@@ -86,7 +87,7 @@ def bracket_factor(folder: str, name: str, twin: str, truth: dict) -> float:
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if not args or not os.path.exists(os.path.join(args[0], "truth.json")):
-        print("usage: fit_profile_memory.py DIR [--toml] (DIR with truth.json)", file=sys.stderr)
+        print("usage: fit_profile_memory.py DIR [--toml] [--brackets] (DIR with truth.json)", file=sys.stderr)
         return 2
     folder = args[0]
     with open(os.path.join(folder, "truth.json")) as fh:
@@ -117,7 +118,8 @@ def main(argv: list[str] | None = None) -> int:
     factor = 1 / statistics.median(ratios)
     print(f"median x{statistics.median(ratios):.3f} -> op and wrapper remains x {factor:.3f}")
     if "--toml" in args:
-        print(f'[profile_memory]\nfit = "{len(ratios)} capture pairs, {os.path.basename(os.path.normpath(folder))}"\n'
+        where = os.path.basename(os.path.normpath(folder)) + (" (brackets)" if "--brackets" in args else "")
+        print(f'[profile_memory]\nfit = "{len(ratios)} capture pairs, {where}"\n'
               f"[profile_memory.remains]\nop = {factor:.3f}\nwrapper = {factor:.3f}")
     return 0
 
