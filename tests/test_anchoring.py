@@ -92,3 +92,17 @@ def test_a_told_step_longer_than_the_profiled_run_is_the_hosts():
     told = whatif_analysis(a, WhatIfParams(graphs=True, unprofiled_step_us=real)).to_dict()
     assert told["predicted_unprofiled_step_us"] == pytest.approx(alone, rel=0.1)
     assert told["predicted_unprofiled_step_us"] < real
+
+
+def test_a_host_paced_step_the_device_cannot_explain_leaves_the_device_alone():
+    """H200 ResNet-18 b1 eager under ``record_shapes`` (sample_traces/unprofiled, a synchronize per step):
+    calibrated on its rounds' host issue time, the replay is 1.3 % longer than the measured step. The
+    device, which does not pace the step, once took the difference: scaled to a quarter of its durations
+    (the search range's end), so that ``--graphs`` predicted 256 us for a graph replay measured at 492 us.
+    The anchor closes it alone, and the graph replay's device stays the trace's."""
+    a = Analysis(SAMPLES / "unprofiled" / "resnet18_bs1__eager__shapes.json.gz")
+    w = whatif_analysis(a, WhatIfParams(graphs=True)).to_dict()
+    u = w["unprofiled"]
+    assert u["source"] == "measured" and u["device_scale"] == 1.0 and u["anchor"] < 1.0
+    assert w["unprofiled_step_us"] == pytest.approx(u["measured_step_us"], rel=1e-3)
+    assert w["predicted_unprofiled_step_us"] == pytest.approx(492.5, rel=0.1)  # the graph run's rounds

@@ -311,7 +311,16 @@ def without_profiler(ctx: Context, g: Graph, kept_steps: pl.DataFrame, *, step_u
             host, anchor, why = _anchor(lambda h: mean_wall(run(k, 1.0, h)[0]), measured, HOST_SCALE_RANGE,
                                         "host's time")
         elif measured is not None:
-            scale, anchor, why = _anchor(lambda s: mean_wall(run(k, s)[0]), measured)
+            def wall_of(s: float) -> float:
+                return mean_wall(run(k, s)[0])
+            if _device_bound(ctx, g, run(k)[0], steps) or _device_reaches(wall_of, measured):
+                scale, anchor, why = _anchor(wall_of, measured)
+            else:
+                # a host-paced step the device's clocks cannot explain: scaling the device to reach it would
+                # take the durations far past any clock difference (a quarter of them to shave 1 % off a
+                # host-bound ResNet-18 step), and every what-if would inherit that device; the anchor closes it
+                wall = wall_of(1.0)
+                anchor = measured / wall if wall > 0 else 1.0
         new, new_lat = host_terms(k, host)
         un = Unprofiled(replay(g, scaled(scale), new, new_lat, gap), new, scaled(scale), new_lat, gap, source, k,
                         model, settings, measured, "; ".join(n for n in (note, why) if n) or None, on, scale, anchor,
