@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import functools
 import sys
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
@@ -42,6 +42,7 @@ import polars as pl
 from ...core.frames import number
 from ...errors import OptionError
 from ...models.latency import bound_of
+from .anchoring import HOST_SCALE_RANGE, anchor_on, bisect, device_bound, device_reaches
 from .graph import Graph, graph_launch_ids, graph_replayed
 from .path import attribute
 from .pieces import KIND
@@ -58,20 +59,8 @@ PIECE_KINDS = ("op", "wrapper", "gap", "launch", "call", "graph_launch")
 KIND_CODES = PIECE_KINDS + ("sync", "wait", "unknown")
 #: a measured step or issue time past this (us: about 11.6 days) is no measurement of a step
 _MAX_STEP_US = 1e12
-#: the calibration factor's search range and its bisection steps
+#: the calibration factor's search range
 K_MAX = 4.0
-_BISECTIONS = 14
-#: the device durations' scale search range (a run's clocks and contention differ, not by more)
-DEVICE_SCALE_RANGE = (0.25, 4.0)
-#: the host's time scale search range, where a measured step longer than the profiled run says the host was
-#: slower than in the trace (1: no slower; the profiler's own cost is already taken out at most)
-HOST_SCALE_RANGE = (1.0, 4.0)
-#: how far two runs of the same kernels on one GPU may differ (its base clock is about 0.8 of its boost
-#: clock): a device-bound estimate is calibrated on the device only where a scale in this band reaches
-#: the measured step; a step the device cannot explain so is the host's
-DEVICE_DRIFT = (0.8, 1.25)
-#: a replay within this share of the measured step needs no device scaling (the anchor closes it)
-_ANCHOR_TOLERANCE = 0.01
 
 
 @dataclass(frozen=True)
@@ -308,13 +297,13 @@ def without_profiler(ctx: Context, g: Graph, kept_steps: pl.DataFrame, *, step_u
                on: str | None = None, lever: str = "device") -> Unprofiled:
         scale, host, anchor, why = 1.0, 1.0, 1.0, None
         if measured is not None and lever == "host":
-            host, anchor, why = _anchor(lambda h: mean_wall(run(k, 1.0, h)[0]), measured, HOST_SCALE_RANGE,
+            host, anchor, why = anchor_on(lambda h: mean_wall(run(k, 1.0, h)[0]), measured, HOST_SCALE_RANGE,
                                         "host's time")
         elif measured is not None:
             def wall_of(s: float) -> float:
                 return mean_wall(run(k, s)[0])
-            if _device_bound(ctx, g, run(k)[0], steps) or _device_reaches(wall_of, measured):
-                scale, anchor, why = _anchor(wall_of, measured)
+            if device_bound(ctx, g, run(k)[0], steps) or device_reaches(wall_of, measured):
+                scale, anchor, why = anchor_on(wall_of, measured)
             else:
                 # a host-paced step the device's clocks cannot explain: scaling the device to reach it would
                 # take the durations far past any clock difference (a quarter of them to shave 1 % off a
@@ -346,7 +335,7 @@ def without_profiler(ctx: Context, g: Graph, kept_steps: pl.DataFrame, *, step_u
         goal = target
     lo, hi = wall_at(K_MAX), wall_at(0.0)
     note, lever = None, "device"
-    if issue is None and _device_bound(ctx, g, run(1.0)[0], steps) and _device_reaches(
+    if issue is None and device_bound(ctx, g, run(1.0)[0], steps) and device_reaches(
             lambda scale: mean_wall(run(1.0, scale)[0]), goal):
         # the model's run is paced by the device: a measured step that differs says the device differs
         # (clocks, contention), not a host several times slower or faster than the model (a step 2 % longer
@@ -375,56 +364,6 @@ def without_profiler(ctx: Context, g: Graph, kept_steps: pl.DataFrame, *, step_u
         note = (f"the measured {what} is shorter than the replay reaches with {K_MAX:g}x the model's profiler time "
                 f"taken out ({lo:,.1f} us): the rest is not host time the trace shows")
     else:
-        k = _bisect(lambda x: wall_at(x) <= goal, 0.0, K_MAX)  # less removed, a longer step
+        k = bisect(lambda x: wall_at(x) <= goal, 0.0, K_MAX)  # less removed, a longer step
     return result(k, "measured", target if issue is None else meta_step, note,
                   "step" if issue is None else "host_issue", lever)
-
-
-def _device_bound(ctx: Context, g: Graph, tl: Timeline, steps: pl.Series) -> bool:
-    """Whether the device holds more of the steps' critical path than the host on timeline ``tl``."""
-    kept = replace(tl, steps=tl.steps.filter(pl.col("step").is_in(steps.implode())))
-    return bound_of(attribute(kept, ctx.taxonomy.classes, g.queue_gap_ns)) == "device-bound"
-
-
-def _device_reaches(wall_at: Any, goal: float) -> bool:
-    """Whether the device durations scaled within :data:`DEVICE_DRIFT` take the replayed mean step
-    (``wall_at(scale)``, us) to ``goal``: a loop the model calls device-bound whose step hardly moves
-    with the device (the host holds nearly as much of its critical path) cannot have its measured step
-    explained by the device's clocks: scaling the device to reach it would take the durations far past
-    any clock difference, and every what-if then inherits that device (docs/latency.md)."""
-    lo, hi = DEVICE_DRIFT
-    return wall_at(lo) <= goal <= wall_at(hi)
-
-
-def _anchor(wall_at: Any, goal: float, search: tuple[float, float] = DEVICE_SCALE_RANGE,
-            what: str = "device durations") -> tuple[float, float, str | None]:
-    """(scale, anchor, why) that make the replayed mean step (``wall_at(scale)``, us) equal the measured
-    ``goal``: ``what`` (the device durations, or the host's time) scaled within ``search`` where the replay
-    misses it by more than the tolerance, the exact residual as the anchor; ``why`` says so when the scale
-    was needed."""
-    wall = wall_at(1.0)
-    if wall <= 0:
-        return 1.0, 1.0, None
-    if abs(wall - goal) <= _ANCHOR_TOLERANCE * goal:
-        return 1.0, goal / wall, None
-    lo, hi = search
-    a, b = (1.0, hi) if wall < goal else (lo, 1.0)
-    if (wall_at(b) < goal) if wall < goal else (wall_at(a) > goal):
-        scale = b if wall < goal else a  # the range's end: the anchor closes the rest
-    else:
-        scale = _bisect(lambda x: wall_at(x) > goal, a, b)  # longer durations, a longer step
-    reached = wall_at(scale)
-    anchor = goal / reached if reached > 0 else 1.0
-    return scale, anchor, (f"the replay reaches the measured step {goal:,.1f} us only with the {what} "
-                           f"scaled by {scale:.3g} (anchor {anchor:.4g})")
-
-
-def _bisect(past: Any, a: float, b: float) -> float:
-    """The point in [a, b] where the monotone predicate ``past`` turns from False to True."""
-    for _ in range(_BISECTIONS):
-        mid = (a + b) / 2
-        if past(mid):
-            b = mid
-        else:
-            a = mid
-    return (a + b) / 2
