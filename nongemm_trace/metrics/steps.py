@@ -147,9 +147,11 @@ def step_ranges(ops: pl.DataFrame, launches: pl.DataFrame, marker: str | None) -
     steps = find_steps(ops, marker)[0] if marker else pl.DataFrame()
     if steps.height:
         # each step's thread: the op of its range (the same name, process and times; an engine's
-        # iteration ends at the next one's start, not with its range)
+        # iteration ends at the next one's start, not with its range); the few ops that start with a step
+        # picked first: a join copies every column of every op it is given
         keys = ["pid", "ts_ns"] if engine_of(marker) else ["pid", "ts_ns", "end_ns"]
-        ranges_of = ops.join(steps.select(keys).unique(), on=keys)
+        starting = ops.filter(pl.col("ts_ns").is_in(steps["ts_ns"].implode()))
+        ranges_of = starting.join(steps.select(keys).unique(), on=keys)
         tids = ranges_of.select(step_name(ranges_of).alias("name"), "tid", *keys).unique(["name", *keys])
         steps = steps.join(tids, on=["name", *keys], how="left")
         ranges = steps.select("step", "name", "pid", "tid", pl.col("ts_ns").alias("ts"), pl.col("end_ns").alias("end"))

@@ -35,7 +35,21 @@ def bound_of(attribution: pl.DataFrame) -> str | None:
     if attribution.height == 0:
         return None
     side = attribution.group_by("bound").agg(pl.col("ns").sum())
-    bb = dict(zip(side["bound"].to_list(), side["ns"].to_list()))
+    return _side(dict(zip(side["bound"].to_list(), side["ns"].to_list())))
+
+
+def bounds_per_step(attribution: pl.DataFrame) -> dict[int, str | None]:
+    """:func:`bound_of` of each step that has rows (``step, bound, ns``), from one group-by: a query per
+    step cost more than the steps' rows."""
+    side = attribution.group_by("step", "bound").agg(pl.col("ns").sum())
+    per: dict[int, dict[str, int]] = {}
+    for step, bound, time in side.select("step", "bound", "ns").iter_rows():
+        per.setdefault(step, {})[bound] = time
+    return {step: _side(bb) for step, bb in per.items()}
+
+
+def _side(bb: dict[str, int]) -> str | None:
+    """:func:`bound_of` from the time per bound."""
     host, dev = sum(bb.get(b, 0) for b in HOST_BOUNDS), sum(bb.get(b, 0) for b in DEVICE_BOUNDS)
     if bb.get("capture", 0) > max(host, dev):
         return CAPTURE_BOUND

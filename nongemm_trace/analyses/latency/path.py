@@ -191,22 +191,34 @@ def _host_share(tl: Timeline, host: pl.DataFrame) -> pl.DataFrame:
         covered[full] = np.add.reduceat(ns, first[full])
     rest = pl.DataFrame({"step": step, "bound": "other", "category": "unclassified", "ns": hi - lo - covered},
                         schema=empty.schema)
-    # one key per (stretch, bound, category), summed; a step's stretches are added up by the attribution
     b, b_names = _codes(tl.pieces["bound"])
     c, c_names = _codes(tl.pieces["category"])
     n_c, n_label = len(c_names), len(b_names) * len(c_names)
-    key = b[rows].astype(np.int64)
-    key *= n_c
-    key += c[rows]
+    label = b[rows].astype(np.int64)
+    label *= n_c
+    label += c[rows]
     del rows, b, c
-    key += np.repeat(np.arange(len(n), dtype=np.int64) * n_label, n)
-    cover = pl.DataFrame({"key": key, "ns": ns}).lazy().group_by("key").agg(pl.col("ns").sum()).collect()
-    del key, ns
-    k = cover["key"]
-    return pl.concat([pl.DataFrame({"step": pl.Series(step).gather(k // n_label),
+    steps, sums = _per_step_label(step, n, label, n_label, ns)
+    del label, ns
+    k = pl.Series(np.flatnonzero(sums))
+    return pl.concat([pl.DataFrame({"step": pl.Series(steps).gather(k // n_label),
                                     "bound": b_names.gather(k % n_label // n_c),
-                                    "category": c_names.gather(k % n_c), "ns": cover["ns"]}).cast(empty.schema),
+                                    "category": c_names.gather(k % n_c), "ns": sums[k.to_numpy()]}).cast(empty.schema),
                       rest])
+
+
+def _per_step_label(step: np.ndarray, n: np.ndarray, label: np.ndarray, n_label: int,
+                    ns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The steps, and the covered pieces' time summed per (step, label) at ``step index * n_label + label``
+    (``step``, ``n``: each stretch's step and number of pieces; ``label``, ``ns``: each covered piece's).
+    The attribution adds a step's stretches up anyway, and its times are never negative here, so a sum per
+    step (zero where none) is what it reads; the keys of steps times labels are few enough to add up by
+    position (integers, exact), where a hash group-by of every covered piece cost more than the rest."""
+    steps, step_of = np.unique(step, return_inverse=True)
+    key = label + np.repeat(step_of.astype(np.int64) * n_label, n)
+    sums = np.zeros(len(steps) * n_label, np.int64)
+    np.add.at(sums, key, ns)
+    return steps, sums
 
 
 def _device_share(tl: Timeline, chains: pl.DataFrame, queue_gap_ns: int) -> pl.DataFrame:

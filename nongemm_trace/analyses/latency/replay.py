@@ -92,9 +92,9 @@ def _host_positions(g: Graph, piece_dur: np.ndarray) -> tuple[np.ndarray, np.nda
     """``o`` (each piece's start on its thread before any wait: the thread's first start plus the lengths
     before it), ``gseg`` (its global segment: threads one after another, each with its syncs + 1
     segments, a sync's piece closing one: the syncs before it on the whole timeline plus its thread's
-    ordinal), the threads' first pieces and each thread's segment count. Worked in place, a block of
-    :data:`_BLOCK` pieces at a time (each piece's thread ordinal made per block, not as an array of
-    every piece, and no loop per thread: a trace may hold a thread per op): these arrays have one
+    ordinal), the threads' first pieces and each thread's segment count. Each made by one running sum,
+    in place, of what changes where a thread begins or a sync closes (no array of every piece's thread
+    ordinal, no loop per thread or per block: a trace may hold a thread per op): these arrays have one
     slot per host piece and a replay runs many times (the calibration, every what-if)."""
     p = g.pieces
     thr = p["thr"].to_numpy()
@@ -104,22 +104,25 @@ def _host_positions(g: Graph, piece_dur: np.ndarray) -> tuple[np.ndarray, np.nda
         return z, z, np.zeros(0, bool), z
     starts = np.r_[True, thr[1:] != thr[:-1]]
     thr_first = np.flatnonzero(starts)
-    o = np.cumsum(piece_dur, dtype=np.int64)
+    # each thread from its first piece's start: the shift from the lengths before it to that start, added
+    # where the thread begins and carried by the running sum (one pass, no thread ordinal per piece)
+    before = np.cumsum(np.add.reduceat(piece_dur, thr_first, dtype=np.int64))
+    before = np.r_[0, before[:-1]]
+    shift = p["ts"].to_numpy()[thr_first] - before
+    o = np.asarray(piece_dur).astype(np.int64)
+    o[thr_first] += np.diff(shift, prepend=0)
+    np.cumsum(o, out=o)
     o -= piece_dur
-    shift = p["ts"].to_numpy()[thr_first] - o[thr_first]  # each thread from its first piece's start
     is_sync = np.zeros(n, np.int8)  # summed as int64
     is_sync[g.syncs["piece"].to_numpy()] = 1
     n_seg_thr = np.add.reduceat(is_sync, thr_first, dtype=np.int64) + 1
-    gseg = np.cumsum(is_sync, dtype=np.int64)
-    gseg -= is_sync  # the syncs before each piece on the whole timeline
+    # the syncs before each piece plus its thread's ordinal: a running count of the threads begun and the
+    # syncs closed before each piece, less one
+    rise = starts.astype(np.int8)
+    rise[1:] += is_sync[:-1]
     del is_sync
-    before = 0  # the threads started before the block
-    for lo in range(0, n, _BLOCK):
-        ordinal = np.cumsum(starts[lo:lo + _BLOCK], dtype=np.int64)
-        ordinal += before - 1
-        before = int(ordinal[-1]) + 1
-        o[lo:lo + _BLOCK] += shift[ordinal]
-        gseg[lo:lo + _BLOCK] += ordinal
+    gseg = np.cumsum(rise, dtype=np.int64)
+    gseg -= 1
     return o, gseg, starts, n_seg_thr
 
 

@@ -41,7 +41,7 @@ import polars as pl
 
 from ...core.frames import number
 from ...errors import OptionError
-from ...models.latency import bound_of
+from ...models.latency import bound_of, bounds_per_step
 from .anchoring import HOST_SCALE_RANGE, anchor_on, bisect, device_bound, device_reaches
 from .graph import Graph, graph_launch_ids, graph_replayed
 from .path import attribute
@@ -204,9 +204,10 @@ def latency_unprofiled(un: Unprofiled, steps: pl.DataFrame, profiled_att: pl.Dat
     att = attribute(un.timeline, classes, queue_gap_ns)
     walls = steps.select("step", "wall").join(
         un.timeline.steps.select("step", un.anchored("wall").alias("un")), on="step")
+    per_step = bounds_per_step(att)
     rows = [{"step": r["step"], "step_us": round(r["un"] / 1000, 3),
              "profiler_overhead_us": round((r["wall"] - r["un"]) / 1000, 3),
-             "bound": bound_of(att.filter(pl.col("step") == r["step"]))} for r in walls.iter_rows(named=True)]
+             "bound": per_step.get(r["step"])} for r in walls.iter_rows(named=True)]
     n = max(walls.height, 1)
     return unprofiled_summary(un) | {
         "step_us": round(float(walls["un"].sum()) / n / 1000, 3),
