@@ -69,7 +69,8 @@ def replay(g: Graph, act_dur: np.ndarray, piece_dur: np.ndarray, lat: np.ndarray
     lat_v = np.where(launched, np.nan_to_num(lat.astype(np.float64), nan=0.0), 0).astype(np.int64)
     o_lp = o[lp] if len(o) else np.zeros(len(lp), np.int64)
     gseg_lp = gseg[lp] if len(o) else np.zeros(len(lp), np.int64)
-    U = np.where(launched, o_lp + lat_v, _unlaunched_ready(g, d)) + d - C
+    ready = _unlaunched_ready(g, d)  # once a replay: the start terms and the chains' heads read it
+    U = np.where(launched, o_lp + lat_v, ready) + d - C
     act_seg = np.where(launched, gseg_lp, len(W) - 1)
 
     # cross-stream waits (recorded, or on a communication kernel): start >= the awaited end + the delay
@@ -85,7 +86,7 @@ def replay(g: Graph, act_dur: np.ndarray, piece_dur: np.ndarray, lat: np.ndarray
     for lo in range(0, len(o), _BLOCK):
         o[lo:lo + _BLOCK] += W[gseg[lo:lo + _BLOCK]]
     del gseg
-    return _assemble(g, d, E, launch_t, lat_v, gap, launched, o, starts)
+    return _assemble(g, d, E, launch_t, lat_v, gap, launched, o, starts, ready)
 
 
 def _host_positions(g: Graph, piece_dur: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -126,13 +127,14 @@ def _host_positions(g: Graph, piece_dur: np.ndarray) -> tuple[np.ndarray, np.nda
     return o, gseg, starts, n_seg_thr
 
 
-def _assemble(g: Graph, d, E, launch_t, lat_v, gap, launched, t, starts) -> Timeline:
-    """The timeline from activity ends ``E`` (durations ``d``), launch call starts ``launch_t`` and host
-    piece starts ``t``: which activities head a chain (their launch, not the queue, set their start)."""
+def _assemble(g: Graph, d, E, launch_t, lat_v, gap, launched, t, starts, ready) -> Timeline:
+    """The timeline from activity ends ``E`` (durations ``d``), launch call starts ``launch_t``, host
+    piece starts ``t`` and the unlaunched activities' earliest starts ``ready`` (:func:`_unlaunched_ready`
+    of the same durations): which activities head a chain (their launch, not the queue, set their start)."""
     a = g.acts
     skey = a["skey"].to_numpy()
     S = E - d
-    R = np.where(launched, launch_t + lat_v, _unlaunched_ready(g, d))
+    R = np.where(launched, launch_t + lat_v, ready)
     first = np.r_[True, skey[1:] != skey[:-1]] if len(skey) else np.zeros(0, bool)
     E_prev = np.r_[_NEG, E[:-1]] if len(E) else E
     # the backlog is queued, like a launched activity whose launch came early: the queue sets its start
@@ -349,8 +351,9 @@ def measured_timeline(g: Graph) -> Timeline:
     ts = p["ts"].to_numpy()
     lp = a["lp"].fill_null(0).to_numpy()
     launch_t = np.where(launched, ts[lp] if len(ts) else 0, a["ts"].to_numpy())
-    return _assemble(g, a["dur"].to_numpy(), a["end"].to_numpy(), launch_t, lat_v, a["gap"].to_numpy(), launched,
-                     ts, starts)
+    dur = a["dur"].to_numpy()
+    return _assemble(g, dur, a["end"].to_numpy(), launch_t, lat_v, a["gap"].to_numpy(), launched, ts, starts,
+                     _unlaunched_ready(g, dur))
 
 
 def measured_piece_lengths(g: Graph) -> np.ndarray:
