@@ -59,18 +59,26 @@ def _by_code(col: str, codes: pl.Series, got: pl.Series, dtype: Any, rows: int) 
     by its code (a lookup by position, where a replacement hashed every row's code); a null row
     takes the null value's answer, as the replacement gives it. Codes spread far (a process that
     holds many categorical texts) keep the replacement: the table would outgrow the column."""
-    known = codes.drop_nulls()
-    top = int_scalar(known.max() or 0)
-    if top > 2 * rows + (1 << 16):
+    table = _code_table(codes, got, dtype, rows)
+    if table is None:
         return pl.col(col).to_physical().replace_strict(codes, got, default=None, return_dtype=dtype)
-    table = pl.repeat(None, top + 1, dtype=dtype, eager=True).alias(col)
-    if known.len():
-        table = table.scatter(known, got.filter(codes.is_not_null()))
-    out = pl.lit(table).gather(pl.col(col).to_physical())
+    out = pl.lit(table.alias(col)).gather(pl.col(col).to_physical())
     at_null = got.filter(codes.is_null())
     if at_null.len() and at_null[0] is not None:
         out = pl.when(pl.col(col).is_null()).then(pl.lit(at_null[0], dtype)).otherwise(out)
     return out.alias(col)
+
+
+def _code_table(codes: pl.Series, values: pl.Series, dtype: Any, rows: int) -> pl.Series | None:
+    """A table indexed by categorical code holding ``values`` (one per distinct code of ``codes``; a null
+    code's value is left out), to gather each row's answer by its code; None where the codes spread far
+    past ``rows`` (a process that holds many categorical texts): the table would outgrow the column."""
+    known = codes.is_not_null()
+    top = int_scalar(codes.max() or 0)
+    if top > 2 * rows + (1 << 16):
+        return None
+    table = pl.repeat(None, top + 1, dtype=dtype, eager=True)
+    return table.scatter(codes.filter(known), values.filter(known)) if known.any() else table
 
 
 def int_of_text(df: pl.DataFrame, col: str) -> pl.Expr:
@@ -91,12 +99,10 @@ def appearance_codes(*columns: pl.Series) -> list[pl.Series]:
     numbers = pl.int_range(seen.len(), dtype=pl.UInt32, eager=True)
     # a table indexed by categorical code, gathered by each row's code: a lookup by position where a
     # replacement hashed every row's code to find its number; a null (no code) is numbered too
-    known = seen.drop_nulls()
-    top = int_scalar(known.max() or 0)
-    if top > 2 * sum(c.len() for c in codes) + (1 << 16):  # codes spread far (a process of many texts)
+    table = _code_table(seen, numbers, pl.UInt32, sum(c.len() for c in codes))
+    if table is None:  # codes spread far (a process of many texts)
         return [c.replace_strict(seen, numbers, return_dtype=pl.UInt32).alias(col.name)
                 for c, col in zip(codes, columns)]
-    table = pl.repeat(None, top + 1, dtype=pl.UInt32, eager=True).scatter(known, numbers.filter(seen.is_not_null()))
     null_number = seen.is_null().arg_true()
     out = [table.gather(c) for c in codes]
     if null_number.len():
