@@ -47,8 +47,10 @@ tenth of that right before each capture (``probe_before_capture``): its speed dr
 on the H100 machine), and a trace shows only its own window's.
 
 OUTDIR gets truth.json ({trace file -> {workload, variant, kind, role, setting, truth_step_us, rounds,
-steps_per_round, gpu, torch, transformers, host, ...}}), capture.log, and the traces packed into
-tar files of at most 15 MB (``traces-N.tar``, the device tool brings back 8 files of 16 MB).
+steps_per_round, bracket_us, gpu, torch, transformers, host, ...}}; a pair's slower side's captures add
+``partner`` and ``partner_bracket_us``: its faster side timed right before and right after the window),
+capture.log, and the traces packed into tar files of at most 15 MB (``traces-N.tar``, the device tool brings
+back 8 files of 16 MB).
 """
 from __future__ import annotations
 
@@ -552,8 +554,23 @@ def truth_round(configs, timer, r):
     log(f"truth round {r}: {time.time() - t:.1f}s")
 
 
-def capture(torch, c, timer, path, opts):
-    """One capture as the recipe: schedule(wait=1, warmup=1, active=3), ``prof.step()`` per step, no sync."""
+def partner_round(c, partner, timer):
+    """One unprofiled round of ``partner`` (the faster side of ``c``'s pair), then ``c``'s flags back."""
+    partner.setup()
+    with partner.ctx():
+        timer.sync()
+        us = timer.steps(partner.step, partner.n)
+        timer.sync()
+    c.setup()
+    return us
+
+
+def capture(torch, c, timer, path, opts, partner=None):
+    """One capture as the recipe: schedule(wait=1, warmup=1, active=3), ``prof.step()`` per step, no sync.
+
+    With ``partner`` (the faster side of a pair, for the slower side's captures) one unprofiled round of
+    the partner runs right before and right after the window too: the what-if's truth at the host speed
+    of the capture's own moment (``partner_bracket_us``)."""
     from torch.profiler import ProfilerActivity, profile, schedule
 
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if timer.cuda else [])
@@ -571,6 +588,7 @@ def capture(torch, c, timer, path, opts):
 
     quick = probe(torch, "cuda" if timer.cuda else "cpu", scale=0.1)
     c.setup()
+    partner_before = partner_round(c, partner, timer) if partner is not None else None
     host_steps = []
     with c.ctx():
         timer.sync()
@@ -586,6 +604,9 @@ def capture(torch, c, timer, path, opts):
         timer.sync()
         after = timer.steps(c.step, c.n)
         timer.sync()
+    if partner is not None:
+        written["partner"] = partner.key
+        written["partner_bracket_us"] = [round(partner_before, 2), round(partner_round(c, partner, timer), 2)]
     written["bracket_us"] = [round(before, 2), round(after, 2)]
     written["host_loop_step_us"] = [round(x, 1) for x in host_steps]
     written["probe_before"] = quick
@@ -660,6 +681,8 @@ def main(argv=None):
         truth_round(configs, timer, r)
 
     captured = {}
+    fast_of = {c.workload: c for c in configs if c.role == "fast"}
+    partner_of = lambda c: fast_of.get(c.workload) if c.role == "slow" else None  # noqa: E731
     for c in configs:
         if over():
             log(f"budget: capture of {c.key} skipped")
@@ -667,7 +690,7 @@ def main(argv=None):
         fname = f"{c.key}.json.gz"
         try:
             t = time.time()
-            info = capture(torch, c, timer, os.path.join(tdir, fname), {})
+            info = capture(torch, c, timer, os.path.join(tdir, fname), {}, partner_of(c))
             captured[fname] = (c, "plain", {}, info, time.time() - T0)
             log(f"captured {fname}: {info['gz_bytes'] / 1e6:.2f} MB gz, host loop {info['host_loop_step_us']} us, "
                 f"{time.time() - t:.1f}s")
@@ -695,7 +718,7 @@ def main(argv=None):
                 fname = f"{c.key}__{setting}.json.gz"
                 try:
                     t = time.time()
-                    info = capture(torch, c, timer, os.path.join(tdir, fname), opts)
+                    info = capture(torch, c, timer, os.path.join(tdir, fname), opts, partner_of(c))
                     captured[fname] = (c, setting, opts, info, time.time() - T0)
                     log(f"captured {fname}: {info['gz_bytes'] / 1e6:.2f} MB gz, {time.time() - t:.1f}s")
                 except Exception:  # noqa: BLE001
@@ -717,6 +740,7 @@ def main(argv=None):
             "truth_spread_pct": (max(c.rounds) - min(c.rounds)) / statistics.median(c.rounds) * 100,
             "captured_at_s": round(at, 1), "host_loop_step_us": info["host_loop_step_us"],
             "probe_before_capture": info["probe_before"], "bracket_us": info["bracket_us"],
+            **{k: info[k] for k in ("partner", "partner_bracket_us") if k in info},
             "trace_bytes": info["raw_bytes"], "gpu": gpu, "torch": torch.__version__, "transformers": tver,
             "host": host,
         }

@@ -29,6 +29,10 @@ Checks (error = predicted / truth - 1):
   on the bf16 and fp32 traces) against the bf16 truth; within 25 %, alone and told.
 * ``graphs``: ``whatif --graphs`` on the eager trace against the graph replay's truth; within 25 %, alone and
   told.
+* ``alone-bracket``, ``told-bracket`` (each of the three, where the slower side's capture has
+  ``partner_bracket_us``: the faster side timed right before and right after its window): the same
+  what-ifs against that, told the slower side's ``bracket_us`` mean: the truth at the host speed of the
+  capture's own moment, as ``bracket`` is for ``self``.
 
 Naive Amdahl beside each (``naive``): for ``tf32``/``bf16``, the slower run's truth minus the GPU time the
 change saves per step, ``(1 - r) * G + (1 - q) * N`` with ``G``/``N`` the slower trace's GEMM/non-GEMM GPU
@@ -62,6 +66,9 @@ from nongemm_trace.pipeline.analysis import Analysis  # noqa: E402
 
 THRESHOLDS = {("self", "alone"): 15.0, ("self", "bracket"): 15.0, ("tf32", "alone"): 20.0, ("tf32", "told"): 10.0,
               ("bf16", "alone"): 25.0, ("bf16", "told"): 25.0, ("graphs", "alone"): 25.0, ("graphs", "told"): 25.0}
+# the same limits against the faster side timed around the slower side's window (``partner_bracket_us``)
+THRESHOLDS.update({(check, f"{mode}-bracket"): THRESHOLDS[(check, mode)]
+                   for check in ("tf32", "bf16", "graphs") for mode in ("alone", "told")})
 FAST = {"tf32": "tf32", "bf16": "bf16", "graphs": "graph"}
 
 
@@ -179,16 +186,27 @@ def folder_rows(folder: str) -> list[dict]:
                 naive_saved += (1 - q) * ca.get("non-GEMM", 0.0)
                 opts = {"autocast": "bf16"}
             naive = truth - naive_saved / 1e3
-        for mode, told in (("alone", None), ("told", truth)):
-            try:
-                w = whatif_analysis(a, WhatIfParams(scale=tuple(scales), unprofiled_step_us=told, **opts)).to_dict()
-                pred, note = w["predicted_unprofiled_step_us"], None
-                if told is None:
-                    self_row["whatif_unprofiled_us"] = w["unprofiled_step_us"]
-            except Exception as exc:  # noqa: BLE001  (a refusal is a result too)
-                pred, note = None, f"{type(exc).__name__}: {exc}"[:120]
-            rows.append({**base, "check": kind, "mode": mode, "truth_us": fast_truth, "pred_us": pred,
-                         "naive_us": naive, "bound": un.get("bound"), "profiled_bound": un.get("profiled_bound"),
+        modes = [("alone", None, fast_truth, naive), ("told", truth, fast_truth, naive)]
+        if t.get("partner_bracket_us") and t.get("bracket_us"):
+            # both sides timed around this capture's window: the what-if's truth at its host's speed, and
+            # the slower run's step told as it was then
+            here, fast_here = statistics.fmean(t["bracket_us"]), statistics.fmean(t["partner_bracket_us"])
+            naive_here = naive if kind == "graphs" else here - naive_saved / 1e3
+            modes += [("alone-bracket", None, fast_here, naive_here), ("told-bracket", here, fast_here, naive_here)]
+        answers: dict = {}  # told -> (prediction, note): the alone what-if serves both of its modes
+        for mode, told, check_truth, check_naive in modes:
+            if told not in answers:
+                try:
+                    w = whatif_analysis(a, WhatIfParams(scale=tuple(scales), unprofiled_step_us=told,
+                                                        **opts)).to_dict()
+                    answers[told] = (w["predicted_unprofiled_step_us"], None)
+                    if told is None:
+                        self_row["whatif_unprofiled_us"] = w["unprofiled_step_us"]
+                except Exception as exc:  # noqa: BLE001  (a refusal is a result too)
+                    answers[told] = (None, f"{type(exc).__name__}: {exc}"[:120])
+            pred, note = answers[told]
+            rows.append({**base, "check": kind, "mode": mode, "truth_us": check_truth, "pred_us": pred,
+                         "naive_us": check_naive, "bound": un.get("bound"), "profiled_bound": un.get("profiled_bound"),
                          "whatif_unprofiled_us": None, "scales": " ".join(scales) or "--graphs",
                          **({"note": note} if note else {})})
     for r in rows:
