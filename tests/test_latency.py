@@ -335,3 +335,35 @@ def test_a_faster_device_drains_the_queue_the_window_opened_on():
         assert 0.85 * h <= s["predicted_us"] <= 1.05 * h, (s, h)
     same = whatif_analysis(a, WhatIfParams(scale={"GEMM": 1})).to_dict()
     assert [s["predicted_us"] for s in same["steps"]] == [s["measured_us"] for s in same["steps"]]
+
+
+def test_a_graph_takes_the_host_work_of_the_ops_it_captures():
+    """A replay runs none of the captured ops: the host work of the top-level op that holds a step's
+    first launch (``aten::linear``'s ``aten::t`` before its ``addmm`` launches, H100 recipe set 4's
+    8-layer MLP) is gone with ``--graphs``, not only the pieces between the first and last launch."""
+    from nongemm_trace.analyses.latency.replay import measured_piece_lengths
+    from nongemm_trace.analyses.latency.whatif import graph_regions, piece_tops
+
+    path = SAMPLES / "recipe_h100_set4" / "mlp8_bs1__eager.json.gz"
+    a, g, _, _ = graph_of(path)
+    tops = piece_tops(g, a.linked().ops)
+    p = g.pieces.with_columns(pl.Series("top", tops))
+    first_launch = p.filter(pl.col("kind") == "launch").join_asof(
+        g.steps.select(pl.col("ts").alias("t"), "step").sort("t"), left_on="ts", right_on="t").group_by("step").agg(
+        pl.col("row").min())
+    held = p.filter(pl.col("row").is_in(first_launch["row"].implode()))["top"]
+    before = p.filter(pl.col("top").is_in(held.implode()) & (pl.col("kind") != "launch")
+                      & (pl.col("row") < pl.col("row").filter(pl.col("kind") == "launch").min().over("top")))
+    assert before.height >= 3 and int((before["end"] - before["ts"]).sum()) > 0
+    opening = before.group_by("top").agg(pl.col("row").min())["row"]
+    rest = before.filter(~pl.col("row").is_in(opening.implode()))["row"].to_numpy()
+    measured = measured_piece_lengths(g)
+    for with_tops in (None, tops):
+        lengths = measured.copy()
+        lat, gap = g.acts["lat"].to_numpy().copy(), g.acts["gap"].to_numpy().copy()
+        assert graph_regions(g, lengths, lat, gap, None, 1600, with_tops) == 3
+        if with_tops is None:  # the op's work before its first launch stayed as measured
+            assert (lengths[rest] == measured[rest]).all() and lengths[opening.to_numpy()].min() > 0
+        else:  # the graph call opens where the op began (its cost, 1.6 us per activity); the rest is gone
+            assert (lengths[rest] == 0).all()
+            assert (lengths[opening.to_numpy()] == 25 * 1600).all()

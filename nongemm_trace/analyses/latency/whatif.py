@@ -95,15 +95,27 @@ def activity_factors(acts: pl.DataFrame, parsed: list[tuple[str, str, str, float
     return acts.select(factor.alias("f"))["f"]
 
 
+def piece_tops(g, ops: pl.DataFrame) -> np.ndarray:
+    """The top-level op (``top_id``; -1 outside every real operator) of each host piece, by piece row."""
+    tops = g.pieces.select("row", "op_id").join(ops.select("op_id", "top_id"), on="op_id", how="left",
+                                                maintain_order="left")
+    out = np.full(g.pieces.height, -1, np.int64)
+    out[tops["row"].to_numpy()] = tops["top_id"].fill_null(-1).to_numpy()
+    return out
+
+
 def graph_regions(g, piece_len: np.ndarray, lat: np.ndarray, gap: np.ndarray, cost_ns: int | None,
-                  per_activity_ns: int) -> int:
+                  per_activity_ns: int, tops: np.ndarray | None = None) -> int:
     """Replay each step's launches as CUDA graphs, in place; returns the number of graphs.
 
     On each thread, the pieces from a step's first to its last launch (a synchronizing call, which
     a graph cannot hold, closes one graph and the next launch opens another) collapse into one graph
     launch call costing ``cost_ns`` (else ``per_activity_ns`` per activity it replays); every
     activity launched there is released when that call returns, after the typical launch latency,
-    and follows the one before it on its stream after the graph queue gap instead of the eager one."""
+    and follows the one before it on its stream after the graph queue gap instead of the eager one.
+    With ``tops`` (each piece's top-level op, :func:`piece_tops`) a graph also takes the rest of the
+    top-level ops its first and last launches ran in (the same step and epoch): a replay runs none of
+    the captured ops, so an op's host work before its first launch and after its last is gone too."""
     p = g.pieces.select("row", "thr", "ts", "kind")
     p = p.with_columns(pl.col("kind").is_in(["sync", "wait"]).cast(pl.Int64).cum_sum().over("thr").alias("epoch"))
     steps = g.steps.select("step", pl.col("ts").alias("t"), pl.col("end").alias("s_end")).sort("t")
@@ -113,6 +125,8 @@ def graph_regions(g, piece_len: np.ndarray, lat: np.ndarray, gap: np.ndarray, co
                                                               pl.col("row").max().alias("hi"))
     if regions.height == 0:
         return 0
+    if tops is not None:
+        regions = _whole_top_ops(p, regions, steps, tops)
     regions = regions.with_row_index("region")
     inside = regions.select("region", pl.int_ranges("lo", pl.col("hi") + 1).alias("lp")).explode("lp")
     a = g.acts.select(pl.col("row").alias("act"), "lp").join(inside, on="lp")
@@ -135,6 +149,26 @@ def graph_regions(g, piece_len: np.ndarray, lat: np.ndarray, gap: np.ndarray, co
     return regions.height
 
 
+def _whole_top_ops(p: pl.DataFrame, regions: pl.DataFrame, steps: pl.DataFrame, tops: np.ndarray) -> pl.DataFrame:
+    """``regions`` (``thr, step, epoch, lo, hi``) widened to the first and last piece of the top-level ops
+    their first and last launches ran in, within the region's step and epoch on its thread."""
+    p = p.with_columns(pl.Series("top", tops[p["row"].to_numpy()]))
+    ends = regions.join(steps.select("step", "t", "s_end"), on="step", how="left").with_columns(
+        pl.Series("lo_top", tops[regions["lo"].to_numpy()]), pl.Series("hi_top", tops[regions["hi"].to_numpy()]))
+    span = p.filter(pl.col("top") >= 0).group_by("thr", "epoch", "top").agg(
+        pl.col("row").min().alias("first"), pl.col("row").max().alias("last"),
+        pl.col("ts").min().alias("t0"), pl.col("ts").max().alias("t1"))
+    lo = ends.join(span, left_on=["thr", "epoch", "lo_top"], right_on=["thr", "epoch", "top"], how="left",
+                   maintain_order="left").select(
+        pl.when(pl.col("first").is_not_null() & (pl.col("t0") >= pl.col("t")))
+        .then(pl.min_horizontal("first", "lo")).otherwise(pl.col("lo")).alias("lo"))
+    hi = ends.join(span, left_on=["thr", "epoch", "hi_top"], right_on=["thr", "epoch", "top"], how="left",
+                   maintain_order="left").select(
+        pl.when(pl.col("last").is_not_null() & (pl.col("t1") <= pl.col("s_end")))
+        .then(pl.max_horizontal("last", "hi")).otherwise(pl.col("hi")).alias("hi"))
+    return regions.with_columns(lo["lo"].cast(regions.schema["lo"]), hi["hi"].cast(regions.schema["hi"]))
+
+
 def _graph_launch_cost(trace_launches: pl.DataFrame, acts: pl.DataFrame,
                        given_us: float | None) -> tuple[int | None, int, str]:
     """(fixed cost per graph or None, cost per replayed activity, where it came from)."""
@@ -149,7 +183,7 @@ def _graph_launch_cost(trace_launches: pl.DataFrame, acts: pl.DataFrame,
 
 
 def _changed(g, base_d: np.ndarray, base_len: np.ndarray, base_lat: np.ndarray, factors: np.ndarray, *,
-             cpu_scale: float, launch_us: float | None, graph_cost: tuple[int | None, int] | None,
+             cpu_scale: float, launch_us: float | None, graph_cost: tuple[int | None, int, np.ndarray | None] | None,
              settings: dict[str, Any] | None = None, casts: Casts | None = None, base_gap: np.ndarray | None = None):
     """The replay of ``g`` from the given durations, piece lengths and launch latencies with the
     changes applied (the measured run's or the run without the profiler's); ``casts``: autocast's
@@ -172,7 +206,7 @@ def _changed(g, base_d: np.ndarray, base_len: np.ndarray, base_lat: np.ndarray, 
     lat = np.asarray(base_lat, np.float64).copy()
     gap = (g.acts["gap"].to_numpy() if base_gap is None else base_gap).copy()
     if graph_cost is not None:
-        n = graph_regions(g, piece_len, lat, gap, graph_cost[0], graph_cost[1])
+        n = graph_regions(g, piece_len, lat, gap, graph_cost[0], graph_cost[1], graph_cost[2])
         if settings is not None:
             settings["graphs_replayed"] = n
     return replay(g, new_d, piece_len, lat, gap), new_d
@@ -267,7 +301,7 @@ def predict(ctx: Context, g, sel, warnings, changes: WhatIfParams | None = None,
     graph_cost = None
     if graphs:
         fixed, per_act, source = _graph_launch_cost(ctx.trace().launches, a, graph_launch_us)
-        graph_cost = (fixed, per_act)
+        graph_cost = (fixed, per_act, piece_tops(g, ctx.linked().ops))
         settings.update(graph_launch_us=None if fixed is None else fixed / 1000,
                         graph_launch_us_per_activity=None if fixed is not None else per_act / 1000,
                         graph_launch_cost=source)
@@ -303,7 +337,7 @@ def predict(ctx: Context, g, sel, warnings, changes: WhatIfParams | None = None,
     # a graph launch without the profiler costs what the model leaves of the profiled one (unless given)
     un_cost = None if graph_cost is None else graph_cost if graph_launch_us is not None else (
         None if graph_cost[0] is None else int(graph_cost[0] * un.model.remains["graph_launch"]),
-        int(graph_cost[1] * un.model.remains["graph_launch"]))
+        int(graph_cost[1] * un.model.remains["graph_launch"]), graph_cost[2])
     un_pred, _ = _changed(g, un.act_dur, un.piece_len, un.lat, factors, cpu_scale=cpu_scale, launch_us=launch_us,
                           graph_cost=un_cost, casts=casts, base_gap=un.gap)
     warnings = list(warnings) + unmatched
