@@ -59,7 +59,9 @@ def walk(tl: Timeline) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     s_point_thr = sy["point_thr"].fill_null(-1).to_numpy()
     s_cat = tl.pieces["category"].gather(sy["piece"]).to_list()
     by_thr = _thread_syncs(tl)
-    last_act = a.filter(pl.col("step").is_not_null()).sort(["end", "row"]).group_by("step").agg(pl.col("row").last())
+    # each step's last activity to end (the last row among ties): its latest end's rows, without a sort
+    last_act = a.filter(pl.col("step").is_not_null()).group_by("step").agg(
+        pl.col("row").filter(pl.col("end") == pl.col("end").max()).max())
     last_of = dict(zip(last_act["step"].to_list(), last_act["row"].to_list()))
     n_jumps = int((jump >= 0).sum())
     host, chains, single = [], [], []
