@@ -15,6 +15,7 @@ from conftest import SAMPLES, SHARED, kineto_traces, shared
 from nongemm_trace import AnalysisOptions
 from nongemm_trace.analyses.changes import WhatIfParams
 from nongemm_trace.analyses.latency import graph_of, latency_analysis, measured_timeline, whatif_analysis
+from nongemm_trace.analyses.latency.path import attribute, bound_times
 from nongemm_trace.cli import main
 from nongemm_trace.pipeline.analysis import Analysis
 
@@ -105,6 +106,11 @@ def test_attribution_tiles_the_wall_time_and_nothing_changed_reproduces(rel):
     attribution = d["total"]["attribution"]
     assert sum(r["time_us"] for r in attribution) == pytest.approx(d["total"]["wall_us"], abs=1e-3 * len(attribution))
     assert set(rep.attribution["bound"]) <= {"gpu", "communication", "launch", "cpu", "sync", "other"}
+    # the bound-only attribution (what-ifs, calibration, launch) is the full one summed over categories
+    _, g, _, _ = graph_of(a)
+    tl = measured_timeline(g)
+    full = attribute(tl, a.taxonomy.classes, g.queue_gap_ns).group_by("step", "bound").agg(pl.col("ns").sum())
+    assert sorted(bound_times(tl, g.queue_gap_ns).select("step", "bound", "ns").rows()) == sorted(full.rows())
     w = whatif_analysis(a, WhatIfParams(scale=("GEMM=1",)))
     for s in w.to_dict()["steps"]:
         assert s["predicted_us"] == pytest.approx(s["measured_us"], rel=0.01)

@@ -116,14 +116,14 @@ def profiled_bound(sel: Selection, ctx: Context) -> str | None:
     """The measured run's bound on the critical path over the kept steps, as latency reports it
     (``unprofiled.profiled_bound``); None for a format with no host timeline or no steps."""
     from ..models.latency import bound_of
-    from .latency.path import attribute
+    from .latency.path import bound_times
 
     found = _measured(sel, ctx)
     if found is None:
         return None
     g, measured = found
     measured.steps = measured.steps.filter(pl.col("step") >= sel.steps_skipped)
-    return bound_of(attribute(measured, ctx.taxonomy.classes, g.queue_gap_ns))
+    return bound_of(bound_times(measured, g.queue_gap_ns))
 
 
 def _measured(sel: Selection, ctx: Context) -> tuple[Any, Any] | None:
@@ -148,7 +148,7 @@ def without_profiler_view(sel: Selection, ctx: Context, step_us: float | None) -
     :mod:`.latency.unprofiled`), beside ``profiled_busy_share`` (the measured replay's, same scope: every
     activity, first start to last end); None for a format with no host timeline."""
     from ..models.latency import bound_of
-    from .latency.path import attribute
+    from .latency.path import bound_times
     from .latency.unprofiled import unprofiled_summary, without_profiler
 
     found = _measured(sel, ctx)
@@ -156,9 +156,8 @@ def without_profiler_view(sel: Selection, ctx: Context, step_us: float | None) -
         return None
     g, measured = found
     kept = measured.steps.filter(pl.col("step") >= sel.steps_skipped)
-    classes = ctx.taxonomy.classes
     measured.steps = kept
-    profiled_bound = bound_of(attribute(measured, classes, g.queue_gap_ns))
+    profiled_bound = bound_of(bound_times(measured, g.queue_gap_ns))
     profiled_busy = busy_share(measured.acts)
     del measured, found  # the measured timeline's tables freed before the replays without the profiler
     un = without_profiler(ctx, g, kept, step_us=step_us, path=sel.trace)
@@ -166,7 +165,7 @@ def without_profiler_view(sel: Selection, ctx: Context, step_us: float | None) -
     if busy is None:
         return None
     un.timeline.steps = un.timeline.steps.filter(pl.col("step").is_in(kept["step"].implode()))
-    bound = bound_of(attribute(un.timeline, classes, g.queue_gap_ns))
+    bound = bound_of(bound_times(un.timeline, g.queue_gap_ns))
     # the kind is the critical path's bound, the word latency reports (the busy share's where it has none)
     kind = (bound if bound in ("host-bound", "device-bound")
             else CAPTURE_KIND if bound == CAPTURE_BOUND else "GPU-bound" if busy >= 0.7 else "idle (not launch-bound)")

@@ -113,7 +113,7 @@ def latency_of(sel: Selection, ctx: Context, unprofiled_step_us: float | None = 
                          steps.select("step", "name", "ts", "end", "cpu_end", "gpu_end", "start", "wall", "latency"),
                          att,
                          g.launch_latency_ns, g.queue_gap_ns, warnings,
-                         latency_unprofiled(un, steps, att, ctx.taxonomy.classes, g.queue_gap_ns))
+                         latency_unprofiled(un, steps, att, g.queue_gap_ns))
 
 
 def whatif_analysis(source: str | Path | Analysis, changes: WhatIfParams | None = None, *,

@@ -12,7 +12,7 @@ import polars as pl
 
 from ...models.latency import bound_of
 from .graph import Graph
-from .path import attribute
+from .path import bound_times
 from .replay import Timeline
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -36,7 +36,7 @@ _ANCHOR_TOLERANCE = 0.01
 def device_bound(ctx: Context, g: Graph, tl: Timeline, steps: pl.Series) -> bool:
     """Whether the device holds more of the steps' critical path than the host on timeline ``tl``."""
     kept = replace(tl, steps=tl.steps.filter(pl.col("step").is_in(steps.implode())))
-    return bound_of(attribute(kept, ctx.taxonomy.classes, g.queue_gap_ns)) == "device-bound"
+    return bound_of(bound_times(kept, g.queue_gap_ns)) == "device-bound"
 
 
 def device_reaches(wall_at: Any, goal: float) -> bool:

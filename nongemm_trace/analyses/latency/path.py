@@ -59,7 +59,9 @@ def walk(tl: Timeline) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     s_point_thr = sy["point_thr"].fill_null(-1).to_numpy()
     s_cat = tl.pieces["category"].gather(sy["piece"]).to_list()
     by_thr = _thread_syncs(tl)
-    last_act = a.filter(pl.col("step").is_not_null()).sort(["end", "row"]).group_by("step").agg(pl.col("row").last())
+    # each step's last activity to end (the last row among ties): its latest end's rows, without a sort
+    last_act = a.filter(pl.col("step").is_not_null()).group_by("step").agg(
+        pl.col("row").filter(pl.col("end") == pl.col("end").max()).max())
     last_of = dict(zip(last_act["step"].to_list(), last_act["row"].to_list()))
     n_jumps = int((jump >= 0).sum())
     host, chains, single = [], [], []
@@ -149,11 +151,12 @@ def _codes(column: pl.Series) -> tuple[np.ndarray, pl.Series]:
     return column.cast(pl.Enum(names)).to_physical().to_numpy(), names
 
 
-def _host_share(tl: Timeline, host: pl.DataFrame) -> pl.DataFrame:
+def _host_share(tl: Timeline, host: pl.DataFrame, categories: bool = True) -> pl.DataFrame:
     """Each host stretch's time per piece label, summed per step and label; time on a thread before its
     first piece is ``other``. The stretches cover most of the pieces (every replay's, once per
     attribution), so the covered rows are numpy arrays of row numbers and label codes, summed before
-    any text is gathered: a table of every covered piece with its texts took a third of the peak."""
+    any text is gathered: a table of every covered piece with its texts took a third of the peak.
+    ``categories`` False: the label is the bound alone (category null), for :func:`bound_times`."""
     empty = pl.DataFrame(schema={"step": pl.Int64, "bound": pl.Utf8, "category": pl.Utf8, "ns": pl.Int64})
     if host.height == 0:
         return empty
@@ -192,11 +195,12 @@ def _host_share(tl: Timeline, host: pl.DataFrame) -> pl.DataFrame:
     rest = pl.DataFrame({"step": step, "bound": "other", "category": "unclassified", "ns": hi - lo - covered},
                         schema=empty.schema)
     b, b_names = _codes(tl.pieces["bound"])
-    c, c_names = _codes(tl.pieces["category"])
+    c, c_names = _codes(tl.pieces["category"]) if categories else (None, pl.Series([None], dtype=pl.Utf8))
     n_c, n_label = len(c_names), len(b_names) * len(c_names)
     label = b[rows].astype(np.int64)
-    label *= n_c
-    label += c[rows]
+    if c is not None:
+        label *= n_c
+        label += c[rows]
     del rows, b, c
     steps, sums = _per_step_label(step, n, label, n_label, ns)
     del label, ns
@@ -249,19 +253,34 @@ def _device_share(tl: Timeline, chains: pl.DataFrame, queue_gap_ns: int) -> pl.D
     return pl.concat([busy, wait])
 
 
-def attribute(tl: Timeline, classes: dict[str, str], queue_gap_ns: int) -> pl.DataFrame:
-    """``step, category, class, bound, ns`` along each step's critical path; per step the rows sum
-    to its wall time exactly."""
+def _summed(tl: Timeline, queue_gap_ns: int, keys: list[str], categories: bool = True) -> pl.DataFrame:
+    """The path's stretches attributed, their positive times summed per ``keys``, checked to tile each
+    step's wall time."""
     host, chains, single = walk(tl)
-    parts = pl.concat([_host_share(tl, host), _device_share(tl, chains, queue_gap_ns), single])
+    parts = pl.concat([_host_share(tl, host, categories), _device_share(tl, chains, queue_gap_ns), single])
     # lazily: the eager group_by of millions of host rows (in chunks) costs over ten times as much
-    out = (parts.lazy().filter(pl.col("ns") > 0).group_by(["step", "category", "bound"])
-           .agg(pl.col("ns").sum()).collect())
-    out = out.with_columns(pl.col("category").replace_strict(classes, default="unclassified",
-                                                             return_dtype=pl.Utf8).alias("class"))
+    out = parts.lazy().filter(pl.col("ns") > 0).group_by(keys).agg(pl.col("ns").sum()).collect()
     got = out.group_by("step").agg(pl.col("ns").sum().alias("sum"))
     bad = tl.steps.join(got, on="step", how="left").filter(pl.col("sum").fill_null(0) != pl.col("wall"))
     if bad.height:
         raise AssertionError(f"critical path does not tile the wall time of steps {bad['step'].to_list()[:5]}")
+    return out
+
+
+def attribute(tl: Timeline, classes: dict[str, str], queue_gap_ns: int) -> pl.DataFrame:
+    """``step, category, class, bound, ns`` along each step's critical path; per step the rows sum
+    to its wall time exactly."""
+    out = _summed(tl, queue_gap_ns, ["step", "category", "bound"])
+    out = out.with_columns(pl.col("category").replace_strict(classes, default="unclassified",
+                                                             return_dtype=pl.Utf8).alias("class"))
     return out.select("step", "category", "class", "bound", "ns").sort(["step", "ns", "category", "bound"],
                                                                         descending=[False, True, False, False])
+
+
+def bound_times(tl: Timeline, queue_gap_ns: int) -> pl.DataFrame:
+    """``step, bound, ns``: :func:`attribute`'s times summed over the categories, which is all that
+    :func:`~nongemm_trace.models.latency.bound_of` and ``bounds_per_step`` read: the host pieces are
+    summed per bound, with no category gathered, grouped or mapped to its class (most replays are
+    attributed only for their bound: a what-if's three, the calibration's, ``launch``'s). The same sums
+    as :func:`attribute`'s: the times summed are its positive ones, and integers add up in any order."""
+    return _summed(tl, queue_gap_ns, ["step", "bound"], categories=False)

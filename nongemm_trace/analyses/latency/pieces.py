@@ -50,9 +50,16 @@ def thread_codes(ops: pl.DataFrame, calls: pl.DataFrame) -> tuple[pl.DataFrame, 
     codes = pl.DataFrame([p.cast(pl.Int64).alias("p"), t.cast(pl.Int64).alias("t")])
     width = int_scalar(codes["t"].max() or 0) + 1 if codes.height else 1
     raw = (codes["p"] * width + codes["t"]).rename("raw")
-    table = both.with_columns(raw).unique("raw").sort("raw").with_row_index("thr").with_columns(
+    # each thread's first row, its number the rank of its key among the threads'
+    table = both.with_columns(raw).gather(raw.arg_unique()).sort("raw").with_row_index("thr").with_columns(
         pl.col("thr").cast(INDEX))
-    thr = raw.to_frame().join(table.select("raw", "thr"), on="raw", how="left", maintain_order="left")["thr"]
+    keys = table["raw"].to_numpy()
+    if keys.size and int(keys[-1]) <= 4 * raw.len() + 1024:  # keys few and small: each row's number gathered
+        numbers = np.zeros(int(keys[-1]) + 1, np.int32)
+        numbers[keys] = np.arange(keys.size, dtype=np.int32)
+        thr = pl.Series("thr", numbers[raw.to_numpy()], dtype=INDEX)
+    else:
+        thr = raw.to_frame().join(table.select("raw", "thr"), on="raw", how="left", maintain_order="left")["thr"]
     return table.select("pid", "tid", "thr"), thr.slice(0, ops.height), thr.slice(ops.height)
 
 
@@ -80,10 +87,17 @@ def _packed_pieces(ops: pl.DataFrame, calls: pl.DataFrame, op_thr: pl.Series, ca
     o_start, o_end = base_o + ops["ts_ns"], base_o + ops["end_ns"]
     c_start, c_end = base_c + calls["ts_ns"], base_c + calls["end_ns"]
     del base_o, base_c
-    k = pl.concat([o_start, o_end, c_start, c_end]).sort()
-    # the boundaries, each once, in one chunk (a filter may cut its output in chunks): the columns made
-    # from these keys are then read as numpy arrays (the sweep, every replay) without a copy
-    k = k.filter(k.diff().fill_null(1) != 0).rename("k").rechunk()
+    # sorted by numpy's stable sort (a merge of runs): the keys come as long sorted runs (each thread's
+    # starts, and ends, in time order), which it merges in half the time of polars' sort here
+    keys = np.concatenate([s.to_numpy() for s in (o_start, o_end, c_start, c_end)])
+    keys.sort(kind="stable")
+    # the boundaries, each once, in one chunk: the columns made from these keys are then read as numpy
+    # arrays (the sweep, every replay) without a copy
+    first = np.empty(len(keys), bool)
+    first[:1] = True
+    np.not_equal(keys[1:], keys[:-1], out=first[1:])
+    k = pl.Series("k", keys[first])
+    del keys, first
     thr = (k // span).rename("thr")
     # innermost op: the sweep's hit (a row of ``ops``) when it contains the whole piece
     rows = pl.int_range(ops.height, eager=True, dtype=pl.Int64)

@@ -44,7 +44,7 @@ from ...errors import OptionError
 from ...models.latency import bound_of, bounds_per_step
 from .anchoring import HOST_SCALE_RANGE, anchor_on, bisect, device_bound, device_reaches
 from .graph import Graph, graph_launch_ids, graph_replayed
-from .path import attribute
+from .path import bound_times
 from .pieces import KIND
 from .replay import Timeline, measured_piece_lengths, replay
 
@@ -195,13 +195,13 @@ def unprofiled_summary(un: Unprofiled) -> dict[str, Any]:
             "model": f"profiler_overhead.toml [{un.model.setting}], torch {un.model.torch}: {un.model.fit}"}
 
 
-def latency_unprofiled(un: Unprofiled, steps: pl.DataFrame, profiled_att: pl.DataFrame, classes: dict,
+def latency_unprofiled(un: Unprofiled, steps: pl.DataFrame, profiled_att: pl.DataFrame,
                        queue_gap_ns: int) -> dict[str, Any]:
     """The latency report's ``unprofiled``: per kept step and on average, the step without the profiler,
     the profiler's share of the step (profiled minus unprofiled wall time) and which side bounds it."""
     kept = steps["step"].implode()
     un.timeline.steps = un.timeline.steps.filter(pl.col("step").is_in(kept))
-    att = attribute(un.timeline, classes, queue_gap_ns)
+    att = bound_times(un.timeline, queue_gap_ns)  # only its bounds are read
     walls = steps.select("step", "wall").join(
         un.timeline.steps.select("step", un.anchored("wall").alias("un")), on="step")
     per_step = bounds_per_step(att)

@@ -31,7 +31,7 @@ from ..changes import WhatIfParams
 from .autocast import Casts, cast_kernel_ns, find_casts
 from .autocast import facts as autocast_facts
 from .overlap import overlapping_steps
-from .path import attribute
+from .path import attribute, bound_times
 from .replay import measured_piece_lengths, measured_timeline, replay
 from .unprofiled import unprofiled_summary, without_profiler
 
@@ -324,13 +324,13 @@ def predict(ctx: Context, g, sel, warnings, changes: WhatIfParams | None = None,
     del predicted
     measured = measured_timeline(g)
     kept_measured = measured.steps.filter(pl.col("step").is_in(keep["step"].implode()))
-    profiled_bound = bound_of(attribute(replace(measured, steps=kept_measured), classes, g.queue_gap_ns))
+    profiled_bound = bound_of(bound_times(replace(measured, steps=kept_measured), g.queue_gap_ns))
     measured_steps = measured.steps
     del measured
     un = without_profiler(ctx, g, kept_measured, step_us=unprofiled_step_us, path=path)
     kept_steps = kept_measured["step"].implode()
     un.timeline.steps = un.timeline.steps.filter(pl.col("step").is_in(kept_steps))
-    un_bound = bound_of(attribute(un.timeline, classes, g.queue_gap_ns))
+    un_bound = bound_of(bound_times(un.timeline, g.queue_gap_ns))
     # only its steps are read from here: its pieces, activities and syncs freed before the next replay
     un.timeline = replace(un.timeline, pieces=un.timeline.pieces.clear(), acts=un.timeline.acts.clear(),
                           syncs=un.timeline.syncs.clear())
@@ -369,7 +369,7 @@ def predict(ctx: Context, g, sel, warnings, changes: WhatIfParams | None = None,
             for what, t in (("measured", kept_measured), ("predicted", keep))}
     un_pred.steps = un_pred.steps.filter(pl.col("step").is_in(kept_steps))
     bounds = {"profiled_bound": profiled_bound, "predicted_profiled_bound": bound_of(att), "bound": un_bound,
-              "predicted_bound": bound_of(attribute(un_pred, classes, g.queue_gap_ns))}
+              "predicted_bound": bound_of(bound_times(un_pred, g.queue_gap_ns))}
     return WhatIfReport(str(path), sel.taxonomy, sel.level, [{"selector": t, "factor": f} for t, _, _, f in parsed],
                         settings, steps, att, shares, warnings, span, unprofiled_summary(un) | bounds)
 
