@@ -91,3 +91,19 @@ def test_a_trace_already_in_a_lower_precision_is_refused(capsys):
     assert main(["whatif", str(path), "--autocast", "bf16"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "already take bf16/fp16 inputs" in err[0] and path.name in err[0]
+
+
+RECIPE_PAIRS = [(SAMPLES / s, w) for s in ("recipe_h100", "recipe_h200")
+                for w in ("gpt2_bs8_s256", "vit_b16_bs16", "wrn50_2_bs16", "llama_prefill_bs1_s512")]
+
+
+@pytest.mark.parametrize(("caps", "workload"), RECIPE_PAIRS, ids=[f"{c.name}-{w}" for c, w in RECIPE_PAIRS])
+def test_the_casts_found_without_recorded_shapes(caps, workload):
+    """A trace captured without ``record_shapes`` holds no input types: a linear's bias is known from the
+    call it ran (Llama-shaped projections have none), the query, key and value projections of one
+    input are told by their name and the views between them, and an attention call's three inputs
+    are cast together. Held to a quarter (a rotary embedding's fp32 product is unseen without shapes)."""
+    slow, fast = caps / f"{workload}__fp32.json.gz", caps / f"{workload}__bf16.json.gz"
+    found = [s["casts"] for s in whatif_analysis(slow, WhatIfParams(autocast="bf16")).to_dict()["autocast_casts"]]
+    added = _casts_recorded(fast) - _casts_recorded(slow)
+    assert abs(sum(found) / len(found) - added) <= 0.25 * added, (found, added)

@@ -125,18 +125,23 @@ def _broadcasts(broadcasting: list[str]) -> pl.Expr:
                                                             != dims.list.get(1, null_on_oob=True)).fill_null(False)
 
 
-def _shared_inputs(top: pl.DataFrame, activation_inputs: dict, thread: list[str]) -> pl.DataFrame:
+def _shared_inputs(top: pl.DataFrame, activation_inputs: dict, views: list[str], thread: list[str]) -> pl.DataFrame:
     """``act_cast_run``: whether a lower-precision op's activation input is an fp32 tensor. Autocast
     caches no activation cast, so every reader of an fp32 tensor casts it: the query, key and value
     projections of one normalized input each cast, though only the first follows the fp32 op. A
     lower-precision op whose activation input has the shape of the previous lower-precision op's on
     its thread reads the same tensor (nothing a lower-precision op produced since has that shape),
-    so a run of such ops takes the first one's answer."""
+    so a run of such ops takes the first one's answer. Without recorded shapes, an op of the previous
+    one's name with only ``views`` between them does (no op between made a value it could read)."""
     first_pos = {k: min(v) for k, v in activation_inputs.items()}
     pos = pl.col("name").replace_strict(first_pos, default=0, return_dtype=pl.Int64)
     dims = pl.col("input_dims").str.extract_all(r"\[[0-9, ]*\]").list.get(pos, null_on_oob=True)
-    lower = top.filter(pl.col("is_lower")).select("op_id", *thread, "had_f32", dims.fill_null("").alias("act_dims"))
-    same = (pl.col("act_dims") == pl.col("act_dims").shift(1).over(thread)) & (pl.col("act_dims") != "")
+    computed = (~pl.col("is_lower") & ~pl.col("name").is_in(views)).cast(pl.Int64).cum_sum().over(thread)
+    lower = top.with_columns(computed.alias("computed")).filter(pl.col("is_lower")).select(
+        "op_id", *thread, "had_f32", "name", "computed", dims.fill_null("").alias("act_dims"))
+    prev = [pl.col(c).shift(1).over(thread) for c in ("act_dims", "name", "computed")]
+    same = pl.when(pl.col("act_dims") != "").then(pl.col("act_dims") == prev[0]).otherwise(
+        (pl.col("name") == prev[1]) & (pl.col("computed") == prev[2]))
     lower = lower.with_columns((pl.col("had_f32") | ~same.fill_null(False)).cast(pl.Int64).cum_sum().over(thread)
                                .alias("run"))
     lower = lower.with_columns(pl.col("had_f32").first().over([*thread, "run"]).alias("act_cast_run"))
@@ -179,7 +184,7 @@ def find_casts(ops: pl.DataFrame, acts: pl.DataFrame, launch_op_of: pl.DataFrame
         pl.col("had_f32").fill_null(True))
     blocker = (pl.col("is_f32") | pl.col("is_promote")).cast(pl.Int64)
     top = top.with_columns((blocker.cum_sum().over([*thread, "seg"]) - blocker).alias("blockers_before"))
-    top = _shared_inputs(top, f["activation_inputs"], thread)
+    top = _shared_inputs(top, f["activation_inputs"], f["views"], thread)
     act_cast = pl.col("is_lower") & pl.col("act_cast_run")
     up_cast = pl.col("is_f32") & (pl.col("seg") >= 1) & (pl.col("blockers_before") == 0)
     wrapped = top.filter(pl.col("is_lower") | pl.col("is_f32")).with_columns(act_cast.alias("act_cast"),
@@ -202,8 +207,19 @@ def find_casts(ops: pl.DataFrame, acts: pl.DataFrame, launch_op_of: pl.DataFrame
     n_float = pl.col("name").replace_strict({k: v for k, v in guess.items() if k != "default"},
                                             default=guess["default"],
                                             return_dtype=pl.Int64)
+    bias_kids = f["bias_children_without_shapes"]
+    parents = cpu.select(pl.col("op_id").alias("parent_id"), pl.col("name").alias("parent"))
+    kids = cpu.select("parent_id", "name").join(parents, on="parent_id").filter(
+        pl.col("parent").is_in(list(bias_kids)))
+    with_bias = kids.filter(pl.struct("parent", "name").is_in(pl.DataFrame(
+        [{"parent": op, "name": k} for op, ks in bias_kids.items() for k in ks],
+        schema={"parent": pl.String, "name": pl.String}).to_struct().implode()))["parent_id"].unique()
+    n_float = n_float + pl.col("op_id").is_in(with_bias.implode()).cast(pl.Int64)
+    # its activation inputs (``activation_inputs``: all three of an attention call's) are cast or not together
+    n_act = pl.min_horizontal(pl.col("name").replace_strict(
+        {k: len(v) for k, v in f["activation_inputs"].items()}, default=1, return_dtype=pl.Int64), n_float)
     unshaped = wrapped.filter(~pl.col("op_id").is_in(shaped)).select(
-        "op_id", pl.when(pl.col("is_lower")).then(n_float - (~pl.col("act_cast")).cast(pl.Int64))
+        "op_id", pl.when(pl.col("is_lower")).then(n_float - n_act * (~pl.col("act_cast")).cast(pl.Int64))
         .otherwise(pl.col("up_cast").cast(pl.Int64)).alias("casts"), pl.lit([], pl.List(pl.Int64)).alias("bytes"))
     per_op = pl.concat([per_op, unshaped.filter(pl.col("casts") > 0)])
     ops_cast = wrapped.select("op_id").join(per_op, on="op_id", how="left").with_columns(
