@@ -216,28 +216,37 @@ def label_pieces(pieces: pl.DataFrame, op_cats: pl.DataFrame, launch_cats: pl.Da
                  syncs: pl.DataFrame) -> pl.DataFrame:
     """``kind``, ``bound`` and ``category`` of every piece, and ``sync`` (its row in ``syncs``). Worked
     out on small integer codes, the text gathered once at the end: string conditions over millions
-    of pieces cost seconds on a large trace."""
+    of pieces cost seconds on a large trace. Each op's own label (kind and category in one code) and each
+    call's are made once per op and per call, so a piece gathers one code of each: its kind is its call's
+    (sync, launch, else another call), else its op's (wrapper or op), else a gap; its category is its
+    launch's, else its op's own (``unclassified`` for a gap, a wrapper, or an op of unknown kind)."""
     per_call = launch_cats.join(syncs.select("launch_id", "sync"), on="launch_id", how="full", coalesce=True)
     names = pl.concat([s.unique().cast(pl.String) for s in (op_cats["category"], per_call["launch_category"],
                                                             pl.Series(["unclassified"]))])  # text or categorical
     names = names.drop_nulls().unique().sort()
-    # codes as narrow as the enum's (a column of these per piece, until the labels are gathered)
-    code = {c: pl.col(c).cast(pl.Enum(names)).to_physical() for c in ("category", "launch_category")}
-    p = lookup_columns(pieces, "op_id", op_cats.select("op_id", code["category"], "is_wrapper"), "op_id")
-    p = lookup_columns(p, "launch_id", _dense(per_call.select("launch_id", code["launch_category"],
-                                                              pl.col("sync").cast(INDEX)), p["launch_id"]), "launch_id")
-    kind = (pl.when(pl.col("sync").is_not_null()).then(0).when(pl.col("launch_category").is_not_null()).then(1)
-            .when(pl.col("launch_id").is_not_null()).then(2).when(pl.col("op_id").is_null()).then(3)
-            .when(pl.col("is_wrapper").fill_null(False)).then(4).otherwise(5))
-    unclassified = names.index_of("unclassified")
-    own = pl.when(pl.col("is_wrapper").fill_null(True)).then(unclassified).otherwise(pl.col("category"))
-    category = (pl.when(pl.col("k") == 1).then(pl.col("launch_category"))
-                .when(pl.col("k").is_in([3, 4])).then(unclassified).otherwise(own.fill_null(unclassified)))
-    codes = p.select(kind.alias("k")).with_columns(p["is_wrapper"], p["category"], p["launch_category"])
-    codes = codes.select(pl.col("k").cast(pl.UInt8), category.alias("c"))
-    return p.select("row", "thr", "ts", "end").with_columns(
+    n, unclassified = names.len(), names.index_of("unclassified")
+
+    def code(c: str) -> pl.Expr:  # codes as narrow as the enum's, widened for the arithmetic below
+        return pl.col(c).cast(pl.Enum(names)).to_physical().cast(pl.UInt32)
+    wrapper = pl.col("is_wrapper")
+    own = (pl.when(wrapper.fill_null(False)).then(4).otherwise(5).cast(pl.UInt32) * n
+           + pl.when(wrapper.fill_null(True)).then(unclassified).otherwise(code("category").fill_null(unclassified)))
+    # a call's code: kind * (n + 1) + category, the category n where it is the op's own (a sync, another call)
+    call = pl.when(pl.col("sync").is_not_null()).then(pl.lit(n, pl.UInt32)).when(
+        pl.col("launch_category").is_not_null()).then((n + 1) + code("launch_category"))
+    p = lookup_columns(pieces.select("op_id", "launch_id"), "op_id", op_cats.select("op_id", own.alias("o")), "op_id")
+    p = lookup_columns(p, "launch_id", _dense(per_call.select("launch_id", call.alias("c"), pl.col("sync").cast(INDEX)),
+                                              p["launch_id"]), "launch_id")
+    o = pl.col("o").fill_null(pl.when(pl.col("op_id").is_null()).then(3 * n + unclassified)
+                              .otherwise(5 * n + unclassified))
+    c = pl.col("c").fill_null(2 * (n + 1) + n)
+    no_call = pl.col("launch_id").is_null()
+    codes = p.select(pl.when(no_call).then(o // n).otherwise(c // (n + 1)).cast(pl.UInt8).alias("k"),
+                     pl.when(no_call | (c % (n + 1) == n)).then(o % n).otherwise(c % (n + 1)).alias("c"))
+    return pieces.select("row", "thr", "ts", "end").with_columns(
         pl.Series("kind", _KINDS, KIND).gather(codes["k"]), pl.Series("bound", _BOUNDS, BOUND).gather(codes["k"]),
-        names.cast(pl.Enum(names)).rename("category").gather(codes["c"]), p["op_id"], p["launch_id"], p["sync"])
+        names.cast(pl.Enum(names)).rename("category").gather(codes["c"]), pieces["op_id"], pieces["launch_id"],
+        p["sync"])
 
 
 def capture_bound(pieces: pl.DataFrame, windows: pl.DataFrame, threads: pl.DataFrame) -> pl.DataFrame:
@@ -281,6 +290,9 @@ def build(ops: pl.DataFrame, calls: pl.DataFrame, activities: pl.DataFrame, step
     records, if any)."""
     if cuda_syncs is None:
         cuda_syncs = empty("cuda_syncs")
+    # the ops' own categories first, while no table of every piece is alive: the fold's columns over every op
+    # are the largest of its temporaries (made after the pieces, they were the build's peak)
+    op_cats = host_category(ops, generic, level)
     # the columns the pieces are cut from, filtered only where some have no length (a filter copies every
     # column it is given, kept or not)
     when = ("pid", "tid", "ts_ns", "dur_ns", "end_ns")
@@ -320,7 +332,8 @@ def build(ops: pl.DataFrame, calls: pl.DataFrame, activities: pl.DataFrame, step
     launch_cats = acts.filter(pl.col("launch_id").is_not_null()).group_by(["launch_id", "category"]).agg(
         pl.col("dur").sum()).sort(["dur", "category"], descending=[True, False]).unique(
         "launch_id", keep="first").select("launch_id", pl.col("category").alias("launch_category"))
-    pieces = label_pieces(pieces, host_category(ops, generic, level), launch_cats, syncs)
+    pieces = label_pieces(pieces, op_cats, launch_cats, syncs)
+    del op_cats
     pieces, syncs, awaits = with_thread_waits(pieces, syncs, awaits, threads)
     pieces = capture_bound(pieces, capture_windows(calls), threads)
     # the pieces at the steps' bounds: those few picked by time first (a join of millions of rows costs seconds)
