@@ -30,10 +30,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import polars as pl
 
-from ...core.frames import add_columns, int_scalar, lookup_columns, per_value
+from ...core.frames import int_scalar, per_value
 from ...load.graph_capture import capture_windows
 from ...schema import empty
-from .pieces import BOUND, INDEX, KIND, host_pieces, thread_codes
+from .labels import capture_bound, host_category, label_pieces
+from .pieces import host_pieces, thread_codes
 from .runtime import EVENT_RECORDS, SYNC_KINDS
 from .threads import with_thread_waits
 from .waits import DEPS_SCHEMA, dependencies, recorded_sync_targets
@@ -190,96 +191,6 @@ def _returned_after(sy: pl.DataFrame, awaits: pl.DataFrame, acts: pl.DataFrame) 
         by_end, on="t", strategy="backward")
     return hit.filter(pl.col("act").is_not_null() & (pl.col("act_end") > pl.col("ts_ns"))).select(
         "sync", pl.col("act").cast(awaits.schema["act"]))
-
-
-def host_category(ops: pl.DataFrame, generic: list[str], level: str) -> pl.DataFrame:
-    """``op_id, category`` of each op's own host time: the category its call takes at the launch
-    level (:func:`~nongemm_trace.classify.ladder.call_category`: qdq dataflow, the forward op
-    of a backward node, a written-out operation, the specific op around it, else its name), or
-    at the top level its top-level op's."""
-    from ...classify.ladder import call_category
-
-    own = ops.select("op_id", "top_id", call_category(generic).alias("category"), "is_wrapper")
-    if level == "top":
-        top = own.select(pl.col("op_id").alias("top_id"), pl.col("category").alias("top_category"))
-        own = own.join(top, on="top_id", how="left").with_columns(
-            pl.coalesce("top_category", "category").alias("category"))
-    return own.select("op_id", pl.col("category").fill_null("unclassified"), "is_wrapper")
-
-
-#: a piece's kind by code, and its bound (the codes are what :func:`label_pieces` computes on)
-_KINDS = ("sync", "launch", "call", "gap", "wrapper", "op")
-_BOUNDS = ("sync", "launch", "cpu", "other", "other", "cpu")
-
-
-def label_pieces(pieces: pl.DataFrame, op_cats: pl.DataFrame, launch_cats: pl.DataFrame,
-                 syncs: pl.DataFrame) -> pl.DataFrame:
-    """``kind``, ``bound`` and ``category`` of every piece, and ``sync`` (its row in ``syncs``). Worked
-    out on small integer codes, the text gathered once at the end: string conditions over millions
-    of pieces cost seconds on a large trace. Each op's own label (kind and category in one code) and each
-    call's are made once per op and per call, so a piece gathers one code of each: its kind is its call's
-    (sync, launch, else another call), else its op's (wrapper or op), else a gap; its category is its
-    launch's, else its op's own (``unclassified`` for a gap, a wrapper, or an op of unknown kind)."""
-    per_call = launch_cats.join(syncs.select("launch_id", "sync"), on="launch_id", how="full", coalesce=True)
-    names = pl.concat([s.unique().cast(pl.String) for s in (op_cats["category"], per_call["launch_category"],
-                                                            pl.Series(["unclassified"]))])  # text or categorical
-    names = names.drop_nulls().unique().sort()
-    n, unclassified = names.len(), names.index_of("unclassified")
-
-    def code(c: str) -> pl.Expr:  # codes as narrow as the enum's, widened for the arithmetic below
-        return pl.col(c).cast(pl.Enum(names)).to_physical().cast(pl.UInt32)
-    wrapper = pl.col("is_wrapper")
-    own = (pl.when(wrapper.fill_null(False)).then(4).otherwise(5).cast(pl.UInt32) * n
-           + pl.when(wrapper.fill_null(True)).then(unclassified).otherwise(code("category").fill_null(unclassified)))
-    # a call's code: kind * (n + 1) + category, the category n where it is the op's own (a sync, another call)
-    call = pl.when(pl.col("sync").is_not_null()).then(pl.lit(n, pl.UInt32)).when(
-        pl.col("launch_category").is_not_null()).then((n + 1) + code("launch_category"))
-    p = lookup_columns(pieces.select("op_id", "launch_id"), "op_id", op_cats.select("op_id", own.alias("o")), "op_id")
-    p = lookup_columns(p, "launch_id", _dense(per_call.select("launch_id", call.alias("c"), pl.col("sync").cast(INDEX)),
-                                              p["launch_id"]), "launch_id")
-    o = pl.col("o").fill_null(pl.when(pl.col("op_id").is_null()).then(3 * n + unclassified)
-                              .otherwise(5 * n + unclassified))
-    c = pl.col("c").fill_null(2 * (n + 1) + n)
-    no_call = pl.col("launch_id").is_null()
-    codes = p.select(pl.when(no_call).then(o // n).otherwise(c // (n + 1)).cast(pl.UInt8).alias("k"),
-                     pl.when(no_call | (c % (n + 1) == n)).then(o % n).otherwise(c % (n + 1)).alias("c"))
-    return pieces.select("row", "thr", "ts", "end").with_columns(
-        pl.Series("kind", _KINDS, KIND).gather(codes["k"]), pl.Series("bound", _BOUNDS, BOUND).gather(codes["k"]),
-        names.cast(pl.Enum(names)).rename("category").gather(codes["c"]), pieces["op_id"], pieces["launch_id"],
-        p["sync"])
-
-
-def capture_bound(pieces: pl.DataFrame, windows: pl.DataFrame, threads: pl.DataFrame) -> pl.DataFrame:
-    """The pieces with bound ``capture`` where their thread was capturing a CUDA/HIP graph (``windows``:
-    :func:`~nongemm_trace.load.graph_capture.capture_windows`; ``threads``: ``pid, tid, thr``). The host
-    time of a capture records work into a graph and runs none: it is neither launch overhead nor op
-    CPU work of the run (the pieces keep their kind: the profiler's cost in them is unchanged)."""
-    if windows.height == 0 or pieces.height == 0:
-        return pieces
-    codes = threads.select(pl.col("pid", "tid").cast(pl.String), "thr")
-    w = windows.join(codes, on=["pid", "tid"]).select("thr", pl.col("ts_ns").alias("ts"),
-                                                      pl.col("end_ns").alias("w_end")).sort("ts")
-    if w.height == 0:
-        return pieces
-    hit = pieces.select("row", "thr", "ts", "end").sort("ts").join_asof(
-        w, on="ts", by="thr", strategy="backward", check_sortedness=False)
-    inside = hit.filter(pl.col("w_end").is_not_null() & (pl.col("end") <= pl.col("w_end")))["row"]
-    if inside.len() == 0:
-        return pieces
-    # pieces are numbered by position (``row`` = index): the bound is written to their rows
-    return pieces.with_columns(pieces["bound"].scatter(inside, "capture"))
-
-
-def _dense(per_call: pl.DataFrame, ids: pl.Series) -> pl.DataFrame:
-    """``per_call`` (unique ``launch_id``) as a table indexed by the launch id when the ids are small
-    non-negative integers (the loader's row numbers), so :func:`lookup_columns` gathers instead of
-    joining millions of pieces; else as it is."""
-    top = max(int_scalar(ids.max() or 0), int_scalar(per_call["launch_id"].max() or 0)) if per_call.height else 0
-    low = min(int_scalar(ids.min() or 0), int_scalar(per_call["launch_id"].min() or 0)) if per_call.height else 0
-    if low < 0 or top > 4 * ids.len() + 1024:
-        return per_call
-    rows = pl.DataFrame({"launch_id": pl.int_range(top + 1, eager=True).cast(per_call.schema["launch_id"])})
-    return add_columns(rows, per_call, "launch_id")
 
 
 def build(ops: pl.DataFrame, calls: pl.DataFrame, activities: pl.DataFrame, step_ranges: pl.DataFrame,
