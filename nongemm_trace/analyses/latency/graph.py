@@ -47,7 +47,7 @@ _VERSION_SUFFIX = r"_v\d{4,}$"
 class Graph:
     """The tables of one trace's dependency graph (times in int64 ns, measured)."""
 
-    # row, thr, ts, end, kind, bound, category, op_id, launch_id, sync (row in syncs or null): dtypes in .pieces
+    # row, thr, ts, end, kind, bound, category, op_id, launch_id: dtypes in .pieces (a sync's piece: syncs)
     pieces: pl.DataFrame
     # row, skey, pos, activity_id, name, category, class, ts, end, dur, lp (launch piece row), lat, gap, step,
     # backlog (queued behind the previous activity, with no launch call)

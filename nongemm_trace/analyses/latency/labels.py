@@ -12,7 +12,7 @@ import numpy as np
 import polars as pl
 
 from ...core.frames import add_columns, int_scalar, is_row_index, lookup_columns
-from .pieces import BOUND, KIND, masked
+from .pieces import BOUND, KIND
 
 
 def host_category(ops: pl.DataFrame, generic: list[str], level: str) -> pl.DataFrame:
@@ -37,7 +37,7 @@ _BOUNDS = ("sync", "launch", "cpu", "other", "other", "cpu")
 
 def label_pieces(pieces: pl.DataFrame, op_cats: pl.DataFrame, launch_cats: pl.DataFrame,
                  syncs: pl.DataFrame) -> pl.DataFrame:
-    """``kind``, ``bound`` and ``category`` of every piece, and ``sync`` (its row in ``syncs``). Worked
+    """``kind``, ``bound`` and ``category`` of every piece (a sync's call: kind ``sync``). Worked
     out on small integer codes, the text gathered once at the end: string conditions over millions
     of pieces cost seconds on a large trace. Each op's own label (kind and category in one code) and each
     call's are made once per op and per call, so a piece gathers one code of each: its kind is its call's
@@ -60,9 +60,8 @@ def label_pieces(pieces: pl.DataFrame, op_cats: pl.DataFrame, launch_cats: pl.Da
     op_id, launch_id = pieces["op_id"], pieces["launch_id"]
     o = _codes_at(op_id, op_cats.select("op_id", own.alias("o")), "op_id", 5 * n + unclassified)
     o[op_id.is_null().to_numpy()] = 3 * n + unclassified  # no op: a gap
-    per_id = _dense(per_call.select("launch_id", call.alias("c"), pl.col("sync").cast(pl.Int64)), launch_id)
-    c = _codes_at(launch_id, per_id.select("launch_id", "c"), "launch_id", 2 * (n + 1) + n)  # else: another call
-    sync = _codes_at(launch_id, per_id.select("launch_id", "sync"), "launch_id", -1)
+    per_id = _dense(per_call.select("launch_id", call.alias("c")), launch_id)
+    c = _codes_at(launch_id, per_id, "launch_id", 2 * (n + 1) + n)  # else: another call
     no_call = launch_id.is_null().to_numpy()
     k = pl.Series(np.where(no_call, o // n, c // (n + 1)).astype(np.uint8))
     c %= n + 1
@@ -70,8 +69,7 @@ def label_pieces(pieces: pl.DataFrame, op_cats: pl.DataFrame, launch_cats: pl.Da
     category = pl.Series(np.where(no_call | (c == n), o, c))
     return pieces.select("row", "thr", "ts", "end").with_columns(
         pl.Series("kind", _KINDS, KIND).gather(k), pl.Series("bound", _BOUNDS, BOUND).gather(k),
-        names.cast(pl.Enum(names)).rename("category").gather(category), op_id, launch_id,
-        masked(sync >= 0, sync.astype(np.int32), "sync"))
+        names.cast(pl.Enum(names)).rename("category").gather(category), op_id, launch_id)
 
 
 def _codes_at(ids: pl.Series, table: pl.DataFrame, key: str, fill: int) -> np.ndarray:

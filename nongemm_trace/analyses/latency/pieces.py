@@ -118,7 +118,7 @@ def _packed_pieces(ops: pl.DataFrame, calls: pl.DataFrame, op_thr: pl.Series, ca
     inside &= o_start.to_numpy()[h] <= k_np
     inside &= end_k <= o_end.to_numpy()[h]
     del o_start, o_end
-    op_id = masked(inside, ops["op_id"].to_numpy()[h], "op_id")
+    op_id = _masked(inside, ops["op_id"].to_numpy()[h], "op_id")
     del h, inside
     # runtime calls are leaves that do not overlap on a thread: the call around a piece is the last one
     # started at or before it (placed at its first piece, carried forward), if it ends at or after the piece
@@ -132,7 +132,7 @@ def _packed_pieces(ops: pl.DataFrame, calls: pl.DataFrame, op_thr: pl.Series, ca
         around = last_call.is_not_null().to_numpy() & real
         del last_call
         around &= c_end.to_numpy()[c] >= end_k
-        launch_id = masked(around, calls["launch_id"].to_numpy()[c], "launch_id")
+        launch_id = _masked(around, calls["launch_id"].to_numpy()[c], "launch_id")
         del c, around
     else:
         launch_id = pl.repeat(None, k.len(), dtype=calls.schema["launch_id"], eager=True)
@@ -147,7 +147,7 @@ def _packed_pieces(ops: pl.DataFrame, calls: pl.DataFrame, op_thr: pl.Series, ca
                          op_id, launch_id.rename("launch_id")])
 
 
-def masked(mask: np.ndarray, values: np.ndarray, name: str) -> pl.Series:
+def _masked(mask: np.ndarray, values: np.ndarray, name: str) -> pl.Series:
     """``values`` where ``mask`` holds, else null."""
     return pl.select(pl.when(pl.Series(mask)).then(pl.Series(name, values))).to_series()
 

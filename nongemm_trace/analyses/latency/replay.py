@@ -43,7 +43,7 @@ _BLOCK = 1 << 16
 class Timeline:
     """A replayed (or the measured) timeline of a graph; times in int64 ns."""
 
-    pieces: pl.DataFrame  # row, thr, ts, end, kind, bound, category, sync
+    pieces: pl.DataFrame  # row, thr, ts, end, kind, bound, category, op_id, launch_id
     acts: pl.DataFrame    # row, skey, pos, ts, end, dur, head, head_row, launch_t, thr, category, class, step, ...
     syncs: pl.DataFrame   # sync, piece, thr, ts, end, G, k (awaited act row ending last), waited
     steps: pl.DataFrame   # step, name, thr, first, last, ts, cpu_end, gpu_end, end, start, wall (the period), latency
