@@ -333,11 +333,11 @@ def _step_times(g: Graph, pieces: pl.DataFrame, acts: pl.DataFrame) -> pl.DataFr
     """Each step's host start, CPU end, last activity's end and its period (``wall``; the queueing
     ``latency`` beside it): :mod:`nongemm_trace.metrics.period`, on this timeline's times."""
     gpu = acts.filter(pl.col("step").is_not_null()).group_by("step").agg(pl.col("end").max().alias("gpu_end"))
-    st = g.steps.select("step", "name", "thr", "first", "last").join(
-        pieces.select(pl.col("row").alias("first"), "ts"), on="first").join(
-        pieces.select(pl.col("row").alias("last"), pl.col("ts").alias("cpu_end")), on="last").join(gpu, on="step",
-                                                                                                   how="left")
-    return step_periods(st, acts)
+    # pieces are numbered by position (``row`` = index): the steps' first and last pieces' starts gathered, not
+    # joined on every piece (each replay)
+    st = g.steps.select("step", "name", "thr", "first", "last")
+    st = st.with_columns(pieces["ts"].gather(st["first"]).alias("ts"), pieces["ts"].gather(st["last"]).alias("cpu_end"))
+    return step_periods(st.join(gpu, on="step", how="left"), acts)
 
 
 def measured_timeline(g: Graph) -> Timeline:
