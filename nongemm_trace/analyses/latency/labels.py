@@ -62,25 +62,33 @@ def label_pieces(pieces: pl.DataFrame, op_cats: pl.DataFrame, launch_cats: pl.Da
     o[op_id.is_null().to_numpy()] = 3 * n + unclassified  # no op: a gap
     per_id = _dense(per_call.select("launch_id", call.alias("c")), launch_id)
     c = _codes_at(launch_id, per_id, "launch_id", 2 * (n + 1) + n)  # else: another call
+    # worked out in place (each array a slot per piece): the kind, then the category in the calls' codes' slots
     no_call = launch_id.is_null().to_numpy()
-    k = pl.Series(np.where(no_call, o // n, c // (n + 1)).astype(np.uint8))
+    kind = o // n
+    np.floor_divide(c, n + 1, out=kind, where=~no_call)
+    k = pl.Series(kind.astype(np.uint8))
+    del kind
     c %= n + 1
     o %= n
-    category = pl.Series(np.where(no_call | (c == n), o, c))
+    no_call |= c == n
+    np.copyto(c, o, where=no_call)
+    del o, no_call
+    category = pl.Series(c)
     return pieces.select("row", "thr", "ts", "end").with_columns(
         pl.Series("kind", _KINDS, KIND).gather(k), pl.Series("bound", _BOUNDS, BOUND).gather(k),
         names.cast(pl.Enum(names)).rename("category").gather(category), op_id, launch_id)
 
 
 def _codes_at(ids: pl.Series, table: pl.DataFrame, key: str, fill: int) -> np.ndarray:
-    """``table``'s other column (integer codes) at each of ``ids`` (``table[key]`` unique), ``fill`` where
-    an id is null, has no row or its code is null: gathered by numpy where the table's rows are numbered
-    by the id (the loader's ids), one pass over the pieces where polars' checks and gather took four."""
+    """``table``'s other column (small integer codes, as int32) at each of ``ids`` (``table[key]`` unique),
+    ``fill`` where an id is null, has no row or its code is null: gathered by numpy where the table's rows
+    are numbered by the id (the loader's ids), one pass over the pieces where polars' checks and gather
+    took four."""
     column = next(c for c in table.columns if c != key)
     if not is_row_index(table[key]) or ids.dtype not in (pl.UInt8, pl.UInt16, pl.UInt32, pl.UInt64):
-        return lookup_columns(ids.to_frame(key), key, table, key)[column].fill_null(fill).to_numpy(writable=True)
+        return lookup_columns(ids.to_frame(key), key, table, key)[column].fill_null(fill).to_numpy().astype(np.int32)
     n = table.height
-    codes = np.append(table[column].fill_null(fill).to_numpy(), fill)  # the last slot: no row
+    codes = np.append(table[column].fill_null(fill).to_numpy(), fill).astype(np.int32)  # the last slot: no row
     return codes[np.minimum(ids.fill_null(n).to_numpy(), n)]
 
 
