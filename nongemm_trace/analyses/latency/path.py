@@ -215,17 +215,17 @@ def _host_share(tl: Timeline, host: pl.DataFrame, categories: bool = True) -> pl
 def _per_step_label(step: np.ndarray, n: np.ndarray, label: np.ndarray, n_label: int,
                     ns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The steps, and the covered pieces' time summed per (step, label) at ``step index * n_label + label``
-    (``step``, ``n``: each stretch's step and number of pieces; ``label``, ``ns``: each covered piece's;
-    ``label`` is overwritten).
+    (``step``, ``n``: each stretch's step and number of pieces; ``label``, ``ns``: each covered piece's).
     The attribution adds a step's stretches up anyway, and its times are never negative here, so a sum per
     step (zero where none) is what it reads; the keys of steps times labels are few enough to add up by
     position (integers, exact), where a hash group-by of every covered piece cost more than the rest."""
     steps, step_of = np.unique(step, return_inverse=True)
-    key = label  # in place: an array of every covered piece's is most of an attribution's peak
-    key += np.repeat(step_of.astype(np.int64) * n_label, n)
-    sums = np.zeros(len(steps) * n_label, np.int64)
-    np.add.at(sums, key, ns)
-    return steps, sums
+    sums = np.zeros((len(steps), n_label), np.int64)
+    # a stretch at a time (a few per step): no array of every covered piece's key, most of an attribution's peak
+    for i, lo in enumerate(np.cumsum(n) - n):
+        if n[i]:
+            np.add.at(sums[step_of[i]], label[lo:lo + n[i]], ns[lo:lo + n[i]])
+    return steps, sums.ravel()
 
 
 def _device_share(tl: Timeline, chains: pl.DataFrame, queue_gap_ns: int) -> pl.DataFrame:

@@ -127,10 +127,11 @@ def _host_positions(g: Graph, piece_dur: np.ndarray) -> tuple[np.ndarray, np.nda
     return o, gseg, starts, n_seg_thr
 
 
-def _assemble(g: Graph, d, E, launch_t, lat_v, gap, launched, t, starts, ready) -> Timeline:
+def _assemble(g: Graph, d, E, launch_t, lat_v, gap, launched, t, starts, ready, end=None) -> Timeline:
     """The timeline from activity ends ``E`` (durations ``d``), launch call starts ``launch_t``, host
-    piece starts ``t`` and the unlaunched activities' earliest starts ``ready`` (:func:`_unlaunched_ready`
-    of the same durations): which activities head a chain (their launch, not the queue, set their start)."""
+    piece starts ``t`` (and ends ``end``, else made from the starts) and the unlaunched activities' earliest
+    starts ``ready`` (:func:`_unlaunched_ready` of the same durations): which activities head a chain
+    (their launch, not the queue, set their start)."""
     a = g.acts
     skey = a["skey"].to_numpy()
     S = E - d
@@ -144,11 +145,12 @@ def _assemble(g: Graph, d, E, launch_t, lat_v, gap, launched, t, starts, ready) 
     acts = a.with_columns(pl.Series("ts", S), pl.Series("end", E), pl.Series("dur", d), pl.Series("head", head),
                           pl.Series("head_row", head_row), pl.Series("launch_t", launch_t),
                           pl.Series("launched", launched), pl.Series("jump", jump))
-    end = np.empty_like(t)  # the next piece's start, a thread's last piece its own
-    if len(t):
-        end[:-1] = t[1:]
-        last = np.r_[starts[1:], True]
-        end[last] = t[last]
+    if end is None:
+        end = np.empty_like(t)  # the next piece's start, a thread's last piece its own
+        if len(t):
+            end[:-1] = t[1:]
+            last = np.r_[starts[1:], True]
+            end[last] = t[last]
     pieces = g.pieces.with_columns(pl.Series("ts", t), pl.Series("end", end))
     return Timeline(pieces, acts, _sync_times(g, pieces, acts), _step_times(g, pieces, acts))
 
@@ -352,8 +354,9 @@ def measured_timeline(g: Graph) -> Timeline:
     lp = a["lp"].fill_null(0).to_numpy()
     launch_t = np.where(launched, ts[lp] if len(ts) else 0, a["ts"].to_numpy())
     dur = a["dur"].to_numpy()
+    # the pieces' measured ends are what the starts make of them (they tile each thread): kept, not made anew
     return _assemble(g, dur, a["end"].to_numpy(), launch_t, lat_v, a["gap"].to_numpy(), launched, ts, starts,
-                     _unlaunched_ready(g, dur))
+                     _unlaunched_ready(g, dur), p["end"].to_numpy())
 
 
 def measured_piece_lengths(g: Graph) -> np.ndarray:
