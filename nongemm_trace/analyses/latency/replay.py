@@ -122,7 +122,7 @@ def _host_positions(g: Graph, piece_dur: np.ndarray) -> tuple[np.ndarray, np.nda
     rise = starts.astype(np.int8)
     rise[1:] += is_sync[:-1]
     del is_sync
-    gseg = np.cumsum(rise, dtype=np.int64)
+    gseg = np.cumsum(rise, dtype=np.int32)  # 32-bit: a trace has far fewer syncs than that, and it lives per replay
     gseg -= 1
     return o, gseg, starts, n_seg_thr
 
