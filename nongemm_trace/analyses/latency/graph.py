@@ -30,10 +30,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import polars as pl
 
-from ...core.frames import add_columns, int_scalar, lookup_columns, per_value
+from ...core.frames import int_scalar, per_value
 from ...load.graph_capture import capture_windows
 from ...schema import empty
-from .pieces import BOUND, INDEX, KIND, host_pieces, thread_codes
+from .labels import capture_bound, host_category, label_pieces
+from .pieces import host_pieces, thread_codes
 from .runtime import EVENT_RECORDS, SYNC_KINDS
 from .threads import with_thread_waits
 from .waits import DEPS_SCHEMA, dependencies, recorded_sync_targets
@@ -46,7 +47,7 @@ _VERSION_SUFFIX = r"_v\d{4,}$"
 class Graph:
     """The tables of one trace's dependency graph (times in int64 ns, measured)."""
 
-    # row, thr, ts, end, kind, bound, category, op_id, launch_id, sync (row in syncs or null): dtypes in .pieces
+    # row, thr, ts, end, kind, bound, category, op_id, launch_id: dtypes in .pieces (a sync's piece: syncs)
     pieces: pl.DataFrame
     # row, skey, pos, activity_id, name, category, class, ts, end, dur, lp (launch piece row), lat, gap, step,
     # backlog (queued behind the previous activity, with no launch call)
@@ -192,87 +193,6 @@ def _returned_after(sy: pl.DataFrame, awaits: pl.DataFrame, acts: pl.DataFrame) 
         "sync", pl.col("act").cast(awaits.schema["act"]))
 
 
-def host_category(ops: pl.DataFrame, generic: list[str], level: str) -> pl.DataFrame:
-    """``op_id, category`` of each op's own host time: the category its call takes at the launch
-    level (:func:`~nongemm_trace.classify.ladder.call_category`: qdq dataflow, the forward op
-    of a backward node, a written-out operation, the specific op around it, else its name), or
-    at the top level its top-level op's."""
-    from ...classify.ladder import call_category
-
-    own = ops.select("op_id", "top_id", call_category(generic).alias("category"), "is_wrapper")
-    if level == "top":
-        top = own.select(pl.col("op_id").alias("top_id"), pl.col("category").alias("top_category"))
-        own = own.join(top, on="top_id", how="left").with_columns(
-            pl.coalesce("top_category", "category").alias("category"))
-    return own.select("op_id", pl.col("category").fill_null("unclassified"), "is_wrapper")
-
-
-#: a piece's kind by code, and its bound (the codes are what :func:`label_pieces` computes on)
-_KINDS = ("sync", "launch", "call", "gap", "wrapper", "op")
-_BOUNDS = ("sync", "launch", "cpu", "other", "other", "cpu")
-
-
-def label_pieces(pieces: pl.DataFrame, op_cats: pl.DataFrame, launch_cats: pl.DataFrame,
-                 syncs: pl.DataFrame) -> pl.DataFrame:
-    """``kind``, ``bound`` and ``category`` of every piece, and ``sync`` (its row in ``syncs``). Worked
-    out on small integer codes, the text gathered once at the end: string conditions over millions
-    of pieces cost seconds on a large trace."""
-    per_call = launch_cats.join(syncs.select("launch_id", "sync"), on="launch_id", how="full", coalesce=True)
-    names = pl.concat([s.unique().cast(pl.String) for s in (op_cats["category"], per_call["launch_category"],
-                                                            pl.Series(["unclassified"]))])  # text or categorical
-    names = names.drop_nulls().unique().sort()
-    # codes as narrow as the enum's (a column of these per piece, until the labels are gathered)
-    code = {c: pl.col(c).cast(pl.Enum(names)).to_physical() for c in ("category", "launch_category")}
-    p = lookup_columns(pieces, "op_id", op_cats.select("op_id", code["category"], "is_wrapper"), "op_id")
-    p = lookup_columns(p, "launch_id", _dense(per_call.select("launch_id", code["launch_category"],
-                                                              pl.col("sync").cast(INDEX)), p["launch_id"]), "launch_id")
-    kind = (pl.when(pl.col("sync").is_not_null()).then(0).when(pl.col("launch_category").is_not_null()).then(1)
-            .when(pl.col("launch_id").is_not_null()).then(2).when(pl.col("op_id").is_null()).then(3)
-            .when(pl.col("is_wrapper").fill_null(False)).then(4).otherwise(5))
-    unclassified = names.index_of("unclassified")
-    own = pl.when(pl.col("is_wrapper").fill_null(True)).then(unclassified).otherwise(pl.col("category"))
-    category = (pl.when(pl.col("k") == 1).then(pl.col("launch_category"))
-                .when(pl.col("k").is_in([3, 4])).then(unclassified).otherwise(own.fill_null(unclassified)))
-    codes = p.select(kind.alias("k")).with_columns(p["is_wrapper"], p["category"], p["launch_category"])
-    codes = codes.select(pl.col("k").cast(pl.UInt8), category.alias("c"))
-    return p.select("row", "thr", "ts", "end").with_columns(
-        pl.Series("kind", _KINDS, KIND).gather(codes["k"]), pl.Series("bound", _BOUNDS, BOUND).gather(codes["k"]),
-        names.cast(pl.Enum(names)).rename("category").gather(codes["c"]), p["op_id"], p["launch_id"], p["sync"])
-
-
-def capture_bound(pieces: pl.DataFrame, windows: pl.DataFrame, threads: pl.DataFrame) -> pl.DataFrame:
-    """The pieces with bound ``capture`` where their thread was capturing a CUDA/HIP graph (``windows``:
-    :func:`~nongemm_trace.load.graph_capture.capture_windows`; ``threads``: ``pid, tid, thr``). The host
-    time of a capture records work into a graph and runs none: it is neither launch overhead nor op
-    CPU work of the run (the pieces keep their kind: the profiler's cost in them is unchanged)."""
-    if windows.height == 0 or pieces.height == 0:
-        return pieces
-    codes = threads.select(pl.col("pid", "tid").cast(pl.String), "thr")
-    w = windows.join(codes, on=["pid", "tid"]).select("thr", pl.col("ts_ns").alias("ts"),
-                                                      pl.col("end_ns").alias("w_end")).sort("ts")
-    if w.height == 0:
-        return pieces
-    hit = pieces.select("row", "thr", "ts", "end").sort("ts").join_asof(
-        w, on="ts", by="thr", strategy="backward", check_sortedness=False)
-    inside = hit.filter(pl.col("w_end").is_not_null() & (pl.col("end") <= pl.col("w_end")))["row"]
-    if inside.len() == 0:
-        return pieces
-    # pieces are numbered by position (``row`` = index): the bound is written to their rows
-    return pieces.with_columns(pieces["bound"].scatter(inside, "capture"))
-
-
-def _dense(per_call: pl.DataFrame, ids: pl.Series) -> pl.DataFrame:
-    """``per_call`` (unique ``launch_id``) as a table indexed by the launch id when the ids are small
-    non-negative integers (the loader's row numbers), so :func:`lookup_columns` gathers instead of
-    joining millions of pieces; else as it is."""
-    top = max(int_scalar(ids.max() or 0), int_scalar(per_call["launch_id"].max() or 0)) if per_call.height else 0
-    low = min(int_scalar(ids.min() or 0), int_scalar(per_call["launch_id"].min() or 0)) if per_call.height else 0
-    if low < 0 or top > 4 * ids.len() + 1024:
-        return per_call
-    rows = pl.DataFrame({"launch_id": pl.int_range(top + 1, eager=True).cast(per_call.schema["launch_id"])})
-    return add_columns(rows, per_call, "launch_id")
-
-
 def build(ops: pl.DataFrame, calls: pl.DataFrame, activities: pl.DataFrame, step_ranges: pl.DataFrame,
           generic: list[str], level: str, cuda_syncs: pl.DataFrame | None = None) -> Graph:
     """The graph of a linked, classified trace: ``ops`` (linked, with the classify stage's op
@@ -281,6 +201,9 @@ def build(ops: pl.DataFrame, calls: pl.DataFrame, activities: pl.DataFrame, step
     records, if any)."""
     if cuda_syncs is None:
         cuda_syncs = empty("cuda_syncs")
+    # the ops' own categories first, while no table of every piece is alive: the fold's columns over every op
+    # are the largest of its temporaries (made after the pieces, they were the build's peak)
+    op_cats = host_category(ops, generic, level)
     # the columns the pieces are cut from, filtered only where some have no length (a filter copies every
     # column it is given, kept or not)
     when = ("pid", "tid", "ts_ns", "dur_ns", "end_ns")
@@ -320,7 +243,8 @@ def build(ops: pl.DataFrame, calls: pl.DataFrame, activities: pl.DataFrame, step
     launch_cats = acts.filter(pl.col("launch_id").is_not_null()).group_by(["launch_id", "category"]).agg(
         pl.col("dur").sum()).sort(["dur", "category"], descending=[True, False]).unique(
         "launch_id", keep="first").select("launch_id", pl.col("category").alias("launch_category"))
-    pieces = label_pieces(pieces, host_category(ops, generic, level), launch_cats, syncs)
+    pieces = label_pieces(pieces, op_cats, launch_cats, syncs)
+    del op_cats
     pieces, syncs, awaits = with_thread_waits(pieces, syncs, awaits, threads)
     pieces = capture_bound(pieces, capture_windows(calls), threads)
     # the pieces at the steps' bounds: those few picked by time first (a join of millions of rows costs seconds)

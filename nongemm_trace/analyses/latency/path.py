@@ -183,7 +183,8 @@ def _host_share(tl: Timeline, host: pl.DataFrame, categories: bool = True) -> pl
     # first piece can start before it (clipped to ``lo``) and only its last end after it (to ``hi``)
     ts, end = tl.pieces["ts"].to_numpy(), tl.pieces["end"].to_numpy()
     ns = end[rows]
-    ns -= ts[rows]
+    label = ts[rows]  # the starts, then (the same slots) each covered piece's label
+    ns -= label
     ends = np.r_[first[full], (first + n - 1)[full]]
     s_of = np.r_[np.flatnonzero(full), np.flatnonzero(full)]
     r = rows[ends]
@@ -197,7 +198,7 @@ def _host_share(tl: Timeline, host: pl.DataFrame, categories: bool = True) -> pl
     b, b_names = _codes(tl.pieces["bound"])
     c, c_names = _codes(tl.pieces["category"]) if categories else (None, pl.Series([None], dtype=pl.Utf8))
     n_c, n_label = len(c_names), len(b_names) * len(c_names)
-    label = b[rows].astype(np.int64)
+    label[...] = b[rows]
     if c is not None:
         label *= n_c
         label += c[rows]
@@ -219,10 +220,12 @@ def _per_step_label(step: np.ndarray, n: np.ndarray, label: np.ndarray, n_label:
     step (zero where none) is what it reads; the keys of steps times labels are few enough to add up by
     position (integers, exact), where a hash group-by of every covered piece cost more than the rest."""
     steps, step_of = np.unique(step, return_inverse=True)
-    key = label + np.repeat(step_of.astype(np.int64) * n_label, n)
-    sums = np.zeros(len(steps) * n_label, np.int64)
-    np.add.at(sums, key, ns)
-    return steps, sums
+    sums = np.zeros((len(steps), n_label), np.int64)
+    # a stretch at a time (a few per step): no array of every covered piece's key, most of an attribution's peak
+    for i, lo in enumerate(np.cumsum(n) - n):
+        if n[i]:
+            np.add.at(sums[step_of[i]], label[lo:lo + n[i]], ns[lo:lo + n[i]])
+    return steps, sums.ravel()
 
 
 def _device_share(tl: Timeline, chains: pl.DataFrame, queue_gap_ns: int) -> pl.DataFrame:

@@ -96,22 +96,29 @@ def _packed_pieces(ops: pl.DataFrame, calls: pl.DataFrame, op_thr: pl.Series, ca
     first = np.empty(len(keys), bool)
     first[:1] = True
     np.not_equal(keys[1:], keys[:-1], out=first[1:])
-    k = pl.Series("k", keys[first])
+    k_np = keys[first]
     del keys, first
-    thr = (k // span).rename("thr")
+    k = pl.Series("k", k_np)  # the same memory: numpy's arrays below read it, the times are made from it in place
+    thr = pl.Series("thr", k_np // span)
     # innermost op: the sweep's hit (a row of ``ops``) when it contains the whole piece
     rows = pl.int_range(ops.height, eager=True, dtype=pl.Int64)
     _, _, hit = fast_sweep.op_tree(o_start, o_end, -ops["dur_ns"], rows, op_thr, k, thr, n_thr)
     del rows
-    thr = thr.cast(INDEX)
-    nxt = k.shift(-1)
-    end_k = pl.select(pl.when(nxt // span == thr).then(nxt).otherwise(k)).to_series()
-    del nxt
-    real = end_k > k
-    h = hit.fill_null(0)
-    inside = hit.is_not_null() & real & (o_start.gather(h) <= k) & (end_k <= o_end.gather(h))
-    del hit, o_start, o_end
-    op_id = pl.select(pl.when(inside).then(ops["op_id"].gather(h))).to_series().rename("op_id")
+    # from here numpy's arrays, worked on in place where they can be (a slot per piece each): polars' steps
+    # each made a column of their own, and its gathers by row took twice numpy's time here
+    thr_np = thr.to_numpy()
+    thr = pl.Series("thr", thr_np.astype(np.int32))
+    end_k = k_np.copy()  # a piece ends at its thread's next boundary; a thread's last boundary at itself
+    np.copyto(end_k[:-1], k_np[1:], where=thr_np[1:] == thr_np[:-1])
+    del thr_np
+    real = end_k > k_np
+    h = hit.fill_null(0).to_numpy()
+    inside = hit.is_not_null().to_numpy() & real
+    del hit
+    inside &= o_start.to_numpy()[h] <= k_np
+    inside &= end_k <= o_end.to_numpy()[h]
+    del o_start, o_end
+    op_id = _masked(inside, ops["op_id"].to_numpy()[h], "op_id")
     del h, inside
     # runtime calls are leaves that do not overlap on a thread: the call around a piece is the last one
     # started at or before it (placed at its first piece, carried forward), if it ends at or after the piece
@@ -121,19 +128,28 @@ def _packed_pieces(ops: pl.DataFrame, calls: pl.DataFrame, op_thr: pl.Series, ca
         first = k.search_sorted(c_start.gather(order), side="left")
         last_call = last_call.scatter(first, order).fill_null(strategy="forward")
         del order, first
-        c = last_call.fill_null(0)
-        around = last_call.is_not_null() & real & (c_end.gather(c) >= end_k)
+        c = last_call.fill_null(0).to_numpy()
+        around = last_call.is_not_null().to_numpy() & real
         del last_call
-        launch_id = pl.select(pl.when(around).then(calls["launch_id"].gather(c))).to_series()
+        around &= c_end.to_numpy()[c] >= end_k
+        launch_id = _masked(around, calls["launch_id"].to_numpy()[c], "launch_id")
         del c, around
     else:
         launch_id = pl.repeat(None, k.len(), dtype=calls.schema["launch_id"], eager=True)
-    ts = (k % span + lo).rename("ts")
-    del k
-    end = (end_k % span + lo).rename("end")
-    del end_k
+    del k, real
+    np.remainder(k_np, span, out=k_np)
+    k_np += lo
+    ts = pl.Series("ts", k_np)
+    np.remainder(end_k, span, out=end_k)
+    end_k += lo
+    end = pl.Series("end", end_k)
     return pl.DataFrame([pl.int_range(ts.len(), eager=True, dtype=INDEX).alias("row"), thr, ts, end,
                          op_id, launch_id.rename("launch_id")])
+
+
+def _masked(mask: np.ndarray, values: np.ndarray, name: str) -> pl.Series:
+    """``values`` where ``mask`` holds, else null."""
+    return pl.select(pl.when(pl.Series(mask)).then(pl.Series(name, values))).to_series()
 
 
 def reference_pieces(ops: pl.DataFrame, calls: pl.DataFrame, op_thr: pl.Series, call_thr: pl.Series) -> pl.DataFrame:

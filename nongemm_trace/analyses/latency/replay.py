@@ -43,7 +43,7 @@ _BLOCK = 1 << 16
 class Timeline:
     """A replayed (or the measured) timeline of a graph; times in int64 ns."""
 
-    pieces: pl.DataFrame  # row, thr, ts, end, kind, bound, category, sync
+    pieces: pl.DataFrame  # row, thr, ts, end, kind, bound, category, op_id, launch_id
     acts: pl.DataFrame    # row, skey, pos, ts, end, dur, head, head_row, launch_t, thr, category, class, step, ...
     syncs: pl.DataFrame   # sync, piece, thr, ts, end, G, k (awaited act row ending last), waited
     steps: pl.DataFrame   # step, name, thr, first, last, ts, cpu_end, gpu_end, end, start, wall (the period), latency
@@ -122,15 +122,16 @@ def _host_positions(g: Graph, piece_dur: np.ndarray) -> tuple[np.ndarray, np.nda
     rise = starts.astype(np.int8)
     rise[1:] += is_sync[:-1]
     del is_sync
-    gseg = np.cumsum(rise, dtype=np.int64)
+    gseg = np.cumsum(rise, dtype=np.int32)  # 32-bit: a trace has far fewer syncs than that, and it lives per replay
     gseg -= 1
     return o, gseg, starts, n_seg_thr
 
 
-def _assemble(g: Graph, d, E, launch_t, lat_v, gap, launched, t, starts, ready) -> Timeline:
+def _assemble(g: Graph, d, E, launch_t, lat_v, gap, launched, t, starts, ready, end=None) -> Timeline:
     """The timeline from activity ends ``E`` (durations ``d``), launch call starts ``launch_t``, host
-    piece starts ``t`` and the unlaunched activities' earliest starts ``ready`` (:func:`_unlaunched_ready`
-    of the same durations): which activities head a chain (their launch, not the queue, set their start)."""
+    piece starts ``t`` (and ends ``end``, else made from the starts) and the unlaunched activities' earliest
+    starts ``ready`` (:func:`_unlaunched_ready` of the same durations): which activities head a chain
+    (their launch, not the queue, set their start)."""
     a = g.acts
     skey = a["skey"].to_numpy()
     S = E - d
@@ -144,11 +145,12 @@ def _assemble(g: Graph, d, E, launch_t, lat_v, gap, launched, t, starts, ready) 
     acts = a.with_columns(pl.Series("ts", S), pl.Series("end", E), pl.Series("dur", d), pl.Series("head", head),
                           pl.Series("head_row", head_row), pl.Series("launch_t", launch_t),
                           pl.Series("launched", launched), pl.Series("jump", jump))
-    end = np.empty_like(t)  # the next piece's start, a thread's last piece its own
-    if len(t):
-        end[:-1] = t[1:]
-        last = np.r_[starts[1:], True]
-        end[last] = t[last]
+    if end is None:
+        end = np.empty_like(t)  # the next piece's start, a thread's last piece its own
+        if len(t):
+            end[:-1] = t[1:]
+            last = np.r_[starts[1:], True]
+            end[last] = t[last]
     pieces = g.pieces.with_columns(pl.Series("ts", t), pl.Series("end", end))
     return Timeline(pieces, acts, _sync_times(g, pieces, acts), _step_times(g, pieces, acts))
 
@@ -333,11 +335,11 @@ def _step_times(g: Graph, pieces: pl.DataFrame, acts: pl.DataFrame) -> pl.DataFr
     """Each step's host start, CPU end, last activity's end and its period (``wall``; the queueing
     ``latency`` beside it): :mod:`nongemm_trace.metrics.period`, on this timeline's times."""
     gpu = acts.filter(pl.col("step").is_not_null()).group_by("step").agg(pl.col("end").max().alias("gpu_end"))
-    st = g.steps.select("step", "name", "thr", "first", "last").join(
-        pieces.select(pl.col("row").alias("first"), "ts"), on="first").join(
-        pieces.select(pl.col("row").alias("last"), pl.col("ts").alias("cpu_end")), on="last").join(gpu, on="step",
-                                                                                                   how="left")
-    return step_periods(st, acts)
+    # pieces are numbered by position (``row`` = index): the steps' first and last pieces' starts gathered, not
+    # joined on every piece (each replay)
+    st = g.steps.select("step", "name", "thr", "first", "last")
+    st = st.with_columns(pieces["ts"].gather(st["first"]).alias("ts"), pieces["ts"].gather(st["last"]).alias("cpu_end"))
+    return step_periods(st.join(gpu, on="step", how="left"), acts)
 
 
 def measured_timeline(g: Graph) -> Timeline:
@@ -352,8 +354,9 @@ def measured_timeline(g: Graph) -> Timeline:
     lp = a["lp"].fill_null(0).to_numpy()
     launch_t = np.where(launched, ts[lp] if len(ts) else 0, a["ts"].to_numpy())
     dur = a["dur"].to_numpy()
+    # the pieces' measured ends are what the starts make of them (they tile each thread): kept, not made anew
     return _assemble(g, dur, a["end"].to_numpy(), launch_t, lat_v, a["gap"].to_numpy(), launched, ts, starts,
-                     _unlaunched_ready(g, dur))
+                     _unlaunched_ready(g, dur), p["end"].to_numpy())
 
 
 def measured_piece_lengths(g: Graph) -> np.ndarray:

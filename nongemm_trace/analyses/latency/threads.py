@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from .pieces import INDEX, locate
+from .pieces import locate
 
 #: the shortest host piece read as a wait on another thread (shorter idle pieces are Python
 #: between ops; a hand-off to autograd's thread and back costs tens of microseconds alone)
@@ -117,9 +117,9 @@ def with_thread_waits(pieces: pl.DataFrame, syncs: pl.DataFrame, awaits: pl.Data
         "sync").with_row_index("sync").with_columns(pl.col("sync").cast(pl.Int64))
     remap = new.filter(pl.col("old").is_not_null()).select(pl.col("old").alias("sync"), pl.col("sync").alias("new"))
     awaits = awaits.join(remap, on="sync").select(pl.col("new").alias("sync"), "act").sort(["sync", "act"])
-    # pieces are numbered by position (``row`` = index): the marks are written to their rows
-    sync = pl.repeat(None, pieces.height, dtype=INDEX, eager=True).alias("sync")
+    # pieces are numbered by position (``row`` = index): the marks are written to their rows. A piece's sync
+    # row is no column of theirs: the syncs' ``piece`` says it, and no reader asks a piece for its sync
     waiting = new.filter(pl.col("kind") == "thread")["piece"]
-    kind = pieces["kind"].scatter(waiting, "wait") if waiting.len() else pieces["kind"]
-    pieces = pieces.with_columns(sync.scatter(new["piece"], new["sync"].cast(INDEX)) if new.height else sync, kind)
+    if waiting.len():
+        pieces = pieces.with_columns(pieces["kind"].scatter(waiting, "wait"))
     return pieces, new.drop("old"), awaits

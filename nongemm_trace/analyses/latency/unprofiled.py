@@ -125,14 +125,15 @@ def model_for(settings: dict[str, bool]) -> OverheadModel:
 
 
 def on_side_threads(g: Graph, cut: np.ndarray, model: OverheadModel) -> np.ndarray:
-    """The profiler's time per piece with the model's factor for the threads that do not run the steps
-    (autograd's backward thread in training): their ops are the engine's per-node wrappers and the
-    backward kernels' launches, whose recorded time holds a larger share of the profiler's own than the
-    main thread's ops do (the fit in docs/latency.md)."""
+    """The profiler's time per piece (``cut``, changed in place) with the model's factor for the threads that
+    do not run the steps (autograd's backward thread in training): their ops are the engine's per-node
+    wrappers and the backward kernels' launches, whose recorded time holds a larger share of the profiler's
+    own than the main thread's ops do (the fit in docs/latency.md)."""
     if model.side_thread == 1.0 or g.steps.height == 0:
         return cut
     main = g.steps["thr"].mode()[0]
-    return np.where(g.pieces["thr"].to_numpy() != main, cut * model.side_thread, cut)
+    cut[g.pieces["thr"].to_numpy() != main] *= model.side_thread  # in place: ``cut`` has a slot per piece
+    return cut
 
 
 def piece_kinds(g: Graph, graph_ids: pl.Series) -> np.ndarray:
@@ -151,12 +152,14 @@ def piece_kinds(g: Graph, graph_ids: pl.Series) -> np.ndarray:
 
 def removable(g: Graph, kinds: np.ndarray, lengths: np.ndarray, model: OverheadModel) -> np.ndarray:
     """The profiler's time in each piece (float ns): ``(1 - remains[kind]) x length``; 0 for syncs and waits.
-    ``kinds``: :func:`piece_kinds`'s codes."""
+    ``kinds``: :func:`piece_kinds`'s codes; ``lengths`` (float) is overwritten with the result (a slot per
+    piece: no second array)."""
     share = np.zeros(len(KIND_CODES), np.float64)
     for kind, r in model.remains.items():
         if kind in KIND_CODES:
             share[KIND_CODES.index(kind)] = 1.0 - r
-    return share[kinds] * lengths
+    lengths *= share[kinds]
+    return lengths
 
 
 @dataclass
@@ -276,7 +279,8 @@ def without_profiler(ctx: Context, g: Graph, kept_steps: pl.DataFrame, *, step_u
         # an activity that waited for its launch call starts as much earlier as the call got shorter
         new_lat = np.where(waited, np.maximum(lat - taken[lp], 0.0), lat)
         np.subtract(lengths, taken, out=taken)
-        return np.rint(taken, out=taken).astype(np.int64), new_lat
+        np.copyto(lengths, np.rint(taken, out=taken), casting="unsafe")  # into the lengths' slots: no third array
+        return lengths, new_lat
 
     def run(k: float, scale: float = 1.0, host: float = 1.0) -> tuple[Timeline, np.ndarray]:
         new, new_lat = host_terms(k, host)

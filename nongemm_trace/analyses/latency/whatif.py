@@ -194,10 +194,15 @@ def _changed(g, base_d: np.ndarray, base_len: np.ndarray, base_lat: np.ndarray, 
         base_len = casts.host_lengths(g, base_len)
         new_d = casts.device_durations(new_d)
     # in place, and the lengths given dropped once scaled: a slot per host piece each, alive through the replay
-    scaled = np.multiply(base_len, float(cpu_scale))
+    if cpu_scale == 1.0:  # each length rounds to itself: no float copy of every piece, and no rounding
+        piece_len = np.asarray(base_len, np.int64)
+        if launch_us is not None or graph_cost is not None:
+            piece_len = piece_len.copy()  # changed in place below: never the caller's array
+    else:
+        scaled = np.multiply(base_len, float(cpu_scale))
+        piece_len = np.rint(scaled, out=scaled).astype(np.int64)
+        del scaled
     del base_len
-    piece_len = np.rint(scaled, out=scaled).astype(np.int64)
-    del scaled
     if launch_us is not None:
         is_launch = (g.pieces["kind"] == "launch").fill_null(False)  # a mask: no text array of every piece
         launch_rows = g.pieces.filter(is_launch).group_by("launch_id").agg(pl.col("row").min())["row"]
