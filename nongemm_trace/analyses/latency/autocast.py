@@ -207,13 +207,12 @@ def find_casts(ops: pl.DataFrame, acts: pl.DataFrame, launch_op_of: pl.DataFrame
     n_float = pl.col("name").replace_strict({k: v for k, v in guess.items() if k != "default"},
                                             default=guess["default"],
                                             return_dtype=pl.Int64)
-    bias_kids = f["bias_children_without_shapes"]
-    parents = cpu.select(pl.col("op_id").alias("parent_id"), pl.col("name").alias("parent"))
-    kids = cpu.select("parent_id", "name").join(parents, on="parent_id").filter(
-        pl.col("parent").is_in(list(bias_kids)))
-    with_bias = kids.filter(pl.struct("parent", "name").is_in(pl.DataFrame(
-        [{"parent": op, "name": k} for op, ks in bias_kids.items() for k in ks],
-        schema={"parent": pl.String, "name": pl.String}).to_struct().implode()))["parent_id"].unique()
+    # an optional bias is there when the op ran the call a bias takes (``bias_children_without_shapes``)
+    bias_calls = pl.DataFrame([{"parent": op, "name": k} for op, ks in f["bias_children_without_shapes"].items()
+                               for k in ks], schema={"parent": pl.String, "name": pl.String})
+    with_bias = cpu.select("parent_id", "name").join(
+        cpu.select(pl.col("op_id").alias("parent_id"), pl.col("name").alias("parent")), on="parent_id").join(
+        bias_calls, on=["parent", "name"])["parent_id"].unique()
     n_float = n_float + pl.col("op_id").is_in(with_bias.implode()).cast(pl.Int64)
     # its activation inputs (``activation_inputs``: all three of an attention call's) are cast or not together
     n_act = pl.min_horizontal(pl.col("name").replace_strict(
