@@ -43,6 +43,11 @@ def _allocator(argv: list[str]) -> str:
 
 os.environ.setdefault("_RJEM_MALLOC_CONF", _allocator(sys.argv[1:]))
 
+#: numpy's OpenBLAS starts a thread per core when numpy is imported (the latency commands import it),
+#: and those threads cost CPU time while they start and wait; the commands do element-wise array work
+#: only, never linear algebra, so one thread (figures: docs/benchmarks.md). A value already set wins.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
 #: glibc maps an allocation this large (or larger) on its own and unmaps it when freed. Its default
 #: threshold moves up to the size of each mapped block freed (the file is read in blocks of MBs),
 #: after which such blocks come from heaps that keep the freed memory: fixed, the reads' memory goes

@@ -107,3 +107,28 @@ def test_the_casts_found_without_recorded_shapes(caps, workload):
     found = [s["casts"] for s in whatif_analysis(slow, WhatIfParams(autocast="bf16")).to_dict()["autocast_casts"]]
     added = _casts_recorded(fast) - _casts_recorded(slow)
     assert abs(sum(found) / len(found) - added) <= 0.25 * added, (found, added)
+
+
+def _batch_norms_per_step(path) -> float:
+    ops = Analysis(path).linked().ops
+    steps = ops.filter(pl.col("name").cast(pl.String).str.starts_with("ProfilerStep")).height
+    return ops.filter(pl.col("name") == "aten::native_batch_norm").height / steps
+
+
+def test_a_batch_norm_after_a_conv_costs_more_under_autocast():
+    """A batch norm takes a conv's bf16 result with fp32 weights, which cuDNN's kernel does not: the bf16
+    run of Wide-ResNet-50-2 (H100 recipe set 1) runs PyTorch's own batch norm with a copy of its
+    statistics in each of the 53 the fp32 run ran in cuDNN. The what-if adds that host work to each of
+    them, at the trace's own cost per event, and a copy kernel; a model with no batch norm gets none."""
+    from nongemm_trace.analyses.latency import graph_of
+    from nongemm_trace.analyses.latency.autocast import facts
+    from nongemm_trace.analyses.latency.whatif import autocast_casts
+
+    fp32, bf16 = (SAMPLES / "recipe_h100" / f"wrn50_2_bs16__{v}.json.gz" for v in ("fp32", "bf16"))
+    extra = facts()["lower_input_events"]["aten::batch_norm"]
+    a, g, sel, _ = graph_of(fp32)
+    casts = autocast_casts(a.context(), g, sel, "bf16", fp32)
+    per_step = casts.host.filter(pl.col("events") == extra).group_by("step").len()["len"].to_list()
+    assert per_step == [round(_batch_norms_per_step(bf16))] * g.steps.height == [53] * 3
+    a, g, sel, _ = graph_of(SAMPLES / "recipe_h100" / "vit_b16_bs16__fp32.json.gz")
+    assert autocast_casts(a.context(), g, sel, "bf16", "vit").host.filter(pl.col("events") == extra).height == 0

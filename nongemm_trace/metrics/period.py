@@ -76,3 +76,40 @@ def step_times(acts: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
     st = steps.select("step", pl.col("ts_ns").alias("ts"), pl.col("end_ns").alias("cpu_end")).join(
         gpu, on="step", how="left")
     return step_periods(st, a).select("step", "start", "end", "wall", "latency")
+
+
+def host_slack(steps: pl.DataFrame) -> pl.DataFrame:
+    """``step, slack``: how much longer each step's CPU range (``ts`` to ``cpu_end``) was than its period
+    (0 where it was not) on a timeline a what-if starts from: the host time a step's range holds that
+    its period did not need (waiting for work launched before it, a step the device paced)."""
+    return steps.select("step", (pl.col("cpu_end") - pl.col("ts") - pl.col("wall")).clip(lower_bound=0).alias("slack"))
+
+
+def paced_by_host(steps: pl.DataFrame, slack: pl.DataFrame, waits: pl.DataFrame) -> pl.DataFrame:
+    """A what-if's step periods (``steps`` with ``thr, ts, cpu_end, end, start, wall``), each at least its
+    CPU range less the ``slack`` it had on the timeline the what-if changed (:func:`host_slack`), unless
+    its host waited in it (``waits``: ``thr, ts`` of each call or thread wait that waited, on the
+    what-if's timeline): a wait is the device's or another thread's time, which the period already
+    follows.
+
+    A what-if replays the trace's window from where the measured run stood when it opened. In a loop
+    whose host ran ahead of a slower device, a backlog of queued work stands at the window's start, and
+    a device made faster works through it faster than the host issues new steps: its boundaries come
+    faster than the host's, for as long as the backlog lasts, and a window of a few steps would report
+    that transient as the step. In steady state the loop cannot run faster than its host issues it, so
+    such a step is paced by its host: its period is its host's time, and ``host_lo`` (null for the
+    others) is where its critical path starts on its CPU range (``analyses/latency/path.py``). With
+    nothing changed, every step keeps its period (the slack is what the range had over it)."""
+    s = steps.join(slack, on="step", how="left").with_columns(pl.col("slack").fill_null(0))
+    w = waits.select(pl.col("thr").cast(pl.Int64), pl.col("ts").alias("t")).sort("t")
+    waited = s.select("step", pl.col("thr").cast(pl.Int64), "ts", "cpu_end").sort("ts").join_asof(
+        w, left_on="ts", right_on="t", by="thr", strategy="forward", check_sortedness=False).select(
+        "step", (pl.col("t") < pl.col("cpu_end")).fill_null(False).alias("waited"))
+    s = s.join(waited, on="step", how="left")
+    floor = pl.col("cpu_end") - pl.col("ts") - pl.col("slack")
+    paced = (floor > pl.col("wall")) & ~pl.col("waited").fill_null(False)
+    return s.with_columns(
+        pl.when(paced).then(pl.col("ts") + pl.col("slack")).alias("host_lo"),
+        pl.when(paced).then(pl.col("end") - floor).otherwise(pl.col("start")).alias("start"),
+        pl.when(paced).then(floor).otherwise(pl.col("wall")).alias("wall")).drop("slack", "waited")
+

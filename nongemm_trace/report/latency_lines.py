@@ -84,7 +84,9 @@ def whatif_head(rep: WhatIfReport, d: dict) -> list[tuple[str, bool]]:
         per_step = rep.settings.get("autocast_casts") or []
         casts = sum(s["casts"] for s in per_step) / len(per_step) if per_step else 0
         mb = sum(s["cast_bytes"] or 0 for s in per_step) / len(per_step) / 1e6 if per_step else 0
-        changes.append(f"autocast {rep.settings['autocast']} ({casts:,.0f} casts per step, {mb:,.1f} MB cast)")
+        lower = sum(s.get("lower_input_ops", 0) for s in per_step) / len(per_step) if per_step else 0
+        more = f", {lower:,.0f} ops with a lower-precision input" if lower else ""
+        changes.append(f"autocast {rep.settings['autocast']} ({casts:,.0f} casts per step, {mb:,.1f} MB cast{more})")
     lines = [("what if: " + (", ".join(changes) or "nothing changes (replays the measured steps)"), False)]
     m, p, a = d["measured_us"], d["predicted_us"], d["amdahl_us"]
     if m is not None:

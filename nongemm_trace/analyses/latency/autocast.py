@@ -59,7 +59,7 @@ class Casts:
 
     host: pl.DataFrame     # piece, events, step
     device: pl.DataFrame   # act, cast_ns
-    per_step: pl.DataFrame  # step, casts, wrapped_ops, cast_bytes
+    per_step: pl.DataFrame  # step, casts, wrapped_ops, cast_bytes, lower_input_ops
     math: fused.MathAttention  # the attention calls that run fused under autocast
 
     def host_lengths(self, g: Graph, piece_len: np.ndarray) -> np.ndarray:
@@ -184,6 +184,10 @@ def find_casts(ops: pl.DataFrame, acts: pl.DataFrame, launch_op_of: pl.DataFrame
         pl.col("had_f32").fill_null(True))
     blocker = (pl.col("is_f32") | pl.col("is_promote")).cast(pl.Int64)
     top = top.with_columns((blocker.cum_sum().over([*thread, "seg"]) - blocker).alias("blockers_before"))
+    # an op that takes a lower-precision result it has no autocast rule for (batch norm after a conv)
+    promotes = (pl.col("is_f32") | pl.col("is_promote") | pl.col("makes_f32")).cast(pl.Int64)
+    top = top.with_columns(((pl.col("seg") >= 1) & (promotes.cum_sum().over([*thread, "seg"]) == 0)
+                            & pl.col("name").is_in(list(f["lower_input_events"]))).alias("lower_input"))
     top = _shared_inputs(top, f["activation_inputs"], f["views"], thread)
     act_cast = pl.col("is_lower") & pl.col("act_cast_run")
     up_cast = pl.col("is_f32") & (pl.col("seg") >= 1) & (pl.col("blockers_before") == 0)
@@ -242,8 +246,38 @@ def find_casts(ops: pl.DataFrame, acts: pl.DataFrame, launch_op_of: pl.DataFrame
                                      .clip(lower_bound=0) * floor).cast(pl.Int64).alias("cast_ns"))
     per_step = placed.group_by("step").agg(pl.col("casts").sum(), pl.len().alias("wrapped_ops"),
                                            pl.col("bytes").list.sum().sum().alias("cast_bytes")).sort("step")
+    other_host, other_device = _lower_input_work(top, cpu, acts, launch_op_of, f)
+    per_step = per_step.join(other_host.group_by("step").agg(pl.len().alias("lower_input_ops")), on="step",
+                             how="full", coalesce=True).with_columns(
+        pl.col("casts", "wrapped_ops", "cast_bytes", "lower_input_ops").fill_null(0)).sort("step")
     math = fused.find_math_attention(cpu.select("op_id", "parent_id", "depth", "name"), acts, launch_op_of, f)
-    return Casts(host, device, per_step, math)
+    return Casts(pl.concat([host, other_host.cast(host.schema)]),
+                 pl.concat([device, other_device.cast(device.schema)]), per_step, math)
+
+
+def _lower_input_work(top: pl.DataFrame, cpu: pl.DataFrame, acts: pl.DataFrame, launch_op_of: pl.DataFrame,
+                      f: dict[str, Any]) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """What an op autocast does not wrap costs more when its input is a lower-precision result
+    (``lower_input_events``): a batch norm after a conv takes a bf16 input with fp32 weights, which
+    cuDNN's kernel does not, and runs PyTorch's own with a copy of its statistics. Its host work grows
+    by that many op events at the trace's own cost per event, placed before the op's first launch,
+    and its first activity gains a copy kernel."""
+    events = f["lower_input_events"]
+    hit = top.filter(pl.col("lower_input")).select("op_id", pl.col("name").replace_strict(
+        events, return_dtype=pl.Float64).alias("events"))
+    empty_host = pl.DataFrame(schema={"piece": pl.Int64, "events": pl.Float64, "step": acts.schema["step"]})
+    empty_device = pl.DataFrame(schema={"act": pl.Int64, "cast_ns": pl.Int64})
+    if hit.height == 0:
+        return empty_host, empty_device
+    # the op's first launch: its activities' launching ops lie under it (``top_id``)
+    under = launch_op_of.join(cpu.select(pl.col("op_id").alias("launch_op_id"), pl.col("top_id").alias("op_id")),
+                              on="launch_op_id").join(hit, on="op_id")
+    first = acts.select("row", "activity_id", "lp", "step").join(under, on="activity_id").filter(
+        pl.col("lp").is_not_null()).sort("lp").unique("op_id", keep="first")
+    host = first.select(pl.max_horizontal(pl.col("lp") - 1, pl.lit(0)).cast(pl.Int64).alias("piece"), "events", "step")
+    device = first.select(pl.col("row").cast(pl.Int64).alias("act"),
+                          pl.lit(int(f["cost"]["cast_kernel_floor_ns"]), pl.Int64).alias("cast_ns"))
+    return host, device
 
 
 def cast_kernel_ns(memory_tbps: float | None):

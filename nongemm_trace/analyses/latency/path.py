@@ -69,6 +69,8 @@ def walk(tl: Timeline) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
         step, lo, t = st["step"], st["start"], st["end"]  # the step's period (metrics/period.py)
         k = last_of.get(step)
         on_gpu = k is not None and st["gpu_end"] is not None and st["gpu_end"] > st["cpu_end"]
+        if st.get("host_lo") is not None:  # a what-if's step paced by its host (metrics/period.paced_by_host)
+            lo, t, on_gpu = st["host_lo"], st["cpu_end"], False
         thr = st["thr"]
         bound_of: dict[int, int] = {}
         for _ in range(4 * (len(s_ts) + n_jumps + 2) + 8):

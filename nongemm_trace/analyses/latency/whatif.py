@@ -25,6 +25,7 @@ from ...core.frames import int_scalar, per_value
 from ...core.trace import Anomaly
 from ...devices import match_device
 from ...errors import OptionError
+from ...metrics.period import host_slack, paced_by_host
 from ...models.latency import WhatIfReport, bound_of
 from ...vocabulary import AUTOCAST_DTYPES, CLASSES
 from ..changes import WhatIfParams
@@ -315,7 +316,7 @@ def predict(ctx: Context, g, sel, warnings, changes: WhatIfParams | None = None,
         casts = autocast_casts(ctx, g, sel, autocast, path)
         settings["autocast"] = autocast
         settings["autocast_casts"] = casts.per_step.filter(pl.col("step") >= sel.steps_skipped).select(
-            pl.col("step"), pl.col("casts"), pl.col("wrapped_ops"), pl.col("cast_bytes")).to_dicts()
+            "step", "casts", "wrapped_ops", "cast_bytes", "lower_input_ops").to_dicts()
     # each timeline attributed as soon as it is made, then freed, one at a time: four of them at once (a
     # million host pieces each) were this command's peak; the steps reported are those kept in both
     predicted, new_d = _changed(g, d, measured_piece_lengths(g), a["lat"].to_numpy(allow_copy=True), factors,
@@ -323,6 +324,11 @@ def predict(ctx: Context, g, sel, warnings, changes: WhatIfParams | None = None,
                                 casts=casts)
     skip = sel.steps_skipped
     keep = predicted.steps.filter(pl.col("step") >= skip) if skip else predicted.steps
+    # in steady state no step is faster than its host issues it (the measured CPU ranges against the
+    # measured periods: the selection's step times, the same figures as the measured timeline's)
+    measured_slack = host_slack(g.steps.select("step", "ts", pl.col("end").alias("cpu_end")).join(
+        sel.step_times.select("step", "wall"), on="step")) if sel.step_times is not None else None
+    keep = paced_by_host(keep, measured_slack, _waits(predicted)) if measured_slack is not None else keep
     predicted.steps = keep
     classes = ctx.taxonomy.classes
     att = attribute(predicted, classes, g.queue_gap_ns)
@@ -345,6 +351,7 @@ def predict(ctx: Context, g, sel, warnings, changes: WhatIfParams | None = None,
         int(graph_cost[1] * un.model.remains["graph_launch"]), graph_cost[2])
     un_pred, _ = _changed(g, un.act_dur, un.piece_len, un.lat, factors, cpu_scale=cpu_scale, launch_us=launch_us,
                           graph_cost=un_cost, casts=casts, base_gap=un.gap)
+    un_pred.steps = paced_by_host(un_pred.steps, host_slack(un.timeline.steps), _waits(un_pred))
     warnings = list(warnings) + unmatched
     for kept, what in ((kept_measured, "measured"), (keep, "predicted")):  # the steps left out are not reported
         overlap = overlapping_steps(kept, what)
@@ -377,6 +384,11 @@ def predict(ctx: Context, g, sel, warnings, changes: WhatIfParams | None = None,
               "predicted_bound": bound_of(bound_times(un_pred, g.queue_gap_ns))}
     return WhatIfReport(str(path), sel.taxonomy, sel.level, [{"selector": t, "factor": f} for t, _, _, f in parsed],
                         settings, steps, att, shares, warnings, span, unprofiled_summary(un) | bounds)
+
+
+def _waits(tl) -> pl.DataFrame:
+    """``thr, ts``: where a timeline's host waited (a synchronizing call or a wait on another thread)."""
+    return tl.syncs.filter(pl.col("waited")).select("thr", "ts")
 
 
 def _speeds_up_only(factors: np.ndarray, cpu_scale: float, launch_us: float | None, graphs: bool,
