@@ -112,4 +112,3 @@ def paced_by_host(steps: pl.DataFrame, slack: pl.DataFrame, waits: pl.DataFrame)
         pl.when(paced).then(pl.col("ts") + pl.col("slack")).alias("host_lo"),
         pl.when(paced).then(pl.col("end") - floor).otherwise(pl.col("start")).alias("start"),
         pl.when(paced).then(floor).otherwise(pl.col("wall")).alias("wall")).drop("slack", "waited")
-

@@ -33,7 +33,7 @@ from .autocast import Casts, cast_kernel_ns, find_casts
 from .autocast import facts as autocast_facts
 from .overlap import overlapping_steps
 from .path import attribute, bound_times
-from .replay import measured_piece_lengths, measured_timeline, replay
+from .replay import Timeline, measured_piece_lengths, measured_timeline, replay
 from .unprofiled import unprofiled_summary, without_profiler
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -326,9 +326,10 @@ def predict(ctx: Context, g, sel, warnings, changes: WhatIfParams | None = None,
     keep = predicted.steps.filter(pl.col("step") >= skip) if skip else predicted.steps
     # in steady state no step is faster than its host issues it (the measured CPU ranges against the
     # measured periods: the selection's step times, the same figures as the measured timeline's)
-    measured_slack = host_slack(g.steps.select("step", "ts", pl.col("end").alias("cpu_end")).join(
-        sel.step_times.select("step", "wall"), on="step")) if sel.step_times is not None else None
-    keep = paced_by_host(keep, measured_slack, _waits(predicted)) if measured_slack is not None else keep
+    if sel.step_times is not None:
+        measured_slack = host_slack(g.steps.select("step", "ts", pl.col("end").alias("cpu_end")).join(
+            sel.step_times.select("step", "wall"), on="step"))
+        keep = paced_by_host(keep, measured_slack, _waits(predicted))
     predicted.steps = keep
     classes = ctx.taxonomy.classes
     att = attribute(predicted, classes, g.queue_gap_ns)
@@ -386,7 +387,7 @@ def predict(ctx: Context, g, sel, warnings, changes: WhatIfParams | None = None,
                         settings, steps, att, shares, warnings, span, unprofiled_summary(un) | bounds)
 
 
-def _waits(tl) -> pl.DataFrame:
+def _waits(tl: Timeline) -> pl.DataFrame:
     """``thr, ts``: where a timeline's host waited (a synchronizing call or a wait on another thread)."""
     return tl.syncs.filter(pl.col("waited")).select("thr", "ts")
 
