@@ -7,7 +7,7 @@ previous replay's last one while profiled. Two constants model it: ``graph_activ
 replayed activity and ``graph_replay_gap_ns`` per replay that was queued. This script takes the
 ``*__graph.json.gz`` captures of the folders given (``truth.json`` beside them), replays each
 without the profiler with the eager constant and no replay gap, and fits the two by least squares
-on the first folder: the time to remove per step is ``a x activities + b x replays``. It then
+(neither negative) on the first folder: the time to remove per step is ``a x activities + b x replays``. It then
 prints each capture's error with the fitted constants, the first folder and the held-out ones::
 
     PYTHONPATH=. python3 bench/fit_graph_tracing.py sample_traces/recipe_h100 \\
@@ -27,6 +27,7 @@ import polars as pl
 from nongemm_trace.analyses.latency import graph_of
 from nongemm_trace.analyses.latency.graph import graph_replayed
 from nongemm_trace.analyses.latency.unprofiled import model_for, profiler_settings, without_profiler
+from nongemm_trace.metrics.period import steady_step
 
 
 def capture_terms(path: Path) -> tuple[float, float, float, float, float]:
@@ -43,12 +44,12 @@ def capture_terms(path: Path) -> tuple[float, float, float, float, float]:
     eager = replace(model, graph_activity_ns=None, graph_replay_gap_ns=0.0)
     steps = g.steps
 
-    def mean_step(m) -> float:
+    def steady(m) -> float:  # the step the reports give: the steady one
         un = without_profiler(analysis, g, steps, model=m)
-        return float(un.timeline.steps["wall"].mean() or 0) / 1000
+        return (steady_step(un.timeline.steps["wall"]) or 0.0) / 1000
 
     return (float((replayed & in_steps).sum()) / n_steps, float((first & in_steps).sum()) / n_steps,
-            mean_step(eager), mean_step(model), model.activity_ns)
+            steady(eager), steady(model), model.activity_ns)
 
 
 def main() -> None:
@@ -68,6 +69,12 @@ def main() -> None:
     # the time to remove per step beyond what the model removed: activity_ns x N - (truth - eager)
     need = (fit["activity_ns"] / 1000 * fit["activities"] - (fit["truth_us"] - fit["eager_us"])).to_numpy()
     (a, b), *_ = np.linalg.lstsq(fit.select("activities", "replays").to_numpy(), need, rcond=None)
+    if b < 0:  # a cost the profiler adds is never negative: the activities' term alone
+        (a,), *_ = np.linalg.lstsq(fit.select("activities").to_numpy(), need, rcond=None)
+        b = 0.0
+    elif a < 0:
+        (b,), *_ = np.linalg.lstsq(fit.select("replays").to_numpy(), need, rcond=None)
+        a = 0.0
     print(f"fitted on {args.folders[0].name}: graph_activity_ns = {a * 1000:.0f}, "
           f"graph_replay_gap_ns = {b * 1000:.0f}")
     pred = pl.col("eager_us") + pl.col("activity_ns") / 1000 * pl.col("activities") - (

@@ -76,12 +76,12 @@ def test_a_device_bound_estimate_the_device_cannot_explain_calibrates_the_host()
 
 
 def test_a_told_step_longer_than_the_profiled_run_is_the_hosts():
-    """H100 recipe capture (set 4) of GPT-2 b1 s16 eager under ``record_shapes``: host-bound, its host
-    faster in the capture's window than over the 7 rounds that timed the real step (7,813 us, longer than
-    the profiled run's 7,778 us). Only a slower host explains that: the host's time takes the difference,
-    not the device's (scaled by 4 to reach it, it made ``--graphs`` told predict 7,486 us where the real
-    graph replay takes 1,979 us and the trace alone predicts 2,006 us)."""
-    path = SAMPLES / "recipe_h100_set4" / "gpt2_bs1_s16__eager__shapes.json.gz"
+    """H100 recipe capture (set 4) of BERT-base b1 s32 fp32 under ``profile_memory``: host-bound, its host
+    faster in the capture's window than over the 7 rounds that timed the real step (7,717 us, longer than
+    every profiled step, 6,778-7,149 us). Only a slower host explains that: the host's time takes the
+    difference, not the device's. Scaled by up to 4 to reach such a step, the device once made
+    ``--graphs`` told predict a GPT-2 b1 graph replay at 7,486 us, measured at 1,979 us."""
+    path = SAMPLES / "recipe_h100_set4" / "bert_bs1_s32__fp32__memory.json.gz"
     real = json.loads((path.parent / "truth.json").read_text())[path.name]["truth_step_us"]
     a = Analysis(path)
     u = latency_analysis(a, unprofiled_step_us=real).unprofiled
@@ -91,7 +91,7 @@ def test_a_told_step_longer_than_the_profiled_run_is_the_hosts():
     alone = whatif_analysis(a, WhatIfParams(graphs=True)).to_dict()["predicted_unprofiled_step_us"]
     told = whatif_analysis(a, WhatIfParams(graphs=True, unprofiled_step_us=real)).to_dict()
     assert told["predicted_unprofiled_step_us"] == pytest.approx(alone, rel=0.1)
-    assert told["predicted_unprofiled_step_us"] < real
+    assert told["predicted_unprofiled_step_us"] < real / 2
 
 
 def test_a_host_paced_step_the_device_cannot_explain_leaves_the_device_alone():

@@ -16,6 +16,7 @@ import polars as pl
 
 from .._version import __version__
 from ..core.trace import Anomaly
+from ..metrics.period import steady_step
 from ..vocabulary import SCHEMA_VERSION, STEP_LATENCY, STEP_TIME, ns, us
 from .rows import warnings_of
 from .short_repr import short_repr
@@ -227,6 +228,14 @@ class WhatIfReport:
             return None
         return us(self.steps[column].mean())
 
+    def steady(self, column: str) -> float | None:
+        """A run without the profiler's step in steady state (us): the median of the steps'
+        (:func:`~nongemm_trace.metrics.period.steady_step`)."""
+        if not self.steps.height or column not in self.steps.columns:
+            return None
+        value = steady_step(self.steps[column])
+        return None if value is None else us(value)
+
     def to_dict(self) -> dict[str, Any]:
         total = totals(self.attribution)
         measured, predicted = self.mean("measured"), self.mean("predicted")
@@ -237,8 +246,8 @@ class WhatIfReport:
             "step_time": STEP_TIME, "measured_us": measured, "predicted_us": predicted,
             "speedup": round(measured / predicted, 4) if measured and predicted else None,
             "amdahl_us": self.mean("amdahl"),
-            "unprofiled_step_us": self.mean("unprofiled"),
-            "predicted_unprofiled_step_us": self.mean("predicted_unprofiled"),
+            "unprofiled_step_us": self.steady("unprofiled"),
+            "predicted_unprofiled_step_us": self.steady("predicted_unprofiled"),
             "unprofiled_source": (self.unprofiled or {}).get("source"),
             "unprofiled": self.unprofiled,
             "measured_span_us": us(self.span.get("measured")), "predicted_span_us": us(self.span.get("predicted")),

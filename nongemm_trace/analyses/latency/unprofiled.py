@@ -41,6 +41,7 @@ import polars as pl
 
 from ...core.frames import number
 from ...errors import OptionError
+from ...metrics.period import steady_step
 from ...models.latency import bound_of, bounds_per_step
 from .anchoring import HOST_SCALE_RANGE, anchor_on, bisect, device_bound, device_reaches
 from .graph import Graph, graph_launch_ids, graph_replayed
@@ -200,8 +201,9 @@ def unprofiled_summary(un: Unprofiled) -> dict[str, Any]:
 
 def latency_unprofiled(un: Unprofiled, steps: pl.DataFrame, profiled_att: pl.DataFrame,
                        queue_gap_ns: int) -> dict[str, Any]:
-    """The latency report's ``unprofiled``: per kept step and on average, the step without the profiler,
-    the profiler's share of the step (profiled minus unprofiled wall time) and which side bounds it."""
+    """The latency report's ``unprofiled``: per kept step and in steady state (``step_us``, the median:
+    :func:`~nongemm_trace.metrics.period.steady_step`), the step without the profiler, the profiler's share
+    of the step (the profiled mean step minus that) and which side bounds it."""
     kept = steps["step"].implode()
     un.timeline.steps = un.timeline.steps.filter(pl.col("step").is_in(kept))
     att = bound_times(un.timeline, queue_gap_ns)  # only its bounds are read
@@ -211,10 +213,10 @@ def latency_unprofiled(un: Unprofiled, steps: pl.DataFrame, profiled_att: pl.Dat
     rows = [{"step": r["step"], "step_us": round(r["un"] / 1000, 3),
              "profiler_overhead_us": round((r["wall"] - r["un"]) / 1000, 3),
              "bound": per_step.get(r["step"])} for r in walls.iter_rows(named=True)]
-    n = max(walls.height, 1)
+    steady = steady_step(walls["un"]) or 0.0
     return unprofiled_summary(un) | {
-        "step_us": round(float(walls["un"].sum()) / n / 1000, 3),
-        "profiler_overhead_us": round(float((walls["wall"] - walls["un"]).sum()) / n / 1000, 3),
+        "step_us": round(steady / 1000, 3),
+        "profiler_overhead_us": round((float(number(walls["wall"].mean()) or 0.0) - steady) / 1000, 3),
         "bound": bound_of(att), "profiled_bound": bound_of(profiled_att), "steps": rows}
 
 
@@ -295,18 +297,18 @@ def without_profiler(ctx: Context, g: Graph, kept_steps: pl.DataFrame, *, step_u
     def scaled(scale: float) -> np.ndarray:
         return d if scale == 1.0 else np.rint(d * scale).astype(np.int64)
 
-    def mean_wall(tl: Timeline) -> float:
-        return float(number(tl.steps.filter(pl.col("step").is_in(steps.implode()))["wall"].mean()) or 0.0) / 1000.0
+    def steady_wall(tl: Timeline) -> float:  # the steady step the reports give, which a measurement is matched to
+        return (steady_step(tl.steps.filter(pl.col("step").is_in(steps.implode()))["wall"]) or 0.0) / 1000.0
 
     def result(k: float, source: str, measured: float | None, note: str | None = None,
                on: str | None = None, lever: str = "device") -> Unprofiled:
         scale, host, anchor, why = 1.0, 1.0, 1.0, None
         if measured is not None and lever == "host":
-            host, anchor, why = anchor_on(lambda h: mean_wall(run(k, 1.0, h)[0]), measured, HOST_SCALE_RANGE,
+            host, anchor, why = anchor_on(lambda h: steady_wall(run(k, 1.0, h)[0]), measured, HOST_SCALE_RANGE,
                                         "host's time")
         elif measured is not None:
             def wall_of(s: float) -> float:
-                return mean_wall(run(k, s)[0])
+                return steady_wall(run(k, s)[0])
             if device_bound(ctx, g, run(k)[0], steps) or device_reaches(wall_of, measured):
                 scale, anchor, why = anchor_on(wall_of, measured)
             else:
@@ -329,19 +331,19 @@ def without_profiler(ctx: Context, g: Graph, kept_steps: pl.DataFrame, *, step_u
 
         def wall_at(k: float) -> float:
             new, _ = terms(k)
-            return mean_wall(replay(g, zero_d, new, np.zeros(len(d)), zero_gap))
+            return steady_wall(replay(g, zero_d, new, np.zeros(len(d)), zero_gap))
         what = f"host issue time {issue:,.1f} us"
         goal = issue
     else:
         def wall_at(k: float) -> float:
-            return mean_wall(run(k)[0])
+            return steady_wall(run(k)[0])
         assert target is not None  # one of the two, checked above
         what = f"step {target:,.1f} us"
         goal = target
     lo, hi = wall_at(K_MAX), wall_at(0.0)
     note, lever = None, "device"
     if issue is None and device_bound(ctx, g, run(1.0)[0], steps) and device_reaches(
-            lambda scale: mean_wall(run(1.0, scale)[0]), goal):
+            lambda scale: steady_wall(run(1.0, scale)[0]), goal):
         # the model's run is paced by the device: a measured step that differs says the device differs
         # (clocks, contention), not a host several times slower or faster than the model (a step 2 % longer
         # once took 98 % of the profiler's time back in, and autocast's what-if then added casts to that host)
