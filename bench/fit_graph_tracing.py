@@ -27,7 +27,7 @@ import polars as pl
 from nongemm_trace.analyses.latency import graph_of
 from nongemm_trace.analyses.latency.graph import graph_replayed
 from nongemm_trace.analyses.latency.unprofiled import model_for, profiler_settings, without_profiler
-from nongemm_trace.metrics.period import steady_step
+from nongemm_trace.vocabulary import steady_step
 
 
 def capture_terms(path: Path) -> tuple[float, float, float, float, float]:

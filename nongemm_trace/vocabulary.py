@@ -39,6 +39,9 @@ LEVELS = {
 #: and the queueing figure kept beside it under its own name (``latency_us``)
 STEP_TIME = ("period: one step's cost in steady state, from the later of its CPU start and the previous "
              "step's end to its own end (the later of its CPU range's end and its last kernel's end)")
+#: the step of the run without the profiler, a steady state (:func:`steady_step`)
+STEADY_STEP = ("steady: the median of the window's steps without the profiler (the window's first step carries "
+               "the profiler's switch from warm-up to recording, which the run without it never pays)")
 STEP_LATENCY = "queueing latency: the step's CPU start to its end, waits behind earlier steps' queued work included"
 
 #: the classes of the paper's taxonomy, in report order
@@ -72,6 +75,18 @@ def either(words: Any) -> str:
 def us(ns: Any, digits: int = 3) -> float:
     """Nanoseconds (int, float or None) as microseconds rounded for a JSON document."""
     return round(float(ns or 0) / 1000.0, digits)
+
+
+def steady_step(walls: Any) -> float | None:
+    """The loop's step in steady state from a window's step periods (a polars Series of ns): their
+    median, None for no step. The window's first step is where torch.profiler's schedule turns from
+    warm-up to recording; that switch costs the first step alone (up to twelve times the others'
+    period with ``with_stack``, a third more for a CUDA-graph replay's), so a mean charges one step's
+    transient to every step of a run that has no profiler, and a median of the window's steps does
+    not. Every figure of the run without the profiler (``latency``, ``whatif``, the calibration that
+    matches a measured step) is this one."""
+    values = walls.drop_nulls()
+    return float(values.median()) if values.len() else None
 
 
 @overload

@@ -216,7 +216,7 @@ def test_the_terminal_says_which_run_a_figure_is(capsys):
     assert "on the critical path" not in out and "(profiled run: GPU busy" not in out
     assert main(["latency", path]) == 0
     out = " ".join(capsys.readouterr().out.split())
-    assert "profiled: host-bound" in out and "without the profiler: mean step" in out
+    assert "profiled: host-bound" in out and "without the profiler: steady step" in out
 
 
 @pytest.mark.parametrize("bad", ["0", "-5", "nan", "inf"])

@@ -23,8 +23,9 @@ mean period times the number of steps is the loop's wall time. ``latency`` keeps
 figure (host start to boundary) under its own name.
 
 The run *without* the profiler is a steady-state estimate, not a record of the window: its step is
-the median of the window's step periods (:func:`steady_step`), since the window's first step carries
-the profiler's own switch from warm-up to recording, a cost the run without it never pays.
+the median of the window's step periods (``steady_step`` in ``vocabulary.py``), since the window's
+first step carries the profiler's own switch from warm-up to recording, which the run without it
+never pays.
 """
 
 from __future__ import annotations
@@ -60,16 +61,6 @@ def _launched_before(acts: pl.DataFrame, steps: pl.DataFrame) -> int | None:
                         & (pl.col("ts") < first_end))
     value = early["end"].max() if early.height else None
     return min(int(value), first_end) if value is not None else None  # type: ignore[arg-type]
-
-
-def steady_step(walls: pl.Series) -> float | None:
-    """The loop's step in steady state from a window's step periods (ns): their median, None for no
-    step. The window's first step is where torch.profiler's schedule turns from warm-up to recording;
-    that switch costs the first step alone (up to twelve times the others' period with ``with_stack``,
-    a third more for a CUDA-graph replay's), so a mean charges one step's transient to every step of
-    a run that has no profiler, and a median of the window's steps does not."""
-    values = walls.drop_nulls()
-    return float(values.median()) if values.len() else None  # type: ignore[arg-type]
 
 
 def step_times(acts: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:

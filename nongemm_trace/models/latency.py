@@ -16,8 +16,7 @@ import polars as pl
 
 from .._version import __version__
 from ..core.trace import Anomaly
-from ..metrics.period import steady_step
-from ..vocabulary import SCHEMA_VERSION, STEP_LATENCY, STEP_TIME, ns, us
+from ..vocabulary import SCHEMA_VERSION, STEP_LATENCY, STEP_TIME, ns, steady_step, us
 from .rows import warnings_of
 from .short_repr import short_repr
 
@@ -230,7 +229,7 @@ class WhatIfReport:
 
     def steady(self, column: str) -> float | None:
         """A run without the profiler's step in steady state (us): the median of the steps'
-        (:func:`~nongemm_trace.metrics.period.steady_step`)."""
+        (:func:`~nongemm_trace.vocabulary.steady_step`)."""
         if not self.steps.height or column not in self.steps.columns:
             return None
         value = steady_step(self.steps[column])

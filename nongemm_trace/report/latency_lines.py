@@ -60,7 +60,7 @@ def latency_head(rep: LatencyReport) -> list[tuple[str, bool]]:
     lines = [(f"profiled: {_verdict(rep.attribution, wall)}", True)]
     un = rep.unprofiled
     if un:
-        lines += [(f"without the profiler: mean step {un['step_us']:,.1f} us (the profiler adds "
+        lines += [(f"without the profiler: steady step {un['step_us']:,.1f} us (the profiler adds "
                    f"{un['profiler_overhead_us']:,.1f} us, {_pct(un['profiler_overhead_us'], un['step_us'])}); "
                    f"{un['bound']}{_changed(un.get('profiled_bound'), un.get('bound'))}", True),
                   (f"  ({unprofiled_source(un)})", False)]
@@ -94,7 +94,7 @@ def whatif_head(rep: WhatIfReport, d: dict) -> list[tuple[str, bool]]:
                       f"({100 * (p / m - 1):+.1f} %); naive Amdahl (step minus the time saved) {a:,.1f} us", True))
     um, up, un = d.get("unprofiled_step_us"), d.get("predicted_unprofiled_step_us"), rep.unprofiled or {}
     if um is not None and up is not None:
-        lines.append((f"without the profiler, mean step: {um:,.1f} us -> predicted {up:,.1f} us "
+        lines.append((f"without the profiler, steady step: {um:,.1f} us -> predicted {up:,.1f} us "
                        f"({100 * (up / um - 1):+.1f} %); {un.get('predicted_bound')}"
                        f"{_changed(un.get('predicted_profiled_bound'), un.get('predicted_bound'))}", True))
         lines.append((f"  ({unprofiled_source(un)})", False))

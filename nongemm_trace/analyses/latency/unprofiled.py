@@ -41,8 +41,8 @@ import polars as pl
 
 from ...core.frames import number
 from ...errors import OptionError
-from ...metrics.period import steady_step
 from ...models.latency import bound_of, bounds_per_step
+from ...vocabulary import STEADY_STEP, steady_step
 from .anchoring import HOST_SCALE_RANGE, anchor_on, bisect, device_bound, device_reaches
 from .graph import Graph, graph_launch_ids, graph_replayed
 from .path import bound_times
@@ -192,7 +192,7 @@ class Unprofiled:
 
 def unprofiled_summary(un: Unprofiled) -> dict[str, Any]:
     """What a report says of where its unprofiled figures come from."""
-    return {"source": un.source, "setting": un.model.setting, "calibration_k": round(un.k, 4),
+    return {"step_time": STEADY_STEP, "source": un.source, "setting": un.model.setting, "calibration_k": round(un.k, 4),
             "device_scale": round(un.device_scale, 6), "host_scale": round(un.host_scale, 6),
             "anchor": round(un.anchor, 6),
             "measured_step_us": un.measured_step_us, "calibrated_on": un.calibrated_on, "note": un.note,
@@ -202,7 +202,7 @@ def unprofiled_summary(un: Unprofiled) -> dict[str, Any]:
 def latency_unprofiled(un: Unprofiled, steps: pl.DataFrame, profiled_att: pl.DataFrame,
                        queue_gap_ns: int) -> dict[str, Any]:
     """The latency report's ``unprofiled``: per kept step and in steady state (``step_us``, the median:
-    :func:`~nongemm_trace.metrics.period.steady_step`), the step without the profiler, the profiler's share
+    :func:`~nongemm_trace.vocabulary.steady_step`), the step without the profiler, the profiler's share
     of the step (the profiled mean step minus that) and which side bounds it."""
     kept = steps["step"].implode()
     un.timeline.steps = un.timeline.steps.filter(pl.col("step").is_in(kept))
