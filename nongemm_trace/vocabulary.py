@@ -80,10 +80,9 @@ def us(ns: Any, digits: int = 3) -> float:
 def steady_step(walls: Any) -> float | None:
     """The loop's step in steady state from a window's step periods (a polars Series of ns): their
     median, None for no step. The window's first step is where torch.profiler's schedule turns from
-    warm-up to recording; that switch costs the first step alone (up to twelve times the others'
-    period with ``with_stack``, a third more for a CUDA-graph replay's), so a mean charges one step's
-    transient to every step of a run that has no profiler, and a median of the window's steps does
-    not. Every figure of the run without the profiler (``latency``, ``whatif``, the calibration that
+    warm-up to recording; that switch costs the first step alone (figures: docs/latency.md), so a mean
+    charges one step's transient to every step of a run that has no profiler, and a median of the
+    window's steps does not. Every figure of the run without the profiler (``latency``, ``whatif``, the calibration that
     matches a measured step) is this one."""
     values = walls.drop_nulls()
     return float(values.median()) if values.len() else None
