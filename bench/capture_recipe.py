@@ -28,7 +28,10 @@ For every configuration:
 (a) the truth without the profiler: CUDA events around N back-to-back steps (no synchronize between
     steps; two unmeasured steps before the first event so the queue is in its steady state), the step
     = elapsed / N, in 7 rounds, each round running every configuration once in a rotating order (rounds
-    0-2 before the profiled captures, 3-6 after); ``truth_step_us`` is the median of the 7. N is chosen
+    0-2 before the profiled captures, 3-6 after: ``rounds_before_captures``); ``truth_step_us`` is the
+    median of the 7. torch.profiler leaves CUPTI attached once a window with CUDA activities ends, unless
+    ``TEARDOWN_CUPTI=1`` (``--teardown``, recorded as ``cupti_teardown``): without it the rounds after the
+    captures time a process the profiler still holds (bench/recipe_validation.py's ``before``/``after``). N is chosen
     per configuration so that a round measures about 120 ms of steps (5 to 60 steps).
 (b) one capture exactly as the recipe: ``torch.profiler.profile(activities=[CPU, CUDA],
     schedule=torch.profiler.schedule(wait=1, warmup=1, active=3), on_trace_ready=handler)``, the loop
@@ -652,7 +655,12 @@ def main(argv=None):
     ap.add_argument("--budget-s", type=float, default=float(os.environ.get("BUDGET_S", "430")),
                     help="after this many seconds, skip what is optional (later rounds, extra settings)")
     ap.add_argument("--no-extra", action="store_true", help="no captures under other profiler settings")
+    ap.add_argument("--teardown", action="store_true",
+                    help="TEARDOWN_CUPTI=1: Kineto finalizes CUPTI as each window ends, so the rounds after the "
+                         "captures run in a process the profiler no longer holds (without it, CUPTI stays attached)")
     args = ap.parse_args(argv)
+    if args.teardown:
+        os.environ["TEARDOWN_CUPTI"] = "1"
     out = args.out
     tdir = os.path.join(out, "traces") if not os.environ.get("TRACE_DIR") else os.environ["TRACE_DIR"]
     os.makedirs(tdir, exist_ok=True)
@@ -679,6 +687,7 @@ def main(argv=None):
 
     for r in range(ROUNDS_BEFORE):
         truth_round(configs, timer, r)
+    before = {c.key: len(c.rounds) for c in configs}
 
     captured = {}
     fast_of = {c.workload: c for c in configs if c.role == "fast"}
@@ -736,7 +745,8 @@ def main(argv=None):
             "profiler_options": {"activities": ["CPU", "CUDA"] if dev == "cuda" else ["CPU"],
                                  "schedule": {"wait": 1, "warmup": 1, "active": 3}, **opts},
             "truth_step_us": statistics.median(c.rounds), "rounds": [round(x, 2) for x in c.rounds],
-            "steps_per_round": c.n,
+            "steps_per_round": c.n, "rounds_before_captures": before[c.key],
+            "cupti_teardown": os.environ.get("TEARDOWN_CUPTI") == "1",
             "truth_spread_pct": (max(c.rounds) - min(c.rounds)) / statistics.median(c.rounds) * 100,
             "captured_at_s": round(at, 1), "host_loop_step_us": info["host_loop_step_us"],
             "probe_before_capture": info["probe_before"], "bracket_us": info["bracket_us"],

@@ -20,6 +20,12 @@ Checks (error = predicted / truth - 1):
   (max - min over the median of the 7 rounds) says how far the pooled truth itself moves, and the
   summary's ``host steady`` groups keep the captures whose host held one speed around the window
   (brackets within 10 % of each other and of the pooled truth).
+  The same prediction against the rounds timed before any capture of the process (mode ``before``:
+  the median of the first ``rounds_before_captures`` rounds, 3 where truth.json does not say) and
+  against those timed after the captures (mode ``after``): torch.profiler leaves CUPTI attached to
+  the process once a window with CUDA activities ends (Kineto finalizes it only with
+  ``TEARDOWN_CUPTI=1``), and host-bound loops run slower from then on, so the pooled truth mixes a
+  process the profiler never touched (``before``) with one it left attached (``after``) (docs/latency.md).
 * ``tf32`` (each trace of a pair's fp32 side): ``whatif --scale GEMM=r``, ``r`` = the tf32 trace's GEMM
   GPU time per step over the fp32 trace's (kernels launched inside the profiled steps; the tf32 trace
   of the same profiler setting where there is one, else the plain one), against the tf32 truth:
@@ -64,7 +70,8 @@ from nongemm_trace.analyses.changes import WhatIfParams  # noqa: E402
 from nongemm_trace.analyses.latency import latency_analysis, whatif_analysis  # noqa: E402
 from nongemm_trace.pipeline.analysis import Analysis  # noqa: E402
 
-THRESHOLDS = {("self", "alone"): 15.0, ("self", "bracket"): 15.0, ("tf32", "alone"): 20.0, ("tf32", "told"): 10.0,
+THRESHOLDS = {("self", "alone"): 15.0, ("self", "bracket"): 15.0, ("self", "before"): 15.0, ("self", "after"): 15.0,
+              ("tf32", "alone"): 20.0, ("tf32", "told"): 10.0,
               ("bf16", "alone"): 25.0, ("bf16", "told"): 25.0, ("graphs", "alone"): 25.0, ("graphs", "told"): 25.0}
 # the same limits against the faster side timed around the slower side's window (``partner_bracket_us``)
 THRESHOLDS.update({(check, f"{mode}-bracket"): THRESHOLDS[(check, mode)]
@@ -134,6 +141,16 @@ def steady(t: dict) -> bool | None:
     return abs(b[0] - b[1]) <= 0.10 * mean and abs(mean / t["truth_step_us"] - 1) <= 0.10
 
 
+def sides(t: dict) -> tuple[float | None, float | None]:
+    """The median of the truth rounds timed before the process's first capture, and of those after its
+    last (None where the rounds do not say which is which)."""
+    rounds = t.get("rounds") or []
+    k = t.get("rounds_before_captures", 3 if len(rounds) == 7 else None)
+    if k is None or not 0 < k < len(rounds):
+        return None, None
+    return statistics.median(rounds[:k]), statistics.median(rounds[k:])
+
+
 def err(pred: float | None, truth: float) -> float | None:
     return None if pred is None else (pred / truth - 1) * 100
 
@@ -159,6 +176,9 @@ def folder_rows(folder: str) -> list[dict]:
             # the same figure against the host of the capture's own moment (one unprofiled round right
             # before and right after the window): which misses are the host moving between rounds
             rows.append({**self_row, "mode": "bracket", "truth_us": statistics.fmean(t["bracket_us"])})
+        for mode, truth_side in zip(("before", "after"), sides(t)):
+            if truth_side is not None:
+                rows.append({**self_row, "mode": mode, "truth_us": truth_side})
         kind = t["kind"]
         if t["role"] != "slow" or kind not in FAST:
             continue
@@ -278,7 +298,8 @@ def main(argv: list[str] | None = None) -> int:
     for r in rows:
         if r.get("note"):
             print(f"note: {r['trace']} {r['check']} {r['mode']}: {r['note']}")
-    print(f"{len(rows)} checks on {sum(r['check'] == 'self' for r in rows)} traces in {time.time() - t0:.1f} s")
+    traces = sum(r['check'] == 'self' and r['mode'] == 'alone' for r in rows)
+    print(f"{len(rows)} checks on {traces} traces in {time.time() - t0:.1f} s")
     if args.json:
         from nongemm_trace.core.safe_write import write_file
         doc = {"rows": rows, "summary": summary, "thresholds_%": {f"{c}/{m}": v for (c, m), v in THRESHOLDS.items()}}

@@ -2,8 +2,11 @@
 
 The profiler makes the host slower (an event per op, a callback per launch, shapes and stacks
 recorded), so a trace shows a run nobody ships. What the user's job really does is measured
-here, on the same process, model and inputs, just before and just after the profiled window
-(rounds around it, so both sides see the same host state). A round runs its steps back to back,
+here, on the same process, model and inputs, just before and just after the profiled window.
+The two sides are not the same process state: once a window with CUDA activities ends, Kineto
+leaves CUPTI attached to the process unless ``TEARDOWN_CUPTI=1`` is set, and host-bound steps
+run slower from then on (docs/latency.md), so each side's median is kept beside the pooled one,
+with whether teardown was asked for. A round runs its steps back to back,
 as the user's loop does (no synchronize between steps, so the host runs ahead where it can): a
 CUDA event recorded before the first step and after each one, and each step's **time** is the
 interval between consecutive events, the loop's period (docs/latency.md; the first step's from
@@ -18,6 +21,7 @@ The result is written into the trace as ``nongemm_unprofiled`` (docs/collectors.
 
 from __future__ import annotations
 
+import os
 import statistics
 import time
 from collections.abc import Callable
@@ -79,8 +83,13 @@ class Rounds:
         steps = [x for r in self.rounds for x in r["step_us"]]
         issue = [x for r in self.rounds for x in r["host_issue_us"]]
         cuda = torch.cuda.is_available() and torch.cuda.is_initialized()
+        side = {where: [x for r in self.rounds if r["where"] == where for x in r["step_us"]]
+                for where in ("before", "after")}
         return {
             "step_us": round(statistics.median(steps), 3) if steps else None,
+            "before_step_us": round(statistics.median(side["before"]), 3) if side["before"] else None,
+            "after_step_us": round(statistics.median(side["after"]), 3) if side["after"] else None,
+            "cupti_teardown": os.environ.get("TEARDOWN_CUPTI") == "1",
             "host_issue_us": round(statistics.median(issue), 3) if issue else None,
             "round_step_us": [round(statistics.median(r["step_us"]), 3) for r in self.rounds],
             "round_host_issue_us": [round(statistics.median(r["host_issue_us"]), 3) for r in self.rounds],

@@ -272,6 +272,23 @@ def test_measured_rounds_are_medians_not_means():
     assert np.isclose(r.summary({})["round_step_us"][0], 10.0)
 
 
+def test_each_side_of_the_window_keeps_its_own_median(monkeypatch):
+    """CUPTI stays attached after the window unless TEARDOWN_CUPTI=1: the sides are told apart."""
+    from nongemm_trace.collectors.unprofiled import Rounds
+
+    r = Rounds(lambda: None, 1)
+    r.rounds = [{"where": "before", "step_us": [10.0, 11.0, 12.0], "host_issue_us": [1.0]},
+                {"where": "after", "step_us": [13.0, 14.0, 15.0], "host_issue_us": [1.0]}]
+    monkeypatch.delenv("TEARDOWN_CUPTI", raising=False)
+    doc = r.summary({})
+    assert (doc["before_step_us"], doc["after_step_us"], doc["step_us"]) == (11.0, 14.0, 12.5)
+    assert doc["cupti_teardown"] is False
+    monkeypatch.setenv("TEARDOWN_CUPTI", "1")
+    r.rounds = r.rounds[:1]
+    doc = r.summary({})
+    assert (doc["before_step_us"], doc["after_step_us"], doc["cupti_teardown"]) == (11.0, None, True)
+
+
 def test_a_round_runs_its_steps_back_to_back(monkeypatch):
     """As the user's loop runs: one synchronize opens the round, none between steps; each step's time
     is the interval between consecutive events, the issue time the first step's alone."""
