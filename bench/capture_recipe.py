@@ -30,9 +30,9 @@ For every configuration:
     = elapsed / N, in 7 rounds, each round running every configuration once in a rotating order (rounds
     0-2 before the profiled captures, 3-6 after: ``rounds_before_captures``); ``truth_step_us`` is the
     median of the 7. torch.profiler leaves CUPTI attached once a window with CUDA activities ends, unless
-    ``TEARDOWN_CUPTI=1`` (``--teardown``, recorded as ``cupti_teardown``): without it the rounds after the
-    captures time a process the profiler still holds (bench/recipe_validation.py's ``before``/``after``). N is chosen
-    per configuration so that a round measures about 120 ms of steps (5 to 60 steps).
+    ``TEARDOWN_CUPTI=1`` (``--teardown``, recorded as ``cupti_teardown``): without it the rounds after
+    the captures time a process the profiler still holds (bench/recipe_validation.py's ``before`` and
+    ``after``). N is chosen per configuration so that a round measures about 120 ms of steps (5 to 60 steps).
 (b) one capture exactly as the recipe: ``torch.profiler.profile(activities=[CPU, CUDA],
     schedule=torch.profiler.schedule(wait=1, warmup=1, active=3), on_trace_ready=handler)``, the loop
     calling ``prof.step()`` after each step and nothing else (no synchronize); the trace holds
