@@ -40,7 +40,7 @@ def capture_terms(path: Path) -> tuple[float, float, float, float, float]:
     n_steps = max(g.steps.height, 1)
     shapes = bool(analysis.linked().ops["input_dims"].is_not_null().any()) \
         if "input_dims" in analysis.linked().ops.columns else False
-    model = model_for(profiler_settings(analysis.trace().metadata, shapes))
+    model = model_for(profiler_settings(analysis.trace().metadata, shapes), "attached")  # as the truths were timed
     eager = replace(model, graph_activity_ns=None, graph_replay_gap_ns=0.0)
     steps = g.steps
 

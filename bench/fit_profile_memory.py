@@ -63,7 +63,9 @@ class Estimate:
         self.steps = tl.steps.filter(pl.col("step") >= sel.steps_skipped)
         ops = self.ctx.linked().ops
         shapes = "input_dims" in ops.columns and bool(ops["input_dims"].is_not_null().any())
-        self.base = model_for({**profiler_settings(self.ctx.trace().metadata, shapes), "profile_memory": False})
+        # the brackets are timed in the capturing process, after its first window: the profiler attached
+        self.base = model_for({**profiler_settings(self.ctx.trace().metadata, shapes), "profile_memory": False},
+                              "attached")
 
     def __call__(self, factor: float) -> float:
         remains = {k: v * (factor if k in ("op", "wrapper") else 1.0) for k, v in self.base.remains.items()}

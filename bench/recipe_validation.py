@@ -26,11 +26,15 @@ Checks (error = predicted / truth - 1):
   the process once a window with CUDA activities ends (Kineto finalizes it only with
   ``TEARDOWN_CUPTI=1``), and host-bound loops run slower from then on, so the pooled truth mixes a
   process the profiler never touched (``before``) with one it left attached (``after``) (docs/latency.md).
+  ``before`` checks the step without the profiler (a process it never attached to), ``after`` the
+  attached process's figure (``unprofiled.attached_step_us``).
 * ``tf32`` (each trace of a pair's fp32 side): ``whatif --scale GEMM=r``, ``r`` = the tf32 trace's GEMM
   GPU time per step over the fp32 trace's (kernels launched inside the profiled steps; the tf32 trace
   of the same profiler setting where there is one, else the plain one), against the tf32 truth:
   from the trace alone within 20 % (``alone``), told the fp32 run's real step
-  (``--unprofiled-step-us`` = the fp32 truth) within 10 % (``told``).
+  (``--unprofiled-step-us`` = the fp32 truth) within 10 % (``told``). The what-ifs' truths, told and
+  checked, are each side's rounds before any capture (the run without the profiler; the pooled rounds
+  where truth.json does not say which is which).
 * ``bf16``: ``whatif --scale GEMM=r --scale non-GEMM=q --autocast bf16`` (``r``, ``q`` measured as above
   on the bf16 and fp32 traces) against the bf16 truth; within 25 %, alone and told.
 * ``graphs``: ``whatif --graphs`` on the eager trace against the graph replay's truth; within 25 %, alone and
@@ -38,7 +42,9 @@ Checks (error = predicted / truth - 1):
 * ``alone-bracket``, ``told-bracket`` (each of the three, where the slower side's capture has
   ``partner_bracket_us``: the faster side timed right before and right after its window): the same
   what-ifs against that, told the slower side's ``bracket_us`` mean: the truth at the host speed of the
-  capture's own moment, as ``bracket`` is for ``self``.
+  capture's own moment, as ``bracket`` is for ``self``. The brackets are timed in the capturing process,
+  which the profiler stayed attached to after its first window: these modes, and ``bracket``, check the
+  attached process's answers (``attached``, ``unprofiled.attached_step_us``).
 
 Naive Amdahl beside each (``naive``): for ``tf32``/``bf16``, the slower run's truth minus the GPU time the
 change saves per step, ``(1 - r) * G + (1 - q) * N`` with ``G``/``N`` the slower trace's GEMM/non-GEMM GPU
@@ -114,9 +120,11 @@ class Folder:
         return self._cls[name]
 
     def config_truth(self, workload: str, variant: str) -> float | None:
+        """The configuration's step in a process the profiler never attached to: its rounds before any
+        capture (the pooled rounds where truth.json does not say which is which)."""
         for t in self.truth.values():
             if t["workload"] == workload and t["variant"] == variant:
-                return t["truth_step_us"]
+                return sides(t)[0] or t["truth_step_us"]
         return None
 
     def twin(self, workload: str, variant: str, setting: str) -> str | None:
@@ -173,12 +181,16 @@ def folder_rows(folder: str) -> list[dict]:
                      "whatif_unprofiled_us": None, "scales": ""})
         self_row = rows[-1]
         if t.get("bracket_us"):
-            # the same figure against the host of the capture's own moment (one unprofiled round right
-            # before and right after the window): which misses are the host moving between rounds
-            rows.append({**self_row, "mode": "bracket", "truth_us": statistics.fmean(t["bracket_us"])})
-        for mode, truth_side in zip(("before", "after"), sides(t)):
+            # against the host of the capture's own moment (one unprofiled round right before and right after
+            # the window): which misses are the host moving between rounds. Those rounds run in the capturing
+            # process, the profiler attached since its first window: the attached process's figure
+            rows.append({**self_row, "mode": "bracket", "truth_us": statistics.fmean(t["bracket_us"]),
+                         "pred_us": un.get("attached_step_us")})
+        # each process against its own rounds: the run without the profiler (never attached) against those
+        # before any capture, the attached process's figure against those after
+        for mode, truth_side, pred in zip(("before", "after"), sides(t), (un["step_us"], un.get("attached_step_us"))):
             if truth_side is not None:
-                rows.append({**self_row, "mode": mode, "truth_us": truth_side})
+                rows.append({**self_row, "mode": mode, "truth_us": truth_side, "pred_us": pred})
         kind = t["kind"]
         if t["role"] != "slow" or kind not in FAST:
             continue
@@ -206,25 +218,27 @@ def folder_rows(folder: str) -> list[dict]:
                 naive_saved += (1 - q) * ca.get("non-GEMM", 0.0)
                 opts = {"autocast": "bf16"}
             naive = truth - naive_saved / 1e3
-        modes = [("alone", None, fast_truth, naive), ("told", truth, fast_truth, naive)]
+        told = sides(t)[0] or truth  # the slower run's step in a process the profiler never attached to
+        modes = [("alone", None, fast_truth, naive, False), ("told", told, fast_truth, naive, False)]
         if t.get("partner_bracket_us") and t.get("bracket_us"):
             # both sides timed around this capture's window: the what-if's truth at its host's speed, and
-            # the slower run's step told as it was then
+            # the slower run's step told as it was then; both in the capturing process, the profiler attached
             here, fast_here = statistics.fmean(t["bracket_us"]), statistics.fmean(t["partner_bracket_us"])
             naive_here = naive if kind == "graphs" else here - naive_saved / 1e3
-            modes += [("alone-bracket", None, fast_here, naive_here), ("told-bracket", here, fast_here, naive_here)]
-        answers: dict = {}  # told -> (prediction, note): the alone what-if serves both of its modes
-        for mode, told, check_truth, check_naive in modes:
-            if told not in answers:
+            modes += [("alone-bracket", None, fast_here, naive_here, True),
+                      ("told-bracket", here, fast_here, naive_here, True)]
+        answers: dict = {}  # (told, attached) -> (prediction, note): the alone what-if serves both of its modes
+        for mode, told, check_truth, check_naive, attached in modes:
+            if (told, attached) not in answers:
                 try:
                     w = whatif_analysis(a, WhatIfParams(scale=tuple(scales), unprofiled_step_us=told,
-                                                        **opts)).to_dict()
-                    answers[told] = (w["predicted_unprofiled_step_us"], None)
-                    if told is None:
+                                                        attached=attached, **opts)).to_dict()
+                    answers[told, attached] = (w["predicted_unprofiled_step_us"], None)
+                    if told is None and not attached:
                         self_row["whatif_unprofiled_us"] = w["unprofiled_step_us"]
                 except Exception as exc:  # noqa: BLE001  (a refusal is a result too)
-                    answers[told] = (None, f"{type(exc).__name__}: {exc}"[:120])
-            pred, note = answers[told]
+                    answers[told, attached] = (None, f"{type(exc).__name__}: {exc}"[:120])
+            pred, note = answers[told, attached]
             rows.append({**base, "check": kind, "mode": mode, "truth_us": check_truth, "pred_us": pred,
                          "naive_us": check_naive, "bound": un.get("bound"), "profiled_bound": un.get("profiled_bound"),
                          "whatif_unprofiled_us": None, "scales": " ".join(scales) or "--graphs",

@@ -18,6 +18,9 @@ the profiler's settings; from WORKLOAD.meta.json, else B's trace alone), with ``
 B's per-capture medians (the host's noise between interleaved captures). Beside them: the
 profiled prediction (what the tool answered before: the what-if's ``predicted_us``) and naive
 Amdahl (A's unprofiled step minus the GPU time saved).
+
+The rounds were timed in the capturing process, which had profiled before: the profiler stayed attached
+(docs/latency.md), so every prediction is the attached process's (``attached=True``).
 """
 from __future__ import annotations
 
@@ -86,10 +89,10 @@ def pair_rows(folder: str, settings=("plain", "shapes", "stack"), autocast: bool
                         scales.append(f"non-GEMM={cb.get('non-GEMM', 0) / ca['non-GEMM']:.4f}")
                     if kind == "bf16" and autocast:
                         opts = {"autocast": "bf16"}
-                cal = whatif_analysis(a, WhatIfParams(scale=tuple(scales), **opts)).to_dict()
+                cal = whatif_analysis(a, WhatIfParams(scale=tuple(scales), attached=True, **opts)).to_dict()
                 alone = Analysis(a)
                 del alone.trace().metadata[METADATA_KEY]  # the trace alone: no measurement
-                est = whatif_analysis(alone, WhatIfParams(scale=tuple(scales), **opts)).to_dict()
+                est = whatif_analysis(alone, WhatIfParams(scale=tuple(scales), attached=True, **opts)).to_dict()
                 a_unprof = cal["unprofiled"]["measured_step_us"]
                 saved = cal["measured_us"] - cal["amdahl_us"]
                 rows.append({"workload": workload, "pair": f"{slow}->{fast}", "setting": setting,

@@ -60,7 +60,8 @@ def test_the_casts_found_are_the_casts_the_bf16_run_added(caps, workload):
 @pytest.mark.parametrize("workload", PAIRS)
 def test_autocast_predicts_the_bf16_run_better_than_the_scales_alone(workload):
     """From the fp32 trace alone, with the GEMM and non-GEMM time ratios of the two traces: the bf16
-    run without the profiler (its own measurement, CUDA events around its window)."""
+    run without the profiler (its own measurement, CUDA events around its window, in the capturing process:
+    the profiler attached, so the attached process's answer)."""
     slow, fast = CAPS / f"{workload}__fp32__shapes.json.gz", CAPS / f"{workload}__bf16__shapes.json.gz"
     truth = Analysis(fast).trace().metadata[METADATA_KEY]["step_us"]
     a, b = _class_per_step(slow), _class_per_step(fast)
@@ -69,7 +70,7 @@ def test_autocast_predicts_the_bf16_run_better_than_the_scales_alone(workload):
     for autocast in (None, "bf16"):
         alone = Analysis(slow)
         del alone.trace().metadata[METADATA_KEY]
-        rep = whatif_analysis(alone, WhatIfParams(scale=scales, autocast=autocast)).to_dict()
+        rep = whatif_analysis(alone, WhatIfParams(scale=scales, autocast=autocast, attached=True)).to_dict()
         errors[autocast] = abs(rep["predicted_unprofiled_step_us"] / truth - 1)
     assert errors["bf16"] < errors[None], errors
     assert errors["bf16"] <= 0.30, errors

@@ -12,6 +12,7 @@ from typing import Any
 
 from ..core.fields import option
 from ..vocabulary import TIME_BASES
+from .changes import ATTACHED as _ATTACHED
 from .changes import UNPROFILED as _UNPROFILED
 from .changes import WhatIfParams
 from .registry import AnalysisSpec, register
@@ -25,11 +26,12 @@ _STEPPED = ("level", "step_marker", "skip_steps")
 class LaunchParams:
     short_us: float = option(10.0, "activities shorter than this are short (default 10)")
     unprofiled_step_us: float | None = option(None, _UNPROFILED, metavar="X")
+    attached: bool = option(False, _ATTACHED)
 
 
 def _launch(sel: Any, ctx: Any, p: LaunchParams) -> Any:
     from .launch import launch_of
-    return launch_of(sel, ctx, p.short_us, p.unprofiled_step_us)
+    return launch_of(sel, ctx, p.short_us, p.unprofiled_step_us, p.attached)
 
 
 def _timed(sel: Any) -> bool:
@@ -63,11 +65,12 @@ register(AnalysisSpec("flops", "FLOPs, bytes and the roofline per op; where FLOP
 @dataclass(frozen=True)
 class LatencyParams:
     unprofiled_step_us: float | None = option(None, _UNPROFILED, metavar="X")
+    attached: bool = option(False, _ATTACHED)
 
 
 def _latency(sel: Any, ctx: Any, p: LatencyParams) -> Any:
     from .latency import latency_of
-    return latency_of(sel, ctx, p.unprofiled_step_us)
+    return latency_of(sel, ctx, p.unprofiled_step_us, p.attached)
 
 
 _STEPS_HELP = "a trace with steps (ProfilerStep#N, or --step-marker NAME)"

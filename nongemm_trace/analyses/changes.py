@@ -17,6 +17,12 @@ UNPROFILED = ("the run's measured step time without the profiler (us, mean per s
               "profiler-overhead model alone)")
 
 
+#: the help of every analysis's ``attached``
+ATTACHED = ("answer for the loop's steps after a profiled window, in the same process: torch.profiler leaves CUPTI "
+            "attached unless TEARDOWN_CUPTI=1 is set, and every later runtime call pays its callbacks (default: a "
+            "process the profiler never attached to)")
+
+
 @dataclass(frozen=True)
 class WhatIfParams:
     """The changes a what-if replays (``scale``: the library takes a dict selector -> factor too)."""
@@ -35,3 +41,4 @@ class WhatIfParams:
                                         "work autocast brings (the kernels' own speed-up is your --scale, e.g. "
                                         "GEMM=0.3)", choices=AUTOCAST_DTYPES)
     unprofiled_step_us: float | None = option(None, UNPROFILED, metavar="X")
+    attached: bool = option(False, ATTACHED)

@@ -41,19 +41,20 @@ CAPTURE_KIND = "graph capture"
 
 
 def launch_analysis(source: str | Path | Analysis, *, short_us: float = 10.0, unprofiled_step_us: float | None = None,
-                    options: AnalysisOptions | None = None, **old: Any) -> LaunchReport:
+                    attached: bool = False, options: AnalysisOptions | None = None, **old: Any) -> LaunchReport:
     """Launch overhead and idle analysis of one trace (a path or an :class:`Analysis`), with the verdict
     for the run without the profiler (``summary["unprofiled"]``; ``unprofiled_step_us`` as
-    :func:`nongemm_trace.latency.latency_analysis`). ``options``: the
+    :func:`nongemm_trace.latency.latency_analysis`; ``attached``: the loop after its window, the profiler
+    still attached, as there). ``options``: the
     :class:`~nongemm_trace.pipeline.options.AnalysisOptions` (taxonomy, level, drop_unlinked, step_marker,
     skip_steps); ``old``: its fields as keywords, as it took them before (deprecated)."""
     analysis, typed = open_analysis(source, keywords_of(options, old, "launch_analysis"), metric="gpu")
     sel = analysis.selection(typed)
-    return launch_of(sel, analysis.context(None, typed), short_us, unprofiled_step_us)
+    return launch_of(sel, analysis.context(None, typed), short_us, unprofiled_step_us, attached)
 
 
 def launch_of(sel: Selection, ctx: Context, short_us: float = 10.0,
-              unprofiled_step_us: float | None = None) -> LaunchReport:
+              unprofiled_step_us: float | None = None, attached: bool = False) -> LaunchReport:
     """:func:`launch_analysis` of a selection (the analysis's ``run``)."""
     path = sel.trace
     short_ns = int(round(short_us * 1000))
@@ -82,7 +83,7 @@ def launch_of(sel: Selection, ctx: Context, short_us: float = 10.0,
                             {}, verdict, sel.metadata.get("device"), warnings)
 
     # the replays first: their per-piece arrays are freed before this report's own tables are made
-    un_view = without_profiler_view(sel, ctx, unprofiled_step_us)
+    un_view = without_profiler_view(sel, ctx, unprofiled_step_us, attached)
     trace_stats = timeline_stats(acts, [], short_ns, cover)
     comm_dev = exposed_communication(acts, ["device"])
     summary = _summary(trace_stats.row(0, named=True), comm_dev)
@@ -143,7 +144,8 @@ def _measured(sel: Selection, ctx: Context) -> tuple[Any, Any] | None:
     return g, measured_timeline(g)
 
 
-def without_profiler_view(sel: Selection, ctx: Context, step_us: float | None) -> dict[str, Any] | None:
+def without_profiler_view(sel: Selection, ctx: Context, step_us: float | None,
+                          attached: bool = False) -> dict[str, Any] | None:
     """``busy_share`` and ``verdict`` of the run without the profiler (the replay of
     :mod:`.latency.unprofiled`), beside ``profiled_busy_share`` (the measured replay's, same scope: every
     activity, first start to last end); None for a format with no host timeline."""
@@ -160,7 +162,8 @@ def without_profiler_view(sel: Selection, ctx: Context, step_us: float | None) -
     profiled_bound = bound_of(bound_times(measured, g.queue_gap_ns))
     profiled_busy = busy_share(measured.acts)
     del measured, found  # the measured timeline's tables freed before the replays without the profiler
-    un = without_profiler(ctx, g, kept, step_us=step_us, path=sel.trace)
+    un = without_profiler(ctx, g, kept, step_us=step_us, path=sel.trace,
+                          attached=attached)
     busy = busy_share(un.timeline.acts)
     if busy is None:
         return None

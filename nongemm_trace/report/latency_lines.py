@@ -64,6 +64,9 @@ def latency_head(rep: LatencyReport) -> list[tuple[str, bool]]:
                    f"{un['profiler_overhead_us']:,.1f} us, {_pct(un['profiler_overhead_us'], un['step_us'])}); "
                    f"{un['bound']}{_changed(un.get('profiled_bound'), un.get('bound'))}", True),
                   (f"  ({unprofiled_source(un)})", False)]
+        if un.get("attached_step_us") is not None:
+            lines.append((f"  in the same process after its window, the profiler still attached (CUPTI not torn "
+                          f"down): steady step {un['attached_step_us']:,.1f} us", False))
     return lines
 
 

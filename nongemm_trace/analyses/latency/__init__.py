@@ -30,7 +30,7 @@ from .graph import Graph, build
 from .overlap import overlapping_steps
 from .path import attribute
 from .replay import measured_timeline
-from .unprofiled import latency_unprofiled, without_profiler
+from .unprofiled import attached_ratio, latency_unprofiled, without_profiler
 
 __all__ = ["latency_analysis", "whatif_analysis", "latency_of", "whatif_of", "LatencyReport", "WhatIfReport",
            "graph_of", "graph_in", "measured_timeline"]
@@ -84,18 +84,20 @@ def _kept(steps: pl.DataFrame, skip: int) -> pl.DataFrame:
 
 
 def latency_analysis(source: str | Path | Analysis, *, unprofiled_step_us: float | None = None,
-                     options: AnalysisOptions | None = None, **old: Any) -> LatencyReport:
+                     attached: bool = False, options: AnalysisOptions | None = None, **old: Any) -> LatencyReport:
     """Per-step latency attribution of one trace (a path or an :class:`Analysis`), as profiled and
     without the profiler (``unprofiled_step_us``: the run's measured step time without it, else the
-    trace's ``nongemm_unprofiled`` metadata, else the overhead model alone). ``options``: the
+    trace's ``nongemm_unprofiled`` metadata, else the overhead model alone; ``attached``: the run in the
+    process after its profiled window, the profiler still attached, not one it never touched). ``options``: the
     :class:`~nongemm_trace.pipeline.options.AnalysisOptions` (taxonomy, level, step_marker, skip_steps);
     ``old``: its fields as keywords, as it took them before (deprecated)."""
     analysis, typed = open_analysis(source, keywords_of(options, old, "latency_analysis"), metric="gpu")
     analysis, _, sel, _ = _graph(analysis, typed)
-    return latency_of(sel, analysis.context(), unprofiled_step_us)
+    return latency_of(sel, analysis.context(), unprofiled_step_us, attached)
 
 
-def latency_of(sel: Selection, ctx: Context, unprofiled_step_us: float | None = None) -> LatencyReport:
+def latency_of(sel: Selection, ctx: Context, unprofiled_step_us: float | None = None,
+               attached: bool = False) -> LatencyReport:
     """:func:`latency_analysis` of a selection (the analysis's ``run``)."""
     g, warnings = graph_in(sel, ctx)
     tl = measured_timeline(g)
@@ -106,14 +108,16 @@ def latency_of(sel: Selection, ctx: Context, unprofiled_step_us: float | None = 
     del tl  # not read again: its tables freed before the replays without the profiler
     if overlap is not None:
         warnings.append(overlap)
-    un = without_profiler(ctx, g, steps, step_us=unprofiled_step_us, path=sel.trace)
+    un = without_profiler(ctx, g, steps, step_us=unprofiled_step_us, path=sel.trace,
+                          attached=attached)
     if un.note:
         warnings.append(Anomaly("unprofiled_calibration", 1, un.note))
+    ratio = attached_ratio(ctx, g, steps, un)
     return LatencyReport(str(sel.trace), sel.taxonomy, sel.level, sel.marker,
                          steps.select("step", "name", "ts", "end", "cpu_end", "gpu_end", "start", "wall", "latency"),
                          att,
                          g.launch_latency_ns, g.queue_gap_ns, warnings,
-                         latency_unprofiled(un, steps, att, g.queue_gap_ns))
+                         latency_unprofiled(un, steps, att, g.queue_gap_ns, ratio))
 
 
 def whatif_analysis(source: str | Path | Analysis, changes: WhatIfParams | None = None, *,

@@ -30,10 +30,7 @@ never predicts a step slower than the measured one (:func:`.whatif.predict`).
 
 from __future__ import annotations
 
-import functools
-import sys
 from dataclasses import dataclass
-from importlib import resources
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -45,6 +42,15 @@ from ...models.latency import bound_of, bounds_per_step
 from ...vocabulary import STEADY_STEP, steady_step
 from .anchoring import HOST_SCALE_RANGE, anchor_on, bisect, device_bound, device_reaches
 from .graph import Graph, graph_launch_ids, graph_replayed
+from .overhead_model import (
+    KIND_CODES,
+    METADATA_KEY,
+    PIECE_KINDS,
+    OverheadModel,
+    model_for,
+    process_of,
+    profiler_settings,
+)
 from .path import bound_times
 from .pieces import KIND
 from .replay import Timeline, measured_piece_lengths, replay
@@ -52,77 +58,10 @@ from .replay import Timeline, measured_piece_lengths, replay
 if TYPE_CHECKING:  # pragma: no cover
     from ...pipeline.context import Context
 
-#: the trace metadata key the collectors write (nongemm_trace/collectors/unprofiled.py)
-METADATA_KEY = "nongemm_unprofiled"
-#: the piece kinds the model scales (a graph launch is a ``launch`` piece of a ``cudaGraphLaunch``)
-PIECE_KINDS = ("op", "wrapper", "gap", "launch", "call", "graph_launch")
-#: every kind a piece can have, by the code :func:`piece_kinds` gives it (the model's kinds first)
-KIND_CODES = PIECE_KINDS + ("sync", "wait", "unknown")
 #: a measured step or issue time past this (us: about 11.6 days) is no measurement of a step
 _MAX_STEP_US = 1e12
 #: the calibration factor's search range
 K_MAX = 4.0
-
-
-@dataclass(frozen=True)
-class OverheadModel:
-    """The share of each kind of host piece that remains without the profiler, for one setting."""
-
-    setting: str
-    remains: dict[str, float]
-    activity_ns: float  # device time the profiler's activity tracing adds to each GPU activity
-    torch: str
-    fit: str  # where the numbers come from (captures, error)
-    side_thread: float = 1.0  # the factor on the profiler's time in the pieces of threads other than the steps'
-    graph_activity_ns: float | None = None  # activity_ns for an activity a CUDA/HIP graph replay ran (None: the same)
-    graph_replay_gap_ns: float = 0.0  # the device time the profiler adds before each graph replay's first activity
-
-
-@functools.cache
-def _models() -> dict[str, Any]:
-    if sys.version_info >= (3, 11):
-        import tomllib
-    else:  # pragma: no cover - Python 3.10
-        import tomli as tomllib
-    return tomllib.loads((resources.files("nongemm_trace.devices") / "profiler_overhead.toml").read_text())
-
-
-def profiler_settings(metadata: dict[str, Any], has_shapes: bool) -> dict[str, bool]:
-    """The profiler's settings for the trace: the collectors' record, else torch's own metadata keys
-    (it writes ``record_shapes``, ``with_stack``, ``profile_memory``, ``with_flops`` when set), else what
-    the events show (input shapes recorded)."""
-    doc = metadata.get(METADATA_KEY)
-    recorded = doc.get("profiler") if isinstance(doc, dict) else None
-    out = {}
-    for key, seen in (("record_shapes", has_shapes), ("with_stack", False), ("profile_memory", False),
-                      ("with_flops", False)):
-        if isinstance(recorded, dict) and key in recorded:
-            out[key] = bool(recorded[key])
-        elif key in metadata:
-            out[key] = str(metadata[key]).strip().lower() in ("1", "true", "yes")
-        else:
-            out[key] = seen
-    return out
-
-
-def model_for(settings: dict[str, bool]) -> OverheadModel:
-    """The fitted model of the nearest setting: with_stack, record_shapes, or neither; with
-    ``profile_memory`` its factors on the shares that remain (the allocator's events are recorded
-    inside the ops, so only the ops' and wrappers' shares change: ``[profile_memory]`` in the data)."""
-    data = _models()
-    name = "with_stack" if settings.get("with_stack") else "record_shapes" if settings.get("record_shapes") else "plain"
-    row = data["settings"][name]
-    remains = {k: float(row["remains"][k]) for k in PIECE_KINDS}
-    fit = str(row.get("fit", ""))
-    memory = data.get("profile_memory")
-    if settings.get("profile_memory") and memory:
-        remains = {k: v * float(memory["remains"].get(k, 1.0)) for k, v in remains.items()}
-        name, fit = f"{name}+profile_memory", f"{fit}; profile_memory: {memory.get('fit', '')}"
-    device = data.get("device", {})
-    graph_ns = device.get("graph_activity_ns")
-    return OverheadModel(name, remains, float(device.get("activity_ns", 0.0)), str(data.get("torch", "")), fit,
-                         float(row.get("side_thread", 1.0)), None if graph_ns is None else float(graph_ns),
-                         float(device.get("graph_replay_gap_ns", 0.0)))
 
 
 def on_side_threads(g: Graph, cut: np.ndarray, model: OverheadModel) -> np.ndarray:
@@ -192,18 +131,40 @@ class Unprofiled:
 
 def unprofiled_summary(un: Unprofiled) -> dict[str, Any]:
     """What a report says of where its unprofiled figures come from."""
-    return {"step_time": STEADY_STEP, "source": un.source, "setting": un.model.setting, "calibration_k": round(un.k, 4),
+    return {"step_time": STEADY_STEP, "source": un.source, "process": un.model.process, "setting": un.model.setting,
+            "calibration_k": round(un.k, 4),
             "device_scale": round(un.device_scale, 6), "host_scale": round(un.host_scale, 6),
             "anchor": round(un.anchor, 6),
             "measured_step_us": un.measured_step_us, "calibrated_on": un.calibrated_on, "note": un.note,
             "model": f"profiler_overhead.toml [{un.model.setting}], torch {un.model.torch}: {un.model.fit}"}
 
 
+def _steady_us(tl: Timeline, steps: pl.Series) -> float:
+    return (steady_step(tl.steps.filter(pl.col("step").is_in(steps.implode()))["wall"]) or 0.0) / 1000.0
+
+
+def attached_ratio(ctx: Context, g: Graph, kept_steps: pl.DataFrame, un: Unprofiled) -> float | None:
+    """How much longer the steady step is in a process the profiler stayed attached to after its window
+    than in one it never attached to (the runtime calls keep CUPTI's callbacks: ``[never_profiled]`` in the
+    model's data): the two processes' estimates from the trace alone, divided. None where ``un`` is not of
+    the never-profiled process (a model given by hand) or has no step."""
+    if un.model.process != "never_profiled":
+        return None
+    steps = kept_steps["step"]
+    never = (_steady_us(un.timeline, steps) if un.source == "estimated" and un.anchor == 1.0 else
+             _steady_us(without_profiler(ctx, g, kept_steps, calibrate=False).timeline, steps))
+    attached = _steady_us(without_profiler(ctx, g, kept_steps, calibrate=False,
+                                           model=model_for(un.settings, "attached")).timeline, steps)
+    return attached / never if never > 0 else None
+
+
 def latency_unprofiled(un: Unprofiled, steps: pl.DataFrame, profiled_att: pl.DataFrame,
-                       queue_gap_ns: int) -> dict[str, Any]:
+                       queue_gap_ns: int, attached: float | None = None) -> dict[str, Any]:
     """The latency report's ``unprofiled``: per kept step and in steady state (``step_us``, the median:
     :func:`~nongemm_trace.vocabulary.steady_step`), the step without the profiler, the profiler's share
-    of the step (the profiled mean step minus that) and which side bounds it."""
+    of the step (the profiled mean step minus that) and which side bounds it; ``attached_step_us``, the
+    steady step of the same loop after its window in a process the profiler stayed attached to
+    (``attached``: :func:`attached_ratio`)."""
     kept = steps["step"].implode()
     un.timeline.steps = un.timeline.steps.filter(pl.col("step").is_in(kept))
     att = bound_times(un.timeline, queue_gap_ns)  # only its bounds are read
@@ -216,12 +177,16 @@ def latency_unprofiled(un: Unprofiled, steps: pl.DataFrame, profiled_att: pl.Dat
     steady = steady_step(walls["un"]) or 0.0
     return unprofiled_summary(un) | {
         "step_us": round(steady / 1000, 3),
+        "attached_step_us": None if attached is None else round(steady * attached / 1000, 3),
         "profiler_overhead_us": round((float(number(walls["wall"].mean()) or 0.0) - steady) / 1000, 3),
         "bound": bound_of(att), "profiled_bound": bound_of(profiled_att), "steps": rows}
 
 
-def measured_unprofiled(metadata: dict[str, Any]) -> tuple[float | None, float | None]:
-    """(step time, host issue time) in us from the trace's ``nongemm_unprofiled``, when present."""
+def measured_unprofiled(metadata: dict[str, Any], process: str = "never_profiled") -> tuple[float | None, float | None]:
+    """(step time, host issue time) in us from the trace's ``nongemm_unprofiled``, when present. The rounds
+    of ``process``'s side of the window where the document keeps them apart (``before_step_us``: before the
+    window, the profiler not yet attached; ``after_step_us``: after it, attached unless ``cupti_teardown``),
+    the step alone (the issue time is of both sides); else the pooled ``step_us`` and ``host_issue_us``."""
     doc = metadata.get(METADATA_KEY)
     if not isinstance(doc, dict):
         return None, None
@@ -233,14 +198,24 @@ def measured_unprofiled(metadata: dict[str, Any]) -> tuple[float | None, float |
             return None
         return f if np.isfinite(f) and 0 < f < _MAX_STEP_US else None
 
+    side = None
+    if process == "attached" and not doc.get("cupti_teardown"):
+        side = num(doc.get("after_step_us"))
+    elif process == "never_profiled":
+        side = num(doc.get("before_step_us"))
+    if side is not None:
+        return side, None
     return num(doc.get("step_us")), num(doc.get("host_issue_us"))
 
 
 def without_profiler(ctx: Context, g: Graph, kept_steps: pl.DataFrame, *, step_us: float | None = None,
-                     path: Any = None, model: OverheadModel | None = None) -> Unprofiled:
+                     path: Any = None, model: OverheadModel | None = None, calibrate: bool = True,
+                     attached: bool = False) -> Unprofiled:
     """The unchanged run replayed without the profiler's cost. ``step_us``: the run's measured step
     time without the profiler (mean per step), which wins over the trace's metadata; ``model``: another
-    overhead model than the fitted one of the trace's settings."""
+    overhead model than the fitted one of the trace's settings (``attached``: of the process the profiler
+    stayed attached to after its window, else of one it never attached to);
+    ``calibrate=False``: the model's estimate alone, whatever was measured."""
     if step_us is not None and (not isinstance(step_us, (int, float)) or not np.isfinite(step_us) or step_us <= 0):
         raise OptionError(path, f"unprofiled_step_us must be a finite number > 0, not {step_us!r}",
                           "unprofiled_step_us")
@@ -248,15 +223,15 @@ def without_profiler(ctx: Context, g: Graph, kept_steps: pl.DataFrame, *, step_u
     ops = ctx.linked().ops
     shapes = "input_dims" in ops.columns and bool(ops["input_dims"].is_not_null().any())
     settings = profiler_settings(trace.metadata, shapes)
-    model = model or model_for(settings)
+    model = model or model_for(settings, process_of(attached))
     launches = trace.launches
     kinds = piece_kinds(g, graph_launch_ids(launches))
     cut = removable(g, kinds, measured_piece_lengths(g).astype(np.float64), model)
     host_work = kinds < len(PIECE_KINDS)  # the pieces a slower host lengthens: not syncs' returns, not waits
     del kinds
     cut = on_side_threads(g, cut, model)
-    meta_step, meta_issue = measured_unprofiled(trace.metadata)
-    target = float(step_us) if step_us is not None else meta_step
+    meta_step, meta_issue = measured_unprofiled(trace.metadata, model.process) if calibrate else (None, None)
+    target = float(step_us) if step_us is not None and calibrate else meta_step
     issue = meta_issue if step_us is None else None  # a step time given by hand wins over the metadata
     dur = g.acts["dur"].to_numpy()
     replayed, replay_first = graph_replayed(g, launches)

@@ -339,7 +339,7 @@ def predict(ctx: Context, g, sel, warnings, changes: WhatIfParams | None = None,
     profiled_bound = bound_of(bound_times(replace(measured, steps=kept_measured), g.queue_gap_ns))
     measured_steps = measured.steps
     del measured
-    un = without_profiler(ctx, g, kept_measured, step_us=unprofiled_step_us, path=path)
+    un = without_profiler(ctx, g, kept_measured, step_us=unprofiled_step_us, path=path, attached=p.attached)
     kept_steps = kept_measured["step"].implode()
     un.timeline.steps = un.timeline.steps.filter(pl.col("step").is_in(kept_steps))
     un_bound = bound_of(bound_times(un.timeline, g.queue_gap_ns))
