@@ -12,6 +12,11 @@ too): a share of the host time fits every capture better than a fixed cost per e
 gives both fits). An activity that waited for its launch call starts as much earlier as its call got
 shorter. Waiting (a sync's wait, a thread's wait on another) is never scaled: the replay recomputes it.
 
+**Which process**: torch.profiler leaves CUPTI attached to the process after its window (unless
+``TEARDOWN_CUPTI=1``), so the run without the profiler is a process it never attached to, whose runtime
+calls keep less of their time than the shares fitted on attached processes (:mod:`.overhead_model`);
+``attached=True`` answers for the loop after its window instead, and :func:`attached_ratio` relates the two.
+
 **Calibration**: when the unchanged run's step time without the profiler is known (the collectors'
 ``nongemm_unprofiled`` metadata, or ``--unprofiled-step-us``), the model's removed time is scaled by
 the one factor ``k`` that makes the replayed step match it (the replay is monotone in ``k``), and the
