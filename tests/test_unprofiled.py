@@ -248,6 +248,8 @@ def test_the_collector_writes_the_measurement_and_the_tool_reads_it(tmp_path):
     rep = latency_analysis(path)
     # each process is calibrated on its own side of the window: the rounds before it, and those after
     assert rep.unprofiled["measured_step_us"] == pytest.approx(un["before_step_us"])
+    assert rep.unprofiled["step_us"] == pytest.approx(un["before_step_us"], rel=1e-4)  # anchored: a fact
+    assert rep.unprofiled["attached_step_us"] == pytest.approx(un["after_step_us"], rel=1e-4)  # measured too
     assert latency_analysis(path, attached=True).unprofiled["measured_step_us"] == pytest.approx(un["after_step_us"])
     assert rep.unprofiled["setting"] == "record_shapes"
     assert not list(tmp_path.glob(".*partial*"))

@@ -151,11 +151,17 @@ def _steady_us(tl: Timeline, steps: pl.Series) -> float:
 def attached_ratio(ctx: Context, g: Graph, kept_steps: pl.DataFrame, un: Unprofiled) -> float | None:
     """How much longer the steady step is in a process the profiler stayed attached to after its window
     than in one it never attached to (the runtime calls keep CUPTI's callbacks: ``[never_profiled]`` in the
-    model's data): the two processes' estimates from the trace alone, divided. None where ``un`` is not of
-    the never-profiled process (a model given by hand) or has no step."""
+    model's data): the two processes' estimates from the trace alone, divided; where the collector timed the
+    rounds after the window in the attached process (``after_step_us``), that measurement over the step
+    reported for the never-profiled one. None where ``un`` is not of the never-profiled process (a model
+    given by hand) or has no step."""
     if un.model.process != "never_profiled":
         return None
     steps = kept_steps["step"]
+    after = measured_side(ctx.trace().metadata, "attached")
+    if after is not None:
+        reported = _steady_us(un.timeline, steps) * un.anchor
+        return after / reported if reported > 0 else None
     never = (_steady_us(un.timeline, steps) if un.source == "estimated" and un.anchor == 1.0 else
              _steady_us(without_profiler(ctx, g, kept_steps, calibrate=False).timeline, steps))
     attached = _steady_us(without_profiler(ctx, g, kept_steps, calibrate=False,
@@ -187,30 +193,39 @@ def latency_unprofiled(un: Unprofiled, steps: pl.DataFrame, profiled_att: pl.Dat
         "bound": bound_of(att), "profiled_bound": bound_of(profiled_att), "steps": rows}
 
 
+def _us(v: Any) -> float | None:
+    """A measured time in us, or None where it is no measurement of a step."""
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    return f if np.isfinite(f) and 0 < f < _MAX_STEP_US else None
+
+
+def measured_side(metadata: dict[str, Any], process: str) -> float | None:
+    """The step of ``process``'s side of the window in the trace's ``nongemm_unprofiled``, where the
+    document keeps the sides apart: ``before_step_us`` (before the window, the profiler not yet attached)
+    for the never-profiled process, ``after_step_us`` (after it: attached, unless ``cupti_teardown``) for
+    the attached one."""
+    doc = metadata.get(METADATA_KEY)
+    if not isinstance(doc, dict):
+        return None
+    if process == "attached":
+        return None if doc.get("cupti_teardown") else _us(doc.get("after_step_us"))
+    return _us(doc.get("before_step_us"))
+
+
 def measured_unprofiled(metadata: dict[str, Any], process: str = "never_profiled") -> tuple[float | None, float | None]:
-    """(step time, host issue time) in us from the trace's ``nongemm_unprofiled``, when present. The rounds
-    of ``process``'s side of the window where the document keeps them apart (``before_step_us``: before the
-    window, the profiler not yet attached; ``after_step_us``: after it, attached unless ``cupti_teardown``),
-    the step alone (the issue time is of both sides); else the pooled ``step_us`` and ``host_issue_us``."""
+    """(step time, host issue time) in us from the trace's ``nongemm_unprofiled``, when present: the step of
+    ``process``'s side of the window where the document keeps the sides apart (:func:`measured_side`; the
+    issue time is of both sides, so none), else the pooled ``step_us`` and ``host_issue_us``."""
     doc = metadata.get(METADATA_KEY)
     if not isinstance(doc, dict):
         return None, None
-
-    def num(v: Any) -> float | None:
-        try:
-            f = float(v)
-        except (TypeError, ValueError):
-            return None
-        return f if np.isfinite(f) and 0 < f < _MAX_STEP_US else None
-
-    side = None
-    if process == "attached" and not doc.get("cupti_teardown"):
-        side = num(doc.get("after_step_us"))
-    elif process == "never_profiled":
-        side = num(doc.get("before_step_us"))
+    side = measured_side(metadata, process)
     if side is not None:
         return side, None
-    return num(doc.get("step_us")), num(doc.get("host_issue_us"))
+    return _us(doc.get("step_us")), _us(doc.get("host_issue_us"))
 
 
 def without_profiler(ctx: Context, g: Graph, kept_steps: pl.DataFrame, *, step_us: float | None = None,
