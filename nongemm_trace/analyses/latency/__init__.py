@@ -30,7 +30,7 @@ from .graph import Graph, build
 from .overlap import overlapping_steps
 from .path import attribute
 from .replay import measured_timeline
-from .unprofiled import attached_ratio, latency_unprofiled, without_profiler
+from .unprofiled import attached_estimate, attached_ratio, latency_unprofiled, without_profiler
 
 __all__ = ["latency_analysis", "whatif_analysis", "latency_of", "whatif_of", "LatencyReport", "WhatIfReport",
            "graph_of", "graph_in", "measured_timeline"]
@@ -108,11 +108,12 @@ def latency_of(sel: Selection, ctx: Context, unprofiled_step_us: float | None = 
     del tl  # not read again: its tables freed before the replays without the profiler
     if overlap is not None:
         warnings.append(overlap)
+    estimate = None if attached else attached_estimate(ctx, g, steps)
     un = without_profiler(ctx, g, steps, step_us=unprofiled_step_us, path=sel.trace,
                           attached=attached)
     if un.note:
         warnings.append(Anomaly("unprofiled_calibration", 1, un.note))
-    ratio = attached_ratio(ctx, g, steps, un)
+    ratio = attached_ratio(ctx, g, steps, un, estimate)
     return LatencyReport(str(sel.trace), sel.taxonomy, sel.level, sel.marker,
                          steps.select("step", "name", "ts", "end", "cpu_end", "gpu_end", "start", "wall", "latency"),
                          att,

@@ -148,13 +148,25 @@ def _steady_us(tl: Timeline, steps: pl.Series) -> float:
     return (steady_step(tl.steps.filter(pl.col("step").is_in(steps.implode()))["wall"]) or 0.0) / 1000.0
 
 
-def attached_ratio(ctx: Context, g: Graph, kept_steps: pl.DataFrame, un: Unprofiled) -> float | None:
+def attached_estimate(ctx: Context, g: Graph, kept_steps: pl.DataFrame) -> float | None:
+    """The steady step (us) of the process the profiler stayed attached to, from the trace alone, for
+    :func:`attached_ratio`; None where the collector measured it (``after_step_us``). Made before the run
+    without the profiler is replayed, so that one replay's tables are alive at a time, not two."""
+    if measured_side(ctx.trace().metadata, "attached") is not None:
+        return None
+    return _steady_us(without_profiler(ctx, g, kept_steps, calibrate=False, attached=True).timeline,
+                      kept_steps["step"])
+
+
+def attached_ratio(ctx: Context, g: Graph, kept_steps: pl.DataFrame, un: Unprofiled,
+                   estimate_us: float | None = None) -> float | None:
     """How much longer the steady step is in a process the profiler stayed attached to after its window
     than in one it never attached to (the runtime calls keep CUPTI's callbacks: ``[never_profiled]`` in the
-    model's data): the two processes' estimates from the trace alone, divided; where the collector timed the
-    rounds after the window in the attached process (``after_step_us``), that measurement over the step
-    reported for the never-profiled one. None where ``un`` is not of the never-profiled process (a model
-    given by hand) or has no step."""
+    model's data): the two processes' estimates from the trace alone, divided (``estimate_us``: the
+    attached one's, :func:`attached_estimate`, else made here); where the collector timed the rounds after
+    the window in the attached process (``after_step_us``), that measurement over the step reported for the
+    never-profiled one. None where ``un`` is not of the never-profiled process (a model given by hand) or
+    has no step."""
     if un.model.process != "never_profiled":
         return None
     steps = kept_steps["step"]
@@ -164,8 +176,8 @@ def attached_ratio(ctx: Context, g: Graph, kept_steps: pl.DataFrame, un: Unprofi
         return after / reported if reported > 0 else None
     never = (_steady_us(un.timeline, steps) if un.source == "estimated" and un.anchor == 1.0 else
              _steady_us(without_profiler(ctx, g, kept_steps, calibrate=False).timeline, steps))
-    attached = _steady_us(without_profiler(ctx, g, kept_steps, calibrate=False,
-                                           model=model_for(un.settings, "attached")).timeline, steps)
+    attached = estimate_us if estimate_us is not None else _steady_us(
+        without_profiler(ctx, g, kept_steps, calibrate=False, model=model_for(un.settings, "attached")).timeline, steps)
     return attached / never if never > 0 else None
 
 
