@@ -218,8 +218,8 @@ def folder_rows(folder: str) -> list[dict]:
                 naive_saved += (1 - q) * ca.get("non-GEMM", 0.0)
                 opts = {"autocast": "bf16"}
             naive = truth - naive_saved / 1e3
-        told = sides(t)[0] or truth  # the slower run's step in a process the profiler never attached to
-        modes = [("alone", None, fast_truth, naive, False), ("told", told, fast_truth, naive, False)]
+        slow_step = sides(t)[0] or truth  # the slower run's step in a process the profiler never attached to
+        modes = [("alone", None, fast_truth, naive, False), ("told", slow_step, fast_truth, naive, False)]
         if t.get("partner_bracket_us") and t.get("bracket_us"):
             # both sides timed around this capture's window: the what-if's truth at its host's speed, and
             # the slower run's step told as it was then; both in the capturing process, the profiler attached

@@ -482,3 +482,25 @@ def test_each_process_is_calibrated_on_its_own_side_of_the_window():
     pooled = {"step_us": 10.0, "host_issue_us": 7.0}
     assert measured_unprofiled({METADATA_KEY: pooled}) == (10.0, 7.0)
     assert measured_unprofiled({METADATA_KEY: pooled}, "attached") == (10.0, 7.0)
+
+
+def test_each_command_answers_for_the_process_asked_on_a_shared_trace(capsys):
+    """H200 Llama-1B fp16 b1 s512 eager (../shared, host-bound): the run without the profiler is the
+    faster process; ``--attached`` on ``latency``, ``whatif`` and ``launch`` answers for the loop after its
+    window, whose launches pay CUPTI's callbacks again, and ``latency`` gives both steps."""
+    path = str(shared("h200", "llama_1b_fp16_bs1_s512__eager.json.gz"))
+    answers = {}
+    for flags in ([], ["--attached"]):
+        for cmd in ("latency", "whatif", "launch"):
+            extra = ["--scale", "GEMM=1"] if cmd == "whatif" else []
+            assert main([cmd, path, *extra, *flags, "--format", "json"]) == 0
+            answers[cmd, bool(flags)] = json.loads(capsys.readouterr().out)
+    never, att = answers["latency", False]["unprofiled"], answers["latency", True]["unprofiled"]
+    assert never["bound"] == "host-bound" and never["process"] == "never_profiled" and att["process"] == "attached"
+    assert att["step_us"] > never["step_us"]
+    assert never["attached_step_us"] == pytest.approx(att["step_us"], abs=0.002)
+    for attached, un in ((False, never), (True, att)):
+        assert answers["whatif", attached]["unprofiled_step_us"] == pytest.approx(un["step_us"], abs=0.002)
+        assert answers["launch", attached]["unprofiled"]["process"] == un["process"]
+    # the attached host is slower, so the GPU is busy a smaller share of the span
+    assert answers["launch", True]["unprofiled"]["busy_share"] < answers["launch", False]["unprofiled"]["busy_share"]

@@ -162,8 +162,7 @@ def without_profiler_view(sel: Selection, ctx: Context, step_us: float | None,
     profiled_bound = bound_of(bound_times(measured, g.queue_gap_ns))
     profiled_busy = busy_share(measured.acts)
     del measured, found  # the measured timeline's tables freed before the replays without the profiler
-    un = without_profiler(ctx, g, kept, step_us=step_us, path=sel.trace,
-                          attached=attached)
+    un = without_profiler(ctx, g, kept, step_us=step_us, path=sel.trace, attached=attached)
     busy = busy_share(un.timeline.acts)
     if busy is None:
         return None

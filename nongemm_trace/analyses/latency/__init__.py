@@ -109,8 +109,7 @@ def latency_of(sel: Selection, ctx: Context, unprofiled_step_us: float | None = 
     if overlap is not None:
         warnings.append(overlap)
     estimate = None if attached else attached_estimate(ctx, g, steps)
-    un = without_profiler(ctx, g, steps, step_us=unprofiled_step_us, path=sel.trace,
-                          attached=attached)
+    un = without_profiler(ctx, g, steps, step_us=unprofiled_step_us, path=sel.trace, attached=attached)
     if un.note:
         warnings.append(Anomaly("unprofiled_calibration", 1, un.note))
     ratio = attached_ratio(ctx, g, steps, un, estimate)

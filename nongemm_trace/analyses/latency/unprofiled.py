@@ -145,6 +145,7 @@ def unprofiled_summary(un: Unprofiled) -> dict[str, Any]:
 
 
 def _steady_us(tl: Timeline, steps: pl.Series) -> float:
+    """The steady step (us) of replay ``tl`` over ``steps``: the figure the reports give."""
     return (steady_step(tl.steps.filter(pl.col("step").is_in(steps.implode()))["wall"]) or 0.0) / 1000.0
 
 
@@ -176,9 +177,8 @@ def attached_ratio(ctx: Context, g: Graph, kept_steps: pl.DataFrame, un: Unprofi
         return after / reported if reported > 0 else None
     never = (_steady_us(un.timeline, steps) if un.source == "estimated" and un.anchor == 1.0 else
              _steady_us(without_profiler(ctx, g, kept_steps, calibrate=False).timeline, steps))
-    attached = estimate_us if estimate_us is not None else _steady_us(
-        without_profiler(ctx, g, kept_steps, calibrate=False, model=model_for(un.settings, "attached")).timeline, steps)
-    return attached / never if never > 0 else None
+    attached = estimate_us if estimate_us is not None else attached_estimate(ctx, g, kept_steps)
+    return attached / never if attached is not None and never > 0 else None
 
 
 def latency_unprofiled(un: Unprofiled, steps: pl.DataFrame, profiled_att: pl.DataFrame,
@@ -305,7 +305,7 @@ def without_profiler(ctx: Context, g: Graph, kept_steps: pl.DataFrame, *, step_u
         return d if scale == 1.0 else np.rint(d * scale).astype(np.int64)
 
     def steady_wall(tl: Timeline) -> float:  # the steady step the reports give, which a measurement is matched to
-        return (steady_step(tl.steps.filter(pl.col("step").is_in(steps.implode()))["wall"]) or 0.0) / 1000.0
+        return _steady_us(tl, steps)
 
     def result(k: float, source: str, measured: float | None, note: str | None = None,
                on: str | None = None, lever: str = "device") -> Unprofiled:
